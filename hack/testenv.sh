@@ -1,0 +1,2 @@
+#!/usr/bin/env bash
+echo "testenv: not built yet" >&2

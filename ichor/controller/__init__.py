@@ -1,0 +1,1 @@
+"""kopf handlers: TalosCluster, IchorInstallation (release check), TalosOperation."""

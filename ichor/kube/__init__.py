@@ -1,0 +1,1 @@
+"""Small helpers shared by the controller, webhook and CLI for talking to the Kubernetes API."""

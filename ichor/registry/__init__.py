@@ -1,0 +1,1 @@
+"""Async OCI tag lister (distribution API, anonymous bearer tokens, every page)."""

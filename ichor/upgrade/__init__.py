@@ -1,0 +1,2 @@
+"""Pure path rules: Talos upgrade paths, Kubernetes skew and pairing, and the
+one target rule the plan and the executors both apply. No I/O."""
