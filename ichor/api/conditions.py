@@ -1,0 +1,94 @@
+"""Condition types and reasons of the three kinds, and the Condition shape.
+
+Conditions say what *is* (Events say what happened). Reasons are CamelCase words a
+program may match on; the message is a sentence for a person. Types and reasons are str
+enums so a typo is a type error, not a condition nobody reads.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from ichor.api._base import ApiModel
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class ClusterConditionType(StrEnum):
+    """TalosCluster conditions."""
+
+    #: The workload cluster was reached and its versions read.
+    READY = "Ready"
+    #: Talos, Kubernetes and the observed Cilium hold together in the compatibility table.
+    VERSIONS_COMPATIBLE = "VersionsCompatible"
+    TALOS_UPGRADE_AVAILABLE = "TalosUpgradeAvailable"
+    KUBERNETES_UPGRADE_AVAILABLE = "KubernetesUpgradeAvailable"
+    #: The Cilium chart this Ichor embeds is newer than what the cluster runs.
+    CILIUM_UPGRADE_AVAILABLE = "CiliumUpgradeAvailable"
+
+
+class ClusterReason(StrEnum):
+    """Reasons of the TalosCluster conditions."""
+
+    # Ready
+    OBSERVED = "Observed"
+    NODES_DIFFER = "NodesDiffer"
+    NO_NODES = "NoNodes"
+    NODE_VERSION_UNREADABLE = "NodeVersionUnreadable"
+    WORKLOAD_UNREACHABLE = "WorkloadUnreachable"
+    KUBECONFIG_UNUSABLE = "KubeconfigUnusable"
+    # any condition, when the spec itself cannot be judged
+    INVALID_SPEC = "InvalidSpec"
+    # VersionsCompatible
+    COMPATIBLE = "Compatible"
+    TALOS_KUBERNETES_INCOMPATIBLE = "TalosKubernetesIncompatible"
+    CILIUM_KUBERNETES_INCOMPATIBLE = "CiliumKubernetesIncompatible"
+    UNKNOWN_VERSION = "UnknownVersion"
+    # *UpgradeAvailable
+    UPGRADE_AVAILABLE = "UpgradeAvailable"
+    UP_TO_DATE = "UpToDate"
+    LIST_UNAVAILABLE = "ListUnavailable"
+    CNI_NOT_OBSERVED = "CNINotObserved"
+    # CiliumUpgradeAvailable
+    CHART_NEWER = "ChartNewer"
+    NOT_CILIUM = "NotCilium"
+    CILIUM_VERSION_UNREADABLE = "CiliumVersionUnreadable"
+
+
+class OperationConditionType(StrEnum):
+    """TalosOperation conditions (set by the executors)."""
+
+    #: The executor's checks passed (or were overridden) and the Job may run.
+    ACCEPTED = "Accepted"
+    #: The Job finished, successfully or not.
+    COMPLETE = "Complete"
+
+
+class OperationReason(StrEnum):
+    ACCEPTED = "Accepted"
+    OVERRIDDEN = "Overridden"
+    REFUSED = "Refused"
+    JOB_RUNNING = "JobRunning"
+    JOB_SUCCEEDED = "JobSucceeded"
+    JOB_FAILED = "JobFailed"
+
+
+class InstallationConditionType(StrEnum):
+    #: The last release check listed every repository.
+    RELEASES_LISTED = "ReleasesListed"
+
+
+class Condition(ApiModel):
+    """One entry of ``status.conditions`` (the shape of metav1.Condition)."""
+
+    type: str
+    status: ConditionStatus
+    reason: str
+    message: str = ""
+    observed_generation: int | None = None
+    last_transition_time: datetime

@@ -1,0 +1,93 @@
+"""Spec and status of a TalosCluster (crds/talosclusters.ichor.dev.yaml).
+
+The spec is the user's: the versions the cluster should run, its CNI, and where to find
+its kubeconfig and talosconfig. The status is the controller's: what the nodes run, the
+CNI it saw, the upgrade choices and the conditions. Versions stay strings here because a
+stored object may hold one that no rule accepts (written before validation existed); the
+controller judges them, the model only carries them.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from ichor.api._base import ApiModel
+from ichor.api.conditions import Condition
+
+
+class CNIPreset(StrEnum):
+    #: Ichor installs and upgrades the Cilium chart it embeds.
+    CILIUM = "cilium"
+    #: The user runs their own CNI; Ichor installs none.
+    UNMANAGED = "unmanaged"
+
+
+#: The CNI name the controller records in ``status.cni.detected`` when it sees Cilium.
+DETECTED_CILIUM = "cilium"
+
+DEFAULT_KUBECONFIG_KEY = "kubeconfig"
+DEFAULT_TALOSCONFIG_KEY = "talosconfig"
+
+
+class SecretKeyRef(ApiModel):
+    """A key of a Secret in the object's own namespace."""
+
+    name: str
+    key: str | None = None
+
+
+class CNISpec(ApiModel):
+    preset: CNIPreset = CNIPreset.CILIUM
+
+
+class TalosClusterSpec(ApiModel):
+    talos_version: str
+    kubernetes_version: str
+    version_contract: str
+    cni: CNISpec = CNISpec()
+    schematic: str | None = None
+    #: Without it, the workload cluster is the one the operator runs in.
+    kubeconfig_secret_ref: SecretKeyRef | None = None
+    talosconfig_secret_ref: SecretKeyRef | None = None
+
+
+class NodeVersions(ApiModel):
+    """The versions seen across the Nodes; reported, never averaged."""
+
+    count: int | None = None
+    talos_versions: tuple[str, ...] | None = None
+    kubernetes_versions: tuple[str, ...] | None = None
+    differ: bool | None = None
+
+
+class CNIStatus(ApiModel):
+    detected: str | None = None
+    detected_version: str | None = None
+    #: Deprecated: a Cilium image patch recorded by an earlier Ichor, none set any more.
+    image_override: str | None = None
+
+
+class ChoiceGroup(ApiModel):
+    """Upgrade choices of one component, newest first (see ichor.upgrade.targets)."""
+
+    recommended: str | None = None
+    patch: tuple[str, ...] = ()
+    next_minor: tuple[str, ...] = ()
+    default: str | None = None
+    available: bool = False
+    unavailable_reason: str | None = None
+
+
+class UpgradeChoices(ApiModel):
+    talos: ChoiceGroup | None = None
+    kubernetes: ChoiceGroup | None = None
+
+
+class TalosClusterStatus(ApiModel):
+    observed_generation: int | None = None
+    talos_version: str | None = None
+    kubernetes_version: str | None = None
+    nodes: NodeVersions | None = None
+    cni: CNIStatus | None = None
+    upgrade_choices: UpgradeChoices | None = None
+    conditions: tuple[Condition, ...] = ()
