@@ -1,0 +1,115 @@
+"""Repository references the release check lists, and how each picks its scheme.
+
+A reference is ``[scheme://]host[:port]/name``: ``ghcr.io/siderolabs/installer-base``,
+``mirror.example.com:5000/siderolabs/kubelet``, or ``http://127.0.0.1:5000/test/talos``.
+
+Scheme: HTTPS unless the reference says ``http://``, and ``http://`` is accepted only for a
+loopback host (127.0.0.0/8, ::1, ``localhost``), which is what a test registry is. There is
+no guessing from the port and no fallback from HTTPS to HTTP: a listing that would send
+credentials or trust tags over plain HTTP across a network is refused here, before any I/O.
+
+It refuses a reference without a registry host (Docker Hub's short names such as
+``siderolabs/installer`` are not resolved), with a tag or digest, or with a name the
+distribution spec does not allow, so a repository named wrong fails at once.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from dataclasses import dataclass
+
+from ichor.registry.errors import InvalidReference
+
+# distribution/reference: path components of lower-case alphanumerics joined by separators.
+_COMPONENT = re.compile(r"[a-z0-9]+(?:(?:\.|_|__|-+)[a-z0-9]+)*")
+_HOST = re.compile(
+    r"(?:[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*"
+    r"|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?"
+)
+MAX_NAME_LENGTH = 255
+
+
+@dataclass(frozen=True)
+class Repository:
+    """One repository on one registry: where its tags are listed."""
+
+    scheme: str
+    host: str
+    name: str
+
+    @property
+    def origin(self) -> str:
+        """``scheme://host``: the base of every URL of this registry."""
+        return f"{self.scheme}://{self.host}"
+
+    @property
+    def tags_url(self) -> str:
+        return f"{self.origin}/v2/{self.name}/tags/list"
+
+    @property
+    def pull_scope(self) -> str:
+        return f"repository:{self.name}:pull"
+
+    def __str__(self) -> str:
+        prefix = "http://" if self.scheme == "http" else ""
+        return f"{prefix}{self.host}/{self.name}"
+
+
+def is_loopback(host: str) -> bool:
+    """True for ``localhost``, 127.0.0.0/8 and ::1, with or without a port."""
+    bare = host
+    if bare.startswith("["):
+        bare = bare[1 : bare.find("]")] if "]" in bare else bare
+    elif bare.count(":") == 1:
+        bare = bare.split(":", 1)[0]
+    if bare.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(bare).is_loopback
+    except ValueError:
+        return False
+
+
+def parse(reference: str) -> Repository:
+    """Parse ``[http(s)://]host[:port]/name``; raise InvalidReference naming the problem."""
+    text = reference.strip()
+    expected = "expected host/name such as ghcr.io/siderolabs/installer-base"
+    scheme = "https"
+    lowered = text.lower()
+    if lowered.startswith("https://"):
+        text = text[len("https://") :]
+    elif lowered.startswith("http://"):
+        scheme = "http"
+        text = text[len("http://") :]
+    elif "://" in text:
+        raise InvalidReference(
+            reference, "the reference is not a repository (only https://, or http:// on loopback)"
+        )
+    host, slash, name = text.partition("/")
+    name = name.rstrip("/")
+    if not slash or not name:
+        raise InvalidReference(reference, f"the reference names no repository: {expected}")
+    if not _HOST.fullmatch(host) or not ("." in host or ":" in host or host.lower() == "localhost"):
+        raise InvalidReference(
+            reference, f"the reference does not start with a registry host ({host!r}): {expected}"
+        )
+    if "@" in name or ":" in name:
+        raise InvalidReference(
+            reference, f"the reference holds a tag or digest: name the repository only ({expected})"
+        )
+    if len(name) > MAX_NAME_LENGTH or not all(
+        _COMPONENT.fullmatch(part) for part in name.split("/")
+    ):
+        raise InvalidReference(
+            reference,
+            f"{name!r} is not a repository name (lower-case letters and digits, "
+            "with . _ - between them, in /-separated parts)",
+        )
+    if scheme == "http" and not is_loopback(host):
+        raise InvalidReference(
+            reference,
+            "plain http:// is allowed only on a loopback host; "
+            "a registry or mirror on the network is listed over https://",
+        )
+    return Repository(scheme=scheme, host=host.lower(), name=name)
