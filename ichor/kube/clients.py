@@ -1,0 +1,84 @@
+"""API clients: the operator's own cluster, and a workload cluster from a kubeconfig Secret.
+
+A TalosCluster names its workload cluster by a Secret holding a kubeconfig; without one,
+the workload cluster is the cluster the operator runs in. This module turns either into a
+``kubernetes_asyncio`` ApiClient and says plainly why it cannot (``KubeconfigError``). It
+does not cache or retry: callers decide how often to read a Secret again.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from kubernetes_asyncio import client, config
+from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+#: Seconds any single call to an API server may take before it counts as unreachable.
+REQUEST_TIMEOUT = 10.0
+
+
+class KubeconfigError(Exception):
+    """A kubeconfig Secret is missing, lacks its key, or holds no usable kubeconfig."""
+
+
+async def operator_client() -> ApiClient:
+    """A client of the cluster the operator runs in: in-cluster credentials inside a Pod,
+    else the kubeconfig of ``$KUBECONFIG`` (or ``~/.kube/config``)."""
+    configuration = client.Configuration()
+    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+    else:
+        await config.load_kube_config(client_configuration=configuration)
+    return ApiClient(configuration=configuration)
+
+
+async def client_from_kubeconfig(kubeconfig: bytes | str, *, origin: str) -> ApiClient:
+    """A client built from the text of a kubeconfig; ``origin`` names it in errors."""
+    try:
+        loaded: Any = yaml.safe_load(kubeconfig)
+    except yaml.YAMLError as error:
+        raise KubeconfigError(f"{origin} is not YAML: {error}") from error
+    if not isinstance(loaded, dict) or not loaded.get("clusters"):
+        raise KubeconfigError(f"{origin} is not a kubeconfig (it names no cluster)")
+    configuration = client.Configuration()
+    try:
+        await config.load_kube_config_from_dict(loaded, client_configuration=configuration)
+    except (config.ConfigException, KeyError, TypeError, ValueError) as error:
+        raise KubeconfigError(f"{origin} is not a usable kubeconfig: {error}") from error
+    return ApiClient(configuration=configuration)
+
+
+@dataclass(frozen=True)
+class SecretValue:
+    value: bytes
+    #: Lets a caller keep what it built from the value until the Secret changes.
+    resource_version: str
+
+
+async def read_secret_key(api: ApiClient, *, namespace: str, name: str, key: str) -> SecretValue:
+    """The decoded value of ``key`` in Secret ``namespace/name``."""
+    where = f"Secret {namespace}/{name}"
+    try:
+        secret = await client.CoreV1Api(api).read_namespaced_secret(
+            name, namespace, _request_timeout=REQUEST_TIMEOUT
+        )
+    except ApiException as error:
+        if error.status == 404:
+            raise KubeconfigError(f"{where} does not exist") from error
+        if error.status == 403:
+            raise KubeconfigError(f"{where} may not be read by the operator") from error
+        raise
+    data: dict[str, str] = secret.data or {}
+    if key not in data:
+        raise KubeconfigError(f"{where} has no key {key!r}")
+    try:
+        value = base64.b64decode(data[key], validate=True)
+    except (binascii.Error, ValueError) as error:
+        raise KubeconfigError(f"key {key!r} of {where} is not base64") from error
+    return SecretValue(value=value, resource_version=secret.metadata.resource_version or "")
