@@ -1,0 +1,131 @@
+"""The checks of one spec change, and the wordings that name the step a user can take.
+
+The webhook runs these on every TalosCluster write: a version field never moves back,
+and a Kubernetes change must run with the cluster's Talos and, when the CNI is Cilium,
+with the Cilium that runs. When Cilium is what stands in the way, the refusal says
+whether the chart this Ichor embeds would run the target (upgrade Cilium first) or not
+(a newer Ichor is needed): Cilium moves only to the embedded chart.
+
+It does not check paths or skew (the plan's rule) and never reads the Cilium version of
+another CNI: ``cilium_release`` is the only way to get a Cilium release from status.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ichor.release import compat
+from ichor.release.pinned import PINNED
+from ichor.release.refusals import Refusal, Rule, refuse
+from ichor.release.versions import (
+    Version,
+    VersionError,
+    as_version,
+    check_contract,
+    check_spec_version,
+    parse,
+)
+
+__all__ = ["CILIUM", "VersionFields", "check_kubernetes_step", "check_update", "cilium_release"]
+
+CILIUM = "cilium"
+
+
+@dataclass(frozen=True, slots=True)
+class VersionFields:
+    """The version fields of a TalosCluster spec, as written."""
+
+    talos: str
+    kubernetes: str
+    contract: str
+
+
+def check_update(*, old: VersionFields, new: VersionFields) -> Refusal | None:
+    """No downgrade of talosVersion, kubernetesVersion or versionContract.
+
+    An unchanged value is always allowed, whatever its form; a changed value that is not
+    in its field's form is refused as FORM; an old value that does not parse has nothing
+    to compare against and does not block the fix.
+    """
+    for field, before, after in (
+        ("talosVersion", old.talos, new.talos),
+        ("kubernetesVersion", old.kubernetes, new.kubernetes),
+    ):
+        if before == after:
+            continue
+        try:
+            after_v = check_spec_version(after, field=field)
+        except VersionError as error:
+            return refuse(Rule.FORM, f"{error}.")
+        try:
+            before_v: Version | None = check_spec_version(before, field=field)
+        except VersionError:
+            before_v = None
+        if before_v is not None and after_v < before_v:
+            return _downgrade(field, before=before, after=after)
+    if old.contract != new.contract:
+        try:
+            after_c = check_contract(new.contract)
+        except VersionError as error:
+            return refuse(Rule.FORM, f"{error}.")
+        try:
+            before_c: tuple[int, int] | None = check_contract(old.contract)
+        except VersionError:
+            before_c = None
+        if before_c is not None and after_c < before_c:
+            return _downgrade("versionContract", before=old.contract, after=new.contract)
+    return None
+
+
+def _downgrade(field: str, *, before: str, after: str) -> Refusal:
+    return refuse(
+        Rule.DOWNGRADE,
+        f"{field} {after} is refused: it is older than {before} and a version never moves "
+        f"back (no downgrade), so keep {before} or choose a newer version.",
+    )
+
+
+def cilium_release(*, detected: str | None, version: str | None) -> str | None:
+    """The Cilium release that runs, only when the detected CNI is Cilium."""
+    if detected is None or detected.strip().lower() != CILIUM:
+        return None
+    if version is None or not version.strip():
+        return None
+    return version.strip()
+
+
+def check_kubernetes_step(
+    *,
+    talos: str | Version,
+    kubernetes: str | Version,
+    cilium: str | None,
+    embedded_cilium: str = PINNED.cilium_chart,
+) -> Refusal | None:
+    """A Kubernetes step: the Talos pair, then (for a Cilium CNI) the running Cilium.
+
+    ``cilium`` comes from ``cilium_release``: None skips the Cilium half (another CNI, or
+    none observed yet). Raises ``VersionError`` when Talos or Kubernetes does not parse.
+    """
+    pair = compat.talos_kubernetes_error(talos=talos, kubernetes=kubernetes)
+    if pair is not None or cilium is None:
+        return pair
+    running = compat.cilium_kubernetes_error(cilium=cilium, kubernetes=kubernetes)
+    if running is None or running.rule is Rule.UNKNOWN_VERSION:
+        return running
+    target = as_version(kubernetes)
+    entry = compat.CILIUM_KUBERNETES[parse(cilium).minor_key]
+    head = (
+        f"Kubernetes {target.tag} is refused: Cilium {cilium} runs Kubernetes {entry} "
+        f"(Cilium CI matrix); "
+    )
+    if compat.cilium_kubernetes_error(cilium=embedded_cilium, kubernetes=target) is None:
+        step = (
+            f"upgrade Cilium to {embedded_cilium} first, the chart this Ichor embeds, "
+            f"which runs Kubernetes {target.tag}."
+        )
+    else:
+        step = (
+            f"this Ichor ships Cilium {embedded_cilium}, which does not run Kubernetes "
+            f"{target.tag}: a newer Ichor release is needed."
+        )
+    return refuse(Rule.CILIUM_KUBERNETES, head + step)

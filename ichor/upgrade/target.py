@@ -1,0 +1,143 @@
+"""The one target rule: may this cluster move this component to this version now?
+
+The plan (the dry run of a TalosOperation), the executors before they start a Job, and
+the choices all call ``check_target``, so a version the choices offer is one the plan
+accepts, and the executor cannot run what the plan refused. The order is the order a
+person fixes things in: form, final, newer, path or skew, then compatibility.
+
+Only the compatibility refusals (the pairs) are overridable; an unknown version never
+is. The rule refuses to raise: a version that does not parse, in the target or in the
+cluster's spec, is a ``FORM`` refusal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+from ichor.release import compat, steps
+from ichor.release.pinned import PINNED
+from ichor.release.refusals import Refusal, Rule, refuse
+from ichor.release.versions import Version, VersionError, check_final, parse
+from ichor.upgrade import paths
+
+__all__ = ["ClusterVersions", "Component", "check_target", "check_target_version"]
+
+
+class Component(StrEnum):
+    TALOS = "talos"
+    KUBERNETES = "kubernetes"
+    CNI = "cni"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterVersions:
+    """What a cluster runs, as its spec and status say.
+
+    ``talos``/``kubernetes`` are the spec values; ``cni`` is the detected CNI kind (None
+    while none is observed); ``cilium`` is ``steps.cilium_release(...)``: a release only
+    when the detected CNI is Cilium.
+    """
+
+    talos: str
+    kubernetes: str
+    cilium: str | None = None
+    cni: str | None = None
+
+    @property
+    def cilium_constrains(self) -> bool:
+        """The Cilium table bounds Kubernetes only for a Cilium CNI."""
+        return self.cni is not None and self.cni.strip().lower() == steps.CILIUM
+
+
+def check_target(*, component: Component, target: str, cluster: ClusterVersions) -> Refusal | None:
+    """The full target rule for one component; None when the target may run."""
+    if component is Component.CNI:
+        return _check_cni(target=target, cluster=cluster)
+    field = "talos target" if component is Component.TALOS else "kubernetes target"
+    try:
+        target_v = check_final(target, field=field)
+    except VersionError as error:
+        rule = Rule.FORM
+        try:
+            if not parse(target).is_final or target.count(".") < 2:
+                rule = Rule.FINAL
+        except VersionError:
+            pass
+        return refuse(rule, f"{error}.")
+    return check_target_version(component=component, target=target_v, cluster=cluster)
+
+
+def check_target_version(
+    *, component: Component, target: Version, cluster: ClusterVersions
+) -> Refusal | None:
+    """``check_target`` for a target already known to be final (the choices' path)."""
+    try:
+        if component is Component.TALOS:
+            running = parse(cluster.talos)
+            return (
+                _newer("Talos", target=target, running=running)
+                or paths.talos_path(running=running, target=target)
+                or compat.talos_kubernetes_error(talos=target, kubernetes=cluster.kubernetes)
+            )
+        running = parse(cluster.kubernetes)
+        return (
+            _newer("Kubernetes", target=target, running=running)
+            or paths.kubernetes_skew(running=running, target=target)
+            or steps.check_kubernetes_step(
+                talos=cluster.talos,
+                kubernetes=target,
+                cilium=cluster.cilium if cluster.cilium_constrains else None,
+            )
+        )
+    except VersionError as error:
+        return refuse(Rule.FORM, f"The cluster's spec is refused: {error}.")
+
+
+def _newer(name: str, *, target: Version, running: Version) -> Refusal | None:
+    if target > running:
+        return None
+    return refuse(
+        Rule.NOT_NEWER,
+        f"{name} {target.tag} is refused: the cluster runs {running.tag} and an upgrade "
+        f"moves only to a newer version, so choose one newer than {running.tag}.",
+    )
+
+
+def _check_cni(*, target: str, cluster: ClusterVersions) -> Refusal | None:
+    chart = PINNED.cilium_chart
+    if target and target.strip().lstrip("v") != chart:
+        return refuse(
+            Rule.CNI_VERSION,
+            f"Cilium {target} is refused: Cilium moves only to {chart}, the chart this Ichor "
+            f"embeds, so remove the version and run ichor cni upgrade.",
+        )
+    if cluster.cilium_constrains and cluster.cilium is not None:
+        try:
+            if parse(cluster.cilium) >= parse(chart):
+                return refuse(
+                    Rule.NOT_NEWER,
+                    f"Cilium {chart} is refused: the cluster runs Cilium {cluster.cilium}, "
+                    f"which is not older than the chart this Ichor embeds, so there is "
+                    f"nothing to upgrade.",
+                )
+        except VersionError:
+            pass
+    try:
+        kubernetes = parse(cluster.kubernetes)
+    except VersionError as error:
+        return refuse(Rule.FORM, f"The cluster's spec is refused: {error}.")
+    refusal = compat.cilium_kubernetes_error(cilium=chart, kubernetes=kubernetes)
+    if refusal is None or refusal.rule is Rule.UNKNOWN_VERSION:
+        return refusal
+    entry = compat.CILIUM_KUBERNETES[parse(chart).minor_key]
+    step = (
+        f"upgrade Kubernetes to {compat.minor_text(entry.low)} first"
+        if kubernetes.minor_key < entry.low
+        else "a newer Ichor release is needed"
+    )
+    return refuse(
+        Rule.CILIUM_KUBERNETES,
+        f"Cilium {chart} is refused: it runs Kubernetes {entry} (Cilium CI matrix) and the "
+        f"cluster runs Kubernetes {kubernetes.tag}, so {step}.",
+    )
