@@ -1,0 +1,366 @@
+"""The webhook's decisions, as pure functions: which rule refuses a write, and the answer.
+
+Two steps, both without I/O so they are tested without a server:
+
+* ``review_cluster`` / ``review_operation`` call the rules of ``ichor.release`` and
+  ``ichor.upgrade`` (never a copy of them) in the order a person should meet them, and
+  return a ``Verdict``: the first refusal nothing passes, and the refusals the override
+  verb may pass.
+* ``answer_cluster`` / ``answer_operation`` turn a verdict, the override request and the
+  SubjectAccessReview's answer into an ``Answer``: allowed or denied with one message, the
+  admission warnings, and the text of the ``Override`` Event to record.
+
+This module refuses to decide anything the rules do not: no path or skew check on a
+TalosCluster write (the plan's job), no default for a missing version, no override of a
+refusal the rules mark as never overridable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+from ichor.release import compat, pinned, steps, versions
+from ichor.release.refusals import Refusal, Rule
+from ichor.upgrade import target as upgrade_target
+from ichor.webhook.reviews import (
+    ClusterObject,
+    ClusterRef,
+    OperationSpec,
+    OperationType,
+    Requester,
+)
+
+VERB = "override"
+GROUP = "ichor.dev"
+RESOURCE = "talosclusters"
+#: The longest warning the API server passes on untruncated.
+WARNING_LIMIT = 256
+
+
+class Code(IntEnum):
+    """The HTTP code a denial carries to the user (kubectl prints its reason)."""
+
+    FORBIDDEN = 403  # a rule refuses the write
+    BAD_REQUEST = 400  # the review or the object is not in the shape the webhook reads
+    UNAVAILABLE = 503  # the webhook could not decide (an API read failed): retry
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the rules say of one write.
+
+    ``blocking`` is the first refusal no override passes; ``overridable`` the refusals the
+    verb may pass, in the order met. A write with a blocking refusal is denied whatever the
+    overridable ones are, so the user sees the refusal that matters first.
+    """
+
+    blocking: Refusal | None = None
+    overridable: tuple[Refusal, ...] = ()
+
+    @property
+    def clean(self) -> bool:
+        return self.blocking is None and not self.overridable
+
+
+@dataclass(frozen=True)
+class Answer:
+    """The webhook's answer to one review, before it is sent.
+
+    ``record`` is the message of the Warning Event ``Override`` to write on the cluster
+    (None when no refusal was passed); the caller writes it only when not a dry run.
+    """
+
+    allowed: bool
+    message: str = ""
+    code: int = 200
+    warnings: tuple[str, ...] = ()
+    record: str | None = None
+    cluster: ClusterRef | None = field(default=None)
+
+
+def _verdict(refusals: list[Refusal]) -> Verdict:
+    blocking = next((r for r in refusals if not r.overridable), None)
+    passable: list[Refusal] = []
+    for refusal in refusals:
+        if refusal.overridable and refusal not in passable:
+            passable.append(refusal)
+    return Verdict(blocking=blocking, overridable=tuple(passable))
+
+
+def _form(error: versions.VersionError) -> Refusal:
+    return Refusal(rule=Rule.FORM, message=f"{error}.", overridable=False)
+
+
+def _form_refusals(cluster: ClusterObject, *, old: ClusterObject | None) -> list[Refusal]:
+    """Form of each version field the write sets (an unchanged value is always allowed)."""
+    refusals: list[Refusal] = []
+    for name, value, before in (
+        ("spec.talosVersion", cluster.talos, old.talos if old else None),
+        ("spec.kubernetesVersion", cluster.kubernetes, old.kubernetes if old else None),
+    ):
+        if value == before:
+            continue
+        try:
+            versions.check_spec_version(value, field=name)
+        except versions.VersionError as error:
+            refusals.append(_form(error))
+    if old is None or cluster.contract != old.contract:
+        try:
+            versions.check_contract(cluster.contract)
+        except versions.VersionError as error:
+            refusals.append(_form(error))
+    return refusals
+
+
+def _fields(cluster: ClusterObject) -> steps.VersionFields:
+    return steps.VersionFields(
+        talos=cluster.talos, kubernetes=cluster.kubernetes, contract=cluster.contract
+    )
+
+
+def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
+    """A TalosCluster create (``old`` None) or update: form, downgrade, pair, Cilium step.
+
+    No path or skew check: a TalosCluster write may jump (adopt, a repair), and the plan
+    and the executors apply the path rules to an upgrade.
+    """
+    refusals = _form_refusals(new, old=old)
+    if refusals:
+        return _verdict(refusals)
+    if old is not None:
+        try:
+            downgrade = steps.check_update(old=_fields(old), new=_fields(new))
+        except versions.VersionError:
+            # A stored value the rules cannot read (written before this webhook ran) is
+            # being replaced: nothing to compare it with, and the form check passed.
+            downgrade = None
+        if downgrade is not None:
+            refusals.append(downgrade)
+    talos_changed = old is None or new.talos != old.talos
+    kubernetes_changed = old is None or new.kubernetes != old.kubernetes
+    cilium = steps.cilium_release(detected=new.detected_cni, version=new.detected_cni_version)
+    try:
+        if kubernetes_changed:
+            # The step holds the Talos pair first, then the Cilium that runs (if Cilium).
+            step = steps.check_kubernetes_step(
+                talos=new.talos, kubernetes=new.kubernetes, cilium=cilium
+            )
+        elif talos_changed:
+            step = compat.talos_kubernetes_error(talos=new.talos, kubernetes=new.kubernetes)
+        else:
+            step = None
+    except versions.VersionError as error:
+        # An unchanged field the rules cannot read (stored before this webhook ran).
+        step = _form(error)
+    if step is not None:
+        refusals.append(step)
+    return _verdict(refusals)
+
+
+def cni_version_refusal(spec: OperationSpec) -> Refusal:
+    """The ADR's answer to a cni operation that names a version (amendment 2026-11-04 (3))."""
+    named = spec.cni_image_version if spec.cni_image_version is not None else spec.version
+    return Refusal(
+        rule=Rule.CNI_VERSION,
+        message=(
+            f"TalosOperation {spec.namespace}/{spec.name} is refused: a cni operation names "
+            f"no version ({named!r} given), because Cilium moves only to the chart this Ichor "
+            f"embeds ({pinned.PINNED.cilium_chart}); delete it and run `ichor cni upgrade` again."
+        ),
+        overridable=False,
+    )
+
+
+_COMPONENTS = {
+    OperationType.TALOS: upgrade_target.Component.TALOS,
+    OperationType.KUBERNETES: upgrade_target.Component.KUBERNETES,
+    OperationType.CNI: upgrade_target.Component.CNI,
+}
+
+
+def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
+    """A TalosOperation create: the plan, i.e. the full target rule for the cluster it names."""
+    if spec.type is OperationType.CNI:
+        if spec.version is not None or spec.cni_image_version is not None:
+            return _verdict([cni_version_refusal(spec)])
+        target = ""  # the embedded chart: the rule knows it
+    elif spec.version is None:
+        return _verdict(
+            [
+                Refusal(
+                    rule=Rule.FORM,
+                    message=(
+                        f"a {spec.type} operation needs spec.version, a final release vX.Y.Z "
+                        "(`ichor upgrade` fills in the default choice)."
+                    ),
+                    overridable=False,
+                )
+            ]
+        )
+    else:
+        target = spec.version
+    running = upgrade_target.ClusterVersions(
+        talos=cluster.talos,
+        kubernetes=cluster.kubernetes,
+        cilium=steps.cilium_release(
+            detected=cluster.detected_cni, version=cluster.detected_cni_version
+        ),
+        cni=cluster.detected_cni,
+    )
+    refusal = upgrade_target.check_target(
+        component=_COMPONENTS[spec.type], target=target, cluster=running
+    )
+    return _verdict([refusal] if refusal is not None else [])
+
+
+def needs_access_review(verdict: Verdict, *, override_requested: bool) -> bool:
+    """Whether the answer depends on the verb: only then is a SubjectAccessReview sent."""
+    return verdict.blocking is None and bool(verdict.overridable) and override_requested
+
+
+def _verb_text(cluster: ClusterRef) -> str:
+    return (
+        f"the RBAC verb `{VERB}` on `{RESOURCE}` in API group `{GROUP}` for TalosCluster {cluster}"
+    )
+
+
+def _warning(requester: Requester, refusal: Refusal) -> str:
+    text = f"override by {requester.username} ({refusal.rule}): {refusal.message}"
+    if len(text) > WARNING_LIMIT:
+        text = text[: WARNING_LIMIT - 1] + "…"
+    return text
+
+
+def _passed(verdict: Verdict, *, requester: Requester, cluster: ClusterRef, what: str) -> Answer:
+    refusals = "; ".join(f"{r.rule}: {r.message}" for r in verdict.overridable)
+    return Answer(
+        allowed=True,
+        warnings=tuple(_warning(requester, r) for r in verdict.overridable),
+        record=f"User {requester.username} overrode a refusal of {what} under the verb "
+        f"`{VERB}`: {refusals}",
+        cluster=cluster,
+    )
+
+
+def answer_cluster(
+    verdict: Verdict,
+    *,
+    requester: Requester,
+    cluster: ClusterRef,
+    holds_verb: bool | None,
+    operation: str,
+) -> Answer:
+    """A TalosCluster write: an overridable refusal passes when the user holds the verb.
+
+    ``holds_verb`` is the SubjectAccessReview's answer, None when none was needed.
+    """
+    if verdict.blocking is not None:
+        return Answer(
+            allowed=False,
+            message=verdict.blocking.message,
+            code=Code.FORBIDDEN,
+            cluster=cluster,
+        )
+    if not verdict.overridable:
+        return Answer(allowed=True, cluster=cluster)
+    if holds_verb:
+        return _passed(
+            verdict,
+            requester=requester,
+            cluster=cluster,
+            what=f"TalosCluster {cluster} ({operation.lower()})",
+        )
+    first = verdict.overridable[0]
+    return Answer(
+        allowed=False,
+        message=(
+            f"{first.message} Only a user holding {_verb_text(cluster)} can pass this "
+            f"refusal, and user {requester.username!r} does not."
+        ),
+        code=Code.FORBIDDEN,
+        cluster=cluster,
+    )
+
+
+def answer_operation(
+    verdict: Verdict,
+    *,
+    spec: OperationSpec,
+    requester: Requester,
+    holds_verb: bool | None,
+) -> Answer:
+    """A TalosOperation create: a refusal passes only with ``override: true`` and the verb."""
+    cluster = spec.cluster_ref
+    if verdict.blocking is not None:
+        message = verdict.blocking.message
+        if spec.override:
+            message += (
+                f" `override: true` does not pass it: the {verdict.blocking.rule} rule is "
+                "never overridable."
+            )
+        return Answer(allowed=False, message=message, code=Code.FORBIDDEN, cluster=cluster)
+    if not verdict.overridable:
+        return Answer(allowed=True, cluster=cluster)
+    first = verdict.overridable[0]
+    if not spec.override:
+        return Answer(
+            allowed=False,
+            message=(
+                f"{first.message} Setting `override: true` on the TalosOperation would pass "
+                f"this refusal for a user holding {_verb_text(cluster)}."
+            ),
+            code=Code.FORBIDDEN,
+            cluster=cluster,
+        )
+    if not holds_verb:
+        return Answer(
+            allowed=False,
+            message=(
+                f"{first.message} `override: true` is set, but user {requester.username!r} "
+                f"does not hold {_verb_text(cluster)}, which the override needs."
+            ),
+            code=Code.FORBIDDEN,
+            cluster=cluster,
+        )
+    target = spec.version if spec.version is not None else "the embedded chart"
+    return _passed(
+        verdict,
+        requester=requester,
+        cluster=cluster,
+        what=f"TalosOperation {spec.namespace}/{spec.name} ({spec.type} to {target})",
+    )
+
+
+def missing_cluster(spec: OperationSpec) -> Answer:
+    """The plan of an operation whose cluster does not exist."""
+    return Answer(
+        allowed=False,
+        message=(
+            f"TalosOperation {spec.namespace}/{spec.name} is refused: TalosCluster "
+            f"{spec.cluster_ref} does not exist; spec.clusterRef.name must name a TalosCluster "
+            f"in namespace {spec.namespace!r}."
+        ),
+        code=Code.FORBIDDEN,
+    )
+
+
+def malformed(reason: str) -> Answer:
+    """A review the webhook cannot read: denied, with what was wrong."""
+    return Answer(
+        allowed=False,
+        message=f"the ichor admission webhook cannot read this request: {reason}",
+        code=Code.BAD_REQUEST,
+    )
+
+
+def undecided(reason: str) -> Answer:
+    """The webhook could not decide (an API call failed): denied, the write may be retried."""
+    return Answer(
+        allowed=False,
+        message=(
+            f"the ichor admission webhook could not decide on this write ({reason}); "
+            "nothing was changed, retry the write"
+        ),
+        code=Code.UNAVAILABLE,
+    )

@@ -1,0 +1,196 @@
+"""The three API calls the webhook makes: read a cluster, ask for the verb, record an override.
+
+Kept behind the small ``Backend`` protocol so the handlers are tested (and fuzzed) with a
+fake, and the real one is async (kubernetes_asyncio) so a call never blocks the event loop
+that also answers the API server. Every call carries a short timeout: the API server waits
+at most the configuration's ``timeoutSeconds`` for the whole answer.
+
+This module refuses to answer for the user from the webhook's own rights: the verb is asked
+with a SubjectAccessReview built from the request's userInfo (user, uid, groups, extra), so
+the answer is the requester's, never the service account's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol, TypedDict, cast
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ichor.api import kinds
+from ichor.kube import clients, events
+from ichor.kube.payloads import ObjectReference
+from ichor.webhook import admission
+from ichor.webhook.reviews import ClusterRef, Requester
+
+#: Seconds any one API call of the webhook may take (the configuration allows 5 in all).
+CALL_TIMEOUT = 2.0
+EVENT_REASON = "Override"
+COMPONENT = "ichor-webhook"
+
+
+class ApiUnavailable(RuntimeError):
+    """An API call of the webhook failed; the write cannot be decided."""
+
+
+class Backend(Protocol):
+    async def read_cluster(self, ref: ClusterRef) -> Mapping[str, Any] | None:
+        """The TalosCluster object, or None when it does not exist."""
+
+    async def holds_override(self, requester: Requester, ref: ClusterRef) -> bool:
+        """Whether the requester holds the override verb for that cluster."""
+
+    async def record_override(self, ref: ClusterRef, *, message: str, uid: str | None) -> None:
+        """Write the Warning Event ``Override`` on the cluster."""
+
+
+class ResourceAttributes(TypedDict):
+    group: str
+    resource: str
+    verb: str
+    namespace: str
+    name: str
+
+
+class SubjectAccessReviewSpec(TypedDict):
+    user: str
+    uid: str
+    groups: list[str]
+    extra: dict[str, list[str]]
+    resourceAttributes: ResourceAttributes
+
+
+class SubjectAccessReview(TypedDict):
+    apiVersion: str
+    kind: str
+    spec: SubjectAccessReviewSpec
+
+
+def access_review(requester: Requester, ref: ClusterRef) -> SubjectAccessReview:
+    """The SubjectAccessReview asking whether the requester holds the verb on the cluster."""
+    return SubjectAccessReview(
+        apiVersion="authorization.k8s.io/v1",
+        kind="SubjectAccessReview",
+        spec=SubjectAccessReviewSpec(
+            user=requester.username,
+            uid=requester.uid,
+            groups=list(requester.groups),
+            extra={key: list(values) for key, values in requester.extra},
+            resourceAttributes=ResourceAttributes(
+                group=admission.GROUP,
+                resource=admission.RESOURCE,
+                verb=admission.VERB,
+                namespace=ref.namespace,
+                name=ref.name,
+            ),
+        ),
+    )
+
+
+def override_event(ref: ClusterRef, *, message: str, uid: str | None) -> dict[str, Any]:
+    """The core/v1 Warning Event ``Override`` on the cluster (what ``kubectl describe`` shows)."""
+    involved = ObjectReference(
+        apiVersion=kinds.API_VERSION,
+        kind=kinds.Kind.TALOS_CLUSTER.value,
+        namespace=ref.namespace,
+        name=ref.name,
+    )
+    if uid:
+        involved["uid"] = uid
+    return events.event_body(
+        involved,
+        type_=events.EventType.WARNING,
+        reason=EVENT_REASON,
+        message=message,
+        component=COMPONENT,
+    )
+
+
+class KubeBackend:
+    """The real backend: one kubernetes_asyncio client, made in the loop that uses it.
+
+    ``kubeconfig`` None means in-cluster credentials when the process runs in a Pod, else
+    the ``KUBECONFIG``/``~/.kube/config`` a person would use.
+    """
+
+    def __init__(self, *, kubeconfig: Path | None = None) -> None:
+        self._kubeconfig = kubeconfig
+        self._client: client.ApiClient | None = None
+        self._lock: asyncio.Lock | None = None
+
+    async def _api(self) -> client.ApiClient:
+        if self._client is not None:
+            return self._client
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._client is None:
+                self._client = await self._connect()
+        return self._client
+
+    async def _connect(self) -> client.ApiClient:
+        if self._kubeconfig is None:
+            return await clients.operator_client()
+        return await clients.client_from_kubeconfig(
+            self._kubeconfig.read_bytes(), origin=f"kubeconfig {self._kubeconfig}"
+        )
+
+    async def close(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def read_cluster(self, ref: ClusterRef) -> Mapping[str, Any] | None:
+        api = client.CustomObjectsApi(await self._api())
+        try:
+            body: Mapping[str, Any] = await api.get_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                ref.namespace,
+                kinds.Plural.TALOS_CLUSTERS.value,
+                ref.name,
+                _request_timeout=CALL_TIMEOUT,
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise ApiUnavailable(f"reading TalosCluster {ref} failed: {error.reason}") from None
+        except (TimeoutError, OSError) as error:
+            raise ApiUnavailable(f"reading TalosCluster {ref} failed: {error!r}") from None
+        return body
+
+    async def holds_override(self, requester: Requester, ref: ClusterRef) -> bool:
+        api = client.AuthorizationV1Api(await self._api())
+        try:
+            review = await api.create_subject_access_review(
+                body=cast(Any, access_review(requester, ref)), _request_timeout=CALL_TIMEOUT
+            )
+        except ApiException as error:
+            raise ApiUnavailable(
+                f"the SubjectAccessReview for the verb `{admission.VERB}` failed: {error.reason}"
+            ) from None
+        except (TimeoutError, OSError) as error:
+            raise ApiUnavailable(
+                f"the SubjectAccessReview for the verb `{admission.VERB}` failed: {error!r}"
+            ) from None
+        return bool(review.status is not None and review.status.allowed)
+
+    async def record_override(self, ref: ClusterRef, *, message: str, uid: str | None) -> None:
+        api = client.CoreV1Api(await self._api())
+        try:
+            await api.create_namespaced_event(
+                ref.namespace,
+                body=cast(Any, override_event(ref, message=message, uid=uid)),
+                _request_timeout=CALL_TIMEOUT,
+            )
+        except ApiException as error:
+            raise ApiUnavailable(
+                f"recording the Override Event on TalosCluster {ref} failed: {error.reason}"
+            ) from None
+        except (TimeoutError, OSError) as error:
+            raise ApiUnavailable(
+                f"recording the Override Event on TalosCluster {ref} failed: {error!r}"
+            ) from None

@@ -1,0 +1,206 @@
+"""What the webhook reads from an AdmissionReview, and nothing it has to guess.
+
+The API server sends raw JSON. Everything the rules need is taken out of it here into
+small frozen values (who asks, which cluster, which versions), and every shape the webhook
+cannot read raises ``MalformedReview`` with a sentence naming the field: the caller turns
+it into a denial. This module refuses to default a missing version field or coerce a
+wrong type into a string; it never judges a version either (the rules in
+``ichor.release``/``ichor.upgrade`` do).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, NotRequired, TypedDict
+
+
+class MalformedReview(ValueError):
+    """The review or the object under review is not in the shape the webhook reads."""
+
+
+class UserInfo(TypedDict):
+    """``request.userInfo`` of an AdmissionReview (authentication.k8s.io/v1 UserInfo)."""
+
+    username: str
+    uid: NotRequired[str]
+    groups: NotRequired[list[str]]
+    extra: NotRequired[dict[str, list[str]]]
+
+
+class OperationType(StrEnum):
+    """``spec.type`` of a TalosOperation."""
+
+    TALOS = "talos"
+    KUBERNETES = "kubernetes"
+    CNI = "cni"
+
+
+@dataclass(frozen=True)
+class Requester:
+    """The user behind a write, exactly as the API server authenticated them.
+
+    Kept whole (uid, groups, extra) because a SubjectAccessReview built from less could
+    answer for a different identity than the one that made the request.
+    """
+
+    username: str
+    uid: str = ""
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+
+@dataclass(frozen=True)
+class ClusterRef:
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class ClusterObject:
+    """The version fields of a TalosCluster and the CNI its status shows."""
+
+    ref: ClusterRef
+    talos: str
+    kubernetes: str
+    contract: str
+    cni_preset: str = "cilium"
+    detected_cni: str | None = None
+    detected_cni_version: str | None = None
+
+
+@dataclass(frozen=True)
+class OperationSpec:
+    """A TalosOperation as created: which cluster, which component, which target."""
+
+    namespace: str
+    name: str
+    cluster: str
+    type: OperationType
+    version: str | None
+    override: bool
+    cni_image_version: str | None
+
+    @property
+    def cluster_ref(self) -> ClusterRef:
+        return ClusterRef(self.namespace, self.cluster)
+
+
+def _mapping(value: object, *, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise MalformedReview(f"{where} must be an object, not {_kind(value)}")
+    return value
+
+
+def _kind(value: object) -> str:
+    if value is None:
+        return "missing"
+    return {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+    }.get(type(value), type(value).__name__)
+
+
+def _string(obj: Mapping[str, Any], key: str, *, where: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise MalformedReview(f"{where}.{key} must be a string, not {_kind(value)}")
+    return value
+
+
+def _optional_string(obj: Mapping[str, Any], key: str, *, where: str) -> str | None:
+    value = obj.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise MalformedReview(f"{where}.{key} must be a string, not {_kind(value)}")
+    return value
+
+
+def _name(obj: Mapping[str, Any], *, where: str) -> tuple[str, str]:
+    metadata = _mapping(obj.get("metadata"), where=f"{where}.metadata")
+    namespace = _optional_string(metadata, "namespace", where=f"{where}.metadata") or ""
+    name = _optional_string(metadata, "name", where=f"{where}.metadata") or ""
+    if not name:
+        generate = _optional_string(metadata, "generateName", where=f"{where}.metadata")
+        name = generate or ""
+    return namespace, name
+
+
+def requester(userinfo: object) -> Requester:
+    """The ``request.userInfo`` of a review; a username is required."""
+    info = _mapping(userinfo, where="request.userInfo")
+    username = _string(info, "username", where="request.userInfo")
+    if not username:
+        raise MalformedReview("request.userInfo.username is empty")
+    uid = _optional_string(info, "uid", where="request.userInfo") or ""
+    groups_raw = info.get("groups") or []
+    if not isinstance(groups_raw, list) or not all(isinstance(g, str) for g in groups_raw):
+        raise MalformedReview("request.userInfo.groups must be a list of strings")
+    extra_raw = _mapping(info.get("extra") or {}, where="request.userInfo.extra")
+    extra: list[tuple[str, tuple[str, ...]]] = []
+    for key, values in sorted(extra_raw.items()):
+        if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+            raise MalformedReview(f"request.userInfo.extra[{key!r}] must be a list of strings")
+        extra.append((str(key), tuple(values)))
+    return Requester(username=username, uid=uid, groups=tuple(groups_raw), extra=tuple(extra))
+
+
+def cluster_versions(body: object, *, where: str = "object") -> ClusterObject:
+    """The versions of a TalosCluster body (``object``, ``oldObject`` or a read)."""
+    obj = _mapping(body, where=where)
+    namespace, name = _name(obj, where=where)
+    spec = _mapping(obj.get("spec"), where=f"{where}.spec")
+    cni = _mapping(spec.get("cni") or {}, where=f"{where}.spec.cni")
+    status = _mapping(obj.get("status") or {}, where=f"{where}.status")
+    status_cni = _mapping(status.get("cni") or {}, where=f"{where}.status.cni")
+    return ClusterObject(
+        ref=ClusterRef(namespace, name),
+        talos=_string(spec, "talosVersion", where=f"{where}.spec"),
+        kubernetes=_string(spec, "kubernetesVersion", where=f"{where}.spec"),
+        contract=_string(spec, "versionContract", where=f"{where}.spec"),
+        cni_preset=_optional_string(cni, "preset", where=f"{where}.spec.cni") or "cilium",
+        detected_cni=_optional_string(status_cni, "detected", where=f"{where}.status.cni"),
+        detected_cni_version=_optional_string(
+            status_cni, "detectedVersion", where=f"{where}.status.cni"
+        ),
+    )
+
+
+def operation_spec(body: object, *, where: str = "object") -> OperationSpec:
+    """The spec of a TalosOperation body under review."""
+    obj = _mapping(body, where=where)
+    namespace, name = _name(obj, where=where)
+    spec = _mapping(obj.get("spec"), where=f"{where}.spec")
+    ref = _mapping(spec.get("clusterRef"), where=f"{where}.spec.clusterRef")
+    cluster = _string(ref, "name", where=f"{where}.spec.clusterRef")
+    if not cluster:
+        raise MalformedReview(f"{where}.spec.clusterRef.name is empty")
+    raw_type = _string(spec, "type", where=f"{where}.spec")
+    try:
+        kind = OperationType(raw_type)
+    except ValueError:
+        choices = ", ".join(t.value for t in OperationType)
+        raise MalformedReview(f"{where}.spec.type {raw_type!r} is not one of {choices}") from None
+    override = spec.get("override", False)
+    if override is None:
+        override = False
+    if not isinstance(override, bool):
+        raise MalformedReview(f"{where}.spec.override must be a boolean, not {_kind(override)}")
+    cni = _mapping(spec.get("cni") or {}, where=f"{where}.spec.cni")
+    return OperationSpec(
+        namespace=namespace,
+        name=name,
+        cluster=cluster,
+        type=kind,
+        version=_optional_string(spec, "version", where=f"{where}.spec"),
+        override=override,
+        cni_image_version=_optional_string(cni, "imageVersion", where=f"{where}.spec.cni"),
+    )
