@@ -1,0 +1,273 @@
+"""The TalosCluster controller: observe each workload cluster, write its status.
+
+kopf's watches feed this controller (``cluster_event``, ``installation_event``); a
+bounded pool of workers reconciles one cluster at a time per key:
+
+1. read the workload cluster when its observation is due (every ``observe_interval``;
+   after a failure, with a doubling backoff), with a timeout, so an unreachable cluster
+   holds one worker for at most that long and never the others;
+2. compute the status with ``status.evaluate`` (pure);
+3. write the difference through the status subresource, then post the Events.
+
+A changed ``upgradeTargets`` recomputes every cluster from the observations in memory,
+without reading the workload clusters again. A spec the model cannot read is reported
+once and left alone until it changes; nothing a single object holds stops the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import ssl
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from ichor.api import kinds
+from ichor.api.conditions import ClusterReason
+from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, TalosClusterStatus
+from ichor.controller.observe import Observation, observe
+from ichor.controller.queue import WorkQueue
+from ichor.controller.status import Failure, Installation, PlannedEvent, evaluate, read_spec
+from ichor.kube import events
+from ichor.kube.clients import KubeconfigError, client_from_kubeconfig, read_secret_key
+from ichor.kube.patching import merge_patch, patch_status
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, name)
+SecretKey = tuple[str, str, str]  # (namespace, secret name, data key)
+
+
+def _env_float(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    return float(value) if value else default
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    """How often and how hard the controller reads the workload clusters."""
+
+    #: Seconds between two reads of a reachable workload cluster.
+    observe_interval: float = 60.0
+    #: First wait after a failed read; doubles per failure up to ``backoff_max``.
+    backoff_initial: float = 5.0
+    backoff_max: float = 300.0
+    #: Seconds one read of a workload cluster may take in all.
+    observe_timeout: float = 20.0
+    #: Clusters reconciled at the same time.
+    workers: int = 8
+
+    @classmethod
+    def from_env(cls) -> ControllerSettings:
+        """From ``ICHOR_OBSERVE_INTERVAL``, ``ICHOR_BACKOFF_INITIAL``, ``ICHOR_BACKOFF_MAX``,
+        ``ICHOR_OBSERVE_TIMEOUT`` and ``ICHOR_WORKERS`` (seconds; a count)."""
+        return cls(
+            observe_interval=_env_float("ICHOR_OBSERVE_INTERVAL", cls.observe_interval),
+            backoff_initial=_env_float("ICHOR_BACKOFF_INITIAL", cls.backoff_initial),
+            backoff_max=_env_float("ICHOR_BACKOFF_MAX", cls.backoff_max),
+            observe_timeout=_env_float("ICHOR_OBSERVE_TIMEOUT", cls.observe_timeout),
+            workers=int(os.environ.get("ICHOR_WORKERS") or cls.workers),
+        )
+
+    def backoff(self, failures: int) -> float:
+        return float(min(self.backoff_initial * 2 ** max(failures - 1, 0), self.backoff_max))
+
+
+@dataclass
+class _Cluster:
+    body: Mapping[str, Any]
+    observation: Observation | None = None
+    failure: Failure | None = None
+    failures: int = 0
+    #: Loop time at which the workload cluster is read again.
+    next_observe: float = 0.0
+    #: The kubeconfig Secret the last read used (None: the operator's own cluster).
+    source: SecretKey | None = None
+    #: Set once a spec the model cannot read was reported; cleared by a new generation.
+    parked_generation: int | None = None
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, ApiException):
+        if error.status in (401, 403):
+            return f"the workload cluster refused the operator ({error.status} {error.reason})"
+        return f"the workload cluster answered {error.status} {error.reason}"
+    if isinstance(error, TimeoutError):
+        return "the workload cluster did not answer in time"
+    return f"the workload cluster cannot be reached: {error}"
+
+
+def _generation(body: Mapping[str, Any]) -> int | None:
+    value = body.get("metadata", {}).get("generation")
+    return int(value) if value is not None else None
+
+
+def _observed_generation(body: Mapping[str, Any]) -> int | None:
+    value = (body.get("status") or {}).get("observedGeneration")
+    return int(value) if value is not None else None
+
+
+class ClusterController:
+    def __init__(self, api: ApiClient, settings: ControllerSettings) -> None:
+        self.api = api
+        self.settings = settings
+        self.clusters: dict[Key, _Cluster] = {}
+        self.installation = Installation()
+        self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=settings.workers)
+        self._workload: dict[SecretKey, tuple[str, ApiClient]] = {}
+
+    def start(self) -> None:
+        self.queue.start()
+
+    async def stop(self) -> None:
+        await self.queue.stop()
+        for _, workload in self._workload.values():
+            await workload.close()
+        self._workload.clear()
+
+    # --- fed by the watches -------------------------------------------------------------
+
+    def cluster_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata", {})
+        key: Key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        if event_type == "DELETED":
+            self.clusters.pop(key, None)
+            self.queue.forget(key)
+            return
+        known = self.clusters.get(key)
+        if known is None:
+            self.clusters[key] = _Cluster(body=body)
+            self.queue.add(key)
+            return
+        known.body = body
+        generation = _generation(body)
+        if generation != _observed_generation(body) and generation != known.parked_generation:
+            self.queue.add(key)
+
+    def installation_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        installation = Installation.from_body(None if event_type == "DELETED" else body)
+        if installation == self.installation:
+            return
+        self.installation = installation
+        for key in self.clusters:
+            self.queue.add(key)
+
+    # --- one cluster --------------------------------------------------------------------
+
+    async def reconcile(self, key: Key) -> None:
+        cluster = self.clusters.get(key)
+        if cluster is None:
+            return
+        namespace, name = key
+        body = cluster.body
+        generation = _generation(body)
+        spec, _ = read_spec(body.get("spec") or {})
+        loop = asyncio.get_running_loop()
+        if spec is not None:
+            ref = spec.kubeconfig_secret_ref
+            source = (namespace, ref.name, ref.key or DEFAULT_KUBECONFIG_KEY) if ref else None
+            first = cluster.observation is None and cluster.failure is None
+            if first or loop.time() >= cluster.next_observe or source != cluster.source:
+                await self._observe(cluster, source)
+
+        raw_status: Mapping[str, Any] = body.get("status") or {}
+        try:
+            previous = TalosClusterStatus.model_validate(raw_status)
+        except ValidationError:
+            previous = TalosClusterStatus()
+        outcome = evaluate(
+            spec=body.get("spec") or {},
+            generation=generation,
+            previous=previous,
+            observation=cluster.observation,
+            failure=cluster.failure,
+            installation=self.installation,
+            now=datetime.now(UTC).replace(microsecond=0),
+        )
+        patch = merge_patch(raw_status, outcome.status.to_api())
+        if patch:
+            try:
+                written = await patch_status(
+                    self.api,
+                    kind=kinds.Kind.TALOS_CLUSTER,
+                    name=name,
+                    namespace=namespace,
+                    status_patch=patch,
+                )
+            except ApiException as error:
+                if error.status == 404:
+                    return  # deleted meanwhile; the watch says so next
+                logger.warning("status of %s/%s not written: %s", namespace, name, error)
+                self.queue.add_after(key, self.settings.backoff_initial)
+                return
+            except (aiohttp.ClientError, TimeoutError) as error:
+                logger.warning("status of %s/%s not written: %s", namespace, name, error)
+                self.queue.add_after(key, self.settings.backoff_initial)
+                return
+            if self.clusters.get(key) is cluster:
+                cluster.body = written
+            await self._post(body, outcome.events)
+
+        if spec is None:
+            cluster.parked_generation = generation
+            return  # left alone until the spec changes
+        cluster.parked_generation = None
+        self.queue.add_after(key, cluster.next_observe - loop.time())
+
+    async def _post(self, body: Mapping[str, Any], planned: Sequence[PlannedEvent]) -> None:
+        involved = events.reference(body)
+        for event in planned:
+            try:
+                await events.emit(
+                    self.api, involved, type_=event.type, reason=event.reason, message=event.message
+                )
+            except (ApiException, aiohttp.ClientError, TimeoutError) as error:
+                logger.warning("event %s on %s not posted: %s", event.reason, involved, error)
+
+    async def _observe(self, cluster: _Cluster, source: SecretKey | None) -> None:
+        loop = asyncio.get_running_loop()
+        cluster.source = source
+        try:
+            workload = await self._workload_client(source)
+            observation = await asyncio.wait_for(
+                observe(workload), timeout=self.settings.observe_timeout
+            )
+        except KubeconfigError as error:
+            failure = Failure(ClusterReason.KUBECONFIG_UNUSABLE, str(error))
+        except (ApiException, aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as error:
+            failure = Failure(ClusterReason.WORKLOAD_UNREACHABLE, _describe(error))
+        else:
+            cluster.observation = observation
+            cluster.failure = None
+            cluster.failures = 0
+            cluster.next_observe = loop.time() + self.settings.observe_interval
+            return
+        cluster.failure = failure
+        cluster.failures += 1
+        delay = self.settings.backoff(cluster.failures)
+        cluster.next_observe = loop.time() + delay
+        logger.info("workload cluster not read (retry in %.0f s): %s", delay, failure.message)
+
+    async def _workload_client(self, source: SecretKey | None) -> ApiClient:
+        if source is None:
+            return self.api
+        namespace, secret, key = source
+        value = await read_secret_key(self.api, namespace=namespace, name=secret, key=key)
+        cached = self._workload.get(source)
+        if cached is not None and cached[0] == value.resource_version:
+            return cached[1]
+        workload = await client_from_kubeconfig(
+            value.value, origin=f"key {key!r} of Secret {namespace}/{secret}"
+        )
+        self._workload[source] = (value.resource_version, workload)
+        if cached is not None:
+            await cached[1].close()
+        return workload

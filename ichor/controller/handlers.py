@@ -1,0 +1,71 @@
+"""kopf wiring of the TalosCluster controller: thin handlers over ``ClusterController``.
+
+Only low-level ``on.event`` handlers are used: they write nothing to the objects (no
+finalizers, no progress annotations), and every decision stays in the controller and the
+pure status rules. ``register`` puts the handlers into a registry, so the operator uses
+kopf's default registry and a test its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from ichor.api import kinds
+from ichor.controller.clusters import ClusterController, ControllerSettings
+from ichor.kube.clients import operator_client
+
+#: The memo key of the running controller (and of settings a caller may pass in).
+CONTROLLER = "ichor_cluster_controller"
+SETTINGS = "ichor_controller_settings"
+
+
+async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
+    # The controller posts its own Events; kopf's log-to-Event posting would duplicate
+    # them with handler chatter.
+    settings.posting.enabled = False
+    given = memo.get(SETTINGS)
+    controller = ClusterController(
+        api=await operator_client(),
+        settings=given if isinstance(given, ControllerSettings) else ControllerSettings.from_env(),
+    )
+    controller.start()
+    memo[CONTROLLER] = controller
+
+
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    controller = memo.get(CONTROLLER)
+    if isinstance(controller, ClusterController):
+        await controller.stop()
+        await controller.api.close()
+
+
+async def cluster_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    controller: ClusterController = memo[CONTROLLER]
+    controller.cluster_event(event.get("type"), event["object"])
+
+
+async def installation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    controller: ClusterController = memo[CONTROLLER]
+    controller.installation_event(event.get("type"), event["object"])
+
+
+def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+    """In a Pod its service account, else ``$KUBECONFIG`` (or ``~/.kube/config``)."""
+    info: kopf.ConnectionInfo | None = kopf.login_with_service_account(**kwargs)
+    return info or kopf.login_with_kubeconfig(**kwargs)
+
+
+def register(registry: kopf.OperatorRegistry, *, with_login: bool = True) -> None:
+    """Put the controller's handlers into ``registry``."""
+    kopf.on.startup(registry=registry)(start)
+    kopf.on.cleanup(registry=registry)(stop)
+    if with_login:
+        kopf.on.login(registry=registry)(login)
+    kopf.on.event(kinds.GROUP, kinds.VERSION, kinds.Plural.TALOS_CLUSTERS, registry=registry)(
+        cluster_event
+    )
+    kopf.on.event(kinds.GROUP, kinds.VERSION, kinds.Plural.ICHOR_INSTALLATIONS, registry=registry)(
+        installation_event
+    )

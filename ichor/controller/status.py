@@ -1,0 +1,578 @@
+"""A TalosCluster's status, computed from its spec, what was observed and the release lists.
+
+Pure: the same inputs give the same status and the same Events to post, so the rules of
+the status are tested without a cluster. The decisions are the shared rules'
+(``ichor.release``, ``ichor.upgrade``); this module only applies them to one cluster and
+words the result as conditions.
+
+What it judges:
+
+- ``VersionsCompatible``: the spec's Talos and Kubernetes pair, and the Kubernetes with
+  the Cilium that runs (only when the CNI is Cilium). The spec is judged, not the Nodes,
+  because the spec is what the webhook, the plan and the choices read.
+- ``Ready``: whether the workload cluster was reached and its Nodes read.
+- ``Talos/KubernetesUpgradeAvailable`` and ``status.upgradeChoices``: the published
+  releases the upgrade rule accepts, from ``IchorInstallation.status.upgradeTargets``.
+- ``CiliumUpgradeAvailable``: the embedded chart against the Cilium that runs, and the
+  image patch an earlier Ichor may have recorded (kept while newer than the chart,
+  cleared once the chart reaches it).
+
+A spec that no rule can read (written before validation existed) gets ``InvalidSpec``
+conditions saying what is wrong; nothing here raises for a bad object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import ValidationError
+
+from ichor.api.conditions import ClusterConditionType, ClusterReason, Condition, ConditionStatus
+from ichor.api.ichorinstallation import (
+    IchorInstallationSpec,
+    IchorInstallationStatus,
+    UpgradeTargets,
+)
+from ichor.api.taloscluster import (
+    DETECTED_CILIUM,
+    ChoiceGroup,
+    CNIPreset,
+    CNIStatus,
+    NodeVersions,
+    TalosClusterSpec,
+    TalosClusterStatus,
+    UpgradeChoices,
+)
+from ichor.controller.observe import Observation
+from ichor.kube import conditions
+from ichor.kube.events import EventType
+from ichor.release import compat, steps
+from ichor.release.pinned import PINNED
+from ichor.release.refusals import Refusal, Rule
+from ichor.release.versions import VersionError, check_contract, check_spec_version, parse
+from ichor.upgrade import targets
+from ichor.upgrade.target import ClusterVersions
+
+Type = ClusterConditionType
+Reason = ClusterReason
+
+
+class EventReason(StrEnum):
+    """Reasons of the Events the TalosCluster controller posts."""
+
+    OBSERVED = "Observed"
+    VERSION_CHANGED = "VersionChanged"
+    NODES_DIFFER = "NodesDiffer"
+    UNREACHABLE = "WorkloadUnreachable"
+    KUBECONFIG_UNUSABLE = "KubeconfigUnusable"
+    NODE_VERSION_UNREADABLE = "NodeVersionUnreadable"
+    INVALID_SPEC = "InvalidSpec"
+    INCOMPATIBLE = "VersionsIncompatible"
+    COMPATIBLE = "VersionsCompatible"
+    TALOS_UPGRADE = "TalosUpgradeAvailable"
+    KUBERNETES_UPGRADE = "KubernetesUpgradeAvailable"
+    CILIUM_UPGRADE = "CiliumUpgradeAvailable"
+    CILIUM_PATCH_CLEARED = "CiliumPatchCleared"
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why the workload cluster could not be read this time."""
+
+    reason: ClusterReason
+    message: str
+
+
+@dataclass(frozen=True)
+class Installation:
+    """What the controller knows of the IchorInstallation singleton."""
+
+    present: bool = False
+    check_enabled: bool = True
+    targets: UpgradeTargets | None = None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any] | None) -> Installation:
+        """From the raw object; a status that does not load counts as no list yet."""
+        if body is None:
+            return cls()
+        try:
+            spec = IchorInstallationSpec.model_validate(body.get("spec") or {})
+        except ValidationError:
+            spec = IchorInstallationSpec()
+        try:
+            status = IchorInstallationStatus.model_validate(body.get("status") or {})
+        except ValidationError:
+            status = IchorInstallationStatus()
+        return cls(
+            present=True,
+            check_enabled=spec.release_check.enabled,
+            targets=status.upgrade_targets,
+        )
+
+
+@dataclass(frozen=True)
+class PlannedEvent:
+    type: EventType
+    reason: EventReason
+    message: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: TalosClusterStatus
+    events: tuple[PlannedEvent, ...]
+
+
+def read_spec(raw: Mapping[str, Any]) -> tuple[TalosClusterSpec | None, tuple[str, ...]]:
+    """The spec, and what is wrong with it (empty when the rules can read it)."""
+    try:
+        spec = TalosClusterSpec.model_validate(raw)
+    except ValidationError as error:
+        problems = tuple(
+            f"spec.{'.'.join(str(part) for part in item['loc'])}: {item['msg']}"
+            for item in error.errors()
+        )
+        return None, problems
+    found: list[str] = []
+    for field, value in (
+        ("spec.talosVersion", spec.talos_version),
+        ("spec.kubernetesVersion", spec.kubernetes_version),
+    ):
+        try:
+            check_spec_version(value, field=field)
+        except VersionError as error:
+            found.append(str(error))
+    try:
+        check_contract(spec.version_contract)
+    except VersionError as error:
+        found.append(f"spec.versionContract: {error}")
+    return spec, tuple(found)
+
+
+class _Builder:
+    def __init__(self, *, generation: int | None) -> None:
+        self.generation = generation
+        self.items: list[Condition] = []
+
+    def add(
+        self, type_: ClusterConditionType, status: ConditionStatus, reason: str, message: str
+    ) -> None:
+        self.items.append(
+            Condition(
+                type=type_,
+                status=status,
+                reason=reason,
+                message=message,
+                observed_generation=self.generation,
+                # replaced by conditions.merge with the right transition time
+                last_transition_time=datetime.min,
+            )
+        )
+
+
+T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
+
+
+def _ready(
+    builder: _Builder,
+    *,
+    spec_unreadable: bool,
+    observation: Observation | None,
+    failure: Failure | None,
+) -> None:
+    if failure is not None:
+        builder.add(Type.READY, F, failure.reason, failure.message)
+        return
+    if observation is None:
+        message = "the workload cluster has not been read yet"
+        if spec_unreadable:
+            message = "the spec cannot be read, so the workload cluster is not read"
+            builder.add(Type.READY, F, Reason.INVALID_SPEC, message)
+        else:
+            builder.add(Type.READY, U, Reason.WORKLOAD_UNREACHABLE, message)
+        return
+    nodes = observation.nodes
+    if nodes.count == 0:
+        builder.add(Type.READY, F, Reason.NO_NODES, "the workload cluster has no Nodes")
+        return
+    if nodes.unreadable:
+        builder.add(Type.READY, F, Reason.NODE_VERSION_UNREADABLE, "; ".join(nodes.unreadable))
+        return
+    if nodes.differ:
+        message = (
+            f"nodes differ (an upgrade half done?): Talos {', '.join(nodes.talos_versions)}; "
+            f"Kubernetes {', '.join(nodes.kubernetes_versions)}; status shows the lowest"
+        )
+        builder.add(Type.READY, T, Reason.NODES_DIFFER, message)
+        return
+    noun = "node runs" if nodes.count == 1 else "nodes run"
+    builder.add(
+        Type.READY,
+        T,
+        Reason.OBSERVED,
+        f"{nodes.count} {noun} Talos {nodes.talos} and Kubernetes {nodes.kubernetes}",
+    )
+
+
+def _refusal_reason(refusal: Refusal) -> ClusterReason:
+    if refusal.rule is Rule.UNKNOWN_VERSION:
+        return Reason.UNKNOWN_VERSION
+    if refusal.rule is Rule.CILIUM_KUBERNETES:
+        return Reason.CILIUM_KUBERNETES_INCOMPATIBLE
+    if refusal.rule is Rule.FORM:
+        return Reason.INVALID_SPEC
+    return Reason.TALOS_KUBERNETES_INCOMPATIBLE
+
+
+def _compatible(builder: _Builder, *, spec: TalosClusterSpec, cni: CNIStatus) -> None:
+    talos, kubernetes = spec.talos_version, spec.kubernetes_version
+    try:
+        pair = compat.talos_kubernetes_error(talos=talos, kubernetes=kubernetes)
+    except VersionError as error:
+        builder.add(Type.VERSIONS_COMPATIBLE, F, Reason.INVALID_SPEC, str(error))
+        return
+    if pair is not None:
+        builder.add(Type.VERSIONS_COMPATIBLE, F, _refusal_reason(pair), pair.message)
+        return
+    cilium = steps.cilium_release(detected=cni.detected, version=cni.detected_version)
+    message = f"Talos {talos} runs Kubernetes {kubernetes}"
+    if cilium is not None:
+        refusal = compat.cilium_kubernetes_error(cilium=cilium, kubernetes=kubernetes)
+        if refusal is not None:
+            builder.add(Type.VERSIONS_COMPATIBLE, F, _refusal_reason(refusal), refusal.message)
+            return
+        message += f", and Cilium {cilium} runs it too"
+    elif cni.detected:
+        message += f"; the CNI is {cni.detected}, which Ichor does not judge"
+    else:
+        message += "; the CNI is not observed yet, so Cilium is not judged"
+    builder.add(Type.VERSIONS_COMPATIBLE, T, Reason.COMPATIBLE, message)
+
+
+def _kind_error(upgrade_targets: UpgradeTargets, own: str | None) -> str | None:
+    # An earlier controller wrote only `error`, which then counts against every list.
+    if upgrade_targets.talos_error or upgrade_targets.kubernetes_error:
+        return own
+    return upgrade_targets.error
+
+
+def _availability(
+    installation: Installation, *, releases: tuple[str, ...] | None, error: str | None
+) -> targets.Availability:
+    if not installation.present:
+        return targets.Availability(
+            available=False,
+            reason="there is no IchorInstallation named ichor, so no release check runs",
+            cause=targets.Unavailable.NOT_RECORDED,
+        )
+    return targets.availability(
+        check_enabled=installation.check_enabled, recorded=releases is not None, error=error
+    )
+
+
+def _group(choices: targets.Choices, availability: targets.Availability) -> ChoiceGroup:
+    return ChoiceGroup(
+        recommended=choices.recommended.tag if choices.recommended else None,
+        patch=tuple(v.tag for v in choices.patch),
+        next_minor=tuple(v.tag for v in choices.next_minor),
+        default=choices.default.tag if choices.default else None,
+        available=availability.available,
+        unavailable_reason=availability.reason,
+    )
+
+
+def _offer_message(name: str, choices: targets.Choices) -> str:
+    parts = []
+    if choices.default is not None:
+        parts.append(f"{name} {choices.default.tag} is the default choice")
+    if choices.recommended is not None:
+        parts.append(f"recommended {choices.recommended.tag}")
+    if choices.patch:
+        parts.append("patch " + ", ".join(v.tag for v in choices.patch))
+    if choices.next_minor:
+        parts.append("next minor " + ", ".join(v.tag for v in choices.next_minor))
+    return "; ".join(parts)
+
+
+def _upgrades(
+    builder: _Builder,
+    *,
+    spec: TalosClusterSpec,
+    cni: CNIStatus,
+    installation: Installation,
+) -> UpgradeChoices:
+    upgrade_targets = installation.targets or UpgradeTargets()
+    cluster = ClusterVersions(
+        talos=spec.talos_version,
+        kubernetes=spec.kubernetes_version,
+        cilium=steps.cilium_release(detected=cni.detected, version=cni.detected_version),
+        cni=cni.detected,
+    )
+    groups: dict[str, ChoiceGroup] = {}
+    for name, type_, releases, own_error in (
+        ("Talos", Type.TALOS_UPGRADE_AVAILABLE, upgrade_targets.talos, upgrade_targets.talos_error),
+        (
+            "Kubernetes",
+            Type.KUBERNETES_UPGRADE_AVAILABLE,
+            upgrade_targets.kubernetes,
+            upgrade_targets.kubernetes_error,
+        ),
+    ):
+        availability = _availability(
+            installation, releases=releases, error=_kind_error(upgrade_targets, own_error)
+        )
+        if not availability.available:
+            groups[name] = _group(targets.Choices(), availability)
+            builder.add(type_, U, Reason.LIST_UNAVAILABLE, availability.reason or "")
+            continue
+        if name == "Talos":
+            choices = targets.talos_choices(cluster=cluster, releases=releases or ())
+        else:
+            if cluster.cni is None or (cluster.cilium_constrains and cluster.cilium is None):
+                groups[name] = _group(targets.Choices(), availability)
+                builder.add(
+                    type_,
+                    U,
+                    Reason.CNI_NOT_OBSERVED,
+                    "no Kubernetes is offered until the cluster's CNI and its release are "
+                    "observed (Cilium bounds which Kubernetes can run)",
+                )
+                continue
+            choices = targets.kubernetes_choices(cluster=cluster, releases=releases or ())
+        groups[name] = _group(choices, availability)
+        stale = f" ({availability.reason})" if availability.reason else ""
+        if choices.offered:
+            builder.add(type_, T, Reason.UPGRADE_AVAILABLE, _offer_message(name, choices) + stale)
+        else:
+            running = spec.talos_version if name == "Talos" else spec.kubernetes_version
+            builder.add(
+                type_,
+                F,
+                Reason.UP_TO_DATE,
+                f"no published {name} newer than {running} passes the upgrade rules{stale}",
+            )
+    return UpgradeChoices(talos=groups["Talos"], kubernetes=groups["Kubernetes"])
+
+
+def _frozen_patch(override: str | None) -> tuple[str | None, str, bool]:
+    """(override to keep, sentence for the condition, whether it was cleared)."""
+    if not override:
+        return None, "", False
+    try:
+        newer = parse(override) > parse(PINNED.cilium_chart)
+    except VersionError:
+        return override, f"; a recorded image patch {override!r} cannot be read", False
+    if newer:
+        chart = PINNED.cilium_chart
+        return (
+            override,
+            f"; Cilium runs patch {override} over chart {chart} (set by an earlier Ichor); "
+            f"it stays until an Ichor embedding {override} or newer",
+            False,
+        )
+    return None, "", True
+
+
+def _cilium(
+    builder: _Builder, *, spec: TalosClusterSpec | None, cni: CNIStatus, frozen: str
+) -> None:
+    chart = PINNED.cilium_chart
+    type_ = Type.CILIUM_UPGRADE_AVAILABLE
+    if spec is not None and spec.cni.preset is CNIPreset.UNMANAGED:
+        builder.add(
+            type_, F, Reason.NOT_CILIUM, "the CNI is unmanaged: Ichor installs no Cilium" + frozen
+        )
+        return
+    if cni.detected is None:
+        builder.add(type_, U, Reason.CNI_NOT_OBSERVED, "no CNI is observed yet" + frozen)
+        return
+    if cni.detected != DETECTED_CILIUM:
+        builder.add(
+            type_, F, Reason.NOT_CILIUM, f"the cluster runs {cni.detected}, not Cilium" + frozen
+        )
+        return
+    running = cni.detected_version
+    try:
+        if running is None:
+            raise VersionError("", expected="a Cilium release")
+        older = parse(running) < parse(chart)
+    except VersionError:
+        builder.add(
+            type_,
+            U,
+            Reason.CILIUM_VERSION_UNREADABLE,
+            f"the running Cilium release {running!r} cannot be read" + frozen,
+        )
+        return
+    if older:
+        builder.add(
+            type_,
+            T,
+            Reason.CHART_NEWER,
+            f"Cilium {running} runs; this Ichor embeds chart {chart}: run `ichor cni upgrade`"
+            + frozen,
+        )
+    else:
+        builder.add(
+            type_,
+            F,
+            Reason.UP_TO_DATE,
+            f"Cilium {running} runs, not older than chart {chart} this Ichor embeds" + frozen,
+        )
+
+
+def evaluate(
+    *,
+    spec: Mapping[str, Any],
+    generation: int | None,
+    previous: TalosClusterStatus,
+    observation: Observation | None,
+    failure: Failure | None,
+    installation: Installation,
+    now: datetime,
+) -> Outcome:
+    """The status to write and the Events to post, from what is known now.
+
+    ``observation`` is the last successful read of the workload cluster (kept across a
+    failure, so the status keeps what was last seen); ``failure`` the current failure.
+    """
+    cluster_spec, problems = read_spec(spec)
+    builder = _Builder(generation=generation)
+    _ready(
+        builder,
+        spec_unreadable=cluster_spec is None,
+        observation=observation,
+        failure=failure,
+    )
+
+    if observation is not None:
+        nodes = observation.nodes
+        talos_version = nodes.talos
+        kubernetes_version = nodes.kubernetes
+        node_versions: NodeVersions | None = NodeVersions(
+            count=nodes.count,
+            talos_versions=nodes.talos_versions,
+            kubernetes_versions=nodes.kubernetes_versions,
+            differ=nodes.differ,
+        )
+        detected, detected_version = observation.cni.detected, observation.cni.version
+    else:
+        talos_version, kubernetes_version = previous.talos_version, previous.kubernetes_version
+        node_versions = previous.nodes
+        old_cni = previous.cni or CNIStatus()
+        detected, detected_version = old_cni.detected, old_cni.detected_version
+    recorded_override = previous.cni.image_override if previous.cni else None
+    kept_override, frozen, cleared = _frozen_patch(recorded_override)
+    cni = CNIStatus(
+        detected=detected, detected_version=detected_version, image_override=kept_override
+    )
+
+    upgrade_choices: UpgradeChoices | None
+    if cluster_spec is None or problems:
+        message = "; ".join(problems)
+        builder.add(Type.VERSIONS_COMPATIBLE, F, Reason.INVALID_SPEC, message)
+        for type_ in (Type.TALOS_UPGRADE_AVAILABLE, Type.KUBERNETES_UPGRADE_AVAILABLE):
+            builder.add(type_, U, Reason.INVALID_SPEC, message)
+        upgrade_choices = None
+    else:
+        _compatible(builder, spec=cluster_spec, cni=cni)
+        upgrade_choices = _upgrades(builder, spec=cluster_spec, cni=cni, installation=installation)
+    _cilium(builder, spec=cluster_spec, cni=cni, frozen=frozen)
+
+    merged = conditions.merge(previous.conditions, builder.items, now=now)
+    status = TalosClusterStatus(
+        observed_generation=generation,
+        talos_version=talos_version,
+        kubernetes_version=kubernetes_version,
+        nodes=node_versions,
+        cni=cni,
+        upgrade_choices=upgrade_choices,
+        conditions=merged,
+    )
+    events = _events(previous, status, cleared=recorded_override if cleared else None)
+    return Outcome(status=status, events=tuple(events))
+
+
+_WARNING_READY = {
+    Reason.WORKLOAD_UNREACHABLE: EventReason.UNREACHABLE,
+    Reason.KUBECONFIG_UNUSABLE: EventReason.KUBECONFIG_UNUSABLE,
+    Reason.NODE_VERSION_UNREADABLE: EventReason.NODE_VERSION_UNREADABLE,
+    Reason.INVALID_SPEC: EventReason.INVALID_SPEC,
+}
+
+
+def _events(
+    previous: TalosClusterStatus, current: TalosClusterStatus, *, cleared: str | None
+) -> list[PlannedEvent]:
+    """Events for the changes a person should see; none when nothing changed."""
+    events: list[PlannedEvent] = []
+    warn, normal = EventType.WARNING, EventType.NORMAL
+    for old, new in conditions.transitions(previous.conditions, current.conditions):
+        if new.type == Type.READY:
+            if new.reason in _WARNING_READY:
+                events.append(
+                    PlannedEvent(warn, _WARNING_READY[ClusterReason(new.reason)], new.message)
+                )
+            elif new.reason == Reason.NODES_DIFFER:
+                events.append(PlannedEvent(normal, EventReason.NODES_DIFFER, new.message))
+            elif new.status == T and (old is None or old.status != T):
+                events.append(PlannedEvent(normal, EventReason.OBSERVED, new.message))
+        elif new.type == Type.VERSIONS_COMPATIBLE:
+            if new.status == F:
+                reason = (
+                    EventReason.INVALID_SPEC
+                    if new.reason == Reason.INVALID_SPEC
+                    else EventReason.INCOMPATIBLE
+                )
+                events.append(PlannedEvent(warn, reason, new.message))
+            elif new.status == T and old is not None and old.status == F:
+                events.append(PlannedEvent(normal, EventReason.COMPATIBLE, new.message))
+        elif new.type == Type.CILIUM_UPGRADE_AVAILABLE and new.status == T:
+            events.append(PlannedEvent(normal, EventReason.CILIUM_UPGRADE, new.message))
+    for name, reason, before, after in _defaults(previous, current):
+        if after is not None and after != before:
+            message = f"{name} {after} is available (the default upgrade choice)"
+            events.append(PlannedEvent(normal, reason, message))
+    for name, before, after in (
+        ("Talos", previous.talos_version, current.talos_version),
+        ("Kubernetes", previous.kubernetes_version, current.kubernetes_version),
+        (
+            "Cilium",
+            previous.cni.detected_version if previous.cni else None,
+            current.cni.detected_version if current.cni else None,
+        ),
+    ):
+        if before is not None and after is not None and before != after:
+            message = f"the cluster now runs {name} {after} (was {before})"
+            events.append(PlannedEvent(normal, EventReason.VERSION_CHANGED, message))
+    if cleared is not None:
+        message = (
+            f"the Cilium image patch {cleared} recorded by an earlier Ichor is cleared: the "
+            f"chart {PINNED.cilium_chart} this Ichor embeds reaches it"
+        )
+        events.append(PlannedEvent(normal, EventReason.CILIUM_PATCH_CLEARED, message))
+    return events
+
+
+def _defaults(
+    previous: TalosClusterStatus, current: TalosClusterStatus
+) -> Sequence[tuple[str, EventReason, str | None, str | None]]:
+    def default(status: TalosClusterStatus, name: str) -> str | None:
+        choices = status.upgrade_choices
+        group = getattr(choices, name) if choices else None
+        return group.default if isinstance(group, ChoiceGroup) else None
+
+    return (
+        ("Talos", EventReason.TALOS_UPGRADE, default(previous, "talos"), default(current, "talos")),
+        (
+            "Kubernetes",
+            EventReason.KUBERNETES_UPGRADE,
+            default(previous, "kubernetes"),
+            default(current, "kubernetes"),
+        ),
+    )

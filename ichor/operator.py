@@ -1,0 +1,100 @@
+"""The operator process: every controller and the admission webhook in one kopf run.
+
+``python -m ichor.operator`` (or ``run()``) registers the TalosCluster controller, the
+release check and the webhook handlers into kopf's default registry and runs kopf for
+the whole cluster. It decides nothing itself; it only puts the parts together.
+
+Settings come from the environment, so the chart's Deployment sets them:
+``ICHOR_OBSERVE_INTERVAL`` and friends (see ``ControllerSettings.from_env``), and for the
+webhook ``ICHOR_WEBHOOK_CERT``, ``ICHOR_WEBHOOK_KEY`` (paths), ``ICHOR_WEBHOOK_PORT``
+(default 9443) and ``ICHOR_WEBHOOK_ADDR`` (default 127.0.0.1; the chart sets 0.0.0.0),
+and ``ICHOR_LIVENESS_ENDPOINT`` (for example ``http://0.0.0.0:8080/healthz``). Without a
+certificate the webhook server is not started (a local run of the controller alone). It runs as one
+replica (``standalone``): kopf's peering is not used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from ichor.controller import handlers as cluster_handlers
+
+logger = logging.getLogger("ichor.operator")
+
+#: Modules that register their handlers in the default registry when imported, or expose
+#: ``register(registry)``; a module not present in this build is skipped.
+OPTIONAL_MODULES = ("ichor.controller.releasecheck", "ichor.controller.operations")
+WEBHOOK_MODULE = "ichor.webhook.handlers"
+
+
+def _load_optional(name: str, registry: kopf.OperatorRegistry) -> bool:
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as error:
+        if error.name != name:
+            raise
+        return False
+    register = getattr(module, "register", None)
+    if callable(register):
+        register(registry)
+    return True
+
+
+def _configure_webhook(registry: kopf.OperatorRegistry) -> None:
+    cert, key = os.environ.get("ICHOR_WEBHOOK_CERT"), os.environ.get("ICHOR_WEBHOOK_KEY")
+    if not (cert and key):
+        logger.warning("no ICHOR_WEBHOOK_CERT/ICHOR_WEBHOOK_KEY: the webhook is not served")
+        return
+    if not _load_optional(WEBHOOK_MODULE, registry):
+        return
+    server = importlib.import_module("ichor.webhook.server")
+
+    async def configure_webhook(settings: kopf.OperatorSettings, **_: Any) -> None:
+        server.configure(
+            settings,
+            port=int(os.environ.get("ICHOR_WEBHOOK_PORT") or 9443),
+            certfile=Path(cert),
+            pkeyfile=Path(key),
+            addr=os.environ.get("ICHOR_WEBHOOK_ADDR") or "127.0.0.1",
+        )
+
+    kopf.on.startup(registry=registry)(configure_webhook)
+
+
+def build_registry() -> kopf.OperatorRegistry:
+    """The default registry with every part of this build registered."""
+    registry = kopf.get_default_registry()
+    cluster_handlers.register(registry)
+    for name in OPTIONAL_MODULES:
+        _load_optional(name, registry)
+    _configure_webhook(registry)
+    return registry
+
+
+async def main() -> None:
+    registry = build_registry()
+    await kopf.operator(
+        registry=registry,
+        clusterwide=True,
+        standalone=True,
+        liveness_endpoint=os.environ.get("ICHOR_LIVENESS_ENDPOINT") or None,
+    )
+
+
+def run() -> None:
+    logging.basicConfig(
+        level=os.environ.get("ICHOR_LOG_LEVEL", "INFO"),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    asyncio.run(main())
+
+
+if __name__ == "__main__":
+    run()
