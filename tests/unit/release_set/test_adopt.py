@@ -1,0 +1,91 @@
+"""Adopt takes a cluster as it runs: it refuses one it cannot operate, warns about an
+incompatible one, and never judges it against the release set."""
+
+from __future__ import annotations
+
+import pytest
+
+from ichor.release.pinned import check_adopt_compat
+from ichor.release.refusals import Rule
+
+
+@pytest.mark.parametrize(
+    ("talos", "kubernetes", "managed_cni"),
+    [
+        ("v1.14.3", "v1.36.6", True),  # the set
+        ("v1.12.4", "v1.33.2", True),  # older than the set
+        ("v1.13.2", "v1.34.1", True),
+        ("v1.14.5", "v1.36.9", False),  # newer than the set
+        ("v1.14.3", "v1.37.1", False),  # unmanaged CNI: only the Talos pair is judged
+    ],
+)
+def test_a_compatible_cluster_is_adopted_without_a_word(
+    talos: str, kubernetes: str, managed_cni: bool
+) -> None:
+    verdict = check_adopt_compat(talos=talos, kubernetes=kubernetes, managed_cni=managed_cni)
+    assert verdict.refusal is None
+    assert verdict.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("talos", "kubernetes", "managed_cni", "warned"),
+    [
+        ("v1.14.3", "v1.32.1", False, ["Talos 1.14 runs Kubernetes 1.33 to 1.37"]),
+        (
+            "v1.14.3",
+            "v1.32.1",
+            True,
+            ["Talos 1.14 runs Kubernetes 1.33 to 1.37", "Cilium 1.20 runs Kubernetes 1.33 to 1.36"],
+        ),
+        ("v1.14.3", "v1.37.1", True, ["Cilium 1.20 runs Kubernetes 1.33 to 1.36"]),
+        ("v1.12.4", "v1.36.1", False, ["Talos 1.12 runs Kubernetes 1.30.0 up to"]),
+    ],
+)
+def test_check_adopt_compat_warns_for_a_known_incompatible_pair(
+    talos: str, kubernetes: str, managed_cni: bool, warned: list[str]
+) -> None:
+    verdict = check_adopt_compat(talos=talos, kubernetes=kubernetes, managed_cni=managed_cni)
+    assert verdict.refusal is None
+    assert len(verdict.warnings) == len(warned)
+    for warning, names in zip(verdict.warnings, warned, strict=True):
+        assert names in warning
+        assert "adopted as it runs" in warning
+
+
+def test_check_adopt_compat_judges_no_cilium_of_an_unmanaged_adopt() -> None:
+    managed = check_adopt_compat(talos="v1.14.3", kubernetes="v1.37.1", managed_cni=True)
+    unmanaged = check_adopt_compat(talos="v1.14.3", kubernetes="v1.37.1", managed_cni=False)
+    assert managed.warnings
+    assert unmanaged.warnings == ()
+
+
+@pytest.mark.parametrize(
+    ("talos", "kubernetes", "rule"),
+    [
+        ("v1.15.0", "v1.36.0", Rule.UNKNOWN_VERSION),
+        ("v2.0.0", "v1.36.0", Rule.UNKNOWN_VERSION),
+        ("v1.14.3", "v1.38.1", Rule.UNKNOWN_VERSION),
+        ("v1.11.5", "v1.33.0", Rule.ADOPT_FLOOR),
+        ("v1.12.0-alpha.0", "v1.33.0", None),  # the 1.12 line is at the floor
+        ("v1.0.0", "v1.23.0", Rule.ADOPT_FLOOR),
+        ("v0.14.3", "v1.23.0", Rule.ADOPT_FLOOR),
+        ("banana", "v1.33.0", Rule.FORM),
+        ("v1.14.3", "", Rule.FORM),
+    ],
+)
+def test_check_adopt_compat_refuses_a_cluster_it_cannot_operate(
+    talos: str, kubernetes: str, rule: Rule | None
+) -> None:
+    verdict = check_adopt_compat(talos=talos, kubernetes=kubernetes, managed_cni=True)
+    assert (verdict.refusal.rule if verdict.refusal else None) is rule
+    if verdict.refusal is not None:
+        assert not verdict.refusal.overridable
+
+
+def test_the_adopt_floor_names_the_step() -> None:
+    verdict = check_adopt_compat(talos="v1.11.5", kubernetes="v1.33.0", managed_cni=False)
+    assert verdict.refusal is not None
+    assert verdict.refusal.message == (
+        "Talos v1.11.5 is refused: Ichor adopts Talos 1.12 or newer, so upgrade the cluster "
+        "to Talos 1.12 with talosctl, then adopt it."
+    )

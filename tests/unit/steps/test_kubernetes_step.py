@@ -1,0 +1,94 @@
+"""A Kubernetes step checks the Talos pair, then the running Cilium, and names the order."""
+
+from __future__ import annotations
+
+import pytest
+
+from ichor.release.refusals import Rule
+from ichor.release.steps import check_kubernetes_step, cilium_release
+from ichor.release.versions import VersionError
+
+TALOS = "v1.14.3"
+
+
+def test_check_kubernetes_step_names_the_order_when_the_embedded_chart_runs_the_target() -> None:
+    refusal = check_kubernetes_step(talos=TALOS, kubernetes="v1.36.2", cilium="1.19.10")
+    assert refusal is not None
+    assert refusal.rule is Rule.CILIUM_KUBERNETES
+    assert refusal.overridable
+    assert refusal.message == (
+        "Kubernetes v1.36.2 is refused: Cilium 1.19.10 runs Kubernetes 1.32 to 1.35 (Cilium CI "
+        "matrix); upgrade Cilium to 1.20.4 first, the chart this Ichor embeds, which runs "
+        "Kubernetes v1.36.2."
+    )
+
+
+def test_check_kubernetes_step_says_a_newer_ichor_is_needed_when_no_chart_runs_it() -> None:
+    refusal = check_kubernetes_step(talos=TALOS, kubernetes="v1.37.1", cilium="1.20.4")
+    assert refusal is not None
+    assert refusal.rule is Rule.CILIUM_KUBERNETES
+    assert refusal.message == (
+        "Kubernetes v1.37.1 is refused: Cilium 1.20.4 runs Kubernetes 1.33 to 1.36 (Cilium CI "
+        "matrix); this Ichor ships Cilium 1.20.4, which does not run Kubernetes v1.37.1: a "
+        "newer Ichor release is needed."
+    )
+
+
+@pytest.mark.parametrize(
+    ("cilium", "kubernetes"),
+    [
+        ("1.19.10", "v1.35.4"),  # a cluster on Cilium 1.19 may move Kubernetes to 1.35
+        ("1.20.4", "v1.36.6"),
+        ("1.18.16", "v1.33.1"),
+        (None, "v1.37.1"),  # another CNI, or none observed: the Cilium half is skipped
+    ],
+)
+def test_a_step_the_running_cilium_runs_is_allowed(cilium: str | None, kubernetes: str) -> None:
+    assert check_kubernetes_step(talos=TALOS, kubernetes=kubernetes, cilium=cilium) is None
+
+
+@pytest.mark.parametrize(
+    ("kubernetes", "cilium"), [("v1.31.9", "1.20.4"), ("v1.32.0", "1.19.10"), ("v1.32.0", None)]
+)
+def test_the_talos_pair_is_judged_before_cilium(kubernetes: str, cilium: str | None) -> None:
+    refusal = check_kubernetes_step(talos=TALOS, kubernetes=kubernetes, cilium=cilium)
+    assert refusal is not None
+    assert refusal.rule is Rule.TALOS_KUBERNETES
+    assert refusal.overridable
+
+
+def test_an_unknown_cilium_is_refused_with_no_override() -> None:
+    refusal = check_kubernetes_step(talos=TALOS, kubernetes="v1.34.0", cilium="1.17.3")
+    assert refusal is not None
+    assert refusal.rule is Rule.UNKNOWN_VERSION
+    assert not refusal.overridable
+
+
+def test_a_flannel_cluster_skips_the_cilium_rule() -> None:
+    # Regression of the hardware run: a flannel cluster was refused as "cilium 0.28.9".
+    cilium = cilium_release(detected="flannel", version="0.28.9")
+    assert cilium is None
+    assert check_kubernetes_step(talos=TALOS, kubernetes="v1.37.1", cilium=cilium) is None
+
+
+@pytest.mark.parametrize(
+    ("detected", "version", "release"),
+    [
+        ("cilium", "1.19.10", "1.19.10"),
+        ("Cilium", " 1.20.4 ", "1.20.4"),
+        ("flannel", "0.28.9", None),
+        ("calico", "3.30.1", None),
+        (None, "1.20.4", None),
+        ("cilium", None, None),
+        ("cilium", "", None),
+    ],
+)
+def test_cilium_release_is_a_release_only_for_a_cilium_cni(
+    detected: str | None, version: str | None, release: str | None
+) -> None:
+    assert cilium_release(detected=detected, version=version) == release
+
+
+def test_a_step_to_an_unparsable_kubernetes_raises_the_typed_error() -> None:
+    with pytest.raises(VersionError):
+        check_kubernetes_step(talos=TALOS, kubernetes="latest", cilium="1.20.4")
