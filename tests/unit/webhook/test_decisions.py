@@ -1,0 +1,306 @@
+"""The webhook's decisions without a server: which rule refuses, and what the user reads."""
+
+from __future__ import annotations
+
+import pytest
+
+from ichor.release.refusals import Rule
+from ichor.webhook import admission
+from ichor.webhook.reviews import (
+    ClusterObject,
+    ClusterRef,
+    OperationSpec,
+    OperationType,
+    Requester,
+)
+
+REF = ClusterRef("team-a", "prod")
+ALICE = Requester(username="alice", groups=("ops",))
+
+
+def cluster(
+    talos: str = "v1.14.3",
+    kubernetes: str = "v1.36.6",
+    contract: str = "v1.14",
+    *,
+    cilium: str | None = None,
+    cni: str = "cilium",
+) -> ClusterObject:
+    return ClusterObject(
+        ref=REF,
+        talos=talos,
+        kubernetes=kubernetes,
+        contract=contract,
+        detected_cni=cni if cilium is not None else None,
+        detected_cni_version=cilium,
+    )
+
+
+def operation(
+    kind: str, version: str | None, *, override: bool = False, image: str | None = None
+) -> OperationSpec:
+    return OperationSpec(
+        namespace="team-a",
+        name="up",
+        cluster="prod",
+        type=OperationType(kind),
+        version=version,
+        override=override,
+        cni_image_version=image,
+    )
+
+
+@pytest.mark.parametrize(
+    ("new", "old", "rule", "overridable", "words"),
+    [
+        (cluster(kubernetes="v1.31.9"), None, Rule.TALOS_KUBERNETES, True, "1.33 to 1.37"),
+        (cluster(kubernetes="v1.32.0"), None, Rule.TALOS_KUBERNETES, True, "1.33 to 1.37"),
+        (
+            cluster(kubernetes="v1.32.0"),
+            cluster(kubernetes="v1.36.6"),
+            Rule.DOWNGRADE,
+            False,
+            "no downgrade",
+        ),
+        (cluster(talos="v1.14.2"), cluster(), Rule.DOWNGRADE, False, "older than v1.14.3"),
+        (cluster(contract="v1.13"), cluster(), Rule.DOWNGRADE, False, "versionContract"),
+        (cluster(talos="v1.15.0"), None, Rule.UNKNOWN_VERSION, False, "Talos 1.2 to 1.14"),
+        (cluster(talos="v1.15.0"), cluster(), Rule.UNKNOWN_VERSION, False, "newer Ichor"),
+        (cluster(kubernetes="1.36.6"), None, Rule.FORM, False, "vX.Y.Z"),
+        (cluster(talos="v1.14"), None, Rule.FORM, False, "spec.talosVersion"),
+        (cluster(contract="1.14"), None, Rule.FORM, False, "vX.Y"),
+        (
+            cluster(kubernetes="v1.36.6", cilium="1.19.10"),
+            cluster(kubernetes="v1.35.4", cilium="1.19.10"),
+            Rule.CILIUM_KUBERNETES,
+            True,
+            "upgrade Cilium to 1.20.4 first",
+        ),
+        (
+            cluster(kubernetes="v1.37.1", cilium="1.20.4"),
+            cluster(kubernetes="v1.36.6", cilium="1.20.4"),
+            Rule.CILIUM_KUBERNETES,
+            True,
+            "a newer Ichor release is needed",
+        ),
+    ],
+    ids=[
+        "k8s-1.31.9-with-talos-1.14",
+        "k8s-1.32.0-with-talos-1.14",
+        "kubernetes-downgrade",
+        "talos-downgrade",
+        "contract-downgrade",
+        "unknown-talos-1.15-create",
+        "unknown-talos-1.15-update",
+        "kubernetes-without-v",
+        "talos-short-form",
+        "contract-without-v",
+        "cilium-order-names-the-step",
+        "cilium-chart-too-old-needs-newer-ichor",
+    ],
+)
+def test_a_cluster_write_is_refused_by_the_rule_that_matters(
+    new: ClusterObject,
+    old: ClusterObject | None,
+    rule: Rule,
+    overridable: bool,
+    words: str,
+) -> None:
+    verdict = admission.review_cluster(new=new, old=old)
+    refusal = verdict.blocking if not overridable else verdict.overridable[0]
+    assert refusal is not None
+    assert refusal.rule is rule
+    assert refusal.overridable is overridable
+    assert words in refusal.message
+
+
+@pytest.mark.parametrize(
+    ("new", "old"),
+    [
+        (cluster(), None),
+        (cluster(kubernetes="v1.36.7"), cluster()),
+        (cluster(talos="v1.14.4", contract="v1.14"), cluster()),
+        # An incompatible pair that is not touched never blocks other edits.
+        (cluster(kubernetes="v1.31.9"), cluster(kubernetes="v1.31.9")),
+        # The Cilium half is skipped for another CNI.
+        (
+            cluster(kubernetes="v1.37.1", cilium="0.28.9", cni="flannel"),
+            cluster(kubernetes="v1.36.6", cilium="0.28.9", cni="flannel"),
+        ),
+        # A stored value written before the webhook ran does not block an unrelated edit.
+        (cluster(talos="1.14.3"), cluster(talos="1.14.3")),
+    ],
+    ids=[
+        "compatible-create",
+        "kubernetes-patch",
+        "talos-patch",
+        "untouched-incompatible-pair",
+        "flannel-skips-cilium",
+        "unchanged-malformed-value",
+    ],
+)
+def test_a_compatible_or_untouched_write_is_clean(
+    new: ClusterObject, old: ClusterObject | None
+) -> None:
+    assert admission.review_cluster(new=new, old=old).clean
+
+
+def test_no_path_check_on_a_cluster_write() -> None:
+    """Talos 1.11 -> 1.14 is refused by the plan (path) but not by a TalosCluster write."""
+    old = cluster(talos="v1.11.5", kubernetes="v1.33.4", contract="v1.11")
+    assert admission.review_cluster(new=cluster(kubernetes="v1.33.4"), old=old).clean
+
+
+@pytest.mark.parametrize(
+    ("holds", "allowed"),
+    [(True, True), (False, False)],
+    ids=["holder-passes", "non-holder-refused"],
+)
+def test_an_overridable_cluster_refusal_passes_only_for_the_holder(
+    holds: bool, allowed: bool
+) -> None:
+    verdict = admission.review_cluster(new=cluster(kubernetes="v1.31.9"), old=None)
+    assert admission.needs_access_review(verdict, override_requested=True)
+    answer = admission.answer_cluster(
+        verdict, requester=ALICE, cluster=REF, holds_verb=holds, operation="CREATE"
+    )
+    assert answer.allowed is allowed
+    if allowed:
+        assert answer.warnings
+        assert "override by alice" in answer.warnings[0]
+        assert all(len(w) <= admission.WARNING_LIMIT for w in answer.warnings)
+        assert answer.record is not None
+        assert "alice" in answer.record
+        assert "v1.31.9" in answer.record
+    else:
+        assert answer.record is None
+        assert not answer.warnings
+        assert "`override` on `talosclusters` in API group `ichor.dev`" in answer.message
+        assert "team-a/prod" in answer.message
+        assert "'alice'" in answer.message
+        assert answer.code == 403
+
+
+def test_an_unknown_version_is_refused_even_for_the_holder() -> None:
+    verdict = admission.review_cluster(new=cluster(talos="v1.15.0"), old=None)
+    assert not admission.needs_access_review(verdict, override_requested=True)
+    answer = admission.answer_cluster(
+        verdict, requester=ALICE, cluster=REF, holds_verb=True, operation="CREATE"
+    )
+    assert not answer.allowed
+    assert answer.record is None
+    assert "no override passes" in answer.message
+
+
+RUNNING = cluster(talos="v1.13.2", kubernetes="v1.35.4", contract="v1.13", cilium="1.19.10")
+
+
+@pytest.mark.parametrize(
+    ("spec", "rule", "overridable", "words"),
+    [
+        (operation("talos", "v1.14.0-rc.1"), Rule.FINAL, False, "final release"),
+        (operation("talos", "v1.13.1"), Rule.NOT_NEWER, False, "newer than v1.13.2"),
+        (operation("talos", "v1.13.2"), Rule.NOT_NEWER, False, "newer than v1.13.2"),
+        (operation("talos", "v1.15.0"), Rule.UNKNOWN_VERSION, False, "newer Ichor"),
+        (operation("kubernetes", "v1.37.1"), Rule.KUBERNETES_SKEW, False, "one minor"),
+        (operation("kubernetes", "v1.36.2"), Rule.CILIUM_KUBERNETES, True, "Cilium to 1.20.4"),
+        (operation("talos", None), Rule.FORM, False, "spec.version"),
+        (operation("cni", "v1.20.5"), Rule.CNI_VERSION, False, "ichor cni upgrade"),
+        (operation("cni", None, image="1.20.5"), Rule.CNI_VERSION, False, "delete it"),
+    ],
+    ids=[
+        "pre-release-target",
+        "older-target",
+        "same-target",
+        "unknown-talos",
+        "kubernetes-two-minors",
+        "cilium-order",
+        "no-version",
+        "cni-with-version",
+        "cni-with-image-version",
+    ],
+)
+def test_the_plan_refuses_by_the_target_rule(
+    spec: OperationSpec, rule: Rule, overridable: bool, words: str
+) -> None:
+    verdict = admission.review_operation(spec=spec, cluster=RUNNING)
+    refusal = verdict.blocking if not overridable else verdict.overridable[0]
+    assert refusal is not None
+    assert (refusal.rule, refusal.overridable) == (rule, overridable)
+    assert words in refusal.message
+
+
+@pytest.mark.parametrize(
+    ("running", "spec", "rule"),
+    [
+        (
+            cluster(talos="v1.11.5", kubernetes="v1.31.4", contract="v1.11"),
+            operation("talos", "v1.14.3"),
+            Rule.TALOS_PATH,
+        ),
+        (
+            cluster(talos="v1.13.2", kubernetes="v1.32.4", contract="v1.13"),
+            operation("talos", "v1.14.3"),
+            Rule.TALOS_KUBERNETES,
+        ),
+    ],
+    ids=["talos-path-too-old", "talos-target-pairing"],
+)
+def test_the_plan_applies_path_and_pairing(
+    running: ClusterObject, spec: OperationSpec, rule: Rule
+) -> None:
+    verdict = admission.review_operation(spec=spec, cluster=running)
+    refusals = [verdict.blocking, *verdict.overridable]
+    assert rule in {r.rule for r in refusals if r is not None}
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [operation("talos", "v1.14.3"), operation("kubernetes", "v1.35.9"), operation("cni", None)],
+    ids=["talos-next-minor", "kubernetes-patch", "cni-to-the-chart"],
+)
+def test_a_valid_target_is_accepted_without_warning(spec: OperationSpec) -> None:
+    verdict = admission.review_operation(spec=spec, cluster=RUNNING)
+    answer = admission.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=None)
+    assert answer.allowed
+    assert not answer.warnings
+    assert answer.record is None
+
+
+@pytest.mark.parametrize(
+    ("override", "holds", "allowed", "words"),
+    [
+        (False, None, False, "Setting `override: true` on the TalosOperation would pass"),
+        (False, True, False, "Setting `override: true`"),
+        (True, False, False, "does not hold the RBAC verb `override` on `talosclusters`"),
+        (True, True, True, ""),
+    ],
+    ids=["no-override", "no-override-even-for-holder", "override-without-verb", "override"],
+)
+def test_an_operation_override_needs_the_flag_and_the_verb(
+    override: bool, holds: bool | None, allowed: bool, words: str
+) -> None:
+    spec = operation("kubernetes", "v1.36.2", override=override)
+    verdict = admission.review_operation(spec=spec, cluster=RUNNING)
+    assert admission.needs_access_review(verdict, override_requested=override) is override
+    answer = admission.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=holds)
+    assert answer.allowed is allowed
+    assert words in answer.message
+    if allowed:
+        assert answer.warnings
+        assert answer.record
+        assert "TalosOperation team-a/up" in answer.record
+
+
+def test_override_true_does_not_pass_a_rule_that_is_never_overridable() -> None:
+    spec = operation("talos", "v1.15.0", override=True)
+    verdict = admission.review_operation(spec=spec, cluster=RUNNING)
+    answer = admission.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=True)
+    assert not answer.allowed
+    assert "never overridable" in answer.message
+
+
+def test_a_missing_cluster_is_named() -> None:
+    answer = admission.missing_cluster(operation("talos", "v1.14.3"))
+    assert not answer.allowed
+    assert "TalosCluster team-a/prod does not exist" in answer.message

@@ -1,0 +1,292 @@
+"""Generated AdmissionReview bodies: no exception escapes, every answer says yes or why not."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import kopf
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ichor.webhook import admission, server, validating
+from tests.unit.webhook.fakes import FakeBackend
+
+FUZZ = settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4)
+    ),
+    max_leaves=12,
+)
+versions = st.one_of(
+    st.sampled_from(
+        ["v1.14.3", "v1.36.6", "v1.31.9", "v1.32.0", "v1.15.0", "v1.13.2", "v1.35.4", "v1.14"]
+    ),
+    st.from_regex(
+        r"v?[0-9]{1,3}(\.[0-9]{1,3}){0,3}(-[a-z0-9.]{1,6})?(\+[a-z0-9]{1,4})?", fullmatch=True
+    ),
+    json_values,
+)
+contracts = st.one_of(st.sampled_from(["v1.14", "v1.13", "v1.15"]), versions)
+metadata = st.one_of(
+    st.fixed_dictionaries(
+        {"name": st.sampled_from(["prod", "", "x"]), "namespace": st.sampled_from(["team-a", ""])},
+        optional={"uid": st.text(max_size=8)},
+    ),
+    json_values,
+)
+cni_status = st.one_of(
+    st.none(),
+    st.fixed_dictionaries(
+        {
+            "cni": st.fixed_dictionaries(
+                {
+                    "detected": st.one_of(st.sampled_from(["cilium", "flannel", ""]), json_values),
+                    "detectedVersion": st.one_of(
+                        st.sampled_from(["1.19.10", "1.20.4", "1.18.16", "1.99.0"]), versions
+                    ),
+                }
+            )
+        }
+    ),
+    json_values,
+)
+clusters = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "metadata": metadata,
+            "spec": st.fixed_dictionaries(
+                {
+                    "talosVersion": versions,
+                    "kubernetesVersion": versions,
+                    "versionContract": contracts,
+                },
+                optional={"cni": st.one_of(st.just({"preset": "cilium"}), json_values)},
+            ),
+        },
+        optional={"status": cni_status},
+    ),
+    json_values,
+)
+operations = st.one_of(
+    st.fixed_dictionaries(
+        {
+            "metadata": metadata,
+            "spec": st.fixed_dictionaries(
+                {
+                    "clusterRef": st.one_of(st.just({"name": "prod"}), json_values),
+                    "type": st.one_of(st.sampled_from(["talos", "kubernetes", "cni"]), json_values),
+                },
+                optional={
+                    "version": versions,
+                    "override": st.one_of(st.booleans(), json_values),
+                    "cni": st.one_of(st.just({"imageVersion": "1.20.5"}), json_values),
+                },
+            ),
+        }
+    ),
+    json_values,
+)
+userinfos = st.one_of(
+    st.fixed_dictionaries(
+        {"username": st.sampled_from(["alice", "bob", ""])},
+        optional={
+            "uid": st.text(max_size=4),
+            "groups": st.lists(st.text(max_size=6), max_size=3),
+            "extra": st.dictionaries(st.text(max_size=4), st.lists(st.text(max_size=4))),
+        },
+    ),
+    json_values,
+)
+verbs = st.sampled_from(["CREATE", "UPDATE", "DELETE", "CONNECT", None, 7])
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[asyncio.Runner]:
+    with asyncio.Runner() as loop_runner:
+        yield loop_runner
+
+
+def assert_answer(answer: admission.Answer) -> None:
+    assert isinstance(answer, admission.Answer)
+    if not answer.allowed:
+        assert answer.message.strip()
+        assert answer.code in (400, 403, 503)
+        assert "Traceback" not in answer.message
+
+
+@FUZZ
+@given(
+    new=clusters,
+    old=st.one_of(st.none(), clusters),
+    userinfo=userinfos,
+    operation=verbs,
+    dryrun=st.booleans(),
+    holder=st.booleans(),
+    fail=st.booleans(),
+)
+def test_cluster_reviews_always_get_an_answer(
+    runner: asyncio.Runner,
+    new: Any,
+    old: Any,
+    userinfo: Any,
+    operation: Any,
+    dryrun: bool,
+    holder: bool,
+    fail: bool,
+) -> None:
+    backend = FakeBackend(holders={"alice"} if holder else set(), fail=fail)
+    answer = runner.run(
+        validating.cluster_answer(
+            new=new, old=old, userinfo=userinfo, operation=operation, dryrun=dryrun, backend=backend
+        )
+    )
+    assert_answer(answer)
+    assert "internal error" not in answer.message  # every failure is one the code expects
+    if dryrun:
+        assert backend.events == []
+
+
+@FUZZ
+@given(
+    new=operations,
+    cluster=clusters,
+    userinfo=userinfos,
+    operation=verbs,
+    dryrun=st.booleans(),
+    holder=st.booleans(),
+    fail=st.booleans(),
+)
+def test_operation_reviews_always_get_an_answer(
+    runner: asyncio.Runner,
+    new: Any,
+    cluster: Any,
+    userinfo: Any,
+    operation: Any,
+    dryrun: bool,
+    holder: bool,
+    fail: bool,
+) -> None:
+    from ichor.webhook.reviews import ClusterRef
+
+    backend = FakeBackend(
+        clusters={ClusterRef("team-a", "prod"): cluster, ClusterRef("", "prod"): cluster},
+        holders={"alice"} if holder else set(),
+        fail=fail,
+    )
+    answer = runner.run(
+        validating.operation_answer(
+            new=new, userinfo=userinfo, operation=operation, dryrun=dryrun, backend=backend
+        )
+    )
+    assert_answer(answer)
+    assert "internal error" not in answer.message  # every failure is one the code expects
+    if dryrun:
+        assert backend.events == []
+
+
+@FUZZ
+@given(new=clusters, old=st.one_of(st.none(), clusters), userinfo=userinfos, operation=verbs)
+def test_the_kopf_handler_raises_nothing_but_an_admission_error(
+    runner: asyncio.Runner, new: Any, old: Any, userinfo: Any, operation: Any
+) -> None:
+    previous = validating.use_backend(FakeBackend())
+    warnings: list[str] = []
+    refused: kopf.AdmissionError | None = None
+    try:
+        runner.run(
+            validating.validate_taloscluster(
+                new=new, old=old, userinfo=userinfo, operation=operation, warnings=warnings
+            )
+        )
+    except kopf.AdmissionError as error:
+        refused = error
+    finally:
+        validating.use_backend(previous)
+    if refused is not None:
+        assert str(refused).strip()
+    assert all(isinstance(w, str) and w for w in warnings)
+
+
+reviews = st.fixed_dictionaries(
+    {
+        "apiVersion": st.sampled_from(["admission.k8s.io/v1", "admission.k8s.io/v1beta1"]),
+        "kind": st.sampled_from(["AdmissionReview", "Other"]),
+        "request": st.one_of(
+            st.fixed_dictionaries(
+                {
+                    "uid": st.sampled_from(["u-1", ""]),
+                    "resource": st.one_of(
+                        st.just(
+                            {
+                                "group": "ichor.dev",
+                                "version": "v1alpha1",
+                                "resource": "talosclusters",
+                            }
+                        ),
+                        json_values,
+                    ),
+                    "operation": verbs,
+                    "userInfo": userinfos,
+                    "object": clusters,
+                },
+                optional={
+                    "oldObject": clusters,
+                    "dryRun": st.booleans(),
+                    "subResource": json_values,
+                },
+            ),
+            json_values,
+        ),
+    }
+)
+payloads = st.one_of(
+    st.binary(max_size=64),
+    json_values.map(lambda v: json.dumps(v).encode()),
+    reviews.map(lambda v: json.dumps(v).encode()),
+)
+outcomes = st.one_of(
+    st.sampled_from([ValueError("boom"), KeyError("request"), kopf.AdmissionError("no", code=403)]),
+    json_values,
+    st.fixed_dictionaries(
+        {
+            "response": st.fixed_dictionaries(
+                {"allowed": st.booleans()}, optional={"status": json_values}
+            )
+        }
+    ),
+)
+
+
+@FUZZ
+@given(
+    payload=payloads,
+    outcome=outcomes,
+    webhook=st.sampled_from(["taloscluster", "talosoperation", "", "x"]),
+)
+def test_the_server_answers_every_request_with_a_review(
+    runner: asyncio.Runner, payload: bytes, outcome: Any, webhook: str
+) -> None:
+    async def fn(request: Any, **_: Any) -> Any:
+        if isinstance(outcome, BaseException):
+            raise outcome
+        return outcome
+
+    answer = runner.run(server.respond(fn, payload=payload, webhook=webhook))
+    assert answer["apiVersion"] == "admission.k8s.io/v1"
+    assert answer["kind"] == "AdmissionReview"
+    body = answer["response"]
+    assert isinstance(body["allowed"], bool)
+    assert isinstance(body["uid"], str)
+    if not body["allowed"]:
+        assert isinstance(body["status"]["message"], str)
+        assert body["status"]["message"]
+    json.dumps(answer)

@@ -1,0 +1,164 @@
+"""The kopf handlers with an in-memory API: which calls they make, what they answer."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+import pytest
+
+from ichor.webhook import kubeapi, validating
+from ichor.webhook.reviews import ClusterRef, Requester
+from tests.unit.webhook.fakes import FakeBackend, taloscluster, talosoperation, userinfo
+
+REF = ClusterRef("team-a", "prod")
+
+
+@pytest.mark.parametrize("dryrun", [False, True], ids=["write", "dry-run"])
+async def test_a_holder_passes_and_the_override_is_recorded_unless_dry_run(dryrun: bool) -> None:
+    backend = FakeBackend(holders={"alice"})
+    answer = await validating.cluster_answer(
+        new=taloscluster(kubernetes="v1.31.9"),
+        old=taloscluster(kubernetes="v1.31.4"),
+        userinfo=userinfo(),
+        operation="UPDATE",
+        dryrun=dryrun,
+        backend=backend,
+    )
+    assert answer.allowed
+    assert answer.warnings
+    assert backend.reviews == [(Requester("alice", "u-1", ("ops",), (("scopes", ("a",)),)), REF)]
+    assert len(backend.events) == (0 if dryrun else 1)
+    if not dryrun:
+        ref, message, uid = backend.events[0]
+        assert (ref, uid) == (REF, "uid-1")
+        assert "User alice overrode" in message
+        assert "v1.31.9" in message
+
+
+async def test_a_compatible_write_asks_nothing_of_the_api() -> None:
+    backend = FakeBackend()
+    answer = await validating.cluster_answer(
+        new=taloscluster(kubernetes="v1.36.7"),
+        old=taloscluster(),
+        userinfo=userinfo(),
+        operation="UPDATE",
+        dryrun=False,
+        backend=backend,
+    )
+    assert answer.allowed
+    assert not answer.warnings
+    assert backend.reviews == []
+    assert backend.events == []
+
+
+async def test_a_failing_api_gives_a_denial_that_says_to_retry() -> None:
+    answer = await validating.cluster_answer(
+        new=taloscluster(kubernetes="v1.31.9"),
+        old=None,
+        userinfo=userinfo(),
+        operation="CREATE",
+        dryrun=False,
+        backend=FakeBackend(fail=True),
+    )
+    assert not answer.allowed
+    assert answer.code == 503
+    assert "retry" in answer.message
+
+
+async def test_the_plan_of_an_operation_reads_the_cluster_it_names() -> None:
+    backend = FakeBackend(clusters={REF: taloscluster(talos="v1.13.2", kubernetes="v1.35.4")})
+    allowed = await validating.operation_answer(
+        new=talosoperation("talos", "v1.14.3"),
+        userinfo=userinfo(),
+        operation="CREATE",
+        dryrun=True,
+        backend=backend,
+    )
+    assert allowed.allowed
+    assert not allowed.warnings
+    missing = await validating.operation_answer(
+        new=talosoperation("talos", "v1.14.3", cluster="nope"),
+        userinfo=userinfo(),
+        operation="CREATE",
+        dryrun=True,
+        backend=backend,
+    )
+    assert not missing.allowed
+    assert "TalosCluster team-a/nope does not exist" in missing.message
+
+
+@pytest.mark.parametrize(
+    ("override", "holders", "allowed", "reviews"),
+    [(False, {"alice"}, False, 0), (True, set(), False, 1), (True, {"alice"}, True, 1)],
+    ids=["without-override-no-review", "override-without-verb", "override-with-verb"],
+)
+async def test_an_operation_asks_for_the_verb_only_under_override(
+    override: bool, holders: set[str], allowed: bool, reviews: int
+) -> None:
+    backend = FakeBackend(
+        clusters={REF: taloscluster(talos="v1.14.3", kubernetes="v1.35.4", cilium="1.19.10")},
+        holders=holders,
+    )
+    answer = await validating.operation_answer(
+        new=talosoperation("kubernetes", "v1.36.2", override=override),
+        userinfo=userinfo(),
+        operation="CREATE",
+        dryrun=True,
+        backend=backend,
+    )
+    assert answer.allowed is allowed
+    assert len(backend.reviews) == reviews
+    assert backend.events == []  # a dry run records nothing
+
+
+async def test_the_kopf_handler_raises_an_admission_error_with_the_message() -> None:
+    previous = validating.use_backend(FakeBackend())
+    warnings: list[str] = []
+    try:
+        with pytest.raises(kopf.AdmissionError) as raised:
+            await validating.validate_taloscluster(
+                new=taloscluster(talos="v1.15.0"),
+                old=None,
+                userinfo=userinfo(),
+                operation="CREATE",
+                dryrun=False,
+                warnings=warnings,
+            )
+    finally:
+        validating.use_backend(previous)
+    assert raised.value.code == 403
+    assert "Talos v1.15.0 is refused" in str(raised.value)
+
+
+def test_the_access_review_carries_the_whole_identity() -> None:
+    review: Any = kubeapi.access_review(
+        Requester("alice", "u-1", ("ops", "system:authenticated"), (("scopes", ("a", "b")),)),
+        REF,
+    )
+    assert review["spec"] == {
+        "user": "alice",
+        "uid": "u-1",
+        "groups": ["ops", "system:authenticated"],
+        "extra": {"scopes": ["a", "b"]},
+        "resourceAttributes": {
+            "group": "ichor.dev",
+            "resource": "talosclusters",
+            "verb": "override",
+            "namespace": "team-a",
+            "name": "prod",
+        },
+    }
+
+
+def test_the_override_event_is_a_warning_on_the_cluster() -> None:
+    event = kubeapi.override_event(REF, message="User alice overrode ...", uid="uid-1")
+    assert (event["type"], event["reason"]) == ("Warning", "Override")
+    assert event["involvedObject"] == {
+        "apiVersion": "ichor.dev/v1alpha1",
+        "kind": "TalosCluster",
+        "namespace": "team-a",
+        "name": "prod",
+        "uid": "uid-1",
+    }
+    assert event["metadata"]["namespace"] == "team-a"

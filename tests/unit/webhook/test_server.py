@@ -1,0 +1,104 @@
+"""The endpoint's guard and the fixed configuration, without a server."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+
+from ichor.webhook import server
+
+GOOD_REVIEW: dict[str, Any] = {
+    "apiVersion": "admission.k8s.io/v1",
+    "kind": "AdmissionReview",
+    "request": {
+        "uid": "u-1",
+        "resource": {"group": "ichor.dev", "version": "v1alpha1", "resource": "talosclusters"},
+        "operation": "CREATE",
+        "userInfo": {"username": "alice"},
+        "object": {"metadata": {"name": "prod"}},
+    },
+}
+
+
+async def allow(request: Any, **_: Any) -> Any:
+    return {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "response": {"uid": request["request"]["uid"], "allowed": True},
+    }
+
+
+async def explode(request: Any, **_: Any) -> Any:
+    raise KeyError("request")
+
+
+def without(key: str) -> dict[str, Any]:
+    review: dict[str, Any] = json.loads(json.dumps(GOOD_REVIEW))
+    del review["request"][key]
+    return review
+
+
+@pytest.mark.parametrize(
+    ("payload", "webhook", "fn", "uid", "words"),
+    [
+        (b"{not json", "taloscluster", allow, "", "not JSON"),
+        (b"[1, 2]", "taloscluster", allow, "", "not a JSON object"),
+        (json.dumps(without("userInfo")).encode(), "taloscluster", allow, "u-1", "userInfo"),
+        (json.dumps(without("resource")).encode(), "taloscluster", allow, "u-1", "resource"),
+        (json.dumps(without("object")).encode(), "taloscluster", allow, "u-1", "object"),
+        (
+            json.dumps(GOOD_REVIEW).encode(),
+            "nothing-here",
+            allow,
+            "u-1",
+            "no handler at /nothing-here",
+        ),
+        (json.dumps(GOOD_REVIEW).encode(), "taloscluster", explode, "u-1", "could not decide"),
+    ],
+    ids=[
+        "not-json",
+        "not-an-object",
+        "no-userinfo",
+        "no-resource",
+        "no-object",
+        "unknown-path",
+        "exception-in-kopf",
+    ],
+)
+async def test_a_request_the_webhook_cannot_serve_is_denied_with_a_reason(
+    payload: bytes, webhook: str, fn: Any, uid: str, words: str
+) -> None:
+    answer = await server.respond(fn, payload=payload, webhook=webhook)
+    assert answer["response"]["allowed"] is False
+    assert answer["response"]["uid"] == uid
+    assert words in answer["response"]["status"]["message"]
+
+
+async def test_a_good_review_is_handed_to_kopf() -> None:
+    answer = await server.respond(
+        allow, payload=json.dumps(GOOD_REVIEW).encode(), webhook="taloscluster"
+    )
+    assert answer["response"] == {"uid": "u-1", "allowed": True}
+
+
+def test_the_configuration_fails_closed_within_five_seconds_for_our_group_only() -> None:
+    config = server.render_configuration(url="https://127.0.0.1:9443/", ca_bundle=b"PEM")
+    assert config["kind"] == "ValidatingWebhookConfiguration"
+    hooks = {hook["name"]: hook for hook in config["webhooks"]}
+    assert set(hooks) == {"taloscluster.ichor.dev", "talosoperation.ichor.dev"}
+    for hook in hooks.values():
+        assert hook["failurePolicy"] == "Fail"
+        assert hook["sideEffects"] == "NoneOnDryRun"
+        assert hook["timeoutSeconds"] <= 5
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert all(rule["apiGroups"] == ["ichor.dev"] for rule in hook["rules"])
+        assert base64.b64decode(hook["clientConfig"]["caBundle"]) == b"PEM"
+    cluster, operation = hooks["taloscluster.ichor.dev"], hooks["talosoperation.ichor.dev"]
+    assert cluster["clientConfig"]["url"] == "https://127.0.0.1:9443/taloscluster"
+    assert cluster["rules"][0]["resources"] == ["talosclusters"]
+    assert cluster["rules"][0]["operations"] == ["CREATE", "UPDATE"]
+    assert operation["rules"][0]["resources"] == ["talosoperations"]
+    assert operation["rules"][0]["operations"] == ["CREATE"]
