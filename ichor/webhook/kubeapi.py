@@ -13,6 +13,7 @@ the answer is the requester's, never the service account's.
 from __future__ import annotations
 
 import asyncio
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypedDict, cast
@@ -110,26 +111,34 @@ def override_event(ref: ClusterRef, *, message: str, uid: str | None) -> dict[st
 
 
 class KubeBackend:
-    """The real backend: one kubernetes_asyncio client, made in the loop that uses it.
+    """The real backend: one kubernetes_asyncio client per event loop that uses it.
 
     ``kubeconfig`` None means in-cluster credentials when the process runs in a Pod, else
-    the ``KUBECONFIG``/``~/.kube/config`` a person would use.
+    the ``KUBECONFIG``/``~/.kube/config`` a person would use. A client belongs to the loop
+    it was made in (its connection pool does), hence one per loop.
     """
 
     def __init__(self, *, kubeconfig: Path | None = None) -> None:
         self._kubeconfig = kubeconfig
-        self._client: client.ApiClient | None = None
-        self._lock: asyncio.Lock | None = None
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, client.ApiClient] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def _api(self) -> client.ApiClient:
-        if self._client is not None:
-            return self._client
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            if self._client is None:
-                self._client = await self._connect()
-        return self._client
+        loop = asyncio.get_running_loop()
+        found = self._clients.get(loop)
+        if found is not None:
+            return found
+        lock = self._locks.setdefault(loop, asyncio.Lock())
+        async with lock:
+            found = self._clients.get(loop)
+            if found is None:
+                found = await self._connect()
+                self._clients[loop] = found
+        return found
 
     async def _connect(self) -> client.ApiClient:
         if self._kubeconfig is None:
@@ -139,9 +148,10 @@ class KubeBackend:
         )
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        """Close the client of the running loop (kopf's cleanup calls this)."""
+        found = self._clients.pop(asyncio.get_running_loop(), None)
+        if found is not None:
+            await found.close()
 
     async def read_cluster(self, ref: ClusterRef) -> Mapping[str, Any] | None:
         api = client.CustomObjectsApi(await self._api())

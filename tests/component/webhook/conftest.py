@@ -1,0 +1,156 @@
+"""The webhook served in-process and called by the real API server, and two users.
+
+``olivia`` holds the override verb through a ClusterRole; ``nadia`` may write clusters
+and operations but does not hold it. Both are reached with ``kubectl --as``, as a person
+would try them. The webhook's configuration lives only while this folder's tests run, so
+other tests (the controller's) write TalosClusters without it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from ichor.testing import controlplane
+from tests.component.webhook import harness
+
+HOLDER = "olivia"
+PLAIN = "nadia"
+EDITOR_ROLE = "ichor-webhook-test-editor"
+OVERRIDE_ROLE = "ichor-webhook-test-override"
+
+
+@pytest.fixture(scope="package")
+def webhook(
+    control_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[harness.Webhook]:
+    harness.install_crds(control_plane)
+    running = harness.Webhook(control_plane, tmp_path_factory.mktemp("webhook"))
+    try:
+        running.start()
+    except RuntimeError as error:
+        running.close()
+        pytest.fail(str(error), pytrace=False)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+def _rbac() -> list[dict[str, Any]]:
+    editor = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": EDITOR_ROLE},
+        "rules": [
+            {
+                "apiGroups": ["ichor.dev"],
+                "resources": ["talosclusters", "talosoperations"],
+                "verbs": ["get", "list", "watch", "create", "update", "patch"],
+            }
+        ],
+    }
+    # What the README tells an admin to grant: the custom verb on talosclusters.
+    override = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": OVERRIDE_ROLE},
+        "rules": [
+            {"apiGroups": ["ichor.dev"], "resources": ["talosclusters"], "verbs": ["override"]}
+        ],
+    }
+
+    def binding(role: str, users: list[str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": role},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}
+                for user in users
+            ],
+        }
+
+    return [
+        editor,
+        override,
+        binding(EDITOR_ROLE, [HOLDER, PLAIN]),
+        binding(OVERRIDE_ROLE, [HOLDER]),
+    ]
+
+
+@pytest.fixture(scope="package")
+def users(control_plane: controlplane.ControlPlane) -> Iterator[None]:
+    manifest = yaml.safe_dump_all(_rbac())
+    control_plane.kubectl("apply", "-f", "-", input=manifest)
+    try:
+        yield
+    finally:
+        control_plane.kubectl("delete", "--ignore-not-found", "-f", "-", input=manifest)
+
+
+class Api:
+    """kubectl as a user, the way a person tries the webhook."""
+
+    def __init__(self, plane: controlplane.ControlPlane, namespace: str) -> None:
+        self.plane = plane
+        self.namespace = namespace
+
+    def create(
+        self, body: dict[str, Any], *, user: str | None, dry_run: bool = False
+    ) -> subprocess.CompletedProcess[str]:
+        args = ["create", "-n", self.namespace, "-f", "-"]
+        if dry_run:
+            args.append("--dry-run=server")
+        return self.plane.kubectl(*args, input=json.dumps(body), as_user=user, check=False)
+
+    def patch_spec(
+        self, name: str, spec: dict[str, Any], *, user: str | None, dry_run: bool = False
+    ) -> subprocess.CompletedProcess[str]:
+        args = ["patch", "taloscluster", name, "-n", self.namespace, "--type=merge"]
+        args += ["-p", json.dumps({"spec": spec})]
+        if dry_run:
+            args.append("--dry-run=server")
+        return self.plane.kubectl(*args, as_user=user, check=False)
+
+    def set_cilium(self, name: str, version: str) -> None:
+        status = {"status": {"cni": {"detected": "cilium", "detectedVersion": version}}}
+        self.plane.kubectl(
+            "patch", "taloscluster", name, "-n", self.namespace, "--subresource=status",
+            "--type=merge", "-p", json.dumps(status),
+        )  # fmt: skip
+
+    def cluster(self, name: str) -> dict[str, Any] | None:
+        result = self.plane.kubectl(
+            "get", "taloscluster", name, "-n", self.namespace, "-o", "json", check=False
+        )
+        if result.returncode != 0:
+            assert "NotFound" in result.stderr, result.stderr
+            return None
+        found: dict[str, Any] = json.loads(result.stdout)
+        return found
+
+    def override_events(self, name: str) -> list[dict[str, Any]]:
+        result = self.plane.kubectl(
+            "get", "events", "-n", self.namespace, "-o", "json",
+            f"--field-selector=involvedObject.name={name},reason=Override",
+        )  # fmt: skip
+        items: list[dict[str, Any]] = json.loads(result.stdout)["items"]
+        return items
+
+
+@pytest.fixture
+def api(
+    control_plane: controlplane.ControlPlane, webhook: harness.Webhook, users: None, namespace: str
+) -> Api:
+    return Api(control_plane, namespace)

@@ -1,0 +1,159 @@
+"""The webhook as the operator runs it, against a real API server, for tests and the bench.
+
+kopf runs in a thread with its own event loop: tests call kubectl (blocking) and the API
+server calls back into the webhook during that call, so the webhook must not share the
+test's loop. The ValidatingWebhookConfiguration is the fixed one ``render_configuration``
+gives, pointing at 127.0.0.1 over TLS with a CA generated here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import kopf
+import yaml
+
+from ichor.api import kinds
+from ichor.testing import controlplane
+from ichor.webhook import certificates, kubeapi, server, validating
+
+CRDS = Path(__file__).resolve().parents[3] / "crds"
+READY_TIMEOUT = 60.0
+#: A create every webhook build refuses (Talos 1.15 is unknown), used to see it answer.
+PROBE_REFUSAL = "Talos v1.15.0 is refused"
+
+
+def install_crds(plane: controlplane.ControlPlane) -> None:
+    """The three CRDs from crds/, applied and established (idempotent)."""
+    plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
+    for kind in kinds.Kind:
+        plane.kubectl(
+            "wait", "--for=condition=Established", f"crd/{kinds.crd_name(kind)}", "--timeout=60s"
+        )
+
+
+def cluster_manifest(
+    name: str,
+    namespace: str,
+    *,
+    talos: str = "v1.14.3",
+    kubernetes: str = "v1.36.6",
+    contract: str = "v1.14",
+) -> dict[str, Any]:
+    return {
+        "apiVersion": kinds.API_VERSION,
+        "kind": kinds.Kind.TALOS_CLUSTER.value,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "talosVersion": talos,
+            "kubernetesVersion": kubernetes,
+            "versionContract": contract,
+        },
+    }
+
+
+def _probe(plane: controlplane.ControlPlane) -> str:
+    body = cluster_manifest(f"probe-{uuid.uuid4().hex[:6]}", "default", talos="v1.15.0")
+    result = plane.kubectl(
+        "create", "--dry-run=server", "-f", "-", input=json.dumps(body), check=False
+    )
+    return result.stderr
+
+
+class Webhook:
+    """kopf with the webhook's handlers only, its server, and its configuration."""
+
+    def __init__(self, plane: controlplane.ControlPlane, workdir: Path) -> None:
+        self.plane = plane
+        self.workdir = workdir
+        self.name = f"ichor-webhook-{uuid.uuid4().hex[:6]}"
+        self.files = certificates.write_serving_certificate(workdir / "tls")
+        self.port = controlplane.free_port()
+        self.stop_flag = threading.Event()
+        self.ready_flag = threading.Event()
+        self.errors: list[BaseException] = []
+        self.thread: threading.Thread | None = None
+        self.registry = kopf.OperatorRegistry()
+        validating.register(self.registry)
+
+        @kopf.on.login(registry=self.registry)
+        def login(**_: Any) -> kopf.ConnectionInfo:
+            return kopf.ConnectionInfo(
+                server=plane.server,
+                ca_path=str(plane.ca_file),
+                certificate_path=str(plane.pki / "admin.crt"),
+                private_key_path=str(plane.pki / "admin.key"),
+            )
+
+        self.settings = kopf.OperatorSettings()
+        self.server = server.configure(
+            self.settings,
+            port=self.port,
+            certfile=self.files.cert,
+            pkeyfile=self.files.key,
+            cafile=self.files.ca,
+        )
+        self.settings.posting.enabled = False
+
+    def configuration(self) -> server.ValidatingWebhookConfiguration:
+        return server.render_configuration(
+            url=self.server.url, ca_bundle=self.files.ca.read_bytes(), name=self.name
+        )
+
+    def start(self) -> Webhook:
+        validating.use_backend(kubeapi.KubeBackend(kubeconfig=self.plane.kubeconfig))
+        self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+        self.thread.start()
+        self.plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(dict(self.configuration())))
+        deadline = time.monotonic() + READY_TIMEOUT
+        seen = ""
+        while not (self.ready_flag.is_set() and PROBE_REFUSAL in (seen := _probe(self.plane))):
+            if self.errors or not self.thread.is_alive():
+                raise RuntimeError(f"kopf stopped while starting: {self.errors!r}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"the API server did not call the webhook within {READY_TIMEOUT} s: {seen}"
+                )
+            time.sleep(0.2)
+        return self
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(
+                kopf.operator(
+                    registry=self.registry,
+                    settings=self.settings,
+                    clusterwide=True,
+                    standalone=True,
+                    stop_flag=self.stop_flag,
+                    ready_flag=self.ready_flag,
+                )
+            )
+        except BaseException as error:
+            self.errors.append(error)
+            raise
+
+    def stop_server(self) -> None:
+        """Stop kopf and its endpoint; the configuration stays (the webhook is down)."""
+        self.stop_flag.set()
+        if self.thread is not None:
+            self.thread.join(30)
+            if self.thread.is_alive():
+                raise RuntimeError("kopf did not stop within 30 s")
+
+    def delete_configuration(self) -> None:
+        self.plane.kubectl(
+            "delete", "validatingwebhookconfiguration", self.name, "--ignore-not-found"
+        )
+
+    def close(self) -> None:
+        try:
+            self.delete_configuration()
+        finally:
+            self.stop_server()

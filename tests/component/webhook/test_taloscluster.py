@@ -1,0 +1,150 @@
+"""TalosCluster writes through the real API server: refused, overridden, and recorded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from tests.component.webhook import harness
+from tests.component.webhook.conftest import HOLDER, PLAIN, Api
+
+pytestmark = pytest.mark.component
+
+NAME = "prod"
+VERB_WORDS = "the RBAC verb `override` on `talosclusters` in API group `ichor.dev`"
+
+
+@dataclass(frozen=True)
+class Case:
+    """A write to refuse: a create (no base) or a spec patch of a stored cluster."""
+
+    spec: dict[str, str]
+    overridable: bool
+    words: str
+    base: dict[str, str] | None = None
+    cilium: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def prepare(self, api: Api) -> None:
+        if self.base is None:
+            return
+        created = api.create(harness.cluster_manifest(NAME, api.namespace, **self.base), user=None)
+        assert created.returncode == 0, created.stderr
+        if self.cilium is not None:
+            api.set_cilium(NAME, self.cilium)
+
+    def write(self, api: Api, *, user: str, dry_run: bool = False) -> Any:
+        if self.base is None:
+            body = harness.cluster_manifest(NAME, api.namespace, **self.spec)
+            return api.create(body, user=user, dry_run=dry_run)
+        return api.patch_spec(NAME, self.spec, user=user, dry_run=dry_run)
+
+
+CASES = {
+    "kubernetes-1.31.9-with-talos-1.14": Case(
+        spec={"kubernetesVersion": "v1.31.9"},
+        overridable=True,
+        words="Talos 1.14 runs Kubernetes 1.33 to 1.37",
+    ),
+    "kubernetes-1.32.0-with-talos-1.14": Case(
+        spec={"kubernetesVersion": "v1.32.0"},
+        overridable=True,
+        words="Kubernetes v1.32.0 is refused with Talos v1.14.3",
+    ),
+    "downgrade": Case(
+        base={},
+        spec={"kubernetesVersion": "v1.36.5"},
+        overridable=False,
+        words="no downgrade",
+    ),
+    # The CRD's schema refuses this before the webhook is called; the user reads the form.
+    "malformed-version": Case(
+        base={},
+        spec={"kubernetesVersion": "1.36.7"},
+        overridable=False,
+        words="expected the full form vX.Y.Z",
+    ),
+    "unknown-talos-1.15": Case(
+        base={},
+        spec={"talosVersion": "v1.15.0"},
+        overridable=False,
+        words="Talos v1.15.0 is refused: this Ichor knows Talos 1.2 to 1.14",
+    ),
+    "cilium-order": Case(
+        base={"kubernetes": "v1.35.4"},
+        cilium="1.19.10",
+        spec={"kubernetesVersion": "v1.36.6"},
+        overridable=True,
+        words="upgrade Cilium to 1.20.4 first, the chart this Ichor embeds",
+    ),
+}
+OVERRIDABLE = {name: case for name, case in CASES.items() if case.overridable}
+NEVER = {name: case for name, case in CASES.items() if not case.overridable}
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_a_user_without_the_verb_is_refused_and_nothing_changes(api: Api, case: Case) -> None:
+    case.prepare(api)
+    before = api.cluster(NAME)
+    result = case.write(api, user=PLAIN)
+    assert result.returncode != 0
+    assert case.words in result.stderr
+    if case.overridable:
+        assert VERB_WORDS in result.stderr
+        assert f"user '{PLAIN}' does not" in result.stderr
+    after = api.cluster(NAME)
+    assert (after or {}).get("spec") == (before or {}).get("spec")
+    assert api.override_events(NAME) == []
+
+
+@pytest.mark.parametrize("case", OVERRIDABLE.values(), ids=OVERRIDABLE.keys())
+def test_the_holder_passes_a_compatibility_refusal_and_it_is_recorded(api: Api, case: Case) -> None:
+    case.prepare(api)
+    dry = case.write(api, user=HOLDER, dry_run=True)
+    assert dry.returncode == 0, dry.stderr
+    assert f"Warning: override by {HOLDER}" in dry.stderr
+    assert api.override_events(NAME) == [], "a dry run records nothing"
+
+    done = case.write(api, user=HOLDER)
+    assert done.returncode == 0, done.stderr
+    assert f"Warning: override by {HOLDER}" in done.stderr
+    (event,) = api.override_events(NAME)
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["kind"] == "TalosCluster"
+    assert f"User {HOLDER} overrode" in event["message"]
+    assert case.words in event["message"]
+    stored = api.cluster(NAME)
+    assert stored is not None
+    for key, value in case.spec.items():
+        assert stored["spec"][key] == value
+
+
+@pytest.mark.parametrize("case", NEVER.values(), ids=NEVER.keys())
+def test_the_holder_cannot_pass_a_refusal_that_is_never_overridable(api: Api, case: Case) -> None:
+    case.prepare(api)
+    result = case.write(api, user=HOLDER)
+    assert result.returncode != 0
+    assert case.words in result.stderr
+    assert api.override_events(NAME) == []
+
+
+def test_a_compatible_upgrade_passes_without_warning_or_record(api: Api) -> None:
+    Case(base={}, spec={}, overridable=False, words="").prepare(api)
+    result = api.patch_spec(NAME, {"kubernetesVersion": "v1.36.7"}, user=PLAIN)
+    assert result.returncode == 0, result.stderr
+    assert "Warning" not in result.stderr
+    assert api.override_events(NAME) == []
+
+
+def test_an_edit_that_leaves_an_incompatible_pair_alone_is_not_blocked(api: Api) -> None:
+    """A cluster that runs an incompatible pair is not blocked from other edits (ADR)."""
+    created = api.create(
+        harness.cluster_manifest(NAME, api.namespace, kubernetes="v1.31.9"), user=None
+    )
+    assert created.returncode == 0, created.stderr
+    result = api.plane.kubectl(
+        "label", "taloscluster", NAME, "-n", api.namespace, "team=a", as_user=PLAIN, check=False
+    )
+    assert result.returncode == 0, result.stderr
