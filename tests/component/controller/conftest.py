@@ -1,0 +1,318 @@
+"""The controller in-process against the real test API server.
+
+The "workload cluster" of a TalosCluster without a kubeconfig Secret is the API server
+the operator talks to, so a test plays the workload by creating Node objects (their
+status carries ``osImage`` and ``kubeletVersion``) and a CNI DaemonSet. Nodes and
+DaemonSets in ``kube-system`` are shared by every cluster, so the ``workload`` fixture
+removes what a test created; tests of this folder run one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kopf
+import pytest
+import pytest_asyncio
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ichor.api import kinds
+from ichor.controller import handlers
+from ichor.controller.clusters import ClusterController, ControllerSettings
+from ichor.testing import controlplane
+
+CRDS = Path(__file__).resolve().parents[3] / "crds"
+FAST = ControllerSettings(
+    observe_interval=1.0, backoff_initial=0.5, backoff_max=2.0, observe_timeout=5.0, workers=8
+)
+
+T = TypeVar("T")
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]],
+    check: Callable[[T], bool],
+    *,
+    within: float = 15.0,
+    what: str = "the expected state",
+) -> T:
+    """Poll ``probe`` until ``check`` holds; fail with the last value seen."""
+    deadline = time.monotonic() + within
+    value = await probe()
+    while not check(value):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {within} s; last: {value!r}")
+        await asyncio.sleep(0.1)
+        value = await probe()
+    return value
+
+
+@pytest.fixture(scope="session")
+def crds(control_plane: controlplane.ControlPlane) -> None:
+    """The three CRDs, applied and established."""
+    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
+    for kind in kinds.Kind:
+        control_plane.kubectl(
+            "wait", "--for=condition=Established", f"crd/{kinds.crd_name(kind)}", "--timeout=60s"
+        )
+
+
+@pytest.fixture(scope="session")
+def operator_kubeconfig(control_plane: controlplane.ControlPlane) -> Iterator[Path]:
+    """kopf's login and the controller's client read ``$KUBECONFIG``."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KUBECONFIG", str(control_plane.kubeconfig))
+        patch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        yield control_plane.kubeconfig
+
+
+class Operator:
+    """A kopf run with the controller's handlers only, in the test's event loop."""
+
+    def __init__(self, settings: ControllerSettings) -> None:
+        self.registry = kopf.OperatorRegistry()
+        handlers.register(self.registry)
+        self.memo = kopf.Memo()
+        self.memo[handlers.SETTINGS] = settings
+        self.stop_flag = asyncio.Event()
+        self.ready_flag = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.task = asyncio.create_task(
+            kopf.operator(
+                registry=self.registry,
+                clusterwide=True,
+                standalone=True,
+                memo=self.memo,
+                stop_flag=self.stop_flag,
+                ready_flag=self.ready_flag,
+            )
+        )
+        await asyncio.wait_for(self.ready_flag.wait(), timeout=30)
+
+    @property
+    def controller(self) -> ClusterController:
+        found = self.memo[handlers.CONTROLLER]
+        assert isinstance(found, ClusterController)
+        return found
+
+    async def stop(self) -> None:
+        self.stop_flag.set()
+        if self.task is not None:
+            await asyncio.wait_for(self.task, timeout=30)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def operator(
+    crds: None, operator_kubeconfig: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[Operator]:
+    """The operator running in-process; ``@pytest.mark.parametrize("operator", [settings],
+    indirect=True)`` changes its settings."""
+    settings = getattr(request, "param", FAST)
+    running = Operator(settings)
+    await running.start()
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+class Workload:
+    """Nodes and DaemonSets a test creates, removed afterwards."""
+
+    def __init__(self, api: ApiClient) -> None:
+        self.core = client.CoreV1Api(api)
+        self.apps = client.AppsV1Api(api)
+        self.nodes: set[str] = set()
+        self.daemonsets: set[tuple[str, str]] = set()
+
+    async def add_node(self, name: str, *, talos: str, kubelet: str) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": name},
+            "status": {"nodeInfo": _node_info(os_image=f"Talos ({talos})", kubelet=kubelet)},
+        }
+        await self.core.create_node(body)  # type: ignore[arg-type]
+        self.nodes.add(name)
+        # A Node's status may be dropped on create by some versions: set it explicitly.
+        await self.set_node(name, os_image=f"Talos ({talos})", kubelet=kubelet)
+
+    async def set_node(self, name: str, *, os_image: str, kubelet: str) -> None:
+        patch = {"status": {"nodeInfo": _node_info(os_image=os_image, kubelet=kubelet)}}
+        await self.core.patch_node_status(name, patch)
+
+    async def add_daemonset(self, name: str, *, image: str, namespace: str = "kube-system") -> None:
+        labels = {"app": name}
+        body = {
+            "apiVersion": "apps/v1",
+            "kind": "DaemonSet",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {
+                "selector": {"matchLabels": labels},
+                "template": {
+                    "metadata": {"labels": labels},
+                    "spec": {"containers": [{"name": "cilium-agent", "image": image}]},
+                },
+            },
+        }
+        await self.apps.create_namespaced_daemon_set(namespace, body)  # type: ignore[arg-type]
+        self.daemonsets.add((namespace, name))
+
+    async def set_daemonset_image(
+        self, name: str, *, image: str, namespace: str = "kube-system"
+    ) -> None:
+        patch = {
+            "spec": {
+                "template": {"spec": {"containers": [{"name": "cilium-agent", "image": image}]}}
+            }
+        }
+        await self.apps.patch_namespaced_daemon_set(name, namespace, patch)
+
+    async def clean(self) -> None:
+        for name in self.nodes:
+            await _ignore_missing(self.core.delete_node(name))
+        for namespace, name in self.daemonsets:
+            await _ignore_missing(self.apps.delete_namespaced_daemon_set(name, namespace))
+        self.nodes.clear()
+        self.daemonsets.clear()
+
+
+def _node_info(*, os_image: str, kubelet: str) -> dict[str, str]:
+    # NodeSystemInfo's required fields, so the API server accepts the status.
+    return {
+        "osImage": os_image,
+        "kubeletVersion": kubelet,
+        "kubeProxyVersion": "",
+        "machineID": "m",
+        "systemUUID": "s",
+        "bootID": "b",
+        "kernelVersion": "6.12.0-talos",
+        "containerRuntimeVersion": "containerd://2.1.0",
+        "operatingSystem": "linux",
+        "architecture": "amd64",
+    }
+
+
+async def _ignore_missing(call: Awaitable[Any]) -> None:
+    try:
+        await call
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def workload(kube_api: ApiClient) -> AsyncIterator[Workload]:
+    made = Workload(kube_api)
+    # Leftovers of an interrupted run would change what every cluster observes.
+    for node in (await made.core.list_node()).items:
+        await _ignore_missing(made.core.delete_node(node.metadata.name))
+    try:
+        yield made
+    finally:
+        await made.clean()
+
+
+class Objects:
+    """Ichor's objects of one test: TalosClusters in its namespace and the singleton."""
+
+    def __init__(self, api: ApiClient, namespace: str) -> None:
+        self.custom = client.CustomObjectsApi(api)
+        self.namespace = namespace
+
+    async def create_cluster(self, name: str, **spec: Any) -> dict[str, Any]:
+        body = {
+            "apiVersion": kinds.API_VERSION,
+            "kind": kinds.Kind.TALOS_CLUSTER,
+            "metadata": {"name": name},
+            "spec": {
+                "talosVersion": "v1.14.3",
+                "kubernetesVersion": "v1.36.6",
+                "versionContract": "v1.14",
+                **spec,
+            },
+        }
+        created: dict[str, Any] = await self.custom.create_namespaced_custom_object(
+            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, body
+        )
+        return created
+
+    async def patch_cluster_spec(self, name: str, spec: dict[str, Any]) -> None:
+        await self.custom.patch_namespaced_custom_object(
+            kinds.GROUP,
+            kinds.VERSION,
+            self.namespace,
+            kinds.Plural.TALOS_CLUSTERS,
+            name,
+            {"spec": spec},
+            _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+        )
+
+    async def cluster(self, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = await self.custom.get_namespaced_custom_object(
+            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, name
+        )
+        return found
+
+    async def set_targets(self, targets: dict[str, Any] | None, *, enabled: bool = True) -> None:
+        """Create or update the IchorInstallation and write its ``upgradeTargets``."""
+        body = {
+            "apiVersion": kinds.API_VERSION,
+            "kind": kinds.Kind.ICHOR_INSTALLATION,
+            "metadata": {"name": kinds.INSTALLATION_NAME},
+            "spec": {"releaseCheck": {"enabled": enabled}},
+        }
+        plural = kinds.Plural.ICHOR_INSTALLATIONS
+        try:
+            await self.custom.create_cluster_custom_object(kinds.GROUP, kinds.VERSION, plural, body)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            await self.custom.patch_cluster_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                plural,
+                kinds.INSTALLATION_NAME,
+                {"spec": body["spec"]},
+                _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+            )
+        await self.custom.patch_cluster_custom_object_status(
+            kinds.GROUP,
+            kinds.VERSION,
+            plural,
+            kinds.INSTALLATION_NAME,
+            {"status": {"upgradeTargets": targets}},
+            _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+        )
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def objects(kube_api: ApiClient, namespace: str) -> AsyncIterator[Objects]:
+    made = Objects(kube_api, namespace)
+    try:
+        yield made
+    finally:
+        await _ignore_missing(
+            made.custom.delete_cluster_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                kinds.Plural.ICHOR_INSTALLATIONS,
+                kinds.INSTALLATION_NAME,
+            )
+        )
+
+
+def condition(body: dict[str, Any], type_: str) -> dict[str, Any]:
+    for found in (body.get("status") or {}).get("conditions") or ():
+        if found.get("type") == type_:
+            result: dict[str, Any] = found
+            return result
+    return {}
