@@ -64,6 +64,11 @@ class Credentials:
     username: str
     password: str = field(repr=False)
 
+    def basic(self) -> str:
+        """The ``Authorization`` value for HTTP basic (RFC 7617, UTF-8)."""
+        raw = f"{self.username}:{self.password}".encode()
+        return "Basic " + base64.b64encode(raw).decode("ascii")
+
 
 def credentials_from_docker_config(config: bytes | str, *, host: str) -> Credentials | None:
     """The credentials for ``host`` in a ``.dockerconfigjson`` Secret value, if any.
@@ -85,9 +90,12 @@ def credentials_from_docker_config(config: bytes | str, *, host: str) -> Credent
             return Credentials(username=str(entry["username"]), password=str(entry["password"]))
         if entry.get("auth"):
             try:
-                user, _, password = base64.b64decode(entry["auth"]).decode().partition(":")
-            except (binascii.Error, UnicodeDecodeError) as error:
-                raise ValueError(f"auths.{key}.auth is not base64 user:password") from error
+                decoded = base64.b64decode(entry["auth"], validate=True).decode()
+            except (binascii.Error, UnicodeDecodeError):
+                decoded = ""
+            user, colon, password = decoded.partition(":")
+            if not (user and colon):
+                raise ValueError(f"auths.{key}.auth is not base64 of user:password")
             return Credentials(username=user, password=password)
     return None
 
@@ -314,8 +322,7 @@ class TagLister:
                 return {"Authorization": f"Bearer {token.value}"}
             del self._tokens[key]
         if listing.basic and listing.credentials is not None:
-            basic = aiohttp.BasicAuth(listing.credentials.username, listing.credentials.password)
-            return {"Authorization": basic.encode()}
+            return {"Authorization": listing.credentials.basic()}
         return {}
 
     async def _page(self, listing: _Listing, url: URL) -> _Reply:
@@ -411,8 +418,7 @@ class TagLister:
         query["scope"] = challenge.params.get("scope", listing.repository.pull_scope)
         headers = {"Accept": "application/json"}
         if listing.credentials is not None:
-            basic = aiohttp.BasicAuth(listing.credentials.username, listing.credentials.password)
-            headers["Authorization"] = basic.encode()
+            headers["Authorization"] = listing.credentials.basic()
         self.token_requests += 1
         reply = await self._request(
             listing, realm.update_query(query), headers=headers, what="the token realm"

@@ -40,7 +40,7 @@ class FaultKind(StrEnum):
 
 @dataclass
 class Fault:
-    """Which requests a fault hits (path substring, method) and how many times (None: all)."""
+    """Which requests a fault hits (path substring) and how many times (None: all)."""
 
     kind: FaultKind
     path_contains: str = "/tags/list"
@@ -56,8 +56,9 @@ class Fault:
             return False
         if self.path_contains not in request.path_qs:
             return False
-        # a stale-token fault hits only requests that carry a token
-        return self.kind is not FaultKind.CHALLENGE or "Authorization" in request.headers
+        # an injected status hits any request; the other faults only requests past the
+        # token dance (that carry a token), so `times=1` garbles the first real page
+        return self.kind is FaultKind.STATUS or "Authorization" in request.headers
 
 
 def status(code: int, *, retry_after: str | None = None, times: int | None = None) -> Fault:
@@ -115,10 +116,13 @@ class FaultProxy:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    async def _forward(self, request: web.Request) -> tuple[int, dict[str, str], bytes]:
+    async def _forward(
+        self, request: web.Request, *, drop_token: bool = False
+    ) -> tuple[int, dict[str, str], bytes]:
         if self._session is None:
             self._session = aiohttp.ClientSession(trust_env=False, auto_decompress=False)
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        dropped = _HOP_BY_HOP | ({"authorization"} if drop_token else set())
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in dropped}
         target = self.upstream.join(URL(request.path_qs, encoded=True))
         async with self._session.request(
             request.method,
@@ -162,9 +166,8 @@ class FaultProxy:
             return web.json_response({"name": "endless", "tags": tags}, headers=headers)
         if fault is not None and kind is FaultKind.SLOW:
             await asyncio.sleep(fault.delay)
-        code, headers, body = await self._forward(request)
-        if fault is not None and kind is FaultKind.CHALLENGE:
-            return web.Response(status=401, headers=headers, body=body)
+        # a stale token: the registry's own 401 and challenge, as if the token had expired
+        code, headers, body = await self._forward(request, drop_token=kind is FaultKind.CHALLENGE)
         if fault is not None and kind is FaultKind.LINK_LOOP:
             headers["Link"] = f'<{request.path_qs}>; rel="next"'
         if fault is not None and kind is FaultKind.HALF_BODY:

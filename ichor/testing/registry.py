@@ -66,6 +66,11 @@ CONFIG_BLOB = b"{}"
 LAYER_BLOB = b"ichor test layer\n"
 
 
+def basic_auth(user: str, password: str) -> str:
+    """An HTTP basic ``Authorization`` value."""
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode("ascii")
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -161,13 +166,15 @@ class TokenServer:
         header = request.headers.get("Authorization")
         if header is None:
             return False
+        scheme, _, encoded = header.partition(" ")
         try:
-            auth = aiohttp.BasicAuth.decode(header)
+            decoded = base64.b64decode(encoded.strip(), validate=True).decode()
         except ValueError:
             return None
-        if auth.login == SEED_USER and secrets.compare_digest(auth.password, self.seed_password):
-            return True
-        return None
+        user, _, password = decoded.partition(":")
+        if scheme.lower() != "basic" or user != SEED_USER:
+            return None
+        return secrets.compare_digest(password, self.seed_password) or None
 
     def grant(self, *, name: str, actions: list[str], seeding: bool) -> list[str]:
         if seeding:
@@ -481,7 +488,7 @@ class LocalRegistry:
         async with session.get(
             self.tokens.realm,
             params={"service": SERVICE, "scope": f"repository:{repository}:pull,push"},
-            auth=aiohttp.BasicAuth(SEED_USER, self.seed_password),
+            headers={"Authorization": basic_auth(SEED_USER, self.seed_password)},
         ) as response:
             response.raise_for_status()
             body = await response.json()
