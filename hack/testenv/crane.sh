@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
-# Build crane (go-containerregistry) from its Go module: the reference client the
-# tag lister is benchmarked against (`crane ls`). Versioned folder in the cache,
-# linked as $TESTENV/bin/crane; a rerun is a no-op.
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+# crane (go-containerregistry), the reference client the tag lister is measured against
+# (`crane ls` in `make bench`). Built from its Go module into $TESTENV/crane/<version>/,
+# linked from $TESTENV/bin/crane; a rerun is a no-op.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
 
 CRANE_VERSION=${CRANE_VERSION:-v0.22.1}
-dir="$ICHOR_CACHE/go/crane-$CRANE_VERSION"
-have crane "$dir" && exit 0
+out=$TESTENV/crane/$CRANE_VERSION
+if have crane "$out"; then exit 0; fi
 
-log "crane: building github.com/google/go-containerregistry/cmd/crane@$CRANE_VERSION"
-mkdir -p "$dir.tmp"
-with_progress "crane $CRANE_VERSION" \
-  env GOBIN="$dir.tmp" go install -trimpath -ldflags='-s -w' \
+start=$SECONDS
+log "crane $CRANE_VERSION: cold build"
+rm -rf "$out.tmp" && mkdir -p "$out.tmp"
+with_progress "crane $CRANE_VERSION: build" \
+  env GOBIN="$out.tmp" go install -p 2 -trimpath -ldflags "-s -w" \
   "github.com/google/go-containerregistry/cmd/crane@$CRANE_VERSION"
-rm -rf "$dir" && mv "$dir.tmp" "$dir"
-link crane "$dir/crane"
-log "crane: $("$dir/crane" version 2>&1 | head -n1)"
+"$out.tmp/crane" version >&2
+rm -rf "$out" && mv "$out.tmp" "$out"
+have crane "$out"
+log "crane $CRANE_VERSION: cold build took $((SECONDS - start)) s; binary $(du -sh "$out" | cut -f1)"
