@@ -13,6 +13,8 @@ import json
 import threading
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +68,84 @@ def _probe(plane: controlplane.ControlPlane) -> str:
     return result.stderr
 
 
+@dataclass(frozen=True)
+class Credentials:
+    """How the webhook's kopf logs in (the admin) and where its API client reads from."""
+
+    server: str
+    ca_file: Path
+    cert: Path
+    key: Path
+    kubeconfig: Path
+
+    @classmethod
+    def admin(cls, plane: controlplane.ControlPlane) -> Credentials:
+        return cls(
+            server=plane.server,
+            ca_file=plane.ca_file,
+            cert=plane.pki / "admin.crt",
+            key=plane.pki / "admin.key",
+            kubeconfig=plane.kubeconfig,
+        )
+
+
+def build(
+    credentials: Credentials, *, port: int, files: certificates.ServingFiles
+) -> tuple[kopf.OperatorRegistry, kopf.OperatorSettings, server.AdmissionServer]:
+    """kopf's registry (the webhook's handlers only) and settings (our server, fixed config)."""
+    registry = kopf.OperatorRegistry()
+    validating.register(registry)
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return kopf.ConnectionInfo(
+            server=credentials.server,
+            ca_path=str(credentials.ca_file),
+            certificate_path=str(credentials.cert),
+            private_key_path=str(credentials.key),
+        )
+
+    settings = kopf.OperatorSettings()
+    admission_server = server.configure(
+        settings, port=port, certfile=files.cert, pkeyfile=files.key, cafile=files.ca
+    )
+    settings.posting.enabled = False
+    return registry, settings, admission_server
+
+
+def serve(credentials: Credentials, *, port: int, files: certificates.ServingFiles) -> None:
+    """Run the webhook until the process is stopped (a child process's target)."""
+    validating.use_backend(kubeapi.KubeBackend(kubeconfig=credentials.kubeconfig))
+    registry, settings, _ = build(credentials, port=port, files=files)
+    asyncio.run(
+        kopf.operator(registry=registry, settings=settings, clusterwide=True, standalone=True)
+    )
+
+
+def apply_configuration(
+    plane: controlplane.ControlPlane, configuration: server.ValidatingWebhookConfiguration
+) -> None:
+    plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(dict(configuration)))
+
+
+def wait_until_answering(
+    plane: controlplane.ControlPlane, *, alive: Callable[[], bool] = lambda: True
+) -> None:
+    """Until the API server gets the webhook's refusal of the probe write."""
+    deadline = time.monotonic() + READY_TIMEOUT
+    seen = ""
+    while PROBE_REFUSAL not in (seen := _probe(plane)):
+        if not alive():
+            raise RuntimeError(f"the webhook stopped while starting: {seen}")
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"the API server did not call the webhook within {READY_TIMEOUT} s: {seen}"
+            )
+        time.sleep(0.2)
+
+
 class Webhook:
-    """kopf with the webhook's handlers only, its server, and its configuration."""
+    """kopf with the webhook's handlers only, in a thread; its server and configuration."""
 
     def __init__(self, plane: controlplane.ControlPlane, workdir: Path) -> None:
         self.plane = plane
@@ -79,48 +157,27 @@ class Webhook:
         self.ready_flag = threading.Event()
         self.errors: list[BaseException] = []
         self.thread: threading.Thread | None = None
-        self.registry = kopf.OperatorRegistry()
-        validating.register(self.registry)
-
-        @kopf.on.login(registry=self.registry)
-        def login(**_: Any) -> kopf.ConnectionInfo:
-            return kopf.ConnectionInfo(
-                server=plane.server,
-                ca_path=str(plane.ca_file),
-                certificate_path=str(plane.pki / "admin.crt"),
-                private_key_path=str(plane.pki / "admin.key"),
-            )
-
-        self.settings = kopf.OperatorSettings()
-        self.server = server.configure(
-            self.settings,
-            port=self.port,
-            certfile=self.files.cert,
-            pkeyfile=self.files.key,
-            cafile=self.files.ca,
+        self.registry, self.settings, self.server = build(
+            Credentials.admin(plane), port=self.port, files=self.files
         )
-        self.settings.posting.enabled = False
 
     def configuration(self) -> server.ValidatingWebhookConfiguration:
         return server.render_configuration(
             url=self.server.url, ca_bundle=self.files.ca.read_bytes(), name=self.name
         )
 
+    def _alive(self) -> bool:
+        return not self.errors and self.thread is not None and self.thread.is_alive()
+
     def start(self) -> Webhook:
         validating.use_backend(kubeapi.KubeBackend(kubeconfig=self.plane.kubeconfig))
         self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self.thread.start()
-        self.plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(dict(self.configuration())))
-        deadline = time.monotonic() + READY_TIMEOUT
-        seen = ""
-        while not (self.ready_flag.is_set() and PROBE_REFUSAL in (seen := _probe(self.plane))):
-            if self.errors or not self.thread.is_alive():
-                raise RuntimeError(f"kopf stopped while starting: {self.errors!r}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(
-                    f"the API server did not call the webhook within {READY_TIMEOUT} s: {seen}"
-                )
-            time.sleep(0.2)
+        apply_configuration(self.plane, self.configuration())
+        try:
+            wait_until_answering(self.plane, alive=self._alive)
+        except RuntimeError as error:
+            raise RuntimeError(f"{error} (kopf: {self.errors!r})") from None
         return self
 
     def _run(self) -> None:
