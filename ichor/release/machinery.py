@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ichor.release.machinery_rows import ROWS, MachineryRow
-from ichor.release.versions import Version, as_version, parse
+from ichor.release.versions import Version, parse
 
 __all__ = [
     "Bounds",
@@ -77,8 +77,8 @@ def known_talos_minors() -> tuple[tuple[int, int], ...]:
 def upgradeable_from(*, target: str | Version, host: str | Version) -> str | None:
     """``TalosVersion.UpgradeableFrom``: None when ``host`` may install ``target``,
     else machinery's error text. Raises ``VersionError`` when either does not parse."""
-    target_v = as_version(target)
-    host_v = as_version(host)
+    target_v = target if isinstance(target, Version) else parse(target)
+    host_v = host if isinstance(host, Version) else parse(host)
     row = _BY_MINOR.get(target_v.minor_key)
     if row is None:
         return f"upgrades to version {target_v} are not supported"
@@ -96,8 +96,8 @@ def upgradeable_from(*, target: str | Version, host: str | Version) -> str | Non
 def kubernetes_supported_with(*, kubernetes: str | Version, talos: str | Version) -> str | None:
     """``KubernetesVersion.SupportedWith``: None when the Talos target supports this
     Kubernetes, else machinery's error text. Raises ``VersionError`` on unparsable input."""
-    kubernetes_v = as_version(kubernetes)
-    talos_v = as_version(talos)
+    kubernetes_v = kubernetes if isinstance(kubernetes, Version) else parse(kubernetes)
+    talos_v = talos if isinstance(talos, Version) else parse(talos)
     row = _BY_MINOR.get(talos_v.minor_key)
     if row is None:
         return f"compatibility with version {talos_v} is not supported"
