@@ -1,2 +1,3 @@
 """Pure path rules: Talos upgrade paths, Kubernetes skew and pairing, and the
-one target rule the plan and the executors both apply. No I/O."""
+one target rule the plan and the executors both apply, and the upgrade choices built
+from it (``targets``). No I/O."""

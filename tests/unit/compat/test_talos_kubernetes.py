@@ -99,3 +99,14 @@ def test_the_talos_table_holds_1_14_from_the_support_matrix() -> None:
 def test_known_versions_span_machinery_and_the_tables() -> None:
     assert compat.known_talos_minors() == tuple((1, m) for m in range(2, 15))
     assert compat.known_kubernetes_minors() == frozenset((1, m) for m in range(23, 38))
+
+
+@pytest.mark.parametrize("kubernetes", ["v1.31.9", "v1.32.0"])
+def test_the_webhook_refusals_of_kubernetes_below_1_33_with_talos_1_14_are_overridable(
+    kubernetes: str,
+) -> None:
+    refusal = compat.talos_kubernetes_error(talos="v1.14.3", kubernetes=kubernetes)
+    assert refusal is not None
+    assert refusal.rule is Rule.TALOS_KUBERNETES
+    assert refusal.overridable
+    assert "Talos 1.14 runs Kubernetes 1.33 to 1.37" in refusal.message

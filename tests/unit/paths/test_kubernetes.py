@@ -58,3 +58,20 @@ def test_a_pairing_with_an_unknown_talos_is_unknown() -> None:
     refusal = kubernetes_pairing(target="v1.36.0", talos="v1.15.0")
     assert refusal is not None
     assert refusal.rule is Rule.UNKNOWN_VERSION
+
+
+@pytest.mark.parametrize(
+    ("running", "target", "rule"),
+    [
+        ("v1.36.2", "v1.37.1", None),
+        ("v1.35.0", "v1.37.1", Rule.KUBERNETES_SKEW),  # two minors
+        ("v1.37.1", "v1.38.0", Rule.UNKNOWN_VERSION),  # not supported by the pinned Talos
+    ],
+)
+def test_kubernetes_skew_and_pairing_on_the_pinned_talos(
+    running: str, target: str, rule: Rule | None
+) -> None:
+    refusal = kubernetes_skew(running=running, target=target) or kubernetes_pairing(
+        target=target, talos=PINNED.talos
+    )
+    assert (refusal.rule if refusal else None) is rule
