@@ -26,7 +26,7 @@ import hashlib
 import json
 import logging
 import ssl
-from collections.abc import AsyncIterator, Collection, Mapping
+from collections.abc import AsyncGenerator, Collection, Mapping
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
@@ -208,7 +208,7 @@ class AdmissionServer:
         context.load_cert_chain(str(self.certfile), str(self.pkeyfile))
         return context
 
-    async def __call__(self, fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+    async def __call__(self, fn: kopf.WebhookFn) -> AsyncGenerator[kopf.WebhookClientConfig, None]:
         async def handle(request: aiohttp.web.Request) -> aiohttp.web.Response:
             payload = await request.read()
             peer = request.transport.get_extra_info("peercert") if request.transport else None
