@@ -1,0 +1,237 @@
+"""How fast the pure rules are, beside upstream machinery in Go on the same inputs.
+
+Two figures, measured in one run (issue 4, "Speed"):
+
+- the machinery port (``machinery.upgradeable_from``) judging 100,000 (host, target)
+  pairs given as strings, parse included, once over a registry-like vocabulary (the
+  port's parse cache is warm after the first sight of a tag) and once with nearly every
+  string distinct (the parse cache cannot help; cleared before each round);
+- the choices for one cluster (``targets.talos_choices`` and ``kubernetes_choices``)
+  from 10,000 tags each, built from a list not seen before (cold) and again from the
+  same list (the list's index is cached, as for a second cluster).
+
+The Go side is the oracle (``make oracle``): upstream ``compatibility`` judging the same
+pairs, and judging every one of the same 10,000 tags against the cluster (what the choices
+would cost done tag by tag in Go). Go times are taken inside the oracle: parse and rule
+per pair, no process start, no JSON. Each figure is the best of a few rounds. Goals: the
+choices in under 50 ms and within 3x of Go. Nothing is asserted here.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+from ichor.release import machinery, versions
+from ichor.release.versions import VersionError
+from ichor.testing.binaries import MissingBinaryError
+from ichor.upgrade import targets
+from ichor.upgrade.target import ClusterVersions
+from tests.differential import oracle
+
+PAIRS = 100_000
+TAGS = 10_000
+ROUNDS = 3
+CHOICES_GOAL_S = 0.050
+GO_RATIO_GOAL = 3.0
+CLUSTER = ClusterVersions(talos="v1.13.4", kubernetes="v1.35.2", cilium="1.19.3", cni="cilium")
+
+Pair = tuple[str, str]
+
+
+def _pre() -> list[str]:
+    return ["-alpha.0", "-alpha.1", "-beta.0", "-beta.1", "-rc.0", "-rc.1"]
+
+
+def vocabulary_pairs(count: int = PAIRS, *, seed: int = 4) -> list[Pair]:
+    """(host, target) over registry-like Talos tags v1.0..v1.16, patches 0..12 and
+    pre-releases: about 300 distinct strings, as a webhook sees over a day."""
+    rng = random.Random(seed)
+    tags = [f"v1.{m}.{p}" for m in range(17) for p in range(13)]
+    tags += [f"v1.{m}.0{pre}" for m in range(17) for pre in _pre()]
+    return [(rng.choice(tags), rng.choice(tags)) for _ in range(count)]
+
+
+def distinct_pairs(count: int = PAIRS, *, seed: int = 5) -> list[Pair]:
+    """(host, target) with patches up to 99,999: nearly every string is new to the parser."""
+    rng = random.Random(seed)
+    return [
+        (f"v1.{rng.randrange(17)}.{rng.randrange(100_000)}", f"v1.{rng.randrange(17)}.{n}")
+        for n in range(count)
+    ]
+
+
+def _fill(tags: list[str], rng: random.Random, minors: range, count: int) -> list[str]:
+    # Development builds (git describe tags) fill a real registry's list.
+    while len(set(tags)) < count:
+        tags.append(_dev_tag(rng, rng.choice(minors)))
+    unique = list(dict.fromkeys(tags))[:count]
+    rng.shuffle(unique)
+    return unique
+
+
+def talos_tags(count: int = TAGS, *, seed: int = 6) -> list[str]:
+    """A Talos installer repository: finals v1.0..v1.16 (patches 0..14), pre-releases,
+    and development builds to reach ``count`` tags, shuffled."""
+    rng = random.Random(seed)
+    tags = [f"v1.{m}.{p}" for m in range(17) for p in range(15)]
+    tags += [f"v1.{m}.0{pre}" for m in range(17) for pre in _pre()]
+    return _fill(tags, rng, range(17), count)
+
+
+def kubernetes_tags(count: int = TAGS, *, seed: int = 7) -> list[str]:
+    """A kubelet repository: finals v1.18..v1.38 (patches 0..20), pre-releases, and
+    development builds to reach ``count`` tags, shuffled."""
+    rng = random.Random(seed)
+    tags = [f"v1.{m}.{p}" for m in range(18, 39) for p in range(21)]
+    tags += [f"v1.{m}.0{pre}" for m in range(18, 39) for pre in _pre()]
+    return _fill(tags, rng, range(18, 39), count)
+
+
+def judge_all(pairs: Sequence[Pair]) -> tuple[int, int, int]:
+    """The port over every pair: (ok, refused, unparsable), as the oracle counts them."""
+    ok = refused = invalid = 0
+    rule = machinery.upgradeable_from
+    for host, target in pairs:
+        try:
+            if rule(target=target, host=host) is None:
+                ok += 1
+            else:
+                refused += 1
+        except VersionError:
+            invalid += 1
+    return ok, refused, invalid
+
+
+def _choices(talos: list[str], kubernetes: list[str]) -> None:
+    targets.talos_choices(cluster=CLUSTER, releases=talos)
+    targets.kubernetes_choices(cluster=CLUSTER, releases=kubernetes)
+
+
+def _timed(work: Callable[[], object], *, cold: bool) -> float:
+    if cold:
+        versions.parse.cache_clear()
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1000:8.1f} ms"
+
+
+def _dev_tag(rng: random.Random, minor: int) -> str:
+    return (
+        f"v1.{minor}.0-alpha.{rng.randrange(3)}-{rng.randrange(1, 500)}-g{rng.getrandbits(28):07x}"
+    )
+
+
+@dataclass
+class Figures:
+    """Best (lowest) time per measurement over the rounds, in seconds."""
+
+    best: dict[str, float] = field(default_factory=dict)
+    go: dict[str, oracle.BenchResult] = field(default_factory=dict)
+
+    def add(self, name: str, seconds: float) -> None:
+        self.best[name] = min(seconds, self.best.get(name, seconds))
+
+    def add_go(self, name: str, result: oracle.BenchResult) -> None:
+        kept = self.go.get(name)
+        if kept is None or result["best_ns"] < kept["best_ns"]:
+            self.go[name] = result
+        self.add(f"go {name}", result["best_ns"] / 1e9)
+
+
+def run() -> list[str]:
+    vocab = vocabulary_pairs()
+    distinct = distinct_pairs()
+    talos = talos_tags()
+    kubelet = kubernetes_tags()
+    tag_questions: list[oracle.Request] = [
+        {"op": "upgrade", "host": CLUSTER.talos, "target": t} for t in talos
+    ]
+    tag_questions += [{"op": "k8s", "kubernetes": k, "talos": CLUSTER.talos} for k in kubelet]
+    go_questions: dict[str, list[oracle.Request]] = {
+        "vocabulary": [{"op": "upgrade", "host": h, "target": t} for h, t in vocab],
+        "distinct": [{"op": "upgrade", "host": h, "target": t} for h, t in distinct],
+        "tags": tag_questions,
+    }
+    figures = Figures()
+    go_missing: str | None = None
+
+    # Python and Go take turns, round after round, so both see the same machine load.
+    for n in range(ROUNDS):
+        figures.add("vocabulary", _timed(lambda: judge_all(vocab), cold=True))
+        figures.add("distinct", _timed(lambda: judge_all(distinct), cold=True))
+        # A list not seen before (one extra tag), so the list index is built each round.
+        fresh_talos, fresh_k8s = [*talos, f"bench-{n}"], [*kubelet, f"bench-{n}"]
+        build = partial(_choices, fresh_talos, fresh_k8s)
+        figures.add("choices cold", _timed(build, cold=True))
+        figures.add("choices warm", _timed(build, cold=False))
+        if go_missing is None:
+            try:
+                for name, questions in go_questions.items():
+                    figures.add_go(name, oracle.bench(questions, rounds=1))
+            except MissingBinaryError as missing:
+                go_missing = str(missing)
+
+    counts = {"vocabulary": judge_all(vocab), "distinct": judge_all(distinct)}
+    offered = targets.talos_choices(cluster=CLUSTER, releases=talos)
+    offered_k8s = targets.kubernetes_choices(cluster=CLUSTER, releases=kubelet)
+    best = figures.best
+
+    lines = [
+        f"machinery port judging {PAIRS:,} (host, target) pairs given as strings "
+        f"(parse + rule + message; best of {ROUNDS}):",
+        f"  python, ~300 distinct tags    {_ms(best['vocabulary'])}"
+        f"  {best['vocabulary'] / PAIRS * 1e9:6.0f} ns/pair",
+        f"  python, all strings distinct  {_ms(best['distinct'])}"
+        f"  {best['distinct'] / PAIRS * 1e9:6.0f} ns/pair",
+        f"choices for one cluster (Talos {CLUSTER.talos}, Kubernetes {CLUSTER.kubernetes}, "
+        f"Cilium {CLUSTER.cilium}) from {TAGS:,} Talos + {TAGS:,} Kubernetes tags:",
+        f"  python, new list (cold)       {_ms(best['choices cold'])}",
+        f"  python, same list (warm)      {_ms(best['choices warm'])}",
+        f"  offered: talos {len(offered.offered)} (default {offered.default}), "
+        f"kubernetes {len(offered_k8s.offered)} (default {offered_k8s.default})",
+        f"  goal < {CHOICES_GOAL_S * 1000:.0f} ms: "
+        f"{'met' if best['choices cold'] < CHOICES_GOAL_S else 'MISSED'}",
+    ]
+    if go_missing is not None:
+        lines.append(f"Go oracle: not run: {go_missing}")
+        return lines
+
+    lines.append(
+        f"Go oracle, upstream machinery {oracle.info()['version']} (timed inside the oracle: "
+        f"parse + rule per pair, no process start, no JSON; best of {ROUNDS}):"
+    )
+    for name, label in (
+        ("vocabulary", "~300 distinct tags   "),
+        ("distinct", "all strings distinct "),
+    ):
+        go_s = best[f"go {name}"]
+        result = figures.go[name]
+        same = (result["ok"], result["refused"], result["parse_errors"]) == counts[name]
+        lines.append(
+            f"  go, {label} {_ms(go_s)}  {go_s / PAIRS * 1e9:6.0f} ns/pair"
+            f"   python/go {best[name] / go_s:5.1f}x   verdict counts "
+            f"{'agree' if same else 'DIFFER'} (ok {result['ok']}, refused {result['refused']})"
+        )
+    go_tags = best["go tags"]
+    ratio = best["choices cold"] / go_tags
+    lines.append(
+        f"  go, judging each of the {TAGS:,}+{TAGS:,} tags against the cluster {_ms(go_tags)}"
+    )
+    lines.append(
+        f"  python choices (cold) / go = {ratio:.2f}x "
+        f"(goal within {GO_RATIO_GOAL:.0f}x: {'met' if ratio <= GO_RATIO_GOAL else 'MISSED'})"
+    )
+    return lines
+
+
+if __name__ == "__main__":
+    for line in run():
+        print(line)
