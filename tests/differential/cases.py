@@ -10,12 +10,14 @@ with a pre-release, whitespace, garbage and unknown minors (1.15, 1.16, 2.x).
 
 from __future__ import annotations
 
+import random
 from itertools import product
 from typing import TypeVar
 
 __all__ = [
     "ODD",
     "kubernetes_pairs",
+    "scrambled",
     "talos_versions",
     "upgrade_pairs",
     "vocabulary",
@@ -133,6 +135,17 @@ ODD: tuple[str, ...] = (
 )
 
 
+def scrambled(count: int = 3000, *, seed: int = 11) -> list[str]:
+    """Short strings over the characters a version is made of (digits, dots, ``v``,
+    ``-``, ``+``, a letter, a space, a zero-width space), from a fixed seed: forms nobody
+    thought to list, the same ones every run."""
+    rng = random.Random(seed)
+    alphabet = "0123456789" * 3 + "....." + "vv--++a \u200b"
+    return _unique(
+        ["".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 14))) for _ in range(count)]
+    )
+
+
 def talos_versions() -> list[str]:
     """Every Talos minor 0.0..2.2 with each of the patches, then the odd forms."""
     core = [f"{a}.{b}.{p}" for (a, b), p in product(TALOS_MINORS, PATCHES)]
@@ -169,6 +182,7 @@ def upgrade_pairs() -> list[tuple[str, str]]:
     for odd in ODD:
         pairs += [(odd, t) for t in around] + [(h, odd) for h in around]
     pairs += list(product(ODD[:40], ODD[:40]))
+    pairs += [(odd, "1.14.0") for odd in scrambled()] + [("1.12.0", odd) for odd in scrambled()]
     return _unique(pairs)
 
 
@@ -179,12 +193,13 @@ def kubernetes_pairs() -> list[tuple[str, str]]:
     talos += ["1.14.0-beta.0", "1.14.7", "v1.14.3", "1.14.0-rc.0+meta", "1.15.0", "1.16.0-alpha.0"]
     pairs = list(product(kubernetes_versions(), talos))
     pairs += [("1.33.1", odd) for odd in ODD] + [("1.36.6", odd) for odd in ODD]
+    pairs += [(odd, "1.14.0") for odd in scrambled()] + [("1.33.1", odd) for odd in scrambled()]
     return _unique(pairs)
 
 
 def vocabulary() -> list[str]:
     """Every distinct string the pairs use (each is also parsed on its own)."""
-    return _unique(talos_versions() + kubernetes_versions())
+    return _unique(talos_versions() + kubernetes_versions() + scrambled())
 
 
 _T = TypeVar("_T")
