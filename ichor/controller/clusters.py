@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
+from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
@@ -37,7 +38,12 @@ from ichor.controller.observe import Observation, observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.status import Failure, Installation, PlannedEvent, evaluate, read_spec
 from ichor.kube import events
-from ichor.kube.clients import KubeconfigError, client_from_kubeconfig, read_secret_key
+from ichor.kube.clients import (
+    REQUEST_TIMEOUT,
+    KubeconfigError,
+    client_from_kubeconfig,
+    read_secret_key,
+)
 from ichor.kube.patching import merge_patch, patch_status
 
 logger = logging.getLogger(__name__)
@@ -126,6 +132,27 @@ class ClusterController:
 
     def start(self) -> None:
         self.queue.start()
+
+    async def load_installation(self) -> None:
+        """Read the IchorInstallation once before the first reconcile, so clusters seen
+        at startup get their choices in one write rather than two."""
+        objects = client.CustomObjectsApi(self.api)
+        try:
+            body = await objects.get_cluster_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                kinds.Plural.ICHOR_INSTALLATIONS,
+                kinds.INSTALLATION_NAME,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except ApiException as error:
+            if error.status != 404:
+                logger.warning("IchorInstallation not read at startup: %s", error)
+            return
+        except (aiohttp.ClientError, TimeoutError) as error:
+            logger.warning("IchorInstallation not read at startup: %s", error)
+            return
+        self.installation = Installation.from_body(body)
 
     async def stop(self) -> None:
         await self.queue.stop()

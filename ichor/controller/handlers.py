@@ -30,6 +30,7 @@ async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> N
         api=await operator_client(),
         settings=given if isinstance(given, ControllerSettings) else ControllerSettings.from_env(),
     )
+    await controller.load_installation()
     controller.start()
     memo[CONTROLLER] = controller
 
