@@ -228,7 +228,7 @@ def _verb_text(cluster: ClusterRef) -> str:
 def _warning(requester: Requester, refusal: Refusal) -> str:
     text = f"override by {requester.username} ({refusal.rule}): {refusal.message}"
     if len(text) > WARNING_LIMIT:
-        text = text[: WARNING_LIMIT - 1] + "…"
+        text = text[: WARNING_LIMIT - 3] + "..."
     return text
 
 
