@@ -1,0 +1,524 @@
+"""The Job manifests that run an upgrade against a workload cluster, built as plain data.
+
+An operation's work runs as one Kubernetes Job owned by the TalosOperation, so the work
+survives an operator restart and is visible with ``kubectl``. This module only builds the
+manifests (pure: no I/O, tested without a cluster):
+
+* Talos: ``talosctl upgrade`` once per node, one init container per node, so the nodes
+  move **one at a time, control plane first**, and a failed node stops the rest. The
+  installer is ``<factory>/<installer>/<schematic>:<version>`` from the Image Factory;
+  the schematic comes from the TalosCluster's spec (the factory's default schematic for a
+  plain install), so a node never loses its extensions.
+* Kubernetes: ``talosctl upgrade-k8s --to <version>`` against one control plane node.
+* Cilium: ``helm upgrade`` of the Cilium release to the chart this build embeds
+  (``PINNED.cilium_chart``); a recorded image patch newer than that chart is rendered as
+  the chart's image values, so a chart upgrade never steps Cilium back.
+
+The name is a function of the operation's name and uid alone, so a second create after a
+restart meets the first Job (409) instead of starting a second one. Credentials are never
+copied: the talosconfig and kubeconfig Secrets the TalosCluster names are mounted.
+
+It refuses to decide whether an upgrade may run (the target rule does) and never builds
+a Job that retries on its own (``backoffLimit: 0``): re-running ``talosctl upgrade`` from
+the first node would reboot nodes that already moved.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, TypedDict
+
+from ichor.api import kinds
+from ichor.api.talosoperation import OperationType
+from ichor.release.pinned import PINNED
+from ichor.release.versions import VersionError, parse
+
+#: The Image Factory schematic of a plain Talos install (no extensions, no extra args).
+DEFAULT_SCHEMATIC = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
+#: Where the embedded Cilium chart is pulled from (its version is ``PINNED.cilium_chart``).
+DEFAULT_CILIUM_CHART = "oci://quay.io/cilium/charts/cilium"
+
+#: Labels and annotations on every Job (a label value holds at most 63 characters, so
+#: names that may be longer go into annotations).
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "ichor"
+OPERATION_UID_LABEL = "ichor.dev/operation-uid"
+OPERATION_ANNOTATION = "ichor.dev/operation"
+CLUSTER_ANNOTATION = "ichor.dev/cluster"
+TYPE_ANNOTATION = "ichor.dev/operation-type"
+
+TALOSCONFIG_DIR = "/var/run/ichor/talos"
+KUBECONFIG_DIR = "/var/run/ichor/kube"
+CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+
+_NAME_LIMIT = 63
+_UNSAFE = re.compile(r"[^a-z0-9-]+")
+
+
+class JobMeta(TypedDict, total=False):
+    name: str
+    namespace: str
+    labels: dict[str, str]
+    annotations: dict[str, str]
+    ownerReferences: list[dict[str, Any]]
+
+
+class JobManifest(TypedDict):
+    """A batch/v1 Job as the API server takes it (the pod template stays a plain dict)."""
+
+    apiVersion: str
+    kind: str
+    metadata: JobMeta
+    spec: dict[str, Any]
+
+
+class NodeRole(StrEnum):
+    CONTROL_PLANE = "control-plane"
+    WORKER = "worker"
+
+
+@dataclass(frozen=True, slots=True)
+class TargetNode:
+    """A node of the workload cluster, as ``talosctl --nodes`` reaches it."""
+
+    name: str
+    address: str
+    role: NodeRole
+
+
+#: Address types ``talosctl --nodes`` is given, in order of preference.
+ADDRESS_PREFERENCE = ("InternalIP", "ExternalIP", "Hostname")
+
+
+@dataclass(frozen=True, slots=True)
+class NodeList:
+    """The nodes an upgrade reaches, and the names of those it could not address."""
+
+    nodes: tuple[TargetNode, ...]
+    unaddressable: tuple[str, ...] = ()
+
+    @property
+    def control_plane(self) -> tuple[TargetNode, ...]:
+        return tuple(n for n in upgrade_order(self.nodes) if n.role is NodeRole.CONTROL_PLANE)
+
+
+def target_nodes(items: Iterable[Mapping[str, Any]]) -> NodeList:
+    """The workload cluster's Nodes (raw ``items`` of a NodeList) as upgrade targets."""
+    found: list[TargetNode] = []
+    missing: list[str] = []
+    for item in items:
+        meta: Mapping[str, Any] = item.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        labels: Mapping[str, str] = meta.get("labels") or {}
+        addresses: list[Mapping[str, str]] = (item.get("status") or {}).get("addresses") or []
+        by_type = {a.get("type"): a.get("address") for a in addresses if a.get("address")}
+        address = next((by_type[t] for t in ADDRESS_PREFERENCE if by_type.get(t)), None)
+        if address is None:
+            missing.append(name)
+            continue
+        role = NodeRole.CONTROL_PLANE if CONTROL_PLANE_LABEL in labels else NodeRole.WORKER
+        found.append(TargetNode(name=name, address=str(address), role=role))
+    return NodeList(nodes=upgrade_order(found), unaddressable=tuple(sorted(missing)))
+
+
+def upgrade_order(nodes: Iterable[TargetNode]) -> tuple[TargetNode, ...]:
+    """Control plane first, then workers; by name within each, so the order is stable."""
+    return tuple(sorted(nodes, key=lambda n: (n.role is not NodeRole.CONTROL_PLANE, n.name)))
+
+
+def _env_args(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
+    value = os.environ.get(name)
+    return tuple(value.split()) if value is not None else default
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    """Images, commands and limits of the Jobs (operator settings, from the environment).
+
+    ``talosctl_image`` is a template: ``{version}`` becomes the Talos release the command
+    is for (the target of a Talos upgrade, the running Talos for ``upgrade-k8s``).
+    """
+
+    talosctl_image: str = "ghcr.io/siderolabs/talosctl:{version}"
+    helm_image: str = "docker.io/alpine/helm:3.19.0"
+    image_factory: str = "factory.talos.dev"
+    installer: str = "metal-installer"
+    default_schematic: str = DEFAULT_SCHEMATIC
+    cilium_chart: str = DEFAULT_CILIUM_CHART
+    cilium_chart_version: str = PINNED.cilium_chart
+    cilium_release: str = "cilium"
+    cilium_namespace: str = "kube-system"
+    #: Extra arguments of each command (replace the defaults to change a command).
+    talos_upgrade_args: tuple[str, ...] = ("--wait",)
+    upgrade_k8s_args: tuple[str, ...] = ()
+    helm_args: tuple[str, ...] = ("--reset-then-reuse-values", "--wait", "--timeout", "15m")
+    #: The Jobs' service account; None: the namespace's default, with no token mounted
+    #: unless the Job talks to the cluster the operator runs in.
+    service_account: str | None = None
+    #: Seconds the whole Job may run before Kubernetes fails it.
+    active_deadline_seconds: int = 6 * 3600
+    image_pull_policy: str = "IfNotPresent"
+    extra_labels: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls) -> ExecutorSettings:
+        """From ``ICHOR_TALOSCTL_IMAGE``, ``ICHOR_HELM_IMAGE``, ``ICHOR_IMAGE_FACTORY``,
+        ``ICHOR_INSTALLER``, ``ICHOR_DEFAULT_SCHEMATIC``, ``ICHOR_CILIUM_CHART``,
+        ``ICHOR_CILIUM_RELEASE``, ``ICHOR_CILIUM_NAMESPACE``, ``ICHOR_TALOS_UPGRADE_ARGS``,
+        ``ICHOR_UPGRADE_K8S_ARGS``, ``ICHOR_HELM_ARGS`` (space-separated),
+        ``ICHOR_EXECUTOR_SERVICE_ACCOUNT`` and ``ICHOR_JOB_DEADLINE`` (seconds)."""
+        base = cls()
+        env = os.environ.get
+        return replace(
+            base,
+            talosctl_image=env("ICHOR_TALOSCTL_IMAGE") or base.talosctl_image,
+            helm_image=env("ICHOR_HELM_IMAGE") or base.helm_image,
+            image_factory=env("ICHOR_IMAGE_FACTORY") or base.image_factory,
+            installer=env("ICHOR_INSTALLER") or base.installer,
+            default_schematic=env("ICHOR_DEFAULT_SCHEMATIC") or base.default_schematic,
+            cilium_chart=env("ICHOR_CILIUM_CHART") or base.cilium_chart,
+            cilium_release=env("ICHOR_CILIUM_RELEASE") or base.cilium_release,
+            cilium_namespace=env("ICHOR_CILIUM_NAMESPACE") or base.cilium_namespace,
+            talos_upgrade_args=_env_args("ICHOR_TALOS_UPGRADE_ARGS", base.talos_upgrade_args),
+            upgrade_k8s_args=_env_args("ICHOR_UPGRADE_K8S_ARGS", base.upgrade_k8s_args),
+            helm_args=_env_args("ICHOR_HELM_ARGS", base.helm_args),
+            service_account=env("ICHOR_EXECUTOR_SERVICE_ACCOUNT") or None,
+            active_deadline_seconds=int(env("ICHOR_JOB_DEADLINE") or base.active_deadline_seconds),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class OperationRef:
+    """The operation a Job belongs to (its owner) and the cluster it upgrades."""
+
+    namespace: str
+    name: str
+    uid: str
+    cluster: str
+    type: OperationType
+
+
+@dataclass(frozen=True, slots=True)
+class SecretMount:
+    """A key of a Secret in the operation's namespace, mounted read-only."""
+
+    secret: str
+    key: str
+
+
+def job_name(*, operation: str, uid: str, type_: OperationType) -> str:
+    """``ichor-<type>-<operation>-<8 hex of the uid>``, at most 63 characters.
+
+    A function of the operation alone: the same operation always names the same Job,
+    and two operations of one name (one deleted, one created again) never share one.
+    """
+    digest = hashlib.sha256(uid.encode()).hexdigest()[:8]
+    head = f"ichor-{type_.value}-"
+    room = _NAME_LIMIT - len(head) - len(digest) - 1
+    slug = _UNSAFE.sub("-", operation.lower()).strip("-")[:room].strip("-")
+    return f"{head}{slug}-{digest}" if slug else f"{head}{digest}"
+
+
+def installer_image(*, version: str, schematic: str | None, settings: ExecutorSettings) -> str:
+    """``factory.talos.dev/metal-installer/<schematic>:<version>`` (version with its v)."""
+    chosen = (schematic or "").strip() or settings.default_schematic
+    return f"{settings.image_factory}/{settings.installer}/{chosen}:{version}"
+
+
+def talosctl_image(*, version: str, settings: ExecutorSettings) -> str:
+    return settings.talosctl_image.format(version=version)
+
+
+def _metadata(operation: OperationRef, *, settings: ExecutorSettings) -> JobMeta:
+    labels = dict(settings.extra_labels)
+    labels[MANAGED_BY_LABEL] = MANAGED_BY
+    labels[OPERATION_UID_LABEL] = operation.uid
+    return JobMeta(
+        name=job_name(operation=operation.name, uid=operation.uid, type_=operation.type),
+        namespace=operation.namespace,
+        labels=labels,
+        annotations={
+            OPERATION_ANNOTATION: operation.name,
+            CLUSTER_ANNOTATION: operation.cluster,
+            TYPE_ANNOTATION: operation.type.value,
+        },
+        ownerReferences=[
+            {
+                "apiVersion": kinds.API_VERSION,
+                "kind": kinds.Kind.TALOS_OPERATION.value,
+                "name": operation.name,
+                "uid": operation.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    )
+
+
+_SECURITY = {
+    "runAsNonRoot": True,
+    "runAsUser": 65534,
+    "runAsGroup": 65534,
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def _container(
+    name: str,
+    *,
+    image: str,
+    args: Sequence[str],
+    env: Sequence[Mapping[str, str]],
+    mounts: Sequence[Mapping[str, Any]],
+    settings: ExecutorSettings,
+) -> dict[str, Any]:
+    return {
+        "name": name,
+        "image": image,
+        "imagePullPolicy": settings.image_pull_policy,
+        "args": list(args),
+        "env": [dict(e) for e in env],
+        "volumeMounts": [dict(m) for m in mounts],
+        # the last lines of a failed container's log land in its status, where the
+        # operation's failure message is read from
+        "terminationMessagePolicy": "FallbackToLogsOnError",
+        "securityContext": dict(_SECURITY),
+        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+    }
+
+
+def _secret_volume(name: str, mount: SecretMount, *, path: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "secret": {
+            "secretName": mount.secret,
+            "items": [{"key": mount.key, "path": path}],
+            "defaultMode": 0o400,
+        },
+    }
+
+
+def _job(
+    operation: OperationRef,
+    *,
+    init: Sequence[dict[str, Any]],
+    main: dict[str, Any],
+    volumes: Sequence[dict[str, Any]],
+    in_cluster: bool,
+    settings: ExecutorSettings,
+) -> JobManifest:
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "automountServiceAccountToken": in_cluster,
+        "securityContext": {"runAsNonRoot": True, "fsGroup": 65534},
+        "containers": [main],
+        "volumes": [{"name": "tmp", "emptyDir": {}}, *volumes],
+    }
+    if init:
+        pod["initContainers"] = list(init)
+    if settings.service_account:
+        pod["serviceAccountName"] = settings.service_account
+    metadata = _metadata(operation, settings=settings)
+    return JobManifest(
+        apiVersion="batch/v1",
+        kind="Job",
+        metadata=metadata,
+        spec={
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": settings.active_deadline_seconds,
+            "template": {
+                "metadata": {
+                    "labels": dict(metadata.get("labels", {})),
+                    "annotations": dict(metadata.get("annotations", {})),
+                },
+                "spec": pod,
+            },
+        },
+    )
+
+
+_TMP = {"name": "tmp", "mountPath": "/tmp"}
+_TALOS_MOUNT = {"name": "talosconfig", "mountPath": TALOSCONFIG_DIR, "readOnly": True}
+_TALOS_ENV = (
+    {"name": "TALOSCONFIG", "value": f"{TALOSCONFIG_DIR}/config"},
+    {"name": "HOME", "value": "/tmp"},
+)
+
+
+def talos_job(
+    *,
+    operation: OperationRef,
+    version: str,
+    nodes: Iterable[TargetNode],
+    schematic: str | None,
+    talosconfig: SecretMount,
+    settings: ExecutorSettings,
+) -> JobManifest:
+    """``talosctl upgrade`` per node, one init container each, control plane first.
+
+    The main container prints the versions of every node once all moved.
+    """
+    ordered = upgrade_order(nodes)
+    if not ordered:
+        raise ValueError("a Talos upgrade needs at least one node")
+    image = talosctl_image(version=version, settings=settings)
+    installer = installer_image(version=version, schematic=schematic, settings=settings)
+    mounts = (_TALOS_MOUNT, _TMP)
+    init = [
+        _container(
+            f"upgrade-{index:03d}",
+            image=image,
+            args=[
+                "upgrade",
+                "--nodes",
+                node.address,
+                "--image",
+                installer,
+                *settings.talos_upgrade_args,
+            ],
+            env=[*_TALOS_ENV, {"name": "ICHOR_NODE", "value": node.name}],
+            mounts=mounts,
+            settings=settings,
+        )
+        for index, node in enumerate(ordered)
+    ]
+    main = _container(
+        "versions",
+        image=image,
+        args=["version", "--nodes", ",".join(n.address for n in ordered)],
+        env=_TALOS_ENV,
+        mounts=mounts,
+        settings=settings,
+    )
+    volume = _secret_volume("talosconfig", talosconfig, path="config")
+    return _job(
+        operation, init=init, main=main, volumes=[volume], in_cluster=False, settings=settings
+    )
+
+
+def kubernetes_job(
+    *,
+    operation: OperationRef,
+    version: str,
+    talos: str,
+    control_plane: TargetNode,
+    talosconfig: SecretMount,
+    settings: ExecutorSettings,
+) -> JobManifest:
+    """``talosctl upgrade-k8s --to <version>`` through one control plane node.
+
+    ``talos`` is the Talos the cluster runs: its talosctl drives the upgrade.
+    """
+    main = _container(
+        "upgrade-k8s",
+        image=talosctl_image(version=talos, settings=settings),
+        args=[
+            "upgrade-k8s",
+            "--nodes",
+            control_plane.address,
+            "--to",
+            version,
+            *settings.upgrade_k8s_args,
+        ],
+        env=_TALOS_ENV,
+        mounts=(_TALOS_MOUNT, _TMP),
+        settings=settings,
+    )
+    volume = _secret_volume("talosconfig", talosconfig, path="config")
+    return _job(
+        operation, init=(), main=main, volumes=[volume], in_cluster=False, settings=settings
+    )
+
+
+def rendered_image_override(
+    override: str | None, *, chart: str = PINNED.cilium_chart
+) -> str | None:
+    """The recorded Cilium image patch to render: only while newer than the chart."""
+    if not override:
+        return None
+    try:
+        return override if parse(override) > parse(chart) else None
+    except VersionError:
+        return None
+
+
+def cilium_values(*, image_override: str | None, chart: str) -> tuple[str, ...]:
+    """``--set`` arguments for a recorded patch newer than the chart (none otherwise)."""
+    patch = rendered_image_override(image_override, chart=chart)
+    if patch is None:
+        return ()
+    tag = patch if patch.startswith("v") else f"v{patch}"
+    pairs = []
+    for prefix in ("image", "operator.image", "hubble.relay.image"):
+        pairs += ["--set", f"{prefix}.tag={tag}", "--set", f"{prefix}.useDigest=false"]
+    return tuple(pairs)
+
+
+def cilium_job(
+    *,
+    operation: OperationRef,
+    kubeconfig: SecretMount | None,
+    image_override: str | None,
+    settings: ExecutorSettings,
+) -> JobManifest:
+    """``helm upgrade`` of the Cilium release to the embedded chart.
+
+    Without a kubeconfig Secret the workload is the cluster the operator runs in, and the
+    Job uses its service account's token.
+    """
+    chart = settings.cilium_chart_version
+    env: list[dict[str, str]] = [
+        {"name": "HOME", "value": "/tmp"},
+        {"name": "HELM_CACHE_HOME", "value": "/tmp/helm/cache"},
+        {"name": "HELM_CONFIG_HOME", "value": "/tmp/helm/config"},
+        {"name": "HELM_DATA_HOME", "value": "/tmp/helm/data"},
+    ]
+    mounts: list[dict[str, Any]] = [_TMP]
+    volumes: list[dict[str, Any]] = []
+    if kubeconfig is not None:
+        env.append({"name": "KUBECONFIG", "value": f"{KUBECONFIG_DIR}/config"})
+        mounts.append({"name": "kubeconfig", "mountPath": KUBECONFIG_DIR, "readOnly": True})
+        volumes.append(_secret_volume("kubeconfig", kubeconfig, path="config"))
+    main = _container(
+        "helm-upgrade",
+        image=settings.helm_image,
+        args=[
+            "upgrade",
+            settings.cilium_release,
+            settings.cilium_chart,
+            "--version",
+            chart,
+            "--namespace",
+            settings.cilium_namespace,
+            *settings.helm_args,
+            *cilium_values(image_override=image_override, chart=chart),
+        ],
+        env=env,
+        mounts=mounts,
+        settings=settings,
+    )
+    return _job(
+        operation,
+        init=(),
+        main=main,
+        volumes=volumes,
+        in_cluster=kubeconfig is None,
+        settings=settings,
+    )
+
+
+def commands(job: Mapping[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """(container, image, args) of a Job's pod in the order they run; for people and tests."""
+    pod = job["spec"]["template"]["spec"]
+    return [
+        (c["name"], c["image"], list(c.get("args", [])))
+        for c in [*pod.get("initContainers", []), *pod["containers"]]
+    ]
