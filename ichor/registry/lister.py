@@ -403,6 +403,16 @@ class TagLister:
             raise GarbageResponse(
                 listing.name, f"the token realm {realm_text[:120]!r} is not a URL"
             )
+        if references.is_internal(realm.host) and not references.is_internal(
+            listing.repository.host
+        ):
+            # a registry on the internet does not get to point us at an internal address
+            # (cloud metadata, cluster services); a mirror on an internal address may
+            raise AccessRefused(
+                listing.name,
+                f"the token realm {realm.origin()} is an internal address and the registry "
+                "is not: it is not followed",
+            )
         if (
             realm.scheme == "http"
             and listing.credentials is not None

@@ -71,6 +71,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def is_internal(host: str) -> bool:
+    """True for loopback hosts and private or link-local IP literals (no DNS lookup)."""
+    if is_loopback(host):
+        return True
+    bare = host[1 : host.find("]")] if host.startswith("[") and "]" in host else host
+    if bare.count(":") == 1:
+        bare = bare.split(":", 1)[0]
+    try:
+        address = ipaddress.ip_address(bare)
+    except ValueError:
+        return False
+    return address.is_private or address.is_link_local
+
+
 def parse(reference: str) -> Repository:
     """Parse ``[http(s)://]host[:port]/name``; raise InvalidReference naming the problem."""
     text = reference.strip()

@@ -21,14 +21,17 @@ test quietly: a missing registry binary raises ``MissingBinaryError`` naming
 from __future__ import annotations
 
 import asyncio
+import atexit
 import base64
 import contextlib
+import ctypes
 import datetime
 import hashlib
 import json
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -64,6 +67,15 @@ OCI_CONFIG = "application/vnd.oci.image.config.v1+json"
 OCI_LAYER = "application/vnd.oci.image.layer.v1.tar"
 CONFIG_BLOB = b"{}"
 LAYER_BLOB = b"ichor test layer\n"
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: get SIGTERM when the starting thread ends (Linux)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
 def basic_auth(user: str, password: str) -> str:
@@ -160,7 +172,9 @@ class TokenServer:
 
     @property
     def realm(self) -> str:
-        return f"http://127.0.0.1:{self.port}/token"
+        # A host name, not 127.0.0.1: crane (go-containerregistry >= 0.21) refuses a realm
+        # that is a private or loopback IP literal unless it is the registry's own host:port.
+        return f"http://localhost:{self.port}/token"
 
     def _authenticated(self, request: web.Request) -> bool | None:
         header = request.headers.get("Authorization")
@@ -395,6 +409,9 @@ class LocalRegistry:
             "OTEL_METRICS_EXPORTER": "none",
         }
         with self.log_path.open("ab") as log:
+            # PR_SET_PDEATHSIG follows the starting thread: only the main thread lives as
+            # long as the interpreter, so only there does the registry die with us
+            main = threading.current_thread() is threading.main_thread()
             self._process = subprocess.Popen(
                 [str(self.binary), "serve", str(config)],
                 stdout=log,
@@ -402,7 +419,9 @@ class LocalRegistry:
                 stdin=subprocess.DEVNULL,
                 env=env,
                 cwd=self.workdir,
+                preexec_fn=_die_with_parent if main else None,
             )
+        atexit.register(self.stop)
         self._wait_ready(timeout)
 
     def _wait_ready(self, timeout: float) -> None:
@@ -453,6 +472,7 @@ class LocalRegistry:
 
     def close(self) -> None:
         self.stop()
+        atexit.unregister(self.stop)
         if self._session is not None or self._runner is not None:
             self._loop.run(self._shutdown())
         self._loop.close()
@@ -556,7 +576,6 @@ async def _gather_all(coros: list[Awaitable[None]]) -> None:
 def _main(argv: list[str] | None = None) -> int:
     """``python -m ichor.testing.registry [--seed REPO=N ...]``: run until interrupted."""
     import argparse
-    import signal
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", action="append", default=[], metavar="REPO=N")

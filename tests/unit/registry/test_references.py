@@ -69,3 +69,20 @@ def test_a_wrong_reference_is_refused_before_any_request(text: str, why: str) ->
 )
 def test_loopback_hosts_are_recognised(host: str, loopback: bool) -> None:
     assert references.is_loopback(host) is loopback
+
+
+@pytest.mark.parametrize(
+    ("host", "internal"),
+    [
+        ("localhost:5000", True),
+        ("10.1.2.3", True),
+        ("192.168.0.1:443", True),
+        ("169.254.169.254", True),
+        ("[fd00:ec2::254]", True),
+        ("ghcr.io", False),
+        ("140.82.112.33", False),
+        ("metadata.internal", False),
+    ],
+)
+def test_internal_addresses_are_told_from_public_ones(host: str, internal: bool) -> None:
+    assert references.is_internal(host) is internal
