@@ -1,0 +1,539 @@
+"""Why a recorded release is not offered, and the step that would unblock it.
+
+The choices (``targets``) answer "what can I upgrade to"; this module answers the next
+question a person asks: *why not the newer one?* For every recorded final release newer
+than what runs and not offered, it names the component or rule that blocks it and the
+step that unblocks it, one line per minor (the newest release of the minor), newest
+first, so a list of hundreds of tags stays a few lines:
+
+    Kubernetes v1.37.1: Cilium 1.20.4 runs Kubernetes 1.33 to 1.36; a newer Ichor release is needed
+    Kubernetes v1.38.2: two minors up; move to the newest v1.37 first
+    Talos v1.15.0: unknown to this build; a newer Ichor release is needed
+
+It adds no rule. What is offered comes from ``targets.talos_choices`` and
+``targets.kubernetes_choices``; the reason is the first refusal of
+``target.check_target_version`` (the choices' rule, in its order: newer, path or skew,
+Talos pair, Cilium), turned into words with the ranges the table and machinery hold.
+Only two lines are not refusals: a Talos release the rule accepts but the choices leave
+out because it skips a minor (``TESTED_PATH``: the choices offer the adjacent minor, the
+path the Talos docs test), and a Kubernetes release held back because the cluster's CNI
+is not observed yet (``CNI_NOT_OBSERVED``: the choices offer nothing then).
+
+A line names the *first* blocker, as the target rule sees it; the step that removes it
+may reveal the next one. ``ichor.upgrade.plan`` gives the whole sequence. A minor whose
+newest release is offered has no line, even if an older patch of it is not.
+
+For the callers (the CLI's ``--list`` "Not offered" group and ``--output json``, the
+TalosCluster status):
+
+- ``blocked_releases(component=, cluster=, releases=)`` -> ``list[BlockedRelease]``;
+- ``explain(component=, version=, cluster=)`` -> one ``BlockedRelease`` or None when the
+  release would be offered (the plan uses it to say why a goal cannot be reached);
+- ``summarize(lines)`` -> ``BlockedSummary`` (how many, and the nearest blocker per
+  component) with a one-sentence ``message`` for a condition.
+
+It refuses to raise: a cluster whose spec does not parse has no blocked lines (the
+target rule reports that spec as a ``FORM`` refusal elsewhere).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from enum import StrEnum
+from functools import lru_cache
+
+from ichor.release import compat, machinery
+from ichor.release.pinned import PINNED
+from ichor.release.refusals import Refusal, Rule
+from ichor.release.versions import Version, VersionError, parse
+from ichor.upgrade import targets
+from ichor.upgrade.target import ClusterVersions, Component, check_target, check_target_version
+
+__all__ = [
+    "NEWER_ICHOR",
+    "BlockedRelease",
+    "BlockedSummary",
+    "Blocker",
+    "blocked_releases",
+    "explain",
+    "summarize",
+]
+
+Minor = tuple[int, int]
+
+NEWER_ICHOR = "a newer Ichor release is needed"
+
+_WORDS = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven", 8: "eight", 9: "nine"}
+
+
+class Blocker(StrEnum):
+    """What keeps a release from being offered. CamelCase, so it serves as a reason."""
+
+    TALOS = "Talos"  # the running Talos does not run this Kubernetes
+    KUBERNETES = "Kubernetes"  # this Talos does not run the cluster's Kubernetes
+    CILIUM = "Cilium"  # the running Cilium does not run this Kubernetes
+    TALOS_PATH = "TalosPath"  # machinery: the running Talos is too old to install it
+    KUBERNETES_SKEW = "KubernetesSkew"  # more than one Kubernetes minor up, or another major
+    TESTED_PATH = "TestedPath"  # the rule accepts it; the choices offer the adjacent minor
+    UNKNOWN = "UnknownVersion"  # this build does not know it, or what the cluster runs
+    CNI_NOT_OBSERVED = "CniNotObserved"  # no CNI, or no Cilium release, observed yet
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedRelease:
+    """One line of "Not offered": the newest release of a minor, why, and the step.
+
+    ``refusal`` is the target rule's refusal the line explains (None for
+    ``TESTED_PATH`` and ``CNI_NOT_OBSERVED``, which the rule does not refuse);
+    ``not_offered`` counts the releases of the minor, newer than what runs, that are not
+    offered; ``needs_newer_ichor`` is true when no step with this build unblocks it.
+    """
+
+    component: Component
+    version: Version
+    blocker: Blocker
+    reason: str
+    step: str
+    refusal: Refusal | None = None
+    not_offered: int = 1
+    needs_newer_ichor: bool = False
+
+    @property
+    def overridable(self) -> bool:
+        """Whether the override verb passes the refusal (never for a path or unknown)."""
+        return self.refusal is not None and self.refusal.overridable
+
+    @property
+    def message(self) -> str:
+        return f"{_name(self.component)} {self.version.tag}: {self.reason}; {self.step}"
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True, slots=True)
+class BlockedSummary:
+    """How many releases are not offered, and the nearest blocker of each component.
+
+    ``count`` is the number of lines (one per minor), ``releases`` the releases they
+    stand for; ``nearest`` holds, per component (Talos first), the line of the oldest
+    blocked minor: the next thing a person would run into.
+    """
+
+    count: int
+    releases: int
+    nearest: tuple[BlockedRelease, ...]
+
+    @property
+    def message(self) -> str:
+        if self.count == 0:
+            return "Every recorded newer release is offered."
+        plural = "s" if self.releases != 1 else ""
+        verb = "are" if self.releases != 1 else "is"
+        return (
+            f"{self.releases} recorded newer release{plural} {verb} not offered; nearest: "
+            + " ".join(f"{line.message}." for line in self.nearest)
+        )
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _name(component: Component) -> str:
+    return "Talos" if component is Component.TALOS else "Kubernetes"
+
+
+def _text(minor: Minor) -> str:
+    return compat.minor_text(minor)
+
+
+def _next(minor: Minor) -> Minor:
+    return (minor[0], minor[1] + 1)
+
+
+@lru_cache(maxsize=256)
+def kubernetes_minors_of(talos: Version) -> tuple[Minor, ...]:
+    """The Kubernetes minors this Talos runs, asking ``compat.talos_kubernetes_error``
+    with each known minor's ``.0`` (every bound in the table and the rows is a ``.0``)."""
+    return tuple(
+        minor
+        for minor in sorted(compat.known_kubernetes_minors())
+        if compat.talos_kubernetes_error(talos=talos, kubernetes=Version(minor[0], minor[1], 0))
+        is None
+    )
+
+
+def nearest_talos_running(kubernetes: Version, *, above: Minor) -> Minor | None:
+    """The oldest Talos minor newer than ``above`` known to this build that runs it."""
+    for minor in compat.known_talos_minors():
+        if minor > above and (
+            compat.talos_kubernetes_error(
+                talos=Version(minor[0], minor[1], 0), kubernetes=kubernetes
+            )
+            is None
+        ):
+            return minor
+    return None
+
+
+def explain(
+    *, component: Component, version: Version, cluster: ClusterVersions
+) -> BlockedRelease | None:
+    """Why ``version`` is not offered to this cluster, or None when it would be.
+
+    Raises ``VersionError`` when the cluster's spec does not parse, and ``ValueError``
+    for the CNI, which has no list of releases (it moves only to the embedded chart).
+    """
+    if component is Component.CNI:
+        raise ValueError("the CNI has no recorded releases: it moves to the embedded chart")
+    refusal = check_target_version(component=component, target=version, cluster=cluster)
+    if component is Component.TALOS:
+        return _talos(version, cluster=cluster, refusal=refusal)
+    return _kubernetes(version, cluster=cluster, refusal=refusal)
+
+
+def _line(
+    component: Component,
+    version: Version,
+    blocker: Blocker,
+    *,
+    reason: str,
+    step: str,
+    refusal: Refusal | None,
+    newer_ichor: bool = False,
+) -> BlockedRelease:
+    return BlockedRelease(
+        component=component,
+        version=version,
+        blocker=blocker,
+        reason=reason,
+        step=step,
+        refusal=refusal,
+        needs_newer_ichor=newer_ichor,
+    )
+
+
+_BLOCKER_OF_RULE = {
+    Rule.UNKNOWN_VERSION: Blocker.UNKNOWN,
+    Rule.TALOS_PATH: Blocker.TALOS_PATH,
+    Rule.KUBERNETES_SKEW: Blocker.KUBERNETES_SKEW,
+    Rule.CILIUM_KUBERNETES: Blocker.CILIUM,
+}
+
+
+def _unexplained(component: Component, version: Version, refusal: Refusal) -> BlockedRelease:
+    """A refusal no case below words more shortly: its own sentence stands."""
+    other = Blocker.TALOS if component is Component.KUBERNETES else Blocker.KUBERNETES
+    return _line(
+        component,
+        version,
+        _BLOCKER_OF_RULE.get(refusal.rule, other),
+        reason=refusal.message.rstrip("."),
+        step="see the refusal",
+        refusal=refusal,
+    )
+
+
+def _talos(
+    version: Version, *, cluster: ClusterVersions, refusal: Refusal | None
+) -> BlockedRelease | None:
+    running = parse(cluster.talos)
+    talos = Component.TALOS
+    if refusal is None:
+        if version.minor_key <= _next(running.minor_key):
+            return None  # the choices offer it (patch or next minor)
+        up = version.minor - running.minor
+        between = _text(_next(running.minor_key))
+        return _line(
+            talos,
+            version,
+            Blocker.TESTED_PATH,
+            reason=f"{_WORDS.get(up, str(up))} minors up, and the choices offer the adjacent "
+            f"minor only (the path the Talos docs test)",
+            step=f"upgrade Talos to the newest v{between} first; a typed {version.tag} "
+            f"passes the rule too",
+            refusal=None,
+        )
+    if refusal.rule is Rule.UNKNOWN_VERSION:
+        if compat.unknown_talos(version) is not None:
+            reason = "unknown to this build"
+        else:
+            reason = (
+                f"the cluster's Kubernetes {parse(cluster.kubernetes).tag} is unknown to this build"
+            )
+        return _line(
+            talos,
+            version,
+            Blocker.UNKNOWN,
+            reason=reason,
+            step=NEWER_ICHOR,
+            refusal=refusal,
+            newer_ichor=True,
+        )
+    if refusal.rule is Rule.TALOS_PATH:
+        row = machinery.bounds(version.minor_key)
+        if row is None:
+            return _unexplained(talos, version, refusal)
+        lo, hi = row.min_host, row.max_host_downgrade
+        if running.core < lo:
+            return _line(
+                talos,
+                version,
+                Blocker.TALOS_PATH,
+                reason=f"Talos {_text(version.minor_key)} installs over Talos "
+                f"{_text(lo[:2])} or newer",
+                step=f"upgrade Talos to {_text(lo[:2])} or newer first",
+                refusal=refusal,
+            )
+        return _line(
+            talos,
+            version,
+            Blocker.TALOS_PATH,
+            reason=f"Talos {_text(version.minor_key)} installs over Talos {lo[0]}.{lo[1]}.{lo[2]} "
+            f"up to, not including, {hi[0]}.{hi[1]}.{hi[2]}",
+            step="choose a newer Talos",
+            refusal=refusal,
+        )
+    if refusal.rule is Rule.TALOS_KUBERNETES:
+        kubernetes = parse(cluster.kubernetes)
+        runs = kubernetes_minors_of(version)
+        if not runs:
+            return _unexplained(talos, version, refusal)
+        span = f"{_text(runs[0])} to {_text(runs[-1])}"
+        reason = (
+            f"Talos {_text(version.minor_key)} runs Kubernetes {span} and the cluster runs "
+            f"Kubernetes {kubernetes.tag}"
+        )
+        if kubernetes.minor_key < runs[0]:
+            return _line(
+                talos,
+                version,
+                Blocker.KUBERNETES,
+                reason=reason,
+                step=f"upgrade Kubernetes to {_text(runs[0])} first",
+                refusal=refusal,
+            )
+        newer = nearest_talos_running(kubernetes, above=version.minor_key)
+        step = (
+            f"choose Talos {_text(newer)} or newer"
+            if newer is not None
+            else f"no Talos known to this build runs it: {NEWER_ICHOR}"
+        )
+        return _line(
+            talos,
+            version,
+            Blocker.KUBERNETES,
+            reason=reason,
+            step=step,
+            refusal=refusal,
+            newer_ichor=newer is None,
+        )
+    return _unexplained(talos, version, refusal)
+
+
+def _kubernetes(
+    version: Version, *, cluster: ClusterVersions, refusal: Refusal | None
+) -> BlockedRelease | None:
+    running = parse(cluster.kubernetes)
+    kube = Component.KUBERNETES
+    if refusal is None:
+        if cluster.cni is None:
+            return _line(
+                kube,
+                version,
+                Blocker.CNI_NOT_OBSERVED,
+                reason="no CNI is observed on the cluster yet, and the CNI decides which "
+                "Kubernetes can run",
+                step="wait until the controller observes it (status.cni.detected)",
+                refusal=None,
+            )
+        if cluster.cilium_constrains and cluster.cilium is None:
+            return _line(
+                kube,
+                version,
+                Blocker.CNI_NOT_OBSERVED,
+                reason="the cluster runs Cilium and its release is not observed yet",
+                step="wait until the controller observes it (status.cni.detectedVersion)",
+                refusal=None,
+            )
+        return None
+    rule = refusal.rule
+    if rule is Rule.KUBERNETES_SKEW:
+        if version.major != running.major:
+            return _line(
+                kube,
+                version,
+                Blocker.KUBERNETES_SKEW,
+                reason="another major version",
+                step="Kubernetes moves one minor at a time within its major, so no upgrade "
+                "reaches it",
+                refusal=refusal,
+            )
+        up = version.minor - running.minor
+        return _line(
+            kube,
+            version,
+            Blocker.KUBERNETES_SKEW,
+            reason=f"{_WORDS.get(up, str(up))} minors up",
+            step=f"move to the newest v{_text(_next(running.minor_key))} first",
+            refusal=refusal,
+        )
+    talos = parse(cluster.talos)
+    if rule is Rule.UNKNOWN_VERSION and compat.unknown_talos(talos) is not None:
+        return _line(
+            kube,
+            version,
+            Blocker.UNKNOWN,
+            reason=f"the cluster's Talos {talos.tag} is unknown to this build",
+            step=NEWER_ICHOR,
+            refusal=refusal,
+            newer_ichor=True,
+        )
+    if rule is Rule.TALOS_KUBERNETES or (
+        rule is Rule.UNKNOWN_VERSION and compat.unknown_kubernetes(version) is not None
+    ):
+        return _talos_blocks(version, talos=talos, refusal=refusal)
+    if rule in (Rule.CILIUM_KUBERNETES, Rule.UNKNOWN_VERSION) and cluster.cilium is not None:
+        return _cilium_blocks(version, cluster=cluster, refusal=refusal)
+    return _unexplained(kube, version, refusal)
+
+
+def _talos_blocks(version: Version, *, talos: Version, refusal: Refusal) -> BlockedRelease:
+    kube = Component.KUBERNETES
+    runs = kubernetes_minors_of(talos)
+    if not runs:
+        return _unexplained(kube, version, refusal)
+    above = version.minor_key > runs[-1]
+    reason = (
+        f"Talos {talos.tag} supports Kubernetes up to {_text(runs[-1])}"
+        if above
+        else f"Talos {talos.tag} supports Kubernetes {_text(runs[0])} to {_text(runs[-1])}"
+    )
+    newer = nearest_talos_running(version, above=talos.minor_key)
+    if newer is not None:
+        step = f"upgrade Talos to {_text(newer)} first"
+    elif above:
+        step = "upgrade Talos first (no Talos known to this build supports it)"
+    else:
+        step = (
+            "no newer Talos runs it (the cluster runs an incompatible pair); "
+            "the override verb passes it (--override)"
+        )
+    return _line(
+        kube,
+        version,
+        Blocker.TALOS,
+        reason=reason,
+        step=step,
+        refusal=refusal,
+        newer_ichor=newer is None and above,
+    )
+
+
+def _cilium_blocks(
+    version: Version, *, cluster: ClusterVersions, refusal: Refusal
+) -> BlockedRelease:
+    kube = Component.KUBERNETES
+    cilium = cluster.cilium
+    assert cilium is not None
+    chart = PINNED.cilium_chart
+    try:
+        entry = compat.CILIUM_KUBERNETES.get(parse(cilium).minor_key)
+    except VersionError:
+        entry = None
+    if refusal.rule is Rule.CILIUM_KUBERNETES and entry is not None:
+        reason = f"Cilium {cilium} runs Kubernetes {entry}"
+    else:
+        reason = f"Cilium {cilium} is unknown to this build"
+    if compat.cilium_kubernetes_error(cilium=chart, kubernetes=version) is not None:
+        ships = (
+            "" if cilium == chart else f" (this Ichor ships Cilium {chart}, which does not run it)"
+        )
+        return _line(
+            kube,
+            version,
+            Blocker.CILIUM,
+            reason=reason,
+            step=NEWER_ICHOR + ships,
+            refusal=refusal,
+            newer_ichor=True,
+        )
+    now = check_target(component=Component.CNI, target=chart, cluster=cluster)
+    if now is None:
+        step = f"upgrade Cilium to {chart} first (ichor cni upgrade), the chart this Ichor embeds"
+    else:
+        step = f"upgrade Cilium to {chart}, which runs it, once the Cilium step is allowed: {now}"
+    return _line(kube, version, Blocker.CILIUM, reason=reason, step=step, refusal=refusal)
+
+
+def blocked_releases(
+    *,
+    component: Component,
+    cluster: ClusterVersions,
+    releases: Iterable[str],
+    recommended: str | None = None,
+) -> list[BlockedRelease]:
+    """The "Not offered" lines of one component: one per minor, newest first.
+
+    ``releases`` are the recorded tags (``status.upgradeTargets.talos`` or
+    ``.kubernetes``); ``recommended`` defaults to the release set's version, as for the
+    choices, so the two agree on what is offered.
+    """
+    if component is Component.CNI:
+        return []
+    tags = tuple(releases)
+    try:
+        running = parse(cluster.talos if component is Component.TALOS else cluster.kubernetes)
+        parse(cluster.kubernetes if component is Component.TALOS else cluster.talos)
+    except VersionError:
+        return []
+    if component is Component.TALOS:
+        choices = targets.talos_choices(
+            cluster=cluster, releases=tags, recommended=recommended or PINNED.talos
+        )
+    else:
+        choices = targets.kubernetes_choices(
+            cluster=cluster, releases=tags, recommended=recommended or PINNED.kubernetes
+        )
+    offered = set(choices.offered)
+    by_minor: dict[Minor, list[Version]] = {}
+    for version in targets.finals(tags):
+        if version > running:
+            by_minor.setdefault(version.minor_key, []).append(version)
+    lines: list[BlockedRelease] = []
+    for minor in sorted(by_minor, reverse=True):
+        newest = by_minor[minor][0]
+        if newest in offered:
+            continue
+        line = explain(component=component, version=newest, cluster=cluster)
+        if line is None:
+            continue
+        hidden = sum(1 for version in by_minor[minor] if version not in offered)
+        line = replace(line, not_offered=hidden)
+        some = [version for version in by_minor[minor] if version in offered]
+        if line.blocker is Blocker.TESTED_PATH and some:
+            up = minor[1] - running.minor
+            line = replace(
+                line,
+                reason=f"{_WORDS.get(up, str(up))} minors up, and of Talos {_text(minor)} the "
+                f"choices offer only the release set's {some[0].tag} (the path the Talos docs "
+                f"test goes through each minor)",
+            )
+        lines.append(line)
+    return lines
+
+
+def summarize(lines: Iterable[BlockedRelease]) -> BlockedSummary:
+    """The short status summary of one or both components' lines."""
+    every = list(lines)
+    nearest: list[BlockedRelease] = []
+    for component in (Component.TALOS, Component.KUBERNETES):
+        own = [line for line in every if line.component is component]
+        if own:
+            nearest.append(min(own, key=lambda line: line.version))
+    return BlockedSummary(
+        count=len(every),
+        releases=sum(line.not_offered for line in every),
+        nearest=tuple(nearest),
+    )
