@@ -1,0 +1,521 @@
+"""The TalosOperation lifecycle as pure decisions: which operation runs, may it run, how its
+Job stands, and the status each step writes.
+
+``operations`` (the kopf side) reads the objects and makes the calls; everything it
+decides comes from here, so the lifecycle is tested without a cluster:
+
+* ``run_order``: the operations of one cluster that still have to run, oldest first. One
+  runs at a time per cluster; the others wait in Pending naming the one ahead of them.
+* ``check_execution``: the target rule again, at execution, against the cluster's
+  current spec *and* what its nodes were last seen running (a cluster can move between
+  the plan and the run), with the Kubernetes pairing of a Talos target; and the ADR's
+  refusal of a ``cni`` operation that names a version or an image patch.
+* ``decide``: a refusal stands unless it is overridable and the operation carries
+  ``override: true`` (the webhook already checked the creator's verb).
+* ``job_outcome``: a Job's state and, when it failed, why, read from its conditions and
+  its pod's container statuses (the last log lines of the failed container).
+* ``pending`` / ``running`` / ``succeeded`` / ``failed``: the status each step writes.
+
+It refuses to invent rules: every version judgement is ``ichor.upgrade``'s or
+``ichor.release``'s.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import ValidationError
+
+from ichor.api.conditions import (
+    Condition,
+    ConditionStatus,
+    OperationConditionType,
+    OperationReason,
+)
+from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
+from ichor.api.talosoperation import OperationType, Phase, TalosOperationSpec, TalosOperationStatus
+from ichor.kube import conditions
+from ichor.release import compat, steps
+from ichor.release.pinned import PINNED
+from ichor.release.refusals import Refusal, Rule, refuse
+from ichor.release.versions import VersionError, parse
+from ichor.upgrade import paths
+from ichor.upgrade.target import ClusterVersions, Component, check_target
+
+#: Set on an operation while its Job may run; removed when it ends. Deleting a Running
+#: operation stops its Job first.
+FINALIZER = "ichor.dev/stop-job"
+
+Accepted = OperationConditionType.ACCEPTED
+Complete = OperationConditionType.COMPLETE
+T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
+
+
+class Reason(StrEnum):
+    """Condition reasons of the executor beyond ``OperationReason`` (and the rule names,
+    which serve as the reason of a refusal)."""
+
+    WAITING = "Waiting"
+    CHECKING = "Checking"
+    JOB_CREATING = "JobCreating"
+    JOB_DELETED = "JobDeleted"
+    CLUSTER_NOT_FOUND = "ClusterNotFound"
+    CREDENTIALS_UNUSABLE = "CredentialsUnusable"
+    NO_NODES = "NoNodes"
+    WORKLOAD_UNREACHABLE = "WorkloadUnreachable"
+    SPEC_NOT_UPDATED = "SpecNotUpdated"
+    INVALID_OPERATION = "InvalidOperation"
+
+
+class EventReason(StrEnum):
+    """Reasons of the Events the executor posts (on the operation and its cluster)."""
+
+    WAITING = "Waiting"
+    STARTED = "Started"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    REFUSED = "Refused"
+    OVERRIDE = "Override"
+    STOPPED = "Stopped"
+    UPGRADE_STARTED = "UpgradeStarted"
+    UPGRADE_SUCCEEDED = "UpgradeSucceeded"
+    UPGRADE_FAILED = "UpgradeFailed"
+
+
+COMPONENTS: Mapping[OperationType, Component] = {
+    OperationType.TALOS: Component.TALOS,
+    OperationType.KUBERNETES: Component.KUBERNETES,
+    OperationType.CNI: Component.CNI,
+}
+_NAMES: Mapping[OperationType, str] = {
+    OperationType.TALOS: "Talos",
+    OperationType.KUBERNETES: "Kubernetes",
+    OperationType.CNI: "Cilium",
+}
+#: The TalosCluster spec field each type moves on success (cni moves none).
+SPEC_FIELDS: Mapping[OperationType, str] = {
+    OperationType.TALOS: "talosVersion",
+    OperationType.KUBERNETES: "kubernetesVersion",
+}
+
+
+@dataclass(frozen=True)
+class Operation:
+    """A TalosOperation as read: what the lifecycle needs of it, and its raw status."""
+
+    namespace: str
+    name: str
+    uid: str
+    created: str
+    generation: int | None
+    resource_version: str
+    deleting: bool
+    finalizers: tuple[str, ...]
+    spec: TalosOperationSpec
+    status: TalosOperationStatus
+    raw_status: Mapping[str, Any]
+    body: Mapping[str, Any]
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> Operation:
+        """Raises ``ValueError`` for a spec the model cannot read."""
+        meta: Mapping[str, Any] = body.get("metadata") or {}
+        try:
+            spec = TalosOperationSpec.model_validate(body.get("spec") or {})
+        except ValidationError as error:
+            raise ValueError(str(error)) from error
+        raw_status: Mapping[str, Any] = body.get("status") or {}
+        try:
+            status = TalosOperationStatus.model_validate(raw_status)
+        except ValidationError:
+            status = TalosOperationStatus()
+        generation = meta.get("generation")
+        return cls(
+            namespace=str(meta.get("namespace", "")),
+            name=str(meta.get("name", "")),
+            uid=str(meta.get("uid", "")),
+            created=str(meta.get("creationTimestamp", "")),
+            generation=int(generation) if generation is not None else None,
+            resource_version=str(meta.get("resourceVersion", "")),
+            deleting=bool(meta.get("deletionTimestamp")),
+            finalizers=tuple(meta.get("finalizers") or ()),
+            spec=spec,
+            status=status,
+            raw_status=raw_status,
+            body=body,
+        )
+
+    @property
+    def phase(self) -> Phase | None:
+        return self.status.phase
+
+    @property
+    def finished(self) -> bool:
+        return self.phase in (Phase.SUCCEEDED, Phase.FAILED)
+
+    @property
+    def what(self) -> str:
+        """``talos to v1.14.4``, ``cni to chart 1.20.4``: for messages."""
+        if self.spec.type is OperationType.CNI:
+            return f"cni to chart {PINNED.cilium_chart}"
+        return f"{self.spec.type.value} to {self.spec.version}"
+
+    def __str__(self) -> str:
+        return f"TalosOperation {self.namespace}/{self.name}"
+
+
+def run_order(operations: Iterable[Operation]) -> list[Operation]:
+    """The operations that still have to run (or are running), oldest first.
+
+    Creation time then name, so the order is the same on every read and after a restart.
+    """
+    live = [op for op in operations if not op.finished and not op.deleting]
+    return sorted(live, key=lambda op: (op.created, op.name))
+
+
+def waiting_message(op: Operation, *, ahead: Operation) -> str:
+    state = "Running" if ahead.phase is Phase.RUNNING else "created earlier, not yet started"
+    return (
+        f"waits for {ahead} ({ahead.what}, {state}): one operation runs per TalosCluster "
+        f"{op.namespace}/{op.spec.cluster_ref.name} at a time"
+    )
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """A TalosCluster as the executor judges it: its spec and what was last observed."""
+
+    name: str
+    spec: TalosClusterSpec
+    status: TalosClusterStatus
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> ClusterState:
+        """Raises ``ValueError`` for a spec the model cannot read."""
+        try:
+            spec = TalosClusterSpec.model_validate(body.get("spec") or {})
+        except ValidationError as error:
+            raise ValueError(str(error)) from error
+        try:
+            status = TalosClusterStatus.model_validate(body.get("status") or {})
+        except ValidationError:
+            status = TalosClusterStatus()
+        return cls(name=str((body.get("metadata") or {}).get("name", "")), spec=spec, status=status)
+
+    @property
+    def versions(self) -> ClusterVersions:
+        cni = self.status.cni
+        detected = cni.detected if cni else None
+        return ClusterVersions(
+            talos=self.spec.talos_version,
+            kubernetes=self.spec.kubernetes_version,
+            cilium=steps.cilium_release(
+                detected=detected, version=cni.detected_version if cni else None
+            ),
+            cni=detected,
+        )
+
+
+def cni_version_refusal(op: Operation) -> Refusal:
+    """The ADR's answer to a cni operation that names a version or an image patch
+    (amendment 2026-11-04 (3)); the webhook words its plan refusal the same way."""
+    named = op.spec.cni.image_version if op.spec.cni and op.spec.cni.image_version else None
+    named = named or op.spec.version
+    return Refusal(
+        rule=Rule.CNI_VERSION,
+        message=(
+            f"{op} is refused: a cni operation names no version ({named!r} given), because "
+            f"Cilium moves only to the chart this Ichor embeds ({PINNED.cilium_chart}); "
+            f"delete it and run `ichor cni upgrade` again."
+        ),
+        overridable=False,
+    )
+
+
+def _observed(value: str | None, *, spec: str) -> str | None:
+    """An observed version worth checking on its own: readable and not the spec's."""
+    if value is None or value == spec:
+        return None
+    try:
+        parse(value)
+    except VersionError:
+        return None
+    return value
+
+
+def check_execution(op: Operation, cluster: ClusterState) -> Refusal | None:
+    """The target rule at execution; None when the operation may run.
+
+    Against the spec (as the plan did) and then against what the nodes were last seen
+    running, when that differs from the spec: the path or skew from the version that
+    really runs, and the pair with the running other component.
+    """
+    spec = op.spec
+    if spec.type is OperationType.CNI:
+        if spec.version or (spec.cni is not None and spec.cni.image_version):
+            return cni_version_refusal(op)
+        return check_target(component=Component.CNI, target="", cluster=cluster.versions)
+    if not spec.version:
+        return refuse(Rule.FORM, f"{op} names no version: a {spec.type} operation needs one.")
+    target = spec.version
+    found = check_target(component=COMPONENTS[spec.type], target=target, cluster=cluster.versions)
+    if found is not None:
+        return found
+    status = cluster.status
+    running_talos = _observed(status.talos_version, spec=cluster.spec.talos_version)
+    running_k8s = _observed(status.kubernetes_version, spec=cluster.spec.kubernetes_version)
+    try:
+        if spec.type is OperationType.TALOS:
+            return (
+                paths.talos_path(running=running_talos, target=target) if running_talos else None
+            ) or (
+                compat.talos_kubernetes_error(talos=target, kubernetes=running_k8s)
+                if running_k8s
+                else None
+            )
+        return (
+            paths.kubernetes_skew(running=running_k8s, target=target) if running_k8s else None
+        ) or (
+            compat.talos_kubernetes_error(talos=running_talos, kubernetes=target)
+            if running_talos
+            else None
+        )
+    except VersionError as error:
+        return refuse(Rule.FORM, f"{error}.")
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Whether the operation runs; ``passed`` is the refusal an override passed."""
+
+    refusal: Refusal | None = None
+    passed: Refusal | None = None
+
+    @property
+    def runs(self) -> bool:
+        return self.refusal is None
+
+
+def decide(refusal: Refusal | None, *, override: bool) -> Decision:
+    if refusal is None:
+        return Decision()
+    if refusal.overridable and override:
+        return Decision(passed=refusal)
+    return Decision(refusal=refusal)
+
+
+def refusal_message(refusal: Refusal, *, override: bool) -> str:
+    """The refusal, and the override's part in it, for the operation's status."""
+    if not refusal.overridable:
+        return f"Refused at execution ({refusal.rule}): {refusal.message}"
+    if override:  # pragma: no cover - decide() passes these
+        return refusal.message
+    return (
+        f"Refused at execution ({refusal.rule}): {refusal.message} A new operation with "
+        f"override: true, created by a holder of the override verb, would pass it."
+    )
+
+
+class JobState(StrEnum):
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    state: JobState
+    #: For a failure: the Job's reason (BackoffLimitExceeded, DeadlineExceeded, ...).
+    reason: str = ""
+    message: str = ""
+
+
+def _true(job: Mapping[str, Any], type_: str) -> Mapping[str, Any] | None:
+    for condition in (job.get("status") or {}).get("conditions") or ():
+        if condition.get("type") == type_ and condition.get("status") == "True":
+            return condition  # type: ignore[no-any-return]
+    return None
+
+
+def _containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    status: Mapping[str, Any] = pod.get("status") or {}
+    return [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]
+
+
+def _failed_container(pods: Sequence[Mapping[str, Any]]) -> str | None:
+    for pod in pods:
+        for container in _containers(pod):
+            terminated = (container.get("state") or {}).get("terminated") or (
+                container.get("lastState") or {}
+            ).get("terminated")
+            if not terminated or terminated.get("exitCode", 0) == 0:
+                continue
+            text = (terminated.get("message") or "").strip()
+            lines = text.splitlines()[-5:]
+            detail = " | ".join(line.strip() for line in lines if line.strip())
+            head = (
+                f"container {container.get('name')} exited {terminated.get('exitCode')}"
+                f" ({terminated.get('reason') or 'Error'})"
+            )
+            return f"{head}: {detail}" if detail else head
+    return None
+
+
+def _progress(pods: Sequence[Mapping[str, Any]]) -> str | None:
+    for pod in pods:
+        inits = (pod.get("status") or {}).get("initContainerStatuses") or ()
+        total = len(inits)
+        for index, container in enumerate(inits):
+            if "running" in (container.get("state") or {}):
+                return f"step {index + 1} of {total} ({container.get('name')}) runs"
+    return None
+
+
+def job_outcome(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] = ()) -> JobOutcome:
+    """The Job's state from its conditions; a failure says why, with the failed
+    container's exit code and last log lines when its pod is still there."""
+    if _true(job, "Complete") is not None:
+        return JobOutcome(JobState.SUCCEEDED, reason="Complete", message="the Job completed")
+    failed = _true(job, "Failed")
+    if failed is not None:
+        reason = str(failed.get("reason") or "Failed")
+        parts = [f"the Job failed ({reason})"]
+        if failed.get("message"):
+            parts.append(str(failed["message"]).rstrip("."))
+        container = _failed_container(pods)
+        if container:
+            parts.append(container)
+        return JobOutcome(JobState.FAILED, reason=reason, message="; ".join(parts))
+    progress = _progress(pods)
+    return JobOutcome(JobState.RUNNING, message=progress or "")
+
+
+# --- the status of each step ------------------------------------------------------------
+
+
+def _condition(
+    type_: str, status: ConditionStatus, reason: str, message: str, generation: int | None
+) -> Condition:
+    return Condition(
+        type=type_,
+        status=status,
+        reason=reason,
+        message=message,
+        observed_generation=generation,
+        last_transition_time=datetime.min,  # merge sets the real one
+    )
+
+
+def _status(
+    op: Operation,
+    *,
+    now: datetime,
+    updates: Sequence[Condition],
+    **fields: Any,
+) -> TalosOperationStatus:
+    merged = conditions.merge(op.status.conditions, updates, now=now)
+    return op.status.model_copy(
+        update={"observed_generation": op.generation, "conditions": merged, **fields}
+    )
+
+
+def pending(op: Operation, *, reason: str, message: str, now: datetime) -> TalosOperationStatus:
+    return _status(
+        op,
+        now=now,
+        updates=[_condition(Accepted, U, reason, message, op.generation)],
+        phase=Phase.PENDING,
+        message=message,
+    )
+
+
+def running(
+    op: Operation,
+    *,
+    job_name: str,
+    decision: Decision,
+    job_created: bool,
+    message: str,
+    now: datetime,
+) -> TalosOperationStatus:
+    updates = []
+    if op.phase is not Phase.RUNNING:
+        if decision.passed is not None:
+            accepted = _condition(
+                Accepted,
+                T,
+                OperationReason.OVERRIDDEN,
+                f"runs under override: true, passing {decision.passed.rule}: "
+                f"{decision.passed.message}",
+                op.generation,
+            )
+        else:
+            accepted = _condition(
+                Accepted,
+                T,
+                OperationReason.ACCEPTED,
+                f"the target rule accepts {op.what} at execution",
+                op.generation,
+            )
+        updates.append(accepted)
+    reason = OperationReason.JOB_RUNNING if job_created else Reason.JOB_CREATING
+    updates.append(_condition(Complete, F, reason, message, op.generation))
+    return _status(
+        op,
+        now=now,
+        updates=updates,
+        phase=Phase.RUNNING,
+        job_name=job_name,
+        started_at=op.status.started_at or now,
+        message=message,
+    )
+
+
+def succeeded(op: Operation, *, message: str, now: datetime) -> TalosOperationStatus:
+    return _status(
+        op,
+        now=now,
+        updates=[_condition(Complete, T, OperationReason.JOB_SUCCEEDED, message, op.generation)],
+        phase=Phase.SUCCEEDED,
+        finished_at=now,
+        message=message,
+    )
+
+
+def failed(
+    op: Operation,
+    *,
+    reason: str,
+    message: str,
+    now: datetime,
+    refused: bool = False,
+) -> TalosOperationStatus:
+    """Failed; ``refused``: the executor refused to start it (Accepted False, by rule)."""
+    updates = []
+    if refused:
+        updates.append(_condition(Accepted, F, reason, message, op.generation))
+        updates.append(_condition(Complete, T, OperationReason.REFUSED, message, op.generation))
+    else:
+        updates.append(_condition(Complete, T, reason, message, op.generation))
+    return _status(
+        op, now=now, updates=updates, phase=Phase.FAILED, finished_at=now, message=message
+    )
+
+
+def success_message(op: Operation, *, spec_note: str) -> str:
+    name = _NAMES[op.spec.type]
+    if op.spec.type is OperationType.CNI:
+        return f"Cilium chart {PINNED.cilium_chart} is installed{spec_note}"
+    return f"{name} {op.spec.version} is installed{spec_note}"
+
+
+def needs_spec_update(*, current: str, target: str) -> bool:
+    """Whether the spec must move to ``target``: only forward, never back."""
+    try:
+        return parse(current) < parse(target)
+    except VersionError:
+        return current != target

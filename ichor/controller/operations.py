@@ -1,0 +1,831 @@
+"""The TalosOperation executors: kopf handlers and the controller that runs each operation
+as a Job and follows it to the end.
+
+Level-triggered, keyed by *cluster*: every watch event of a TalosOperation or of a Job
+this controller created asks for its cluster to be looked at again, and one reconcile
+reads that cluster's operations from the API and takes the next step. The work queue
+never runs one key on two workers, so two operations of one cluster never start
+together; the API, not memory, holds the state, so a restart resumes where it stopped:
+
+1. the oldest operation not yet finished runs; the others wait in ``Pending`` with a
+   condition naming the one ahead of them;
+2. it is checked again (``lifecycle.check_execution``): a refusal is ``Failed`` with a
+   condition naming the rule; an overridable refusal runs only under ``override: true``;
+3. it is claimed: finalizer, then status ``Running`` with ``Complete=False/JobCreating``
+   and the Job's deterministic name (``jobs.job_name``), then the Job is created (an
+   existing Job of that name owned by the operation is the one created before a
+   restart), then ``JobRunning``. A restart between claim and create creates the Job;
+   a Job missing after ``JobRunning`` was deleted by someone and fails the operation;
+4. the Job's conditions decide the end: on success the TalosCluster's spec moves to the
+   new version (a normal, optimistic update that the webhook judges; never backwards),
+   then ``Succeeded``; on failure ``Failed`` with the Job's reason and the failed
+   container's last log lines, and the spec untouched. Events mark start and end.
+
+Every status write carries the ``resourceVersion`` it was computed from: a 409 means the
+object moved, and the whole step is computed again from a fresh read (never lost, never
+applied over a newer state). Deleting a Running operation is handled by a finalizer that
+deletes its Job (with its pods) before the operation goes; nothing is rolled back.
+
+It refuses to decide a rule itself (``lifecycle`` asks ``ichor.upgrade``) and never
+writes a TalosCluster's status (the TalosCluster controller owns it and recomputes the
+choices when the spec moves). The recorded Cilium image patch is kept or cleared by that
+controller too (``status._frozen_patch``); the Helm Job only renders it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import aiohttp
+import kopf
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ichor.api import kinds
+from ichor.api.conditions import OperationReason
+from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, DEFAULT_TALOSCONFIG_KEY
+from ichor.api.talosoperation import OperationType, Phase, TalosOperationStatus
+from ichor.controller import jobs, lifecycle
+from ichor.controller.lifecycle import ClusterState, EventReason, Operation, Reason
+from ichor.controller.queue import WorkQueue
+from ichor.kube import events
+from ichor.kube.clients import (
+    REQUEST_TIMEOUT,
+    KubeconfigError,
+    client_from_kubeconfig,
+    operator_client,
+    read_secret_key,
+)
+from ichor.kube.patching import MERGE_PATCH, merge_patch
+
+logger = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, TalosCluster name)
+
+#: memo keys: the running controller, and settings a caller may pass in.
+CONTROLLER = "ichor_operation_controller"
+SETTINGS = "ichor_operation_settings"
+
+_TRANSIENT = (aiohttp.ClientError, TimeoutError, OSError)
+
+
+class Conflict(Exception):
+    """An object moved since it was read: compute the step again from a fresh read."""
+
+
+class Transient(Exception):
+    """Something outside may answer later (a workload cluster, a 5xx): retry later."""
+
+
+@dataclass(frozen=True)
+class OperationSettings:
+    #: Seconds between two looks at a cluster with a Running operation when no event
+    #: comes (Job events normally drive it).
+    resync_interval: float = 30.0
+    #: Seconds before a step that met a transient failure runs again.
+    retry_delay: float = 5.0
+    workers: int = 4
+    executor: jobs.ExecutorSettings = field(default_factory=jobs.ExecutorSettings)
+
+    @classmethod
+    def from_env(cls) -> OperationSettings:
+        base = cls()
+        return cls(
+            resync_interval=float(os.environ.get("ICHOR_OPERATION_RESYNC") or base.resync_interval),
+            retry_delay=float(os.environ.get("ICHOR_OPERATION_RETRY") or base.retry_delay),
+            workers=int(os.environ.get("ICHOR_OPERATION_WORKERS") or base.workers),
+            executor=jobs.ExecutorSettings.from_env(),
+        )
+
+
+#: Called before every status write with the operation as read (a test seam: a write in
+#: between turns the status write into a real 409 from the API server).
+BeforeWrite = Callable[[Operation], Awaitable[None]]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def _raw(api: ApiClient, model: Any) -> dict[str, Any]:
+    return cast(dict[str, Any], api.sanitize_for_serialization(model))
+
+
+def _api_error(error: ApiException) -> str:
+    """The API server's message of a failed call (a webhook's denial text included)."""
+    try:
+        body = json.loads(error.body or "{}")
+    except (TypeError, ValueError):
+        body = {}
+    message = body.get("message") if isinstance(body, dict) else None
+    return str(message or f"{error.status} {error.reason}")
+
+
+class OperationController:
+    def __init__(self, api: ApiClient, settings: OperationSettings) -> None:
+        self.api = api
+        self.settings = settings
+        self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=settings.workers)
+        self.before_write: BeforeWrite | None = None
+        #: 409s met on writes, each followed by a fresh step (for tests and logs).
+        self.conflicts = 0
+        self._objects = client.CustomObjectsApi(api)
+        self._batch = client.BatchV1Api(api)
+        self._core = client.CoreV1Api(api)
+
+    def start(self) -> None:
+        self.queue.start()
+
+    async def stop(self) -> None:
+        await self.queue.stop()
+
+    # --- fed by the watches -------------------------------------------------------------
+
+    def operation_event(self, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        cluster = ((body.get("spec") or {}).get("clusterRef") or {}).get("name")
+        if cluster:
+            self.queue.add((str(meta.get("namespace", "")), str(cluster)))
+
+    def job_event(self, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        cluster = (meta.get("annotations") or {}).get(jobs.CLUSTER_ANNOTATION)
+        if cluster:
+            self.queue.add((str(meta.get("namespace", "")), str(cluster)))
+
+    # --- one cluster --------------------------------------------------------------------
+
+    async def reconcile(self, key: Key) -> None:
+        try:
+            again = await self._reconcile(key)
+        except Conflict as error:
+            self.conflicts += 1
+            logger.info("%s/%s: %s; the step runs again from a fresh read", *key, error)
+            self.queue.add(key)
+            return
+        except (Transient, *_TRANSIENT) as error:
+            logger.warning("%s/%s: %s; retry in %.0f s", *key, error, self.settings.retry_delay)
+            self.queue.add_after(key, self.settings.retry_delay)
+            return
+        except ApiException as error:
+            logger.warning("%s/%s: the API answered %s %s", *key, error.status, error.reason)
+            self.queue.add_after(key, self.settings.retry_delay)
+            return
+        if again is not None:
+            self.queue.add_after(key, again)
+
+    async def _reconcile(self, key: Key) -> float | None:
+        namespace, cluster_name = key
+        listed = await self._objects.list_namespaced_custom_object(
+            kinds.GROUP,
+            kinds.VERSION,
+            namespace,
+            kinds.Plural.TALOS_OPERATIONS,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+        operations: list[Operation] = []
+        for body in listed.get("items") or ():
+            if ((body.get("spec") or {}).get("clusterRef") or {}).get("name") != cluster_name:
+                continue
+            try:
+                operations.append(Operation.from_body(body))
+            except ValueError as error:
+                logger.warning(
+                    "TalosOperation %s/%s unreadable: %s",
+                    namespace,
+                    body.get("metadata", {}).get("name"),
+                    error,
+                )
+        for op in operations:
+            if lifecycle.FINALIZER in op.finalizers and (op.deleting or op.finished):
+                await self._release(op)
+
+        order = lifecycle.run_order(operations)
+        again: float | None = None
+        head: Operation | None = None
+        ended: set[str] = set()
+        for op in order:
+            if op.phase is Phase.RUNNING:
+                op = await self._drive(op)
+                if op.phase is Phase.RUNNING:
+                    head = op
+                    again = self.settings.resync_interval
+                    break
+                ended.add(op.uid)
+        if head is None:
+            for op in order:
+                if op.uid in ended:
+                    continue
+                op, retry = await self._start(op)
+                if op.finished:
+                    ended.add(op.uid)
+                    continue
+                head = op
+                again = self.settings.resync_interval if op.phase is Phase.RUNNING else retry
+                break
+        if head is not None:
+            for op in order:
+                if op.uid == head.uid or op.uid in ended or op.phase is Phase.RUNNING:
+                    continue
+                message = lifecycle.waiting_message(op, ahead=head)
+                previous = op.status.message
+                op = await self._write(
+                    op, lifecycle.pending(op, reason=Reason.WAITING, message=message, now=_now())
+                )
+                if previous != message:
+                    await self._event(
+                        op.body, events.EventType.NORMAL, EventReason.WAITING, message
+                    )
+        return again
+
+    # --- starting -----------------------------------------------------------------------
+
+    async def _start(self, op: Operation) -> tuple[Operation, float | None]:
+        """Check, claim and create the Job; returns the operation and when to look again."""
+        if op.phase is None:
+            op = await self._write(
+                op,
+                lifecycle.pending(
+                    op,
+                    reason=Reason.CHECKING,
+                    message=f"checks {op.what} against TalosCluster {op.spec.cluster_ref.name}",
+                    now=_now(),
+                ),
+            )
+        cluster_body = await self._read_cluster(op)
+        if cluster_body is None:
+            message = (
+                f"TalosCluster {op.namespace}/{op.spec.cluster_ref.name} does not exist, so "
+                f"{op} cannot run; create the cluster, then the operation again."
+            )
+            return await self._refuse(op, Reason.CLUSTER_NOT_FOUND, message), None
+        try:
+            cluster = ClusterState.from_body(cluster_body)
+        except ValueError as error:
+            message = f"the spec of TalosCluster {op.spec.cluster_ref.name} cannot be read: {error}"
+            return await self._refuse(op, Reason.INVALID_OPERATION, message), None
+        decision = lifecycle.decide(
+            lifecycle.check_execution(op, cluster), override=op.spec.override
+        )
+        if decision.refusal is not None:
+            message = lifecycle.refusal_message(decision.refusal, override=op.spec.override)
+            return await self._refuse(op, decision.refusal.rule, message), None
+        try:
+            manifest, detail = await self._manifest(op, cluster, cluster_body)
+        except _Unrunnable as error:
+            return await self._refuse(op, error.reason, error.message), None
+        except Transient as error:
+            op = await self._write(
+                op,
+                lifecycle.pending(
+                    op, reason=Reason.WORKLOAD_UNREACHABLE, message=str(error), now=_now()
+                ),
+            )
+            return op, self.settings.retry_delay
+        name = manifest["metadata"]["name"]
+        op = await self._add_finalizer(op)
+        message = f"Job {name} is being created to run {detail}"
+        op = await self._write(
+            op,
+            lifecycle.running(
+                op, job_name=name, decision=decision, job_created=False, message=message, now=_now()
+            ),
+        )
+        if decision.passed is not None:
+            await self._event(
+                op.body,
+                events.EventType.WARNING,
+                EventReason.OVERRIDE,
+                f"{op} runs under override: true, passing {decision.passed.rule}: "
+                f"{decision.passed.message}",
+            )
+        op = await self._create_job(op, manifest, detail=detail, cluster_body=cluster_body)
+        return op, None
+
+    async def _refuse(self, op: Operation, reason: str, message: str) -> Operation:
+        op = await self._write(
+            op, lifecycle.failed(op, reason=reason, message=message, now=_now(), refused=True)
+        )
+        await self._event(op.body, events.EventType.WARNING, EventReason.REFUSED, message)
+        return op
+
+    async def _create_job(
+        self,
+        op: Operation,
+        manifest: jobs.JobManifest,
+        *,
+        detail: str,
+        cluster_body: Mapping[str, Any] | None,
+    ) -> Operation:
+        name = manifest["metadata"]["name"]
+        try:
+            await self._batch.create_namespaced_job(
+                op.namespace, cast(Any, manifest), _request_timeout=REQUEST_TIMEOUT
+            )
+            created = True
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            created = False
+            existing = await self._read_job(op.namespace, name)
+            if existing is not None and not _owned_by(existing, op):
+                message = (
+                    f"a Job named {name} exists and is not this operation's; delete it and "
+                    f"create the operation again"
+                )
+                return await self._finish_failed(op, Reason.INVALID_OPERATION, message)
+        message = f"Job {name} runs {detail}"
+        op = await self._write(
+            op,
+            lifecycle.running(
+                op,
+                job_name=name,
+                decision=lifecycle.Decision(),
+                job_created=True,
+                message=message,
+                now=_now(),
+            ),
+        )
+        if created:
+            await self._event(op.body, events.EventType.NORMAL, EventReason.STARTED, message)
+            if cluster_body is not None:
+                await self._event(
+                    cluster_body,
+                    events.EventType.NORMAL,
+                    EventReason.UPGRADE_STARTED,
+                    f"{op} started: {message}",
+                )
+        return op
+
+    # --- following a Running operation --------------------------------------------------
+
+    async def _drive(self, op: Operation) -> Operation:
+        name = op.status.job_name or jobs.job_name(
+            operation=op.name, uid=op.uid, type_=op.spec.type
+        )
+        job = await self._read_job(op.namespace, name)
+        complete = next((c for c in op.status.conditions if c.type == lifecycle.Complete), None)
+        if job is None:
+            if complete is not None and complete.reason == Reason.JOB_CREATING:
+                # claimed before a restart, Job not created yet: create it now
+                cluster_body = await self._read_cluster(op)
+                if cluster_body is None:
+                    message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
+                    return await self._finish_failed(op, Reason.CLUSTER_NOT_FOUND, message)
+                try:
+                    cluster = ClusterState.from_body(cluster_body)
+                    manifest, detail = await self._manifest(op, cluster, cluster_body)
+                except ValueError as error:
+                    return await self._finish_failed(op, Reason.INVALID_OPERATION, str(error))
+                except _Unrunnable as error:
+                    return await self._finish_failed(op, error.reason, error.message)
+                return await self._create_job(
+                    op, manifest, detail=detail, cluster_body=cluster_body
+                )
+            message = f"Job {name} was deleted before it finished; the upgrade may be half done"
+            return await self._finish_failed(op, Reason.JOB_DELETED, message)
+        if not _owned_by(job, op):
+            message = f"Job {name} is not this operation's"
+            return await self._finish_failed(op, Reason.INVALID_OPERATION, message)
+        pods = await self._pods(op.namespace, name)
+        outcome = lifecycle.job_outcome(job, pods)
+        if outcome.state is lifecycle.JobState.RUNNING:
+            if complete is not None and complete.reason == Reason.JOB_CREATING:
+                return await self._write(
+                    op,
+                    lifecycle.running(
+                        op,
+                        job_name=name,
+                        decision=lifecycle.Decision(),
+                        job_created=True,
+                        message=f"Job {name} runs",
+                        now=_now(),
+                    ),
+                )
+            if outcome.message:
+                message = f"Job {name} runs: {outcome.message}"
+                return await self._write(
+                    op,
+                    lifecycle.running(
+                        op,
+                        job_name=name,
+                        decision=lifecycle.Decision(),
+                        job_created=True,
+                        message=message,
+                        now=_now(),
+                    ),
+                )
+            return op
+        if outcome.state is lifecycle.JobState.FAILED:
+            message = f"{op.what} failed: {outcome.message}; the TalosCluster spec is unchanged"
+            return await self._finish_failed(op, OperationReason.JOB_FAILED, message)
+        return await self._finish_succeeded(op)
+
+    async def _finish_succeeded(self, op: Operation) -> Operation:
+        note = ""
+        cluster_body: Mapping[str, Any] | None = None
+        spec_field = lifecycle.SPEC_FIELDS.get(op.spec.type)
+        if spec_field is not None and op.spec.version:
+            denial, cluster_body = await self._record_spec(op, spec_field, op.spec.version)
+            if denial is not None:
+                message = (
+                    f"the Job succeeded, but spec.{spec_field} of TalosCluster "
+                    f"{op.spec.cluster_ref.name} was not moved to {op.spec.version}: {denial}"
+                )
+                return await self._finish_failed(op, Reason.SPEC_NOT_UPDATED, message)
+            note = (
+                f"; TalosCluster {op.spec.cluster_ref.name} spec.{spec_field} is {op.spec.version}"
+            )
+        else:
+            cluster_body = await self._read_cluster(op)
+        message = lifecycle.success_message(op, spec_note=note)
+        op = await self._write(op, lifecycle.succeeded(op, message=message, now=_now()))
+        await self._event(op.body, events.EventType.NORMAL, EventReason.SUCCEEDED, message)
+        if cluster_body is not None:
+            await self._event(
+                cluster_body,
+                events.EventType.NORMAL,
+                EventReason.UPGRADE_SUCCEEDED,
+                f"{op} succeeded: {message}",
+            )
+        await self._release(op)
+        return op
+
+    async def _finish_failed(self, op: Operation, reason: str, message: str) -> Operation:
+        op = await self._write(op, lifecycle.failed(op, reason=reason, message=message, now=_now()))
+        await self._event(op.body, events.EventType.WARNING, EventReason.FAILED, message)
+        cluster_body = await self._read_cluster(op)
+        if cluster_body is not None:
+            await self._event(
+                cluster_body,
+                events.EventType.WARNING,
+                EventReason.UPGRADE_FAILED,
+                f"{op} failed: {message}",
+            )
+        await self._release(op)
+        return op
+
+    async def _record_spec(
+        self, op: Operation, spec_field: str, target: str
+    ) -> tuple[str | None, Mapping[str, Any] | None]:
+        """Move the cluster's spec forward to ``target``; (denial, cluster body)."""
+        for _ in range(5):
+            body = await self._read_cluster(op)
+            if body is None:
+                return f"TalosCluster {op.spec.cluster_ref.name} no longer exists", None
+            current = str((body.get("spec") or {}).get(spec_field, ""))
+            if not lifecycle.needs_spec_update(current=current, target=target):
+                return None, body
+            patch = {
+                "metadata": {"resourceVersion": body["metadata"]["resourceVersion"]},
+                "spec": {spec_field: target},
+            }
+            try:
+                written = await self._objects.patch_namespaced_custom_object(
+                    kinds.GROUP,
+                    kinds.VERSION,
+                    op.namespace,
+                    kinds.Plural.TALOS_CLUSTERS,
+                    op.spec.cluster_ref.name,
+                    patch,
+                    _content_type=MERGE_PATCH,  # type: ignore[call-arg]
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            except ApiException as error:
+                if error.status == 409:
+                    self.conflicts += 1
+                    continue
+                if error.status is not None and 400 <= error.status < 500:
+                    return _api_error(error), body
+                raise
+            return None, cast(Mapping[str, Any], written)
+        raise Conflict(f"TalosCluster {op.spec.cluster_ref.name} kept moving")
+
+    # --- the Job and what it needs ------------------------------------------------------
+
+    async def _manifest(
+        self, op: Operation, cluster: ClusterState, cluster_body: Mapping[str, Any]
+    ) -> tuple[jobs.JobManifest, str]:
+        settings = self.settings.executor
+        ref = jobs.OperationRef(
+            namespace=op.namespace,
+            name=op.name,
+            uid=op.uid,
+            cluster=op.spec.cluster_ref.name,
+            type=op.spec.type,
+        )
+        spec = cluster.spec
+        if op.spec.type is OperationType.CNI:
+            kubeconfig = None
+            if spec.kubeconfig_secret_ref is not None:
+                kubeconfig = await self._secret_mount(
+                    op,
+                    spec.kubeconfig_secret_ref.name,
+                    spec.kubeconfig_secret_ref.key or DEFAULT_KUBECONFIG_KEY,
+                    what="kubeconfig",
+                )
+            override = cluster.status.cni.image_override if cluster.status.cni else None
+            manifest = jobs.cilium_job(
+                operation=ref, kubeconfig=kubeconfig, image_override=override, settings=settings
+            )
+            detail = (
+                f"helm upgrade {settings.cilium_release} to chart {settings.cilium_chart_version}"
+            )
+            return manifest, detail
+        if spec.talosconfig_secret_ref is None:
+            raise _Unrunnable(
+                Reason.CREDENTIALS_UNUSABLE,
+                f"TalosCluster {cluster.name} names no talosconfigSecretRef, so talosctl has "
+                f"no credentials; set it and create the operation again",
+            )
+        talosconfig = await self._secret_mount(
+            op,
+            spec.talosconfig_secret_ref.name,
+            spec.talosconfig_secret_ref.key or DEFAULT_TALOSCONFIG_KEY,
+            what="talosconfig",
+        )
+        nodes = await self._nodes(op, cluster)
+        version = op.spec.version or ""
+        if op.spec.type is OperationType.TALOS:
+            if not nodes.nodes:
+                raise _Unrunnable(Reason.NO_NODES, _no_nodes(cluster, nodes))
+            manifest = jobs.talos_job(
+                operation=ref,
+                version=version,
+                nodes=nodes.nodes,
+                schematic=spec.schematic,
+                talosconfig=talosconfig,
+                settings=settings,
+            )
+            names = ", ".join(n.name for n in nodes.nodes)
+            installer = jobs.installer_image(
+                version=version, schematic=spec.schematic, settings=settings
+            )
+            detail = (
+                f"talosctl upgrade to {version} with {installer} on {len(nodes.nodes)} "
+                f"node(s), one at a time: {names}"
+            )
+            return manifest, detail
+        control_plane = nodes.control_plane
+        if not control_plane:
+            raise _Unrunnable(Reason.NO_NODES, _no_nodes(cluster, nodes, control_plane=True))
+        manifest = jobs.kubernetes_job(
+            operation=ref,
+            version=version,
+            talos=spec.talos_version,
+            control_plane=control_plane[0],
+            talosconfig=talosconfig,
+            settings=settings,
+        )
+        return manifest, f"talosctl upgrade-k8s --to {version} through {control_plane[0].name}"
+
+    async def _secret_mount(
+        self, op: Operation, name: str, key: str, *, what: str
+    ) -> jobs.SecretMount:
+        try:
+            await read_secret_key(self.api, namespace=op.namespace, name=name, key=key)
+        except KubeconfigError as error:
+            raise _Unrunnable(
+                Reason.CREDENTIALS_UNUSABLE, f"the {what} cannot be mounted: {error}"
+            ) from error
+        return jobs.SecretMount(secret=name, key=key)
+
+    async def _nodes(self, op: Operation, cluster: ClusterState) -> jobs.NodeList:
+        ref = cluster.spec.kubeconfig_secret_ref
+        workload = self.api
+        own = True
+        try:
+            if ref is not None:
+                key = ref.key or DEFAULT_KUBECONFIG_KEY
+                value = await read_secret_key(
+                    self.api, namespace=op.namespace, name=ref.name, key=key
+                )
+                workload = await client_from_kubeconfig(
+                    value.value, origin=f"key {key!r} of Secret {op.namespace}/{ref.name}"
+                )
+                own = False
+        except KubeconfigError as error:
+            raise _Unrunnable(Reason.CREDENTIALS_UNUSABLE, str(error)) from error
+        try:
+            listed = await client.CoreV1Api(workload).list_node(_request_timeout=REQUEST_TIMEOUT)
+            items = _raw(workload, listed).get("items") or []
+        except (ApiException, *_TRANSIENT) as error:
+            raise Transient(
+                f"the Nodes of the workload cluster of {cluster.name} cannot be read ({error}); "
+                f"the operation waits and tries again"
+            ) from error
+        finally:
+            if not own:
+                await workload.close()
+        return jobs.target_nodes(items)
+
+    async def _read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
+        try:
+            job = await self._batch.read_namespaced_job(
+                name, namespace, _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return _raw(self.api, job)
+
+    async def _pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
+        try:
+            listed = await self._core.list_namespaced_pod(
+                namespace, label_selector=f"job-name={job}", _request_timeout=REQUEST_TIMEOUT
+            )
+        except ApiException as error:
+            logger.info("pods of Job %s/%s not read: %s", namespace, job, error)
+            return []
+        return list(_raw(self.api, listed).get("items") or [])
+
+    async def _read_cluster(self, op: Operation) -> dict[str, Any] | None:
+        try:
+            body = await self._objects.get_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                op.namespace,
+                kinds.Plural.TALOS_CLUSTERS,
+                op.spec.cluster_ref.name,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return cast(dict[str, Any], body)
+
+    # --- writes ---------------------------------------------------------------------------
+
+    async def _write(self, op: Operation, status: TalosOperationStatus) -> Operation:
+        """Write the status difference, guarded by the resourceVersion it came from."""
+        patch = merge_patch(op.raw_status, status.to_api())
+        if not patch:
+            return op
+        if self.before_write is not None:
+            await self.before_write(op)
+        body = {"metadata": {"resourceVersion": op.resource_version}, "status": patch}
+        try:
+            written = await self._objects.patch_namespaced_custom_object_status(
+                kinds.GROUP,
+                kinds.VERSION,
+                op.namespace,
+                kinds.Plural.TALOS_OPERATIONS,
+                op.name,
+                body,
+                _content_type=MERGE_PATCH,  # type: ignore[call-arg]
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except ApiException as error:
+            if error.status == 409:
+                raise Conflict(f"{op} moved before its status was written") from error
+            if error.status == 404:
+                raise Conflict(f"{op} is gone") from error
+            raise
+        return Operation.from_body(written)
+
+    async def _patch_meta(self, op: Operation, finalizers: list[str]) -> Operation:
+        body = {"metadata": {"resourceVersion": op.resource_version, "finalizers": finalizers}}
+        try:
+            written = await self._objects.patch_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                op.namespace,
+                kinds.Plural.TALOS_OPERATIONS,
+                op.name,
+                body,
+                _content_type=MERGE_PATCH,  # type: ignore[call-arg]
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except ApiException as error:
+            if error.status in (404, 409):
+                raise Conflict(f"{op} moved before its finalizers were written") from error
+            raise
+        return Operation.from_body(written)
+
+    async def _add_finalizer(self, op: Operation) -> Operation:
+        if lifecycle.FINALIZER in op.finalizers:
+            return op
+        return await self._patch_meta(op, [*op.finalizers, lifecycle.FINALIZER])
+
+    async def _release(self, op: Operation) -> None:
+        """Drop the finalizer; for an operation being deleted while Running, stop its Job."""
+        if lifecycle.FINALIZER not in op.finalizers:
+            return
+        if op.deleting and op.phase is Phase.RUNNING:
+            name = op.status.job_name or jobs.job_name(
+                operation=op.name, uid=op.uid, type_=op.spec.type
+            )
+            try:
+                await self._batch.delete_namespaced_job(
+                    name,
+                    op.namespace,
+                    propagation_policy="Background",
+                    _request_timeout=REQUEST_TIMEOUT,
+                )
+            except ApiException as error:
+                if error.status != 404:
+                    raise
+            message = (
+                f"{op} was deleted while Running: its Job {name} is stopped (a node in the "
+                f"middle of its upgrade finishes it on its own); the TalosCluster spec is "
+                f"unchanged"
+            )
+            cluster_body = await self._read_cluster(op)
+            if cluster_body is not None:
+                await self._event(
+                    cluster_body, events.EventType.WARNING, EventReason.STOPPED, message
+                )
+        await self._patch_meta(op, [f for f in op.finalizers if f != lifecycle.FINALIZER])
+
+    async def _event(
+        self, body: Mapping[str, Any], type_: events.EventType, reason: str, message: str
+    ) -> None:
+        involved = events.reference(body)
+        try:
+            await events.emit(self.api, involved, type_=type_, reason=reason, message=message)
+        except (ApiException, *_TRANSIENT) as error:
+            logger.warning("event %s on %s not posted: %s", reason, involved.get("name"), error)
+
+
+class _Unrunnable(Exception):
+    """The operation cannot run as the cluster is set up (not a version rule)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def _owned_by(job: Mapping[str, Any], op: Operation) -> bool:
+    owners = (job.get("metadata") or {}).get("ownerReferences") or ()
+    return any(owner.get("uid") == op.uid for owner in owners)
+
+
+def _no_nodes(cluster: ClusterState, nodes: jobs.NodeList, *, control_plane: bool = False) -> str:
+    what = "control plane Node" if control_plane else "Node"
+    message = f"the workload cluster of TalosCluster {cluster.name} shows no {what} to upgrade"
+    if nodes.unaddressable:
+        message += f" with an address ({', '.join(nodes.unaddressable)} have none)"
+    return message
+
+
+# --- kopf wiring ------------------------------------------------------------------------
+
+
+async def start(memo: kopf.Memo, **_: Any) -> None:
+    given = memo.get(SETTINGS)
+    controller = OperationController(
+        api=await operator_client(),
+        settings=given if isinstance(given, OperationSettings) else OperationSettings.from_env(),
+    )
+    controller.start()
+    memo[CONTROLLER] = controller
+
+
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    controller = memo.get(CONTROLLER)
+    if isinstance(controller, OperationController):
+        await controller.stop()
+        await controller.api.close()
+
+
+async def operation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    controller = memo.get(CONTROLLER)
+    if isinstance(controller, OperationController):
+        controller.operation_event(event["object"])
+
+
+async def job_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    controller = memo.get(CONTROLLER)
+    if isinstance(controller, OperationController):
+        controller.job_event(event["object"])
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    """Put the executor's handlers into ``registry`` (the operator calls it on import)."""
+    kopf.on.startup(id="operations-start", registry=registry)(start)
+    kopf.on.cleanup(id="operations-stop", registry=registry)(stop)
+    kopf.on.event(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.TALOS_OPERATIONS,
+        id="operation-event",
+        registry=registry,
+    )(operation_event)
+    kopf.on.event(
+        "batch",
+        "v1",
+        "jobs",
+        id="operation-job-event",
+        labels={jobs.MANAGED_BY_LABEL: jobs.MANAGED_BY},
+        registry=registry,
+    )(job_event)
