@@ -5,11 +5,15 @@ These talk HTTP directly (no lister), so they prove the environment, not our cli
 
 from __future__ import annotations
 
+import socket
+from pathlib import Path
+
 import aiohttp
 import pytest
 from yarl import URL
 
 from ichor.registry import headers
+from ichor.testing import binaries
 from ichor.testing import registry as test_registry
 
 pytestmark = pytest.mark.component
@@ -101,3 +105,26 @@ async def test_tags_come_in_pages_through_the_link_header(
     assert listed == sorted(seeded)
     assert "v1.14.3" in listed
     assert "1.14.3" in listed
+
+
+def test_a_registry_not_built_fails_naming_make_testenv(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ICHOR_TESTENV", str(tmp_path))
+    with pytest.raises(binaries.MissingBinaryError, match=r"registry is not built.*make testenv"):
+        test_registry.LocalRegistry(workdir=tmp_path / "registry")
+
+
+def test_stop_makes_the_registry_unreachable_and_start_brings_back_its_tags(
+    running_registry: test_registry.LocalRegistry, installer: tuple[str, list[str]]
+) -> None:
+    port = running_registry.port
+    running_registry.stop()
+    with (
+        pytest.raises(ConnectionRefusedError),
+        socket.create_connection(("127.0.0.1", port), timeout=1),
+    ):
+        pass
+    running_registry.start()
+    assert running_registry.port == port
+    running_registry.seed("test/after-restart", ["v1.0.0"])
