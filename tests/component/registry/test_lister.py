@@ -298,3 +298,26 @@ async def test_more_tags_than_the_cap_are_refused_not_cut(
     async with TagLister(limits=Limits(page_size=100, max_tags=1000)) as lister:
         with pytest.raises(TooManyTags, match=r"more than 1000 tags \(the cap\) after 11 pages"):
             await lister.list_tags(registry.reference(name))
+
+
+@pytest.mark.parametrize(
+    ("credentials", "message", "requests"),
+    [
+        (None, "asks for a user and password and none were given", 1),
+        (Credentials(username="mirror", password="secret"), "and refused the ones given", 2),
+    ],
+)
+async def test_a_registry_asking_for_basic_auth_gets_the_credentials_once(
+    installer: tuple[str, list[str]],
+    fault_proxy: faultproxy.FaultProxy,
+    lister: TagLister,
+    credentials: Credentials | None,
+    message: str,
+    requests: int,
+) -> None:
+    name, _ = installer
+    basic = {"WWW-Authenticate": 'Basic realm="mirror"'}
+    fault_proxy.set_faults(Fault(kind=FaultKind.STATUS, status=401, headers=basic))
+    with pytest.raises(AccessRefused, match=message):
+        await lister.list_tags(fault_proxy.reference(name), credentials=credentials)
+    assert fault_proxy.requests == requests
