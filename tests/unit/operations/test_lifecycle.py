@@ -1,0 +1,359 @@
+"""The operation lifecycle, without a cluster: order, the rule at execution, Job outcomes
+and the status of each step."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from ichor.api.conditions import ConditionStatus, OperationReason
+from ichor.api.talosoperation import Phase
+from ichor.controller import lifecycle
+from ichor.controller.lifecycle import ClusterState, JobState, Operation, Reason
+from ichor.release.pinned import PINNED
+from ichor.release.refusals import Rule
+
+NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
+LATER = datetime(2026, 12, 3, 8, 5, tzinfo=UTC)
+
+
+def operation(
+    name: str = "op",
+    *,
+    type_: str = "talos",
+    version: str | None = "v1.14.4",
+    override: bool = False,
+    created: str = "2026-12-03T08:00:00Z",
+    status: dict[str, Any] | None = None,
+    cni: dict[str, Any] | None = None,
+    deleting: bool = False,
+) -> Operation:
+    spec: dict[str, Any] = {"clusterRef": {"name": "prod"}, "type": type_, "override": override}
+    if version is not None:
+        spec["version"] = version
+    if cni is not None:
+        spec["cni"] = cni
+    meta: dict[str, Any] = {
+        "name": name,
+        "namespace": "team-a",
+        "uid": f"uid-{name}",
+        "creationTimestamp": created,
+        "generation": 1,
+        "resourceVersion": "7",
+    }
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-03T08:10:00Z"
+    return Operation.from_body({"metadata": meta, "spec": spec, "status": status or {}})
+
+
+def cluster(
+    *,
+    talos: str = "v1.14.3",
+    kubernetes: str = "v1.36.6",
+    observed: dict[str, Any] | None = None,
+    cni: dict[str, Any] | None = None,
+) -> ClusterState:
+    status: dict[str, Any] = dict(observed or {})
+    if cni is not None:
+        status["cni"] = cni
+    return ClusterState.from_body(
+        {
+            "metadata": {"name": "prod"},
+            "spec": {
+                "talosVersion": talos,
+                "kubernetesVersion": kubernetes,
+                "versionContract": "v1.14",
+            },
+            "status": status,
+        }
+    )
+
+
+CILIUM_119 = {"detected": "cilium", "detectedVersion": "1.19.10"}
+
+
+def test_run_order_is_oldest_first_and_leaves_out_the_finished_and_the_deleted() -> None:
+    ops = [
+        operation("c", created="2026-12-03T08:02:00Z"),
+        operation("done", created="2026-12-03T07:00:00Z", status={"phase": "Succeeded"}),
+        operation("b", created="2026-12-03T08:01:00Z"),
+        operation("a2", created="2026-12-03T08:01:00Z"),
+        operation("gone", created="2026-12-03T07:30:00Z", deleting=True),
+        operation("failed", created="2026-12-03T07:10:00Z", status={"phase": "Failed"}),
+    ]
+    assert [op.name for op in lifecycle.run_order(ops)] == ["a2", "b", "c"]
+
+
+@pytest.mark.parametrize(
+    ("ahead_status", "state"),
+    [({"phase": "Running"}, "Running"), ({}, "created earlier, not yet started")],
+)
+def test_a_waiting_operation_names_the_one_ahead(ahead_status: dict[str, Any], state: str) -> None:
+    message = lifecycle.waiting_message(
+        operation("second"), ahead=operation("first", status=ahead_status)
+    )
+    assert "TalosOperation team-a/first" in message
+    assert state in message
+    assert "one operation runs per TalosCluster team-a/prod" in message
+
+
+@pytest.mark.parametrize(
+    ("op", "state", "rule"),
+    [
+        # plan-time valid, still valid
+        (operation(), cluster(), None),
+        (operation(type_="kubernetes", version="v1.37.1"), cluster(), None),
+        (operation(type_="cni", version=None), cluster(cni=CILIUM_119), None),
+        # the cluster moved between the plan and the run
+        (operation(version="v1.14.4"), cluster(talos="v1.14.5"), Rule.NOT_NEWER),
+        (
+            operation(type_="kubernetes", version="v1.37.1"),
+            cluster(kubernetes="v1.37.2"),
+            Rule.NOT_NEWER,
+        ),
+        (
+            operation(type_="kubernetes", version="v1.37.1"),
+            cluster(kubernetes="v1.35.0"),
+            Rule.KUBERNETES_SKEW,
+        ),
+        # what the nodes run, when it differs from the spec
+        (operation(), cluster(observed={"kubernetesVersion": "v1.32.4"}), Rule.TALOS_KUBERNETES),
+        (operation(), cluster(observed={"talosVersion": "v1.11.5"}), Rule.TALOS_PATH),
+        (
+            operation(type_="kubernetes", version="v1.37.1"),
+            cluster(observed={"kubernetesVersion": "v1.35.3"}),
+            Rule.KUBERNETES_SKEW,
+        ),
+        # unreadable observations are not judged
+        (operation(), cluster(observed={"talosVersion": "garbage"}), None),
+        # cni: the chart already runs, a version or an image patch named
+        (
+            operation(type_="cni", version=None),
+            cluster(cni={"detected": "cilium", "detectedVersion": PINNED.cilium_chart}),
+            Rule.NOT_NEWER,
+        ),
+        (
+            operation(type_="cni", version=None, cni={"imageVersion": "1.20.5"}),
+            cluster(cni=CILIUM_119),
+            Rule.CNI_VERSION,
+        ),
+        (operation(type_="cni", version="v1.20.5"), cluster(cni=CILIUM_119), Rule.CNI_VERSION),
+        # the Kubernetes step meets the running Cilium
+        (
+            operation(type_="kubernetes", version="v1.37.1"),
+            cluster(cni={"detected": "cilium", "detectedVersion": "1.20.4"}),
+            Rule.CILIUM_KUBERNETES,
+        ),
+    ],
+)
+def test_the_target_rule_is_checked_again_at_execution(
+    op: Operation, state: ClusterState, rule: Rule | None
+) -> None:
+    refusal = lifecycle.check_execution(op, state)
+    assert (refusal.rule if refusal else None) == rule, refusal
+
+
+def test_a_cni_operation_with_an_image_patch_is_refused_with_the_adrs_message() -> None:
+    op = operation(type_="cni", version=None, cni={"imageVersion": "1.20.5"})
+    refusal = lifecycle.check_execution(op, cluster(cni=CILIUM_119))
+    assert refusal is not None
+    assert not refusal.overridable
+    assert "'1.20.5' given" in refusal.message
+    assert "delete it and run `ichor cni upgrade` again" in refusal.message
+
+
+@pytest.mark.parametrize("override", [False, True])
+def test_an_overridable_refusal_runs_only_under_override(override: bool) -> None:
+    op = operation(override=override)
+    refusal = lifecycle.check_execution(op, cluster(observed={"kubernetesVersion": "v1.32.4"}))
+    assert refusal is not None
+    assert refusal.overridable
+    decision = lifecycle.decide(refusal, override=override)
+    assert decision.runs is override
+    if override:
+        assert decision.passed == refusal
+    else:
+        assert "override: true" in lifecycle.refusal_message(refusal, override=False)
+
+
+@pytest.mark.parametrize("override", [False, True])
+def test_a_never_overridable_refusal_stands_under_override(override: bool) -> None:
+    refusal = lifecycle.check_execution(operation(override=override), cluster(talos="v1.14.5"))
+    assert refusal is not None
+    assert not lifecycle.decide(refusal, override=override).runs
+
+
+def job(*conditions: tuple[str, str, str, str]) -> dict[str, Any]:
+    return {
+        "status": {
+            "conditions": [
+                {"type": t, "status": s, "reason": r, "message": m} for t, s, r, m in conditions
+            ]
+        }
+    }
+
+
+def pod(*inits: dict[str, Any], main: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "status": {
+            "initContainerStatuses": list(inits),
+            "containerStatuses": [main] if main else [],
+        }
+    }
+
+
+def test_job_outcome_running_reports_the_step() -> None:
+    done = {"name": "upgrade-000", "state": {"terminated": {"exitCode": 0}}}
+    now = {"name": "upgrade-001", "state": {"running": {}}}
+    outcome = lifecycle.job_outcome(job(), [pod(done, now)])
+    assert outcome.state is JobState.RUNNING
+    assert outcome.message == "step 2 of 2 (upgrade-001) runs"
+    assert lifecycle.job_outcome(job()).message == ""
+
+
+def test_job_outcome_success() -> None:
+    outcome = lifecycle.job_outcome(
+        job(
+            ("SuccessCriteriaMet", "True", "CompletionsReached", ""),
+            ("Complete", "True", "CompletionsReached", ""),
+        )
+    )
+    assert outcome.state is JobState.SUCCEEDED
+
+
+def test_job_outcome_failure_carries_the_jobs_reason_and_the_failed_containers_log() -> None:
+    failed = {
+        "name": "upgrade-001",
+        "state": {
+            "terminated": {
+                "exitCode": 1,
+                "reason": "Error",
+                "message": "line 1\nline 2\nerror: rpc error: node 10.0.0.2 refused the upgrade\n",
+            }
+        },
+    }
+    outcome = lifecycle.job_outcome(
+        job(
+            (
+                "FailureTarget",
+                "True",
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit",
+            ),
+            (
+                "Failed",
+                "True",
+                "BackoffLimitExceeded",
+                "Job has reached the specified backoff limit",
+            ),
+        ),
+        [pod({"name": "upgrade-000", "state": {"terminated": {"exitCode": 0}}}, failed)],
+    )
+    assert outcome.state is JobState.FAILED
+    assert outcome.reason == "BackoffLimitExceeded"
+    assert outcome.message == (
+        "the Job failed (BackoffLimitExceeded); Job has reached the specified backoff limit; "
+        "container upgrade-001 exited 1 (Error): line 1 | line 2 | "
+        "error: rpc error: node 10.0.0.2 refused the upgrade"
+    )
+
+
+def test_job_outcome_failure_without_pods_still_says_why() -> None:
+    outcome = lifecycle.job_outcome(
+        job(("Failed", "True", "DeadlineExceeded", "Job was active longer than specified deadline"))
+    )
+    assert outcome.state is JobState.FAILED
+    assert outcome.message == (
+        "the Job failed (DeadlineExceeded); Job was active longer than specified deadline"
+    )
+
+
+def conditions_of(status: Any) -> dict[str, tuple[ConditionStatus, str]]:
+    return {c.type: (c.status, c.reason) for c in status.conditions}
+
+
+def test_the_lifecycle_moves_pending_running_succeeded_with_times_and_conditions() -> None:
+    op = operation()
+    waiting = lifecycle.pending(op, reason=Reason.WAITING, message="waits", now=NOW)
+    assert waiting.phase is Phase.PENDING
+    assert conditions_of(waiting) == {"Accepted": (ConditionStatus.UNKNOWN, "Waiting")}
+
+    op = operation(status=waiting.to_api())
+    claimed = lifecycle.running(
+        op,
+        job_name="ichor-talos-op-1",
+        decision=lifecycle.Decision(),
+        job_created=False,
+        message="creating",
+        now=NOW,
+    )
+    assert claimed.phase is Phase.RUNNING
+    assert claimed.started_at == NOW
+    assert claimed.job_name == "ichor-talos-op-1"
+    assert conditions_of(claimed) == {
+        "Accepted": (ConditionStatus.TRUE, OperationReason.ACCEPTED),
+        "Complete": (ConditionStatus.FALSE, Reason.JOB_CREATING),
+    }
+
+    op = operation(status=claimed.to_api())
+    runs = lifecycle.running(
+        op,
+        job_name="ichor-talos-op-1",
+        decision=lifecycle.Decision(),
+        job_created=True,
+        message="runs",
+        now=LATER,
+    )
+    assert runs.started_at == NOW
+    assert conditions_of(runs)["Complete"] == (ConditionStatus.FALSE, OperationReason.JOB_RUNNING)
+
+    op = operation(status=runs.to_api())
+    done = lifecycle.succeeded(op, message="ok", now=LATER)
+    assert done.phase is Phase.SUCCEEDED
+    assert (done.started_at, done.finished_at) == (NOW, LATER)
+    assert conditions_of(done)["Complete"] == (ConditionStatus.TRUE, OperationReason.JOB_SUCCEEDED)
+
+
+def test_an_override_is_named_in_the_accepted_condition() -> None:
+    refusal = lifecycle.check_execution(
+        operation(override=True), cluster(observed={"kubernetesVersion": "v1.32.4"})
+    )
+    decision = lifecycle.decide(refusal, override=True)
+    status = lifecycle.running(
+        operation(override=True),
+        job_name="j",
+        decision=decision,
+        job_created=False,
+        message="m",
+        now=NOW,
+    )
+    (accepted,) = [c for c in status.conditions if c.type == "Accepted"]
+    assert accepted.reason == OperationReason.OVERRIDDEN
+    assert "TalosKubernetes" in accepted.message
+
+
+def test_a_refusal_fails_with_a_condition_naming_the_rule() -> None:
+    status = lifecycle.failed(
+        operation(), reason=Rule.NOT_NEWER, message="refused", now=NOW, refused=True
+    )
+    assert status.phase is Phase.FAILED
+    assert status.finished_at == NOW
+    assert conditions_of(status) == {
+        "Accepted": (ConditionStatus.FALSE, "NotNewer"),
+        "Complete": (ConditionStatus.TRUE, OperationReason.REFUSED),
+    }
+
+
+@pytest.mark.parametrize(
+    ("current", "target", "moves"),
+    [
+        ("v1.14.3", "v1.14.4", True),
+        ("v1.14.4", "v1.14.4", False),
+        ("v1.14.5", "v1.14.4", False),
+        ("junk", "v1.14.4", True),
+    ],
+)
+def test_the_spec_only_moves_forward(current: str, target: str, moves: bool) -> None:
+    assert lifecycle.needs_spec_update(current=current, target=target) is moves
