@@ -349,6 +349,7 @@ class LocalRegistry:
         self._runner: web.AppRunner | None = None
         self._session: aiohttp.ClientSession | None = None
         self._seeded: set[str] = set()
+        self._started = False
 
     # -- addresses ---------------------------------------------------------------
 
@@ -395,11 +396,27 @@ class LocalRegistry:
         return json.dumps(config, indent=2)  # JSON is YAML
 
     def start(self, *, timeout: float = 20.0) -> None:
-        """Start the token server (once) and the registry; return when /v2/ answers 401."""
+        """Start the token server (once) and the registry; return when /v2/ answers 401.
+
+        The first start moves to another free port if its port was taken meanwhile; a
+        restart after ``stop()`` keeps its port (clients hold references to it).
+        """
         if self._runner is None:
             self._runner, self.tokens.port = self._loop.run(self._loop.serve(self.tokens.app()))
         if self._process is not None and self._process.poll() is None:
             return
+        for attempt in range(3):
+            try:
+                self._spawn(timeout)
+            except RegistryError as error:
+                if self._started or attempt == 2 or "address already in use" not in str(error):
+                    raise
+                self.port = free_port()
+            else:
+                self._started = True
+                return
+
+    def _spawn(self, timeout: float) -> None:
         config = self.workdir / "config.yml"
         config.write_text(self._config())
         env = {
