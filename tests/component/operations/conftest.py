@@ -1,0 +1,481 @@
+"""The executors in-process against the real test API server.
+
+kopf runs the TalosOperation executors and the TalosCluster controller in the test's
+event loop, as the operator does. The workload cluster of a TalosCluster without a
+kubeconfig Secret is the API server itself, so the test plays it with Node objects
+(addresses, the control-plane label, Talos and kubelet versions). No kubelet or Job
+controller runs: the test plays a Job's outcome by writing the Job's status (and its
+pod's container statuses) the way the Job controller and the kubelet would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+import kopf
+import pytest
+import pytest_asyncio
+from kubernetes_asyncio import client, watch
+from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ichor.api import kinds
+from ichor.controller import handlers as cluster_handlers
+from ichor.controller import jobs, operations
+from ichor.controller.clusters import ControllerSettings
+from ichor.testing import controlplane
+
+CRDS = Path(__file__).resolve().parents[3] / "crds"
+FAST_CLUSTERS = ControllerSettings(
+    observe_interval=1.0, backoff_initial=0.5, backoff_max=2.0, observe_timeout=5.0, workers=4
+)
+FAST = operations.OperationSettings(resync_interval=2.0, retry_delay=0.5, workers=4)
+MERGE = "application/merge-patch+json"
+
+T = TypeVar("T")
+
+
+async def eventually(
+    probe: Callable[[], Awaitable[T]],
+    check: Callable[[T], bool],
+    *,
+    within: float = 20.0,
+    what: str = "the expected state",
+) -> T:
+    """Poll ``probe`` until ``check`` holds; fail with the last value seen."""
+    deadline = time.monotonic() + within
+    value = await probe()
+    while not check(value):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {within} s; last: {value!r}")
+        await asyncio.sleep(0.1)
+        value = await probe()
+    return value
+
+
+@pytest.fixture(scope="session")
+def operation_crds(control_plane: controlplane.ControlPlane) -> None:
+    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
+    for kind in kinds.Kind:
+        control_plane.kubectl(
+            "wait", "--for=condition=Established", f"crd/{kinds.crd_name(kind)}", "--timeout=60s"
+        )
+
+
+@pytest.fixture(scope="session")
+def admin_kubeconfig(control_plane: controlplane.ControlPlane) -> Iterator[Path]:
+    """kopf's login and the controllers' clients read ``$KUBECONFIG``."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KUBECONFIG", str(control_plane.kubeconfig))
+        patch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        yield control_plane.kubeconfig
+
+
+class Operator:
+    """A kopf run with the TalosCluster controller and the executors, in this loop."""
+
+    def __init__(self, settings: operations.OperationSettings = FAST) -> None:
+        self.registry = kopf.OperatorRegistry()
+        cluster_handlers.register(self.registry)
+        operations.register(self.registry)
+        self.memo = kopf.Memo()
+        self.memo[cluster_handlers.SETTINGS] = FAST_CLUSTERS
+        self.memo[operations.SETTINGS] = settings
+        self.stop_flag = asyncio.Event()
+        self.ready_flag = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    async def start(self) -> Operator:
+        self.task = asyncio.create_task(
+            kopf.operator(
+                registry=self.registry,
+                clusterwide=True,
+                standalone=True,
+                memo=self.memo,
+                stop_flag=self.stop_flag,
+                ready_flag=self.ready_flag,
+            )
+        )
+        await asyncio.wait_for(self.ready_flag.wait(), timeout=30)
+        return self
+
+    @property
+    def executor(self) -> operations.OperationController:
+        found = self.memo[operations.CONTROLLER]
+        assert isinstance(found, operations.OperationController)
+        return found
+
+    async def stop(self) -> None:
+        self.stop_flag.set()
+        if self.task is not None:
+            await asyncio.wait_for(self.task, timeout=30)
+            self.task = None
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def operator(operation_crds: None, admin_kubeconfig: Path) -> AsyncIterator[Operator]:
+    running = await Operator().start()
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+async def _ignore_missing(call: Awaitable[Any]) -> None:
+    try:
+        await call
+    except ApiException as error:
+        if error.status != 404:
+            raise
+
+
+def _node_info(*, talos: str, kubelet: str) -> dict[str, str]:
+    return {
+        "osImage": f"Talos ({talos})",
+        "kubeletVersion": kubelet,
+        "kubeProxyVersion": "",
+        "machineID": "m",
+        "systemUUID": "s",
+        "bootID": "b",
+        "kernelVersion": "6.12.0-talos",
+        "containerRuntimeVersion": "containerd://2.1.0",
+        "operatingSystem": "linux",
+        "architecture": "amd64",
+    }
+
+
+class Workload:
+    """The workload cluster's Nodes (cluster-scoped, so removed after each test)."""
+
+    def __init__(self, api: ApiClient) -> None:
+        self.core = client.CoreV1Api(api)
+        self.nodes: set[str] = set()
+
+    async def add_node(
+        self,
+        name: str,
+        *,
+        address: str,
+        control_plane: bool = False,
+        talos: str = "v1.14.3",
+        kubelet: str = "v1.36.6",
+    ) -> None:
+        labels = {jobs.CONTROL_PLANE_LABEL: ""} if control_plane else {}
+        body = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}
+        await self.core.create_node(body)  # type: ignore[arg-type]
+        self.nodes.add(name)
+        status = {
+            "addresses": [
+                {"type": "InternalIP", "address": address},
+                {"type": "Hostname", "address": name},
+            ],
+            "nodeInfo": _node_info(talos=talos, kubelet=kubelet),
+        }
+        await self.core.patch_node_status(name, {"status": status})
+
+    async def clean(self) -> None:
+        for name in self.nodes:
+            await _ignore_missing(self.core.delete_node(name))
+        self.nodes.clear()
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def workload(kube_api: ApiClient) -> AsyncIterator[Workload]:
+    """Three nodes: two control plane, one worker, on the pinned Talos and Kubernetes."""
+    made = Workload(kube_api)
+    for node in (await made.core.list_node()).items:
+        await _ignore_missing(made.core.delete_node(node.metadata.name))
+    await made.add_node("ops-worker-1", address="10.0.0.11")
+    await made.add_node("ops-cp-2", address="10.0.0.2", control_plane=True)
+    await made.add_node("ops-cp-1", address="10.0.0.1", control_plane=True)
+    try:
+        yield made
+    finally:
+        await made.clean()
+
+
+def _rfc3339(moment: datetime | None = None) -> str:
+    return (moment or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Objects:
+    """The test's TalosClusters, TalosOperations, Jobs and Events in its namespace."""
+
+    def __init__(self, api: ApiClient, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.custom = client.CustomObjectsApi(api)
+        self.batch = client.BatchV1Api(api)
+        self.core = client.CoreV1Api(api)
+
+    async def create_cluster(self, name: str = "prod", **spec: Any) -> dict[str, Any]:
+        secret = {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": f"{name}-talosconfig"},
+            "data": {"talosconfig": base64.b64encode(b"context: test\n").decode()},
+        }
+        await self.core.create_namespaced_secret(self.namespace, secret)  # type: ignore[arg-type]
+        body = {
+            "apiVersion": kinds.API_VERSION,
+            "kind": kinds.Kind.TALOS_CLUSTER,
+            "metadata": {"name": name},
+            "spec": {
+                "talosVersion": "v1.14.3",
+                "kubernetesVersion": "v1.36.6",
+                "versionContract": "v1.14",
+                "talosconfigSecretRef": {"name": f"{name}-talosconfig"},
+                **spec,
+            },
+        }
+        created: dict[str, Any] = await self.custom.create_namespaced_custom_object(
+            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, body
+        )
+        return created
+
+    async def cluster(self, name: str = "prod") -> dict[str, Any]:
+        found: dict[str, Any] = await self.custom.get_namespaced_custom_object(
+            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, name
+        )
+        return found
+
+    async def patch_cluster_spec(self, spec: dict[str, Any], name: str = "prod") -> None:
+        await self.custom.patch_namespaced_custom_object(
+            kinds.GROUP,
+            kinds.VERSION,
+            self.namespace,
+            kinds.Plural.TALOS_CLUSTERS,
+            name,
+            {"spec": spec},
+            _content_type=MERGE,  # type: ignore[call-arg]
+        )
+
+    async def create_operation(
+        self,
+        name: str,
+        type_: str,
+        version: str | None = None,
+        *,
+        cluster: str = "prod",
+        override: bool = False,
+    ) -> dict[str, Any]:
+        spec: dict[str, Any] = {"clusterRef": {"name": cluster}, "type": type_}
+        if version is not None:
+            spec["version"] = version
+        if override:
+            spec["override"] = True
+        body = {
+            "apiVersion": kinds.API_VERSION,
+            "kind": kinds.Kind.TALOS_OPERATION,
+            "metadata": {"name": name},
+            "spec": spec,
+        }
+        created: dict[str, Any] = await self.custom.create_namespaced_custom_object(
+            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_OPERATIONS, body
+        )
+        return created
+
+    async def operation(self, name: str) -> dict[str, Any]:
+        found: dict[str, Any] = await self.custom.get_namespaced_custom_object(
+            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_OPERATIONS, name
+        )
+        return found
+
+    async def operation_or_none(self, name: str) -> dict[str, Any] | None:
+        try:
+            return await self.operation(name)
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    async def delete_operation(self, name: str) -> None:
+        await self.custom.delete_namespaced_custom_object(
+            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_OPERATIONS, name
+        )
+
+    async def jobs(self) -> list[dict[str, Any]]:
+        listed = await self.batch.list_namespaced_job(self.namespace)
+        items: list[dict[str, Any]] = self.api.sanitize_for_serialization(listed)["items"]
+        return items
+
+    async def job(self, name: str) -> dict[str, Any]:
+        found = await self.batch.read_namespaced_job(name, self.namespace)
+        body: dict[str, Any] = self.api.sanitize_for_serialization(found)
+        return body
+
+    async def play_job(self, name: str, *, succeeded: bool, message: str = "") -> None:
+        """Write the Job's status as the Job controller does when its pod ends."""
+        start = _rfc3339()
+        await self.batch.patch_namespaced_job_status(
+            name, self.namespace, {"status": {"startTime": start, "active": 1, "ready": 0}}
+        )
+        now = _rfc3339()
+        if succeeded:
+            status = {
+                "active": 0,
+                "ready": 0,
+                "terminating": 0,
+                "succeeded": 1,
+                "completionTime": now,
+                "conditions": [
+                    _job_condition(
+                        "SuccessCriteriaMet",
+                        "CompletionsReached",
+                        "Reached expected number of succeeded pods",
+                        now,
+                    ),
+                    _job_condition(
+                        "Complete",
+                        "CompletionsReached",
+                        "Reached expected number of succeeded pods",
+                        now,
+                    ),
+                ],
+                "uncountedTerminatedPods": {},
+            }
+        else:
+            text = message or "Job has reached the specified backoff limit"
+            status = {
+                "active": 0,
+                "ready": 0,
+                "terminating": 0,
+                "failed": 1,
+                "conditions": [
+                    _job_condition("FailureTarget", "BackoffLimitExceeded", text, now),
+                    _job_condition("Failed", "BackoffLimitExceeded", text, now),
+                ],
+                "uncountedTerminatedPods": {},
+            }
+        await self.batch.patch_namespaced_job_status(name, self.namespace, {"status": status})
+
+    async def play_failed_pod(self, job: str, *, container: str, log: str) -> None:
+        """The Job's pod with ``container`` terminated in error, as the kubelet reports it."""
+        body = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"{job}-x1", "labels": {"job-name": job}},
+            "spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "versions", "image": "example.invalid/talosctl"}],
+            },
+        }
+        await self.core.create_namespaced_pod(self.namespace, body)  # type: ignore[arg-type]
+        now = _rfc3339()
+        status = {
+            "phase": "Failed",
+            "initContainerStatuses": [
+                {
+                    "name": container,
+                    "image": "example.invalid/talosctl",
+                    "imageID": "",
+                    "ready": False,
+                    "restartCount": 0,
+                    "state": {
+                        "terminated": {
+                            "exitCode": 1,
+                            "reason": "Error",
+                            "message": log,
+                            "startedAt": now,
+                            "finishedAt": now,
+                        }
+                    },
+                }
+            ],
+        }
+        await self.core.patch_namespaced_pod_status(f"{job}-x1", self.namespace, {"status": status})
+
+    async def events(self, name: str) -> list[dict[str, Any]]:
+        listed = await self.core.list_namespaced_event(
+            self.namespace, field_selector=f"involvedObject.name={name}"
+        )
+        items: list[dict[str, Any]] = self.api.sanitize_for_serialization(listed)["items"]
+        return items
+
+    async def reasons(self, name: str) -> list[str]:
+        return [e["reason"] for e in await self.events(name)]
+
+
+def _job_condition(type_: str, reason: str, message: str, now: str) -> dict[str, str]:
+    return {
+        "type": type_,
+        "status": "True",
+        "reason": reason,
+        "message": message,
+        "lastProbeTime": now,
+        "lastTransitionTime": now,
+    }
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def objects(kube_api: ApiClient, namespace: str) -> Objects:
+    return Objects(kube_api, namespace)
+
+
+class Phases:
+    """Every phase each operation of a namespace shows, in order, from a watch."""
+
+    def __init__(self, api: ApiClient, namespace: str) -> None:
+        self.api = api
+        self.namespace = namespace
+        self.seen: dict[str, list[str]] = {}
+        self.task: asyncio.Task[None] | None = None
+
+    async def _run(self) -> None:
+        custom = client.CustomObjectsApi(self.api)
+        while True:
+            stream = watch.Watch()
+            async with stream.stream(
+                custom.list_namespaced_custom_object,
+                kinds.GROUP,
+                kinds.VERSION,
+                self.namespace,
+                kinds.Plural.TALOS_OPERATIONS,
+                timeout_seconds=60,
+            ) as events:
+                async for event in events:
+                    body = event["object"]
+                    phase = (body.get("status") or {}).get("phase")
+                    name = body["metadata"]["name"]
+                    if phase is None:
+                        continue
+                    seen = self.seen.setdefault(name, [])
+                    if not seen or seen[-1] != phase:
+                        seen.append(phase)
+
+    def start(self) -> None:
+        self.task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self.task is not None:
+            self.task.cancel()
+            await asyncio.gather(self.task, return_exceptions=True)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def phases(kube_api: ApiClient, namespace: str) -> AsyncIterator[Phases]:
+    recorder = Phases(kube_api, namespace)
+    recorder.start()
+    await asyncio.sleep(0.2)
+    try:
+        yield recorder
+    finally:
+        await recorder.stop()
+
+
+def condition(body: dict[str, Any], type_: str) -> dict[str, Any]:
+    for found in (body.get("status") or {}).get("conditions") or ():
+        if found.get("type") == type_:
+            result: dict[str, Any] = found
+            return result
+    return {}
+
+
+def phase(body: dict[str, Any] | None) -> str | None:
+    return ((body or {}).get("status") or {}).get("phase")

@@ -1,0 +1,347 @@
+"""The executors against the real API server: each type's lifecycle, failures, waiting,
+refusal at execution, deletion, restart safety and conflicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ichor.api.talosoperation import OperationType
+from ichor.controller import jobs, lifecycle
+from ichor.controller.lifecycle import Operation
+from ichor.release.pinned import PINNED
+from tests.component.operations.conftest import (
+    Objects,
+    Operator,
+    Phases,
+    Workload,
+    condition,
+    eventually,
+    phase,
+)
+
+pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
+
+
+async def running_job(objects: Objects, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The operation once Running with its Job created, and that Job."""
+    body = await eventually(
+        lambda: objects.operation(name),
+        lambda b: condition(b, "Complete").get("reason") == "JobRunning",
+        what=f"{name} Running with its Job",
+    )
+    return body, await objects.job(body["status"]["jobName"])
+
+
+@pytest.mark.parametrize(
+    ("type_", "version", "field", "command"),
+    [
+        ("talos", "v1.14.4", "talosVersion", "upgrade"),
+        ("kubernetes", "v1.37.1", "kubernetesVersion", "upgrade-k8s"),
+        ("cni", None, None, "upgrade"),
+    ],
+)
+async def test_each_type_goes_pending_running_succeeded_and_the_spec_follows(
+    operator: Operator,
+    workload: Workload,
+    objects: Objects,
+    phases: Phases,
+    type_: str,
+    version: str | None,
+    field: str | None,
+    command: str,
+) -> None:
+    await objects.create_cluster()
+    created = await objects.create_operation("up", type_, version)
+    body, job = await running_job(objects, "up")
+
+    assert job["metadata"]["name"] == jobs.job_name(
+        operation="up", uid=created["metadata"]["uid"], type_=OperationType(type_)
+    )
+    assert job["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
+    assert jobs.commands(job)[0][2][0] == command
+    assert body["status"]["startedAt"]
+    assert condition(body, "Accepted")["reason"] == "Accepted"
+    assert lifecycle.FINALIZER in body["metadata"]["finalizers"]
+    if type_ == "talos":
+        nodes = [a[a.index("--nodes") + 1] for _, _, a in jobs.commands(job) if a[0] == "upgrade"]
+        assert nodes == ["10.0.0.1", "10.0.0.2", "10.0.0.11"]  # control plane first
+    if type_ == "cni":
+        assert PINNED.cilium_chart in jobs.commands(job)[0][2]
+
+    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    done = await eventually(
+        lambda: objects.operation("up"), lambda b: phase(b) == "Succeeded", what="Succeeded"
+    )
+    assert done["status"]["finishedAt"] >= done["status"]["startedAt"]
+    assert condition(done, "Complete")["status"] == "True"
+    assert condition(done, "Complete")["reason"] == "JobSucceeded"
+    assert lifecycle.FINALIZER not in (done["metadata"].get("finalizers") or [])
+    cluster = await objects.cluster()
+    if field is not None:
+        assert cluster["spec"][field] == version
+        # the TalosCluster controller recomputes the status and choices for the new spec
+        await eventually(
+            objects.cluster,
+            lambda c: (
+                (c.get("status") or {}).get("observedGeneration") == c["metadata"]["generation"]
+            ),
+            what="the cluster's status recomputed for the new spec",
+        )
+    assert cluster["spec"]["talosVersion"] == ("v1.14.4" if type_ == "talos" else "v1.14.3")
+    assert phases.seen["up"] == ["Pending", "Running", "Succeeded"]
+    assert {"Started", "Succeeded"} <= set(await objects.reasons("up"))
+    assert {"UpgradeStarted", "UpgradeSucceeded"} <= set(await objects.reasons("prod"))
+    assert len(await objects.jobs()) == 1
+
+
+async def test_a_failed_job_fails_the_operation_with_its_reason_and_keeps_the_spec(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    await objects.create_cluster()
+    await objects.create_operation("up", "talos", "v1.14.4")
+    _, job = await running_job(objects, "up")
+    name = job["metadata"]["name"]
+    await objects.play_failed_pod(
+        name,
+        container="upgrade-001",
+        log="waiting for the node\nerror: 10.0.0.2: the installer image cannot be pulled",
+    )
+    await objects.play_job(name, succeeded=False)
+    done = await eventually(
+        lambda: objects.operation("up"), lambda b: phase(b) == "Failed", what="Failed"
+    )
+    complete = condition(done, "Complete")
+    assert complete["reason"] == "JobFailed"
+    assert "BackoffLimitExceeded" in done["status"]["message"]
+    assert "container upgrade-001 exited 1" in done["status"]["message"]
+    assert "the installer image cannot be pulled" in done["status"]["message"]
+    assert done["status"]["finishedAt"]
+    assert (await objects.cluster())["spec"]["talosVersion"] == "v1.14.3"
+    assert "Failed" in await objects.reasons("up")
+    assert "UpgradeFailed" in await objects.reasons("prod")
+
+
+async def test_a_second_operation_waits_for_the_running_one_then_runs(
+    operator: Operator, workload: Workload, objects: Objects, phases: Phases
+) -> None:
+    await objects.create_cluster()
+    await objects.create_operation("first", "talos", "v1.14.4")
+    _, job = await running_job(objects, "first")
+    await objects.create_operation("second", "kubernetes", "v1.37.1")
+    waiting = await eventually(
+        lambda: objects.operation("second"),
+        lambda b: condition(b, "Accepted").get("reason") == "Waiting",
+        what="second waiting",
+    )
+    assert phase(waiting) == "Pending"
+    assert f"TalosOperation {objects.namespace}/first" in waiting["status"]["message"]
+    assert "Running" in condition(waiting, "Accepted")["message"]
+    assert len(await objects.jobs()) == 1
+
+    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    _, second_job = await running_job(objects, "second")
+    assert phase(await objects.operation("first")) == "Succeeded"
+    assert jobs.commands(second_job)[0][2][0] == "upgrade-k8s"
+    assert len(await objects.jobs()) == 2
+    assert phases.seen["second"] == ["Pending", "Running"]
+    assert "Waiting" in await objects.reasons("second")
+
+
+async def test_a_target_valid_at_plan_time_is_refused_once_the_cluster_moved(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    await objects.create_cluster()
+    await objects.create_operation("first", "kubernetes", "v1.37.1")
+    _, job = await running_job(objects, "first")
+    await objects.create_operation("second", "talos", "v1.14.4")
+    await eventually(
+        lambda: objects.operation("second"),
+        lambda b: condition(b, "Accepted").get("reason") == "Waiting",
+        what="second waiting",
+    )
+    await objects.patch_cluster_spec({"talosVersion": "v1.14.5"})  # the cluster moved
+    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    refused = await eventually(
+        lambda: objects.operation("second"), lambda b: phase(b) == "Failed", what="refused"
+    )
+    accepted = condition(refused, "Accepted")
+    assert (accepted["status"], accepted["reason"]) == ("False", "NotNewer")
+    assert condition(refused, "Complete")["reason"] == "Refused"
+    assert "v1.14.5" in refused["status"]["message"]
+    assert "jobName" not in refused["status"]
+    assert len(await objects.jobs()) == 1
+    assert "Refused" in await objects.reasons("second")
+
+
+@pytest.mark.parametrize("override", [False, True])
+async def test_an_overridable_refusal_runs_only_under_override(
+    operator: Operator, workload: Workload, objects: Objects, override: bool
+) -> None:
+    # the nodes run Kubernetes 1.32, which Talos 1.14 does not support
+    for name in list(workload.nodes):
+        await workload.core.patch_node_status(
+            name, {"status": {"nodeInfo": {"kubeletVersion": "v1.32.4"}}}
+        )
+    await objects.create_cluster()
+    await eventually(
+        objects.cluster,
+        lambda c: (c.get("status") or {}).get("kubernetesVersion") == "v1.32.4",
+        what="the old kubelets observed",
+    )
+    await objects.create_operation("up", "talos", "v1.14.4", override=override)
+    if override:
+        body, _ = await running_job(objects, "up")
+        accepted = condition(body, "Accepted")
+        assert accepted["reason"] == "Overridden"
+        assert "TalosKubernetes" in accepted["message"]
+        assert "Override" in await objects.reasons("up")
+    else:
+        body = await eventually(
+            lambda: objects.operation("up"), lambda b: phase(b) == "Failed", what="refused"
+        )
+        assert condition(body, "Accepted")["reason"] == "TalosKubernetes"
+        assert "override: true" in body["status"]["message"]
+        assert await objects.jobs() == []
+
+
+async def test_deleting_a_running_operation_stops_its_job(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    await objects.create_cluster()
+    await objects.create_operation("up", "talos", "v1.14.4")
+    await running_job(objects, "up")
+    await objects.delete_operation("up")
+    await eventually(
+        lambda: objects.operation_or_none("up"), lambda b: b is None, what="operation gone"
+    )
+    remaining = [j for j in await objects.jobs() if not j["metadata"].get("deletionTimestamp")]
+    assert remaining == []
+    assert "Stopped" in await objects.reasons("prod")
+    assert (await objects.cluster())["spec"]["talosVersion"] == "v1.14.3"
+
+
+async def test_a_restart_while_running_keeps_the_same_job_and_completes(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    await objects.create_cluster()
+    await objects.create_operation("up", "talos", "v1.14.4")
+    _, job = await running_job(objects, "up")
+    await operator.stop()
+    # while the operator is down the Job goes on
+    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    await operator.start()
+    done = await eventually(
+        lambda: objects.operation("up"), lambda b: phase(b) == "Succeeded", what="Succeeded"
+    )
+    (only,) = await objects.jobs()
+    assert only["metadata"]["uid"] == job["metadata"]["uid"]
+    assert done["status"]["jobName"] == job["metadata"]["name"]
+    assert (await objects.cluster())["spec"]["talosVersion"] == "v1.14.4"
+    assert (await objects.reasons("up")).count("Started") == 1
+
+
+async def test_a_restart_between_the_claim_and_the_job_creates_the_job_once(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    await operator.stop()
+    await objects.create_cluster()
+    created = await objects.create_operation("up", "talos", "v1.14.4")
+    # what a run stopped right after the claim leaves behind
+    name = jobs.job_name(operation="up", uid=created["metadata"]["uid"], type_=OperationType.TALOS)
+    await objects.custom.patch_namespaced_custom_object_status(
+        "ichor.dev",
+        "v1alpha1",
+        objects.namespace,
+        "talosoperations",
+        "up",
+        {
+            "status": {
+                "phase": "Running",
+                "jobName": name,
+                "startedAt": "2026-12-03T08:00:00Z",
+                "conditions": [
+                    {
+                        "type": "Complete",
+                        "status": "False",
+                        "reason": "JobCreating",
+                        "message": "",
+                        "lastTransitionTime": "2026-12-03T08:00:00Z",
+                    }
+                ],
+            }
+        },
+        _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+    )
+    await operator.start()
+    _, job = await running_job(objects, "up")
+    assert job["metadata"]["name"] == name
+    assert len(await objects.jobs()) == 1
+
+
+async def test_a_conflict_on_a_status_write_is_retried_not_lost(
+    operator: Operator, workload: Workload, objects: Objects, phases: Phases
+) -> None:
+    touched: list[str] = []
+
+    async def write_in_between(op: Operation) -> None:
+        # another writer moves the object between the read and the status write, once
+        if touched:
+            return
+        touched.append(op.resource_version)
+        await objects.custom.patch_namespaced_custom_object(
+            "ichor.dev",
+            "v1alpha1",
+            op.namespace,
+            "talosoperations",
+            op.name,
+            {"metadata": {"annotations": {"example.com/touched": "yes"}}},
+            _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+        )
+
+    executor = operator.executor
+    before = executor.conflicts
+    executor.before_write = write_in_between
+    try:
+        await objects.create_cluster()
+        await objects.create_operation("up", "talos", "v1.14.4")
+        _, job = await running_job(objects, "up")
+    finally:
+        executor.before_write = None
+    assert touched
+    assert executor.conflicts > before
+    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    await eventually(
+        lambda: objects.operation("up"), lambda b: phase(b) == "Succeeded", what="Succeeded"
+    )
+    assert phases.seen["up"] == ["Pending", "Running", "Succeeded"]
+    assert len(await objects.jobs()) == 1
+
+
+async def test_a_cni_operation_naming_an_image_patch_is_refused_with_the_adrs_message(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    await objects.create_cluster()
+    await objects.custom.create_namespaced_custom_object(
+        "ichor.dev",
+        "v1alpha1",
+        objects.namespace,
+        "talosoperations",
+        {
+            "apiVersion": "ichor.dev/v1alpha1",
+            "kind": "TalosOperation",
+            "metadata": {"name": "patch"},
+            "spec": {
+                "clusterRef": {"name": "prod"},
+                "type": "cni",
+                "cni": {"imageVersion": "1.20.5"},
+            },
+        },
+    )
+    body = await eventually(
+        lambda: objects.operation("patch"), lambda b: phase(b) == "Failed", what="refused"
+    )
+    assert condition(body, "Accepted")["reason"] == "CniVersion"
+    assert "delete it and run `ichor cni upgrade` again" in body["status"]["message"]
+    assert await objects.jobs() == []
