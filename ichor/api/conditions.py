@@ -81,6 +81,20 @@ class OperationReason(StrEnum):
 class InstallationConditionType(StrEnum):
     #: The last release check listed every repository.
     RELEASES_LISTED = "ReleasesListed"
+    #: The chart repository holds a final Ichor release newer than the running one.
+    ICHOR_UPGRADE_AVAILABLE = "IchorUpgradeAvailable"
+
+
+class InstallationReason(StrEnum):
+    """Reasons of the IchorInstallation conditions."""
+
+    # ReleasesListed
+    LISTED = "Listed"
+    LISTING_FAILED = "ListingFailed"
+    # IchorUpgradeAvailable
+    UPGRADE_AVAILABLE = "UpgradeAvailable"
+    UP_TO_DATE = "UpToDate"
+    LIST_UNAVAILABLE = "ListUnavailable"
 
 
 class Condition(ApiModel):

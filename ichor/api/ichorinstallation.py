@@ -15,6 +15,8 @@ from ichor.api.conditions import Condition
 DEFAULT_TALOS_REPOSITORY = "ghcr.io/siderolabs/installer-base"
 DEFAULT_KUBERNETES_REPOSITORY = "ghcr.io/siderolabs/kubelet"
 DEFAULT_INTERVAL = "6h"
+#: The Ichor chart's OCI repository (on ghcr.io, so the check's egress stays one host).
+DEFAULT_CHART_REPOSITORY = "ghcr.io/ichor-dev/charts/ichor"
 
 
 class ReleaseCheckSpec(ApiModel):
@@ -22,6 +24,8 @@ class ReleaseCheckSpec(ApiModel):
     interval: str = DEFAULT_INTERVAL
     talos_repository: str = DEFAULT_TALOS_REPOSITORY
     kubernetes_repository: str = DEFAULT_KUBERNETES_REPOSITORY
+    #: No CRD default: unset means ``DEFAULT_CHART_REPOSITORY``.
+    chart_repository: str = DEFAULT_CHART_REPOSITORY
 
 
 class IchorInstallationSpec(ApiModel):
@@ -42,7 +46,19 @@ class UpgradeTargets(ApiModel):
     cilium_error: str | None = None
 
 
+class LatestRelease(ApiModel):
+    """The newest final Ichor release the chart listing found (a failure keeps it)."""
+
+    checked_at: datetime | None = None
+    version: str | None = None
+    #: The Ichor that ran the check, so ``newer`` can be judged by a reader.
+    running: str | None = None
+    newer: bool | None = None
+    error: str | None = None
+
+
 class IchorInstallationStatus(ApiModel):
     observed_generation: int | None = None
     upgrade_targets: UpgradeTargets | None = None
+    latest_release: LatestRelease | None = None
     conditions: tuple[Condition, ...] = ()
