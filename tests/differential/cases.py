@@ -183,6 +183,8 @@ def upgrade_pairs() -> list[tuple[str, str]]:
         pairs += [(odd, t) for t in around] + [(h, odd) for h in around]
     pairs += list(product(ODD[:40], ODD[:40]))
     pairs += [(odd, "1.14.0") for odd in scrambled()] + [("1.12.0", odd) for odd in scrambled()]
+    # The same against a 1.13 target, a row every oracle since v1.13 has.
+    pairs += [(odd, "1.13.0") for odd in scrambled()]
     return _unique(pairs)
 
 
@@ -194,12 +196,15 @@ def kubernetes_pairs() -> list[tuple[str, str]]:
     pairs = list(product(kubernetes_versions(), talos))
     pairs += [("1.33.1", odd) for odd in ODD] + [("1.36.6", odd) for odd in ODD]
     pairs += [(odd, "1.14.0") for odd in scrambled()] + [("1.33.1", odd) for odd in scrambled()]
+    pairs += [(odd, "1.13.0") for odd in scrambled()]
     return _unique(pairs)
 
 
 def vocabulary() -> list[str]:
-    """Every distinct string the pairs use (each is also parsed on its own)."""
-    return _unique(talos_versions() + kubernetes_versions() + scrambled())
+    """Every distinct string the pairs use (each is also parsed on its own, and the
+    parse of a pair's Talos side tells which machinery row the pair is about)."""
+    sides = [s for pair in upgrade_pairs() + kubernetes_pairs() for s in pair]
+    return _unique(talos_versions() + kubernetes_versions() + scrambled() + sides)
 
 
 _T = TypeVar("_T")
