@@ -1,0 +1,209 @@
+"""When the check runs, and which checks post an Event: only a new failure or a recovery."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from ichor.controller.releasecheck import (
+    EventReason,
+    Failed,
+    Listed,
+    Listing,
+    ListKind,
+    due_in,
+    listing_events,
+    next_status,
+    parse_interval,
+)
+from ichor.kube.events import EventType
+
+NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
+DOWN = "cannot list tags of ghcr.io/siderolabs/kubelet: the registry is unreachable"
+GOOD: dict[ListKind, Listing] = {
+    ListKind.TALOS: Listed(("v1.14.3", "v1.14.4")),
+    ListKind.KUBERNETES: Listed(("v1.36.6",)),
+    ListKind.CHART: Listed(("0.1.0",)),
+}
+
+
+def check(raw: dict[str, Any], results: dict[ListKind, Listing]) -> Any:
+    return next_status(
+        raw,
+        results=results,
+        running="0.1.0",
+        chart_repository="ghcr.io/ichor-dev/charts/ichor",
+        generation=1,
+        now=NOW,
+    )
+
+
+def apply(raw: dict[str, Any], patch: dict[str, Any]) -> dict[str, Any]:
+    """RFC 7386: what the API server makes of the merge patch."""
+    merged = dict(raw)
+    for key, value in patch.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = apply(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def run(sequence: list[dict[ListKind, Listing]]) -> list[list[tuple[EventType, str, str]]]:
+    """The Events of each check in turn, each check starting from the status the last wrote."""
+    status: dict[str, Any] = {}
+    seen = []
+    for results in sequence:
+        result = check(status, results)
+        status = apply(status, result.patch)
+        seen.append([(e.type, e.reason, e.message) for e in result.events])
+    return seen
+
+
+def failing(kind: ListKind, error: str = DOWN) -> dict[ListKind, Listing]:
+    return {**GOOD, kind: Failed(error)}
+
+
+def test_an_unchanged_tick_posts_nothing() -> None:
+    assert run([GOOD, GOOD, GOOD]) == [[], [], []]
+
+
+def test_a_failure_posts_one_warning_and_a_recovery_one_normal_event() -> None:
+    first, failed, still, other_words, recovered, quiet = run(
+        [
+            GOOD,
+            failing(ListKind.KUBERNETES),
+            failing(ListKind.KUBERNETES),
+            failing(ListKind.KUBERNETES, DOWN + " (again)"),
+            GOOD,
+            GOOD,
+        ]
+    )
+    assert first == []
+    ((type_, reason, message),) = failed
+    assert (type_, reason) == (EventType.WARNING, EventReason.LISTING_FAILED)
+    assert message == (
+        f"Kubernetes releases could not be listed: {DOWN}; what was last listed (1 release) is kept"
+    )
+    assert still == []
+    assert other_words == []
+    ((type_, reason, message),) = recovered
+    assert (type_, reason) == (EventType.NORMAL, EventReason.LISTING_RECOVERED)
+    assert message == "Kubernetes releases are listed again (1 release)"
+    assert quiet == []
+
+
+def test_a_failure_on_the_first_check_says_nothing_was_recorded() -> None:
+    (events,) = run([failing(ListKind.TALOS)])
+    ((_, _, message),) = events
+    assert message.endswith("nothing was recorded yet")
+
+
+def test_each_list_has_its_own_transition() -> None:
+    everything_down: dict[ListKind, Listing] = {kind: Failed(DOWN) for kind in ListKind}
+    _, down, up_again = run([GOOD, everything_down, failing(ListKind.CHART)])
+    assert [reason for _, reason, _ in down] == [EventReason.LISTING_FAILED] * 3
+    assert [message.split(" releases")[0] for _, _, message in up_again] == [
+        "Talos",
+        "Kubernetes",
+    ]
+    assert {reason for _, reason, _ in up_again} == {EventReason.LISTING_RECOVERED}
+
+
+def test_the_chart_event_names_the_version_it_keeps() -> None:
+    _, (failed,) = run([GOOD, failing(ListKind.CHART)])
+    assert failed[2].endswith("what was last listed (newest 0.1.0) is kept")
+
+
+def test_an_earlier_controllers_error_counts_as_a_failure_of_both_lists() -> None:
+    raw = {"upgradeTargets": {"talos": ["v1.14.3"], "error": "timeout"}}
+    result = check(raw, GOOD)
+    assert [e.reason for e in result.events] == [EventReason.LISTING_RECOVERED] * 2
+
+
+def test_events_are_planned_from_errors_alone() -> None:
+    planned = listing_events(
+        before={ListKind.TALOS: "a"},
+        after={ListKind.TALOS: "b", ListKind.CHART: "c"},
+        held={ListKind.TALOS: "3 releases"},
+    )
+    assert [(e.reason, e.message) for e in planned] == [
+        (
+            EventReason.LISTING_FAILED,
+            "Ichor chart releases could not be listed: c; nothing was recorded yet",
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("6h", 21600), ("30m", 1800), ("1h30m", 5400), ("1.5h", 5400), ("90s", 90), ("500ms", 0.5)],
+)
+def test_the_interval_reads_the_durations_the_crd_accepts(text: str, seconds: float) -> None:
+    assert parse_interval(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "6", "h", "6d", "6h ", "-1h", "1h-30m", "6H"])
+def test_an_interval_that_is_not_a_duration_is_refused(text: str) -> None:
+    with pytest.raises(ValueError, match="is not a duration"):
+        parse_interval(text)
+
+
+HOUR = 3600.0
+
+
+@pytest.mark.parametrize(
+    ("enabled", "checked_ago", "failed", "spec_changed", "expected"),
+    [
+        (False, None, False, True, None),
+        (True, None, False, False, 0.0),
+        (True, 1.0, False, True, 0.0),
+        (True, 1.0, False, False, 5 * HOUR),
+        (True, 7.0, False, False, -1 * HOUR),
+        (True, 0.0, True, False, 600.0),
+    ],
+    ids=[
+        "off: idle",
+        "never checked: now",
+        "spec changed: now",
+        "checked an hour ago: in five",
+        "overdue: now",
+        "failed: after the retry",
+    ],
+)
+def test_when_the_next_check_is_due(
+    enabled: bool,
+    checked_ago: float | None,
+    failed: bool,
+    spec_changed: bool,
+    expected: float | None,
+) -> None:
+    checked_at = None if checked_ago is None else NOW - timedelta(hours=checked_ago)
+    assert (
+        due_in(
+            enabled=enabled,
+            interval=6 * HOUR,
+            retry=600.0,
+            checked_at=checked_at,
+            failed=failed,
+            spec_changed=spec_changed,
+            now=NOW,
+        )
+        == expected
+    )
+
+
+def test_a_retry_never_waits_longer_than_the_interval() -> None:
+    assert due_in(
+        enabled=True,
+        interval=60.0,
+        retry=600.0,
+        checked_at=NOW,
+        failed=True,
+        spec_changed=False,
+        now=NOW,
+    ) == pytest.approx(60.0)
