@@ -113,9 +113,20 @@ def build(
     return registry, settings, admission_server
 
 
+_backends: dict[Path, kubeapi.KubeBackend] = {}
+
+
+def use_backend(kubeconfig: Path) -> None:
+    """One backend per API server: it keeps a client per event loop and closes each one in
+    kopf's cleanup, so a second webhook in the same process must not orphan the first's."""
+    validating.use_backend(
+        _backends.setdefault(kubeconfig, kubeapi.KubeBackend(kubeconfig=kubeconfig))
+    )
+
+
 def serve(credentials: Credentials, *, port: int, files: certificates.ServingFiles) -> None:
     """Run the webhook until the process is stopped (a child process's target)."""
-    validating.use_backend(kubeapi.KubeBackend(kubeconfig=credentials.kubeconfig))
+    use_backend(credentials.kubeconfig)
     registry, settings, _ = build(credentials, port=port, files=files)
     asyncio.run(
         kopf.operator(registry=registry, settings=settings, clusterwide=True, standalone=True)
@@ -170,7 +181,7 @@ class Webhook:
         return not self.errors and self.thread is not None and self.thread.is_alive()
 
     def start(self) -> Webhook:
-        validating.use_backend(kubeapi.KubeBackend(kubeconfig=self.plane.kubeconfig))
+        use_backend(self.plane.kubeconfig)
         self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
         self.thread.start()
         apply_configuration(self.plane, self.configuration())

@@ -37,7 +37,8 @@ class Case:
 
     def write(self, api: Api, *, user: str, dry_run: bool = False) -> Any:
         if self.base is None:
-            body = harness.cluster_manifest(NAME, api.namespace, **self.spec)
+            body = harness.cluster_manifest(NAME, api.namespace)
+            body["spec"].update(self.spec)
             return api.create(body, user=user, dry_run=dry_run)
         return api.patch_spec(NAME, self.spec, user=user, dry_run=dry_run)
 
