@@ -1,0 +1,168 @@
+"""The release check in-process against the real API server and the real test registry.
+
+The operator runs with the TalosCluster controller and the release check, like the
+deployed one (``ichor.operator``), with a cap of one second on the check's interval so a
+test sees several checks. Each test seeds repositories of its own in the session
+registry, so tests never see each other's tags.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ichor import registry
+from ichor.api import kinds
+from ichor.controller import releasecheck
+from ichor.testing import registry as test_registry
+from tests.component.controller.conftest import (  # noqa: F401  (fixtures used here)
+    FAST,
+    Objects,
+    Operator,
+    crds,
+    objects,
+    operator_kubeconfig,
+    workload,
+)
+
+CHECK_EVERY_SECOND = releasecheck.ReleaseCheckSettings(
+    retry_failed=1.0,
+    retry_write=1.0,
+    max_interval=1.0,
+    running_version="0.1.0",
+    limits=registry.Limits(total_timeout=10.0, request_timeout=5.0, max_retries=1),
+)
+
+
+class CheckingOperator(Operator):
+    """The controller's test operator with the release check registered as well."""
+
+    def __init__(self, settings: releasecheck.ReleaseCheckSettings) -> None:
+        super().__init__(FAST)
+        releasecheck.register(self.registry)
+        self.memo[releasecheck.SETTINGS] = settings
+
+    @property
+    def check(self) -> releasecheck.ReleaseCheck:
+        found = self.memo[releasecheck.RELEASE_CHECK]
+        assert isinstance(found, releasecheck.ReleaseCheck)
+        return found
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def checking_operator(
+    crds: None,  # noqa: F811
+    operator_kubeconfig: Path,  # noqa: F811
+    request: pytest.FixtureRequest,
+) -> AsyncIterator[CheckingOperator]:
+    running = CheckingOperator(getattr(request, "param", CHECK_EVERY_SECOND))
+    await running.start()
+    try:
+        yield running
+    finally:
+        await running.stop()
+
+
+@dataclass(frozen=True)
+class Repositories:
+    """Three repositories of one test in the session registry, and their references."""
+
+    registry: test_registry.LocalRegistry
+    prefix: str
+
+    def name(self, what: str) -> str:
+        return f"{self.prefix}/{what}"
+
+    def reference(self, what: str) -> str:
+        return self.registry.reference(self.name(what))
+
+    async def seed(self, what: str, tags: list[str]) -> None:
+        await self.registry.aseed(self.name(what), tags)
+
+    def spec(self, **overrides: Any) -> dict[str, Any]:
+        return {
+            "talosRepository": self.reference("installer-base"),
+            "kubernetesRepository": self.reference("kubelet"),
+            "chartRepository": self.reference("charts/ichor"),
+            "interval": "1m",
+            **overrides,
+        }
+
+
+@pytest.fixture
+def repositories(running_registry: test_registry.LocalRegistry) -> Repositories:
+    """Names of this test's own (the session registry is restarted if the test stops it)."""
+    return Repositories(running_registry, f"rc-{uuid.uuid4().hex[:8]}")
+
+
+class Installation:
+    """The IchorInstallation singleton and the Events about it."""
+
+    def __init__(self, api: ApiClient) -> None:
+        self.custom = client.CustomObjectsApi(api)
+        self.core = client.CoreV1Api(api)
+
+    async def apply(
+        self, release_check: dict[str, Any], status: dict[str, Any] | None = None
+    ) -> None:
+        body = {
+            "apiVersion": kinds.API_VERSION,
+            "kind": kinds.Kind.ICHOR_INSTALLATION,
+            "metadata": {"name": kinds.INSTALLATION_NAME},
+            "spec": {"releaseCheck": release_check},
+        }
+        plural = kinds.Plural.ICHOR_INSTALLATIONS
+        try:
+            await self.custom.create_cluster_custom_object(kinds.GROUP, kinds.VERSION, plural, body)
+        except ApiException as error:
+            if error.status != 409:
+                raise
+            await self.custom.patch_cluster_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                plural,
+                kinds.INSTALLATION_NAME,
+                {"spec": body["spec"]},
+                _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+            )
+        if status is not None:
+            await self.custom.patch_cluster_custom_object_status(
+                kinds.GROUP,
+                kinds.VERSION,
+                plural,
+                kinds.INSTALLATION_NAME,
+                {"status": status},
+                _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+            )
+
+    async def get(self) -> dict[str, Any]:
+        found: dict[str, Any] = await self.custom.get_cluster_custom_object(
+            kinds.GROUP, kinds.VERSION, kinds.Plural.ICHOR_INSTALLATIONS, kinds.INSTALLATION_NAME
+        )
+        return found
+
+    async def events(self) -> list[tuple[str, str, str]]:
+        """(type, reason, message) of the Events about the object, oldest first."""
+        uid = (await self.get())["metadata"]["uid"]
+        found = await self.core.list_namespaced_event(
+            "default", field_selector=f"involvedObject.uid={uid}"
+        )
+        items = sorted(found.items, key=lambda e: (e.first_timestamp, e.metadata.name))
+        return [(e.type, e.reason, e.message) for e in items]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def installation(
+    kube_api: ApiClient,
+    objects: Objects,  # noqa: F811  (deletes the singleton afterwards)
+) -> AsyncIterator[Installation]:
+    yield Installation(kube_api)
