@@ -162,10 +162,10 @@ def _digest(paths: Collection[Path]) -> str:
 
 async def _changed(files: Collection[Path], *, interval: float) -> None:
     """Return once the content of ``files`` differs from what it is now."""
-    initial = _digest(files)
+    initial = await asyncio.to_thread(_digest, files)
     while True:
         await asyncio.sleep(interval)
-        if _digest(files) != initial:
+        if await asyncio.to_thread(_digest, files) != initial:
             return
 
 
