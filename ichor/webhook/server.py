@@ -242,6 +242,29 @@ class AdmissionServer:
                 await runner.cleanup()
 
 
+class RefusalsAreAnswers(logging.Filter):
+    """kopf logs every ``AdmissionError`` as "failed permanently" at ERROR; a refusal is the
+    webhook's answer, not a failure of the operator, so it is logged at INFO."""
+
+    PREFIXES = tuple(f"Webhook {handler!r} failed permanently" for handler in HANDLERS)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.levelno == logging.ERROR
+            and isinstance(record.msg, str)
+            and record.msg.startswith(self.PREFIXES)
+        ):
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+def quiet_refusals() -> None:
+    """Install ``RefusalsAreAnswers`` on kopf's object logger (once)."""
+    objects = logging.getLogger("kopf.objects")
+    if not any(isinstance(f, RefusalsAreAnswers) for f in objects.filters):
+        objects.addFilter(RefusalsAreAnswers())
+
+
 def configure(
     settings: kopf.OperatorSettings,
     *,
@@ -253,6 +276,7 @@ def configure(
     host: str | None = None,
 ) -> AdmissionServer:
     """Point kopf at the admission server; the configuration is fixed, not kopf-managed."""
+    quiet_refusals()
     server = AdmissionServer(
         port=port, certfile=certfile, pkeyfile=pkeyfile, cafile=cafile, addr=addr, host=host
     )

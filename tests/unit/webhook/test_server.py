@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import logging
 import json
 from typing import Any
 
@@ -102,3 +103,18 @@ def test_the_configuration_fails_closed_within_five_seconds_for_our_group_only()
     assert cluster["rules"][0]["operations"] == ["CREATE", "UPDATE"]
     assert operation["rules"][0]["resources"] == ["talosoperations"]
     assert operation["rules"][0]["operations"] == ["CREATE"]
+
+
+def test_a_refusal_is_logged_as_an_answer_not_an_error() -> None:
+    record = logging.LogRecord(
+        "kopf.objects", logging.ERROR, __file__, 1,
+        "Webhook 'taloscluster' failed permanently: Talos v1.15.0 is refused", None, None,
+    )  # fmt: skip
+    other = logging.LogRecord(
+        "kopf.objects", logging.ERROR, __file__, 1, "Handler 'x' failed permanently", None, None
+    )
+    quiet = server.RefusalsAreAnswers()
+    assert quiet.filter(record)
+    assert quiet.filter(other)
+    assert record.levelno == logging.INFO
+    assert other.levelno == logging.ERROR
