@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import base64
-import logging
 import json
+import logging
 from typing import Any
 
 import pytest
