@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
@@ -107,21 +107,34 @@ class Api:
         self.namespace = namespace
 
     def create(
-        self, body: dict[str, Any], *, user: str | None, dry_run: bool = False
+        self,
+        body: dict[str, Any],
+        *,
+        user: str | None,
+        dry_run: bool = False,
+        groups: Sequence[str] = (),
     ) -> subprocess.CompletedProcess[str]:
         args = ["create", "-n", self.namespace, "-f", "-"]
         if dry_run:
             args.append("--dry-run=server")
-        return self.plane.kubectl(*args, input=json.dumps(body), as_user=user, check=False)
+        return self.plane.kubectl(
+            *args, input=json.dumps(body), as_user=user, as_groups=groups, check=False
+        )
 
     def patch_spec(
-        self, name: str, spec: dict[str, Any], *, user: str | None, dry_run: bool = False
+        self,
+        name: str,
+        spec: dict[str, Any],
+        *,
+        user: str | None,
+        dry_run: bool = False,
+        groups: Sequence[str] = (),
     ) -> subprocess.CompletedProcess[str]:
         args = ["patch", "taloscluster", name, "-n", self.namespace, "--type=merge"]
         args += ["-p", json.dumps({"spec": spec})]
         if dry_run:
             args.append("--dry-run=server")
-        return self.plane.kubectl(*args, as_user=user, check=False)
+        return self.plane.kubectl(*args, as_user=user, as_groups=groups, check=False)
 
     def set_cilium(self, name: str, version: str) -> None:
         status = {"status": {"cni": {"detected": "cilium", "detectedVersion": version}}}

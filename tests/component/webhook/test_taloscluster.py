@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,12 +36,14 @@ class Case:
         if self.cilium is not None:
             api.set_cilium(NAME, self.cilium)
 
-    def write(self, api: Api, *, user: str, dry_run: bool = False) -> Any:
+    def write(
+        self, api: Api, *, user: str, dry_run: bool = False, groups: Sequence[str] = ()
+    ) -> Any:
         if self.base is None:
             body = harness.cluster_manifest(NAME, api.namespace)
             body["spec"].update(self.spec)
-            return api.create(body, user=user, dry_run=dry_run)
-        return api.patch_spec(NAME, self.spec, user=user, dry_run=dry_run)
+            return api.create(body, user=user, dry_run=dry_run, groups=groups)
+        return api.patch_spec(NAME, self.spec, user=user, dry_run=dry_run, groups=groups)
 
 
 CASES = {
@@ -100,21 +103,30 @@ def test_a_user_without_the_verb_is_refused_and_nothing_changes(api: Api, case: 
     assert api.override_events(NAME) == []
 
 
+HOLDERS = {
+    "bound-to-the-override-role": (HOLDER, ()),
+    "cluster-admin": ("root", ("system:masters",)),
+}
+
+
+@pytest.mark.parametrize(("user", "groups"), HOLDERS.values(), ids=HOLDERS.keys())
 @pytest.mark.parametrize("case", OVERRIDABLE.values(), ids=OVERRIDABLE.keys())
-def test_the_holder_passes_a_compatibility_refusal_and_it_is_recorded(api: Api, case: Case) -> None:
+def test_the_holder_passes_a_compatibility_refusal_and_it_is_recorded(
+    api: Api, case: Case, user: str, groups: tuple[str, ...]
+) -> None:
     case.prepare(api)
-    dry = case.write(api, user=HOLDER, dry_run=True)
+    dry = case.write(api, user=user, groups=groups, dry_run=True)
     assert dry.returncode == 0, dry.stderr
-    assert f"Warning: override by {HOLDER}" in dry.stderr
+    assert f"Warning: override by {user}" in dry.stderr
     assert api.override_events(NAME) == [], "a dry run records nothing"
 
-    done = case.write(api, user=HOLDER)
+    done = case.write(api, user=user, groups=groups)
     assert done.returncode == 0, done.stderr
-    assert f"Warning: override by {HOLDER}" in done.stderr
+    assert f"Warning: override by {user}" in done.stderr
     (event,) = api.override_events(NAME)
     assert event["type"] == "Warning"
     assert event["involvedObject"]["kind"] == "TalosCluster"
-    assert f"User {HOLDER} overrode" in event["message"]
+    assert f"User {user} overrode" in event["message"]
     assert case.words in event["message"]
     stored = api.cluster(NAME)
     assert stored is not None
