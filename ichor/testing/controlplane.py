@@ -302,15 +302,29 @@ class ControlPlane:
             raise KubectlError(result.returncode, command, result.stdout, result.stderr)
         return result
 
-    def user_kubeconfig(self, user: str, *, groups: Sequence[str] = ()) -> Path:
-        """A kubeconfig whose client certificate makes the API server see ``user``/``groups``.
+    def user_kubeconfig(
+        self, user: str, *, groups: Sequence[str] = (), impersonate: bool = False
+    ) -> Path:
+        """A kubeconfig the API server reads as ``user`` in ``groups``.
 
-        For clients that cannot impersonate (the Python client reads no ``as:``); RBAC
-        treats it exactly like ``kubectl --as user --as-group group``.
+        By default its client certificate names the user (CN) and groups (O), which
+        every client honours, the Python ones included. ``impersonate=True`` writes the
+        admin's certificate with ``as:``/``as-groups:`` instead, as ``kubectl --as``
+        does; client-go honours it, the Python clients do not. RBAC sees the same user.
         """
-        if self._authority is None:
+        if self._authority is None or self._admin is None:
             raise ControlPlaneError("the control plane was not started by this process")
         safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in user)
+        if impersonate:
+            return write_kubeconfig(
+                self.workdir / "users" / f"{safe}.as.kubeconfig",
+                server=self.server,
+                ca_pem=self._authority.cert_pem,
+                user=user,
+                client=self._admin,
+                impersonate=user,
+                impersonate_groups=groups,
+            )
         return write_kubeconfig(
             self.workdir / "users" / f"{safe}.kubeconfig",
             server=self.server,

@@ -66,17 +66,25 @@ def test_impersonated_user_reads_only_with_a_role(
         assert f'User "{user}" cannot get resource "configmaps"' in result.stderr
 
 
-@pytest.mark.parametrize(("user", "allowed"), [(READER, True), ("bob", False)])
-def test_client_certificate_user_meets_the_same_rules(
+@pytest.mark.parametrize("impersonate", [False, True], ids=["client-cert", "as"])
+@pytest.mark.parametrize(
+    ("user", "groups", "allowed"),
+    [(READER, (), True), ("bob", (), False), ("carol", (OPS,), True)],
+)
+def test_user_kubeconfig_meets_the_same_rules(
     control_plane: controlplane.ControlPlane,
     configmap_readers: str,
     user_kubeconfig: Callable[..., Path],
     user: str,
+    groups: Sequence[str],
     allowed: bool,
+    impersonate: bool,
 ) -> None:
-    kubeconfig = user_kubeconfig(user)
+    kubeconfig = user_kubeconfig(user, groups=groups, impersonate=impersonate)
     whoami = control_plane.kubectl("auth", "whoami", "-o", "json", kubeconfig=kubeconfig)
-    assert json.loads(whoami.stdout)["status"]["userInfo"]["username"] == user
+    info = json.loads(whoami.stdout)["status"]["userInfo"]
+    assert info["username"] == user
+    assert set(groups) <= set(info["groups"])
     result = control_plane.kubectl(
         "get", "configmaps", "-n", configmap_readers, kubeconfig=kubeconfig, check=False
     )
