@@ -53,6 +53,8 @@ REFUSALS = {
         operation("kubernetes", "v1.35.0", cluster="old"),
         "is refused with Talos v1.11.5: Talos 1.11 runs Kubernetes 1.29.0",
     ),
+    # The CRD refuses a version on a cni operation before the webhook is asked.
+    "cni-version": (operation("cni", "v1.20.5"), "a cni operation takes no version"),
     "cni-image-version": (
         operation("cni", cni={"imageVersion": "1.20.5"}),
         "delete it and run `ichor cni upgrade` again",
