@@ -9,8 +9,12 @@ Settings come from the environment, so the chart's Deployment sets them:
 webhook ``ICHOR_WEBHOOK_CERT``, ``ICHOR_WEBHOOK_KEY`` (paths), ``ICHOR_WEBHOOK_PORT``
 (default 9443) and ``ICHOR_WEBHOOK_ADDR`` (default 127.0.0.1; the chart sets 0.0.0.0),
 and ``ICHOR_LIVENESS_ENDPOINT`` (for example ``http://0.0.0.0:8080/healthz``). Without a
-certificate the webhook server is not started (a local run of the controller alone). It runs as one
-replica (``standalone``): kopf's peering is not used.
+certificate the webhook server is not started (a local run of the controller alone).
+``ICHOR_METRICS_PORT`` (and ``ICHOR_METRICS_ADDR``, default 0.0.0.0) serves Prometheus
+metrics (``ichor.kube.metrics``); unset, none are served. Without ``ICHOR_PEERING`` it runs
+standalone as one replica; with it (the name of a ClusterKopfPeering, which the chart
+creates when ``replicas`` > 1) kopf's peering lets one replica run the handlers while every
+replica serves the webhook, each with a random priority so that two never tie.
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ import asyncio
 import importlib
 import logging
 import os
+import random
 from pathlib import Path
 from typing import Any
 
 import kopf
 
 from ichor.controller import handlers as cluster_handlers
+from ichor.kube import metrics
 
 logger = logging.getLogger("ichor.operator")
 
@@ -80,10 +86,15 @@ def build_registry() -> kopf.OperatorRegistry:
 
 async def main() -> None:
     registry = build_registry()
+    if port := os.environ.get("ICHOR_METRICS_PORT"):
+        metrics.serve(port=int(port), addr=os.environ.get("ICHOR_METRICS_ADDR") or "0.0.0.0")
+    peering = os.environ.get("ICHOR_PEERING") or None
     await kopf.operator(
         registry=registry,
         clusterwide=True,
-        standalone=True,
+        standalone=peering is None,
+        peering_name=peering,
+        priority=random.randint(1, 2**30) if peering else None,
         liveness_endpoint=os.environ.get("ICHOR_LIVENESS_ENDPOINT") or None,
     )
 

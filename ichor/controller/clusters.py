@@ -37,7 +37,7 @@ from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, TalosClusterStatus
 from ichor.controller.observe import Observation, observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.status import Failure, Installation, PlannedEvent, evaluate, read_spec
-from ichor.kube import events
+from ichor.kube import events, metrics
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
     KubeconfigError,
@@ -168,6 +168,7 @@ class ClusterController:
         if event_type == "DELETED":
             self.clusters.pop(key, None)
             self.queue.forget(key)
+            metrics.cluster_forgotten(key)
             return
         known = self.clusters.get(key)
         if known is None:
@@ -220,6 +221,9 @@ class ClusterController:
             now=datetime.now(UTC).replace(microsecond=0),
         )
         patch = merge_patch(raw_status, outcome.status.to_api())
+        metrics.upgrades_available(
+            namespace=namespace, cluster=name, choices=outcome.status.upgrade_choices
+        )
         if patch:
             try:
                 written = await patch_status(

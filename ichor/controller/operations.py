@@ -55,7 +55,7 @@ from ichor.api.talosoperation import OperationType, Phase, TalosOperationStatus
 from ichor.controller import jobs, lifecycle
 from ichor.controller.lifecycle import ClusterState, EventReason, Operation, Reason
 from ichor.controller.queue import WorkQueue
-from ichor.kube import events
+from ichor.kube import events, metrics
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
     KubeconfigError,
@@ -455,6 +455,9 @@ class OperationController:
                 EventReason.UPGRADE_SUCCEEDED,
                 f"{op} succeeded: {message}",
             )
+        metrics.operation_finished(
+            type_=op.spec.type, result=metrics.Result.SUCCEEDED, created=op.created
+        )
         await self._release(op)
         return op
 
@@ -469,6 +472,9 @@ class OperationController:
                 EventReason.UPGRADE_FAILED,
                 f"{op} failed: {message}",
             )
+        metrics.operation_finished(
+            type_=op.spec.type, result=metrics.Result.FAILED, created=op.created
+        )
         await self._release(op)
         return op
 

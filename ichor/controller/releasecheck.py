@@ -69,7 +69,7 @@ from ichor.api.ichorinstallation import (
     UpgradeTargets,
 )
 from ichor.kube import conditions as kube_conditions
-from ichor.kube import events
+from ichor.kube import events, metrics
 from ichor.kube.clients import REQUEST_TIMEOUT, operator_client
 from ichor.kube.events import EventType
 from ichor.kube.patching import MERGE_PATCH, merge_patch
@@ -683,6 +683,9 @@ class ReleaseCheck:
             ListKind.KUBERNETES: kubernetes,
             ListKind.CHART: chart,
         }
+        metrics.lists_checked(
+            {k: len(r.tags) if isinstance(r, Listed) else None for k, r in results.items()}
+        )
         now = _utcnow()
         self.checks += 1
         listing_failed = any(isinstance(result, Failed) for result in results.values())
@@ -713,6 +716,7 @@ class ReleaseCheck:
                 self._attempt = _Attempt(
                     at=now, generation=generation, listing_failed=listing_failed, write_failed=False
                 )
+                metrics.release_check_written(listing_failed=listing_failed)
                 if written is not None:
                     self.body = written
                 await self._post(written or body, step.events)

@@ -22,6 +22,7 @@ from typing import Any
 import kopf
 
 from ichor.api import kinds
+from ichor.kube import metrics
 from ichor.webhook import admission, kubeapi, reviews
 
 #: kopf handler ids; with a fixed configuration they are the webhook URL paths too.
@@ -148,6 +149,7 @@ async def _record(
 def deliver(answer: admission.Answer, warnings: list[str]) -> None:
     """Hand an answer to kopf: warnings appended, a denial raised as an AdmissionError."""
     warnings.extend(answer.warnings)
+    metrics.webhook_decided(allowed=answer.allowed, overridden=answer.record is not None)
     if not answer.allowed:
         raise kopf.AdmissionError(answer.message, code=int(answer.code))
 
