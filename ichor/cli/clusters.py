@@ -1,0 +1,389 @@
+"""``ichor version``, ``ichor init``, ``ichor adopt`` and ``ichor status``.
+
+``init`` writes a TalosCluster with the release set of this build and nothing else: a
+different version is an upgrade, run after the install (``release.pinned``). ``adopt``
+reads what a running cluster runs (its Nodes' ``osImage`` and ``kubeletVersion``, and the
+Cilium DaemonSet) and refuses, before writing anything, a cluster Ichor cannot operate;
+an incompatible pair is adopted with a warning. Both leave the compatibility decision to
+``ichor.release`` and the final word on a write to the admission webhook.
+"""
+
+from __future__ import annotations
+
+import base64
+import importlib.metadata
+import re
+from pathlib import Path
+from typing import Any, cast
+
+import click
+from kubernetes import client, config
+from kubernetes.config.config_exception import ConfigException
+
+from ichor.api import kinds
+from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, CNIPreset
+from ichor.cli import common, kube, output, views
+from ichor.release import pinned
+from ichor.release.versions import Version, VersionError, parse
+
+_OS_IMAGE = re.compile(r"^Talos \((?P<version>[^()\s]+)\)$")
+
+
+def build_version() -> str:
+    try:
+        return importlib.metadata.version("ichor")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+@click.command()
+@output.OUTPUT_OPTION
+def version(fmt: str) -> None:
+    """This build, and the versions a new install gets."""
+    release = pinned.PINNED
+    if fmt != output.Format.TABLE:
+        output.emit(
+            {
+                "ichor": build_version(),
+                "newInstall": {
+                    "talos": release.talos,
+                    "kubernetes": release.kubernetes,
+                    "versionContract": release.contract,
+                    "ciliumChart": release.cilium_chart,
+                },
+            },
+            fmt,
+        )
+        return
+    click.echo(f"ichor {build_version()}")
+    click.echo(f"Versions a new install gets: {release}")
+    click.echo(
+        "After the install each component upgrades on its own, to any version the rules "
+        "accept (ichor upgrade talos|kubernetes, ichor cni upgrade)."
+    )
+
+
+def _secret_ref(name: str | None) -> dict[str, str] | None:
+    return {"name": name} if name else None
+
+
+def cluster_body(
+    name: str,
+    *,
+    talos: str,
+    kubernetes: str,
+    contract: str,
+    cni: str,
+    talosconfig_secret: str | None,
+    kubeconfig_secret: str | None,
+    schematic: str | None,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "talosVersion": talos,
+        "kubernetesVersion": kubernetes,
+        "versionContract": contract,
+        "cni": {"preset": cni},
+    }
+    for key, value in (
+        ("talosconfigSecretRef", _secret_ref(talosconfig_secret)),
+        ("kubeconfigSecretRef", _secret_ref(kubeconfig_secret)),
+        ("schematic", schematic),
+    ):
+        if value is not None:
+            spec[key] = value
+    return {
+        "apiVersion": kinds.API_VERSION,
+        "kind": kinds.Kind.TALOS_CLUSTER.value,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def _write_cluster(target: kube.Target, body: dict[str, Any], *, dry_run: bool) -> list[str]:
+    try:
+        _, warnings = kube.create(target, kinds.Plural.TALOS_CLUSTERS, body, dry_run=dry_run)
+    except kube.Denied as denial:
+        common.refused(denial.message)
+    for warning in warnings:
+        common.warn(warning)
+    return warnings
+
+
+_CNI = click.Choice([preset.value for preset in CNIPreset])
+
+
+@click.command()
+@click.argument("name")
+@click.option(
+    "--talos-version",
+    default=pinned.PINNED.talos,
+    show_default=True,
+    help="Talos of the first install: the release set's, and no other.",
+)
+@click.option(
+    "--kubernetes-version",
+    default=pinned.PINNED.kubernetes,
+    show_default=True,
+    help="Kubernetes of the first install: the release set's, and no other.",
+)
+@click.option(
+    "--version-contract",
+    default=pinned.PINNED.contract,
+    show_default=True,
+    help="Version contract of the first install: the release set's, and no other.",
+)
+@click.option("--cni", type=_CNI, default=CNIPreset.CILIUM.value, show_default=True)
+@click.option("--talosconfig-secret", help="Secret (key talosconfig) the executors mount.")
+@click.option("--kubeconfig-secret", help="Secret (key kubeconfig) of the workload cluster.")
+@click.option("--schematic", help="Image Factory schematic ID of the installer.")
+@click.option("--dry-run", is_flag=True, help="Ask the server, write nothing.")
+@common.connection_options
+@click.pass_context
+def init(
+    ctx: click.Context,
+    name: str,
+    talos_version: str,
+    kubernetes_version: str,
+    version_contract: str,
+    cni: str,
+    talosconfig_secret: str | None,
+    kubeconfig_secret: str | None,
+    schematic: str | None,
+    dry_run: bool,
+) -> None:
+    """Write a TalosCluster NAME for a first install, with this build's release set."""
+    refusal = (
+        pinned.check_pinned_flags(
+            talos=talos_version, kubernetes=kubernetes_version, contract=version_contract
+        )
+        or pinned.check_init_compat()
+    )
+    if refusal is not None:
+        common.refused(refusal.message)
+    target = common.target(ctx)
+    body = cluster_body(
+        name,
+        talos=talos_version,
+        kubernetes=kubernetes_version,
+        contract=version_contract,
+        cni=cni,
+        talosconfig_secret=talosconfig_secret,
+        kubeconfig_secret=kubeconfig_secret,
+        schematic=schematic,
+    )
+    _write_cluster(target, body, dry_run=dry_run)
+    done = "would be written (dry run, nothing written)" if dry_run else "created"
+    click.echo(
+        f"TalosCluster {target.namespace}/{name} {done}: {pinned.PINNED}."
+        + ("" if dry_run else " Follow it with: ichor status " + name)
+    )
+
+
+# --- adopt --------------------------------------------------------------------------------
+
+
+def _plain(api: client.ApiClient, model: object) -> dict[str, Any]:
+    """A client model as the JSON the API sent."""
+    plain = api.sanitize_for_serialization(model)  # type: ignore[no-untyped-call]
+    return cast(dict[str, Any], plain)
+
+
+def _workload_nodes(api: client.ApiClient, where: str) -> list[dict[str, Any]]:
+    core = client.CoreV1Api(api)
+    listed = kube.call(
+        kube.Target(api=api, namespace="", server=where),
+        "reading the Nodes of the cluster to adopt",
+        lambda: core.list_node(_request_timeout=kube.REQUEST_TIMEOUT),
+    )
+    return list(_plain(api, listed).get("items") or [])
+
+
+def _workload_cilium(api: client.ApiClient, where: str) -> str | None:
+    """The Cilium release the agent DaemonSet's image names, if one runs."""
+    apps = client.AppsV1Api(api)
+    listed = kube.call(
+        kube.Target(api=api, namespace="", server=where),
+        "reading the DaemonSets of the cluster to adopt",
+        lambda: apps.list_daemon_set_for_all_namespaces(_request_timeout=kube.REQUEST_TIMEOUT),
+    )
+    body = _plain(api, listed)
+    for item in body.get("items") or []:
+        if (item.get("metadata") or {}).get("name") != "cilium":
+            continue
+        containers = ((item.get("spec") or {}).get("template") or {}).get("spec", {})
+        for container in containers.get("containers") or []:
+            image = str(container.get("image") or "")
+            tag = image.split("@", 1)[0].rpartition(":")[2]
+            try:
+                parse(tag)
+            except VersionError:
+                continue
+            return tag.removeprefix("v")
+        return "unknown"
+    return None
+
+
+def _lowest(versions: list[Version]) -> Version:
+    return min(versions)
+
+
+def adopt_versions(nodes: list[dict[str, Any]]) -> tuple[Version, Version, list[str]]:
+    """The lowest Talos and Kubernetes the Nodes run, and a note per odd Node.
+
+    Raises ``ValueError`` with a sentence when no Node says what it runs.
+    """
+    talos: list[Version] = []
+    kubernetes: list[Version] = []
+    notes: list[str] = []
+    for node in nodes:
+        name = (node.get("metadata") or {}).get("name", "?")
+        info = (node.get("status") or {}).get("nodeInfo") or {}
+        image = str(info.get("osImage") or "")
+        match = _OS_IMAGE.match(image)
+        try:
+            if match is None:
+                raise VersionError(image, expected='"Talos (vX.Y.Z)"')
+            talos.append(parse(match["version"]))
+        except VersionError:
+            notes.append(f'Node {name} runs osImage "{image}", not Talos')
+        try:
+            kubernetes.append(parse(str(info.get("kubeletVersion") or "")))
+        except VersionError:
+            notes.append(f"Node {name} reports no readable kubeletVersion")
+    if not nodes:
+        raise ValueError("the cluster has no Nodes, so there is nothing to adopt")
+    if notes:
+        raise ValueError("; ".join(notes))
+    if len(set(talos)) > 1 or len(set(kubernetes)) > 1:
+        notes.append(
+            "the Nodes run different versions (an upgrade half done?); the lowest are adopted"
+        )
+    return _lowest(talos), _lowest(kubernetes), notes
+
+
+@click.command()
+@click.argument("name")
+@click.option(
+    "--kubeconfig",
+    "workload_kubeconfig",
+    required=True,
+    type=click.Path(exists=True, dir_okay=False),
+    help="Kubeconfig of the running cluster to adopt (stored in Secret NAME-kubeconfig).",
+)
+@click.option("--workload-context", help="Context of that kubeconfig to use.")
+@click.option(
+    "--cni-unmanaged",
+    is_flag=True,
+    help="The cluster keeps its own CNI: Ichor installs no Cilium and judges only the "
+    "Talos/Kubernetes pair.",
+)
+@click.option("--talosconfig-secret", help="Secret (key talosconfig) the executors mount.")
+@click.option("--schematic", help="Image Factory schematic ID of the installer.")
+@click.option("--dry-run", is_flag=True, help="Judge and ask the server, write nothing.")
+@common.context_option
+@common.namespace_option
+@click.pass_context
+def adopt(
+    ctx: click.Context,
+    name: str,
+    workload_kubeconfig: str,
+    workload_context: str | None,
+    cni_unmanaged: bool,
+    talosconfig_secret: str | None,
+    schematic: str | None,
+    dry_run: bool,
+) -> None:
+    """Take over a running Talos cluster as TalosCluster NAME, at the versions it runs.
+
+    The cluster Ichor runs in comes from `ichor --kubeconfig` or $KUBECONFIG; --kubeconfig
+    here is the running cluster's.
+    """
+    path = Path(workload_kubeconfig)
+    try:
+        workload = config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(path), context=workload_context
+        )
+    except (ConfigException, OSError, TypeError, ValueError) as error:
+        raise kube.CliError(f"the kubeconfig {path} cannot be used: {error}") from None
+    where = str(workload.configuration.host)
+    try:
+        talos, kubernetes, notes = adopt_versions(_workload_nodes(workload, where))
+    except ValueError as error:
+        common.refused(f"Adopt of {name} is refused: {error}.")
+    cilium = _workload_cilium(workload, where)
+    click.echo(
+        f"The cluster at {where} runs Talos {talos.tag}, Kubernetes {kubernetes.tag}"
+        + (f", Cilium {cilium}" if cilium else ", no Cilium")
+        + "."
+    )
+    for note in notes:
+        common.warn(note)
+    verdict = pinned.check_adopt_compat(
+        talos=talos.tag, kubernetes=kubernetes.tag, managed_cni=not cni_unmanaged
+    )
+    if verdict.refusal is not None:
+        common.refused(verdict.refusal.message + " Nothing was written.")
+    for warning in verdict.warnings:
+        common.warn(warning)
+    target = common.target(ctx)
+    secret = f"{name}-kubeconfig"
+    body = cluster_body(
+        name,
+        talos=talos.tag,
+        kubernetes=kubernetes.tag,
+        contract=f"v{talos.major}.{talos.minor}",
+        cni=(CNIPreset.UNMANAGED if cni_unmanaged else CNIPreset.CILIUM).value,
+        talosconfig_secret=talosconfig_secret,
+        kubeconfig_secret=secret,
+        schematic=schematic,
+    )
+    _write_cluster(target, body, dry_run=True)
+    if dry_run:
+        click.echo(f"TalosCluster {target.namespace}/{name} would be adopted (dry run).")
+        return
+    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    secret_body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": secret, "labels": {"app.kubernetes.io/managed-by": "ichor"}},
+        "type": "Opaque",
+        "data": {DEFAULT_KUBECONFIG_KEY: data},
+    }
+    kube.call(
+        target,
+        f"writing Secret {target.namespace}/{secret}",
+        lambda: target.core.create_namespaced_secret(
+            target.namespace,
+            secret_body,  # type: ignore[arg-type]
+            _request_timeout=kube.REQUEST_TIMEOUT,
+        ),
+    )
+    _write_cluster(target, body, dry_run=False)
+    click.echo(
+        f"TalosCluster {target.namespace}/{name} adopted at Talos {talos.tag}, Kubernetes "
+        f"{kubernetes.tag}, contract {body['spec']['versionContract']}, CNI "
+        f"{body['spec']['cni']['preset']} (kubeconfig in Secret {secret})."
+    )
+
+
+# --- status -------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("cluster", required=False)
+@click.option("-A", "--all-namespaces", is_flag=True, help="Clusters of every namespace.")
+@output.OUTPUT_OPTION
+@common.connection_options
+@click.pass_context
+def status(ctx: click.Context, cluster: str | None, all_namespaces: bool, fmt: str) -> None:
+    """One table of clusters: versions, compatibility and the default upgrades."""
+    target = common.target(ctx)
+    if cluster is not None:
+        bodies = [kube.get_cluster(target, cluster)]
+    else:
+        bodies = kube.list_clusters(target, all_namespaces=all_namespaces)
+    rows = views.status_rows(bodies)
+    if fmt != output.Format.TABLE:
+        output.emit([row.to_json() for row in rows], fmt)
+        return
+    output.status_table(rows, namespaces=all_namespaces)

@@ -1,0 +1,252 @@
+"""The CLI's connection to the cluster Ichor runs in, found like kubectl finds it.
+
+``--kubeconfig`` (else ``$KUBECONFIG``, else ``~/.kube/config``), ``--context`` and
+``-n/--namespace`` (else the context's namespace, else ``default``). The CLI is a short
+synchronous program, so it uses the synchronous ``kubernetes`` client.
+
+Every failure of the API becomes ``CliError`` with one sentence (what failed, and the
+API server's own reason), never a stack trace. A denial by Ichor's admission webhook is
+kept apart (``Denied``): it is a refusal of the rules, not an error of the connection,
+and the commands turn it into exit code 1 with the reason and, where the server says an
+override would pass it, the hint to use ``--override``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+import click
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from ichor.api import kinds
+
+T = TypeVar("T")
+
+#: Seconds one API call may take before the CLI gives up with a sentence.
+REQUEST_TIMEOUT = 15.0
+
+_DENIED = re.compile(
+    r'^admission webhook "(?P<hook>[^"]+)" denied the request: (?P<message>.*)$', re.S
+)
+_WARNING = re.compile(r'\d{3} [^ ]+ "((?:[^"\\]|\\.)*)"')
+
+
+class CliError(click.ClickException):
+    """A failure the user can act on, shown as one sentence; exit code 1."""
+
+    exit_code = 1
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"Error: {self.format_message()}", err=True, file=file)
+
+
+class Denied(Exception):
+    """Ichor's admission webhook refused the write; ``message`` is its sentence."""
+
+    def __init__(self, message: str, *, webhook: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.webhook = webhook
+
+    @property
+    def overridable(self) -> bool:
+        """The webhook says ``override: true`` (with the verb) would pass this refusal."""
+        return "`override: true` on the TalosOperation would pass" in self.message
+
+
+@dataclass(frozen=True)
+class Target:
+    """Where the CLI talks to: the client, the namespace, the server for messages."""
+
+    api: client.ApiClient
+    namespace: str
+    server: str
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.api)
+
+    @property
+    def core(self) -> client.CoreV1Api:
+        return client.CoreV1Api(self.api)
+
+
+def _kubeconfig_file(kubeconfig: str | None) -> str | None:
+    return kubeconfig or os.environ.get("KUBECONFIG") or None
+
+
+def connect(*, kubeconfig: str | None, context: str | None, namespace: str | None) -> Target:
+    """A client for the chosen kubeconfig and context, and the namespace to use."""
+    path = _kubeconfig_file(kubeconfig)
+    try:
+        api = config.new_client_from_config(config_file=path, context=context)  # type: ignore[no-untyped-call]
+        contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
+    except (ConfigException, OSError, TypeError, ValueError) as error:
+        where = path or "~/.kube/config"
+        raise CliError(f"the kubeconfig {where} cannot be used: {error}") from None
+    chosen = active
+    if context is not None:
+        chosen = next((c for c in contexts if c.get("name") == context), active)
+    default_namespace = (chosen or {}).get("context", {}).get("namespace") or "default"
+    return Target(
+        api=api,
+        namespace=namespace or default_namespace,
+        server=str(api.configuration.host),
+    )
+
+
+def api_message(error: ApiException) -> str:
+    """The API server's own sentence for a failed call (its Status message)."""
+    try:
+        body = json.loads(error.body or "")
+    except (TypeError, ValueError):
+        body = None
+    if isinstance(body, Mapping) and body.get("message"):
+        return str(body["message"])
+    return f"{error.status} {error.reason}".strip()
+
+
+def failure(error: ApiException, *, what: str) -> Exception:
+    """``Denied`` for a refusal of Ichor's webhook, else a ``CliError`` naming ``what``."""
+    message = api_message(error)
+    denied = _DENIED.match(message)
+    if denied is not None and denied["hook"].endswith(f".{kinds.GROUP}"):
+        return Denied(denied["message"], webhook=denied["hook"])
+    return CliError(f"{what} failed: {message}")
+
+
+def call(target: Target, what: str, fn: Callable[[], T]) -> T:
+    """Run one API call; a failure becomes ``Denied`` (the webhook) or ``CliError``."""
+    try:
+        return fn()
+    except ApiException as error:
+        raise failure(error, what=what) from None
+    except (urllib3.exceptions.HTTPError, OSError) as error:
+        raise CliError(
+            f"{what} failed: the API server at {target.server} cannot be reached ({error})"
+        ) from None
+
+
+def warnings_of(headers: Any) -> list[str]:
+    """The admission warnings of a response (``Warning: 299 - "text"`` headers)."""
+    if headers is None:
+        return []
+    values: list[str]
+    getlist = getattr(headers, "getlist", None)
+    if callable(getlist):
+        values = [str(v) for v in getlist("Warning")]
+    else:
+        single = headers.get("Warning") if hasattr(headers, "get") else None
+        values = [str(single)] if single else []
+    found: list[str] = []
+    for value in values:
+        for match in _WARNING.finditer(value):
+            found.append(match[1].replace('\\"', '"').replace("\\\\", "\\"))
+    return found
+
+
+def get_cluster(target: Target, name: str) -> dict[str, Any]:
+    """The TalosCluster ``name`` in the target namespace; a missing one is a CliError."""
+
+    def read() -> dict[str, Any]:
+        return cast(
+            dict[str, Any],
+            target.custom.get_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                target.namespace,
+                kinds.Plural.TALOS_CLUSTERS,
+                name,
+                _request_timeout=REQUEST_TIMEOUT,
+            ),
+        )
+
+    found = call(target, f"reading TalosCluster {target.namespace}/{name}", _or_none(read))
+    if found is None:
+        raise CliError(
+            f"TalosCluster {target.namespace}/{name} does not exist "
+            f"(ichor status -n {target.namespace} lists the clusters there)"
+        )
+    return found
+
+
+def list_clusters(target: Target, *, all_namespaces: bool) -> list[dict[str, Any]]:
+    def read() -> list[dict[str, Any]]:
+        if all_namespaces:
+            found = target.custom.list_cluster_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                kinds.Plural.TALOS_CLUSTERS,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        else:
+            found = target.custom.list_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                target.namespace,
+                kinds.Plural.TALOS_CLUSTERS,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        return list(cast(dict[str, Any], found).get("items") or [])
+
+    return call(target, "listing TalosClusters", read)
+
+
+def get_installation(target: Target) -> dict[str, Any] | None:
+    """The IchorInstallation singleton, or None when there is none."""
+
+    def read() -> dict[str, Any]:
+        return cast(
+            dict[str, Any],
+            target.custom.get_cluster_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                kinds.Plural.ICHOR_INSTALLATIONS,
+                kinds.INSTALLATION_NAME,
+                _request_timeout=REQUEST_TIMEOUT,
+            ),
+        )
+
+    return call(target, "reading the IchorInstallation", _or_none(read))
+
+
+def _or_none(read: Callable[[], T]) -> Callable[[], T | None]:
+    """``read``, answering None for a 404."""
+
+    def reading() -> T | None:
+        try:
+            return read()
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    return reading
+
+
+def create(
+    target: Target, plural: kinds.Plural, body: Mapping[str, Any], *, dry_run: bool
+) -> tuple[dict[str, Any], list[str]]:
+    """Create one of Ichor's namespaced objects (a server-side dry run when asked);
+    returns the object as the server answered and the admission warnings."""
+    kind = body.get("kind", plural.value)
+
+    def write() -> tuple[dict[str, Any], list[str]]:
+        params: dict[str, Any] = {"_request_timeout": REQUEST_TIMEOUT}
+        if dry_run:
+            params["dry_run"] = "All"
+        data, _, headers = target.custom.create_namespaced_custom_object_with_http_info(
+            kinds.GROUP, kinds.VERSION, target.namespace, plural.value, dict(body), **params
+        )
+        return cast(dict[str, Any], data), warnings_of(headers)
+
+    verb = "planning" if dry_run else "creating"
+    return call(target, f"{verb} the {kind}", write)

@@ -1,0 +1,347 @@
+"""What the CLI shows, computed from the API objects with the shared rule functions.
+
+Pure: raw TalosCluster and IchorInstallation bodies in, frozen values out, each with a
+``to_json()`` for ``--output json|yaml``. The choices, the "Not offered" lines and the
+plans are the functions of ``ichor.upgrade`` (the ones the controller and the webhook
+call), applied to the recorded release list, so ``ichor upgrade ... --list`` cannot
+disagree with ``status.upgradeChoices`` or with the server's plan.
+
+It refuses to judge anything itself: a version question goes to ``ichor.upgrade``; a
+list that cannot be used says why (``targets.availability``) instead of guessing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ValidationError
+
+from ichor.api.ichorinstallation import IchorInstallationSpec, IchorInstallationStatus
+from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
+from ichor.release import steps
+from ichor.upgrade import blocked, plan, targets
+from ichor.upgrade.target import ClusterVersions, Component
+
+NO_INSTALLATION = "there is no IchorInstallation named ichor, so no release check runs"
+CNI_NOT_OBSERVED = (
+    "no Kubernetes is offered until the cluster's CNI and its release are observed "
+    "(Cilium bounds which Kubernetes can run)"
+)
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A TalosCluster as the CLI reads it (spec as written, status as observed)."""
+
+    name: str
+    namespace: str
+    spec: TalosClusterSpec
+    status: TalosClusterStatus
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> Cluster:
+        meta = body.get("metadata") or {}
+        name = f"{meta.get('namespace', '?')}/{meta.get('name', '?')}"
+        try:
+            spec = TalosClusterSpec.model_validate(body.get("spec") or {})
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = ".".join(str(part) for part in first["loc"])
+            raise ValueError(
+                f"TalosCluster {name} has a spec the CLI cannot read (spec.{where}: {first['msg']})"
+            ) from None
+        try:
+            status = TalosClusterStatus.model_validate(body.get("status") or {})
+        except ValidationError:
+            status = TalosClusterStatus()
+        return cls(
+            name=str(meta.get("name", "")),
+            namespace=str(meta.get("namespace", "")),
+            spec=spec,
+            status=status,
+        )
+
+    @property
+    def versions(self) -> ClusterVersions:
+        """What the rules read: the spec's versions and the CNI the controller observed."""
+        cni = self.status.cni
+        detected = cni.detected if cni else None
+        return ClusterVersions(
+            talos=self.spec.talos_version,
+            kubernetes=self.spec.kubernetes_version,
+            cilium=steps.cilium_release(
+                detected=detected, version=cni.detected_version if cni else None
+            ),
+            cni=detected,
+        )
+
+    def condition(self, type_: str) -> tuple[str, str] | None:
+        """(status, message) of a condition, if set."""
+        for found in self.status.conditions:
+            if found.type == type_:
+                return str(found.status), found.message
+        return None
+
+
+@dataclass(frozen=True)
+class ReleaseList:
+    """One recorded list (Talos or Kubernetes) and whether it can be used."""
+
+    tags: tuple[str, ...]
+    availability: targets.Availability
+
+
+def release_list(installation: Mapping[str, Any] | None, component: Component) -> ReleaseList:
+    """The recorded releases of ``component`` from the IchorInstallation's status.
+
+    The same reading as the controller's: a failure of this list only (``talosError``
+    or ``kubernetesError``) marks it stale; a status an earlier Ichor wrote with only
+    ``error`` counts against both lists.
+    """
+    if installation is None:
+        return ReleaseList(
+            tags=(),
+            availability=targets.Availability(
+                available=False, reason=NO_INSTALLATION, cause=targets.Unavailable.NOT_RECORDED
+            ),
+        )
+    try:
+        spec = IchorInstallationSpec.model_validate(installation.get("spec") or {})
+    except ValidationError:
+        spec = IchorInstallationSpec()
+    try:
+        status = IchorInstallationStatus.model_validate(installation.get("status") or {})
+    except ValidationError:
+        status = IchorInstallationStatus()
+    recorded = status.upgrade_targets
+    if recorded is None:
+        releases, error = None, None
+    else:
+        releases = recorded.talos if component is Component.TALOS else recorded.kubernetes
+        own = recorded.talos_error if component is Component.TALOS else recorded.kubernetes_error
+        error = own if (recorded.talos_error or recorded.kubernetes_error) else recorded.error
+    return ReleaseList(
+        tags=tuple(releases or ()),
+        availability=targets.availability(
+            check_enabled=spec.release_check.enabled, recorded=releases is not None, error=error
+        ),
+    )
+
+
+def _blocked_json(line: blocked.BlockedRelease) -> dict[str, Any]:
+    return {
+        "version": line.version.tag,
+        "blocker": str(line.blocker),
+        "reason": line.reason,
+        "step": line.step,
+        "overridable": line.overridable,
+        "releasesNotOffered": line.not_offered,
+        "needsNewerIchor": line.needs_newer_ichor,
+        "message": line.message,
+    }
+
+
+@dataclass(frozen=True)
+class ChoiceList:
+    """``ichor upgrade talos|kubernetes CLUSTER --list``: the groups, the default, why a
+    list is unavailable, and the recorded newer releases not offered."""
+
+    cluster: str
+    namespace: str
+    component: Component
+    running: str
+    choices: targets.Choices
+    availability: targets.Availability
+    not_offered: tuple[blocked.BlockedRelease, ...]
+    note: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cluster": self.cluster,
+            "namespace": self.namespace,
+            "component": str(self.component),
+            "running": self.running,
+            "available": self.availability.available,
+            "unavailableReason": self.availability.reason,
+            "recommended": self.choices.recommended.tag if self.choices.recommended else None,
+            "patch": [v.tag for v in self.choices.patch],
+            "nextMinor": [v.tag for v in self.choices.next_minor],
+            "default": self.choices.default.tag if self.choices.default else None,
+            "note": self.note,
+            "notOffered": [_blocked_json(line) for line in self.not_offered],
+        }
+
+
+def choice_list(cluster: Cluster, component: Component, releases: ReleaseList) -> ChoiceList:
+    """The choices of one component, with the same functions the controller uses."""
+    versions = cluster.versions
+    running = versions.talos if component is Component.TALOS else versions.kubernetes
+    note: str | None = None
+    if not releases.availability.available:
+        choices = targets.Choices()
+        lines: list[blocked.BlockedRelease] = []
+    else:
+        if component is Component.TALOS:
+            choices = targets.talos_choices(cluster=versions, releases=releases.tags)
+        else:
+            choices = targets.kubernetes_choices(cluster=versions, releases=releases.tags)
+            if versions.cni is None or (versions.cilium_constrains and versions.cilium is None):
+                note = CNI_NOT_OBSERVED
+        lines = blocked.blocked_releases(
+            component=component, cluster=versions, releases=releases.tags
+        )
+    return ChoiceList(
+        cluster=cluster.name,
+        namespace=cluster.namespace,
+        component=component,
+        running=running,
+        choices=choices,
+        availability=releases.availability,
+        not_offered=tuple(lines),
+        note=note,
+    )
+
+
+def _step_json(step: plan.PlanStep) -> dict[str, Any]:
+    return {
+        "component": str(step.component),
+        "target": step.target,
+        "command": step.command,
+        "why": step.why,
+    }
+
+
+def plan_json(result: plan.PathPlan) -> dict[str, Any]:
+    return {
+        "outcome": str(result.outcome),
+        "goal": {
+            "talos": result.goal.talos.tag if result.goal and result.goal.talos else None,
+            "kubernetes": (
+                result.goal.kubernetes.tag if result.goal and result.goal.kubernetes else None
+            ),
+            "defaulted": bool(result.goal and result.goal.defaulted),
+        },
+        "steps": [_step_json(step) for step in result.steps],
+        "reason": result.reason,
+        "blocked": _blocked_json(result.blocked) if result.blocked else None,
+        "warnings": list(result.warnings),
+        "instead": plan_json(result.instead) if result.instead else None,
+    }
+
+
+def path_plan(
+    cluster: Cluster,
+    *,
+    talos: ReleaseList,
+    kubernetes: ReleaseList,
+    talos_goal: str | None,
+    kubernetes_goal: str | None,
+) -> plan.PathPlan:
+    """``ichor upgrade plan``: the shared planner over the recorded releases."""
+    return plan.plan_path(
+        cluster=cluster.versions,
+        talos_releases=talos.tags,
+        kubernetes_releases=kubernetes.tags,
+        talos=talos_goal,
+        kubernetes=kubernetes_goal,
+        name=cluster.name,
+        talos_availability=talos.availability,
+        kubernetes_availability=kubernetes.availability,
+    )
+
+
+@dataclass(frozen=True)
+class StatusRow:
+    """One line of ``ichor status``."""
+
+    namespace: str
+    name: str
+    talos: str
+    kubernetes: str
+    cilium: str
+    compatible: str
+    talos_upgrade: str
+    kubernetes_upgrade: str
+    ready: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "talos": self.talos,
+            "kubernetes": self.kubernetes,
+            "cilium": self.cilium,
+            "compatible": self.compatible,
+            "talosUpgrade": self.talos_upgrade,
+            "kubernetesUpgrade": self.kubernetes_upgrade,
+            "ready": self.ready,
+            "message": self.message,
+        }
+
+
+def _running(spec: str, observed: str | None) -> str:
+    if observed is None or observed == spec:
+        return spec
+    return f"{observed} (spec {spec})"
+
+
+def status_row(cluster: Cluster) -> StatusRow:
+    """What runs, whether it holds together and what it can move to, from the status the
+    controller wrote (the choices are ``status.upgradeChoices``)."""
+    status = cluster.status
+    cni = status.cni
+    if cni is None or not cni.detected:
+        cilium = "-"
+    elif cni.detected == steps.CILIUM:
+        cilium = cni.detected_version or "cilium (version unread)"
+    else:
+        cilium = f"({cni.detected})"
+    compatible = cluster.condition("VersionsCompatible")
+    ready = cluster.condition("Ready")
+    choices = status.upgrade_choices
+    talos_choice = choices.talos if choices else None
+    kube_choice = choices.kubernetes if choices else None
+    message = ""
+    if compatible is not None and compatible[0] != "True":
+        message = compatible[1]
+    elif ready is not None and ready[0] != "True":
+        message = ready[1]
+    return StatusRow(
+        namespace=cluster.namespace,
+        name=cluster.name,
+        talos=_running(cluster.spec.talos_version, status.talos_version),
+        kubernetes=_running(cluster.spec.kubernetes_version, status.kubernetes_version),
+        cilium=cilium,
+        compatible=compatible[0] if compatible else "Unknown",
+        talos_upgrade=(talos_choice.default if talos_choice and talos_choice.default else "-"),
+        kubernetes_upgrade=(kube_choice.default if kube_choice and kube_choice.default else "-"),
+        ready=ready[0] if ready else "Unknown",
+        message=message,
+    )
+
+
+def status_rows(bodies: Sequence[Mapping[str, Any]]) -> list[StatusRow]:
+    rows: list[StatusRow] = []
+    for body in bodies:
+        try:
+            rows.append(status_row(Cluster.of(body)))
+        except ValueError as error:
+            meta = body.get("metadata") or {}
+            rows.append(
+                StatusRow(
+                    namespace=str(meta.get("namespace", "")),
+                    name=str(meta.get("name", "")),
+                    talos="?",
+                    kubernetes="?",
+                    cilium="?",
+                    compatible="Unknown",
+                    talos_upgrade="-",
+                    kubernetes_upgrade="-",
+                    ready="Unknown",
+                    message=str(error),
+                )
+            )
+    return rows
