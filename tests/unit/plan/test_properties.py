@@ -15,7 +15,7 @@ from tests.unit.plan.lists import execute, shortest
 
 # No example database on disk: unit tests do no I/O.
 pure = settings(
-    database=None, deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow]
+    database=None, deadline=None, max_examples=100, suppress_health_check=[HealthCheck.too_slow]
 )
 
 cilium_running = st.builds("1.{}.{}".format, st.integers(17, 21), st.integers(0, 6))
@@ -123,9 +123,11 @@ def test_the_default_goal_or_its_replacement_is_the_newest_the_rules_reach(
     if result.instead is not None:
         assert result.outcome is PlanOutcome.UNREACHABLE
         assert result.goal is not None
-        # The replacement is reachable, and no newer Talos is.
+        # The replacement is reachable, and no newer Talos of its minor or the next is
+        # (Talos moves one minor at a time, so none beyond them is either).
+        newest = parse(end.talos)
         for version in finals(talos):
-            if version > parse(end.talos):
+            if version > newest and version.minor <= newest.minor + 1:
                 assert (
                     shortest(
                         start=cluster,
