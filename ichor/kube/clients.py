@@ -34,7 +34,11 @@ async def operator_client() -> ApiClient:
     if os.environ.get("KUBERNETES_SERVICE_HOST"):
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
-        await config.load_kube_config(client_configuration=configuration)
+        # Read $KUBECONFIG now: the client's default is fixed when it is imported.
+        await config.load_kube_config(
+            config_file=os.environ.get("KUBECONFIG") or None,
+            client_configuration=configuration,
+        )
     return ApiClient(configuration=configuration)
 
 

@@ -10,6 +10,8 @@ removes what a test created; tests of this folder run one at a time.
 from __future__ import annotations
 
 import asyncio
+import gc
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
@@ -73,29 +75,41 @@ def operator_kubeconfig(control_plane: controlplane.ControlPlane) -> Iterator[Pa
 
 
 class Operator:
-    """A kopf run with the controller's handlers only, in the test's event loop."""
+    """A kopf run with the controller's handlers only, in a thread with its own loop.
+
+    Not in the test's loop: when kopf stops it cancels every task of its loop created
+    after it started, which in a shared loop includes the test's own.
+    """
 
     def __init__(self, settings: ControllerSettings) -> None:
         self.registry = kopf.OperatorRegistry()
         handlers.register(self.registry)
         self.memo = kopf.Memo()
         self.memo[handlers.SETTINGS] = settings
-        self.stop_flag = asyncio.Event()
-        self.ready_flag = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
+        self.stop_flag = threading.Event()
+        self.ready_flag = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="kopf-operator", daemon=True)
+        self.error: BaseException | None = None
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(
+                kopf.operator(
+                    registry=self.registry,
+                    clusterwide=True,
+                    standalone=True,
+                    memo=self.memo,
+                    stop_flag=self.stop_flag,
+                    ready_flag=self.ready_flag,
+                )
+            )
+        except BaseException as error:  # reported by stop()
+            self.error = error
 
     async def start(self) -> None:
-        self.task = asyncio.create_task(
-            kopf.operator(
-                registry=self.registry,
-                clusterwide=True,
-                standalone=True,
-                memo=self.memo,
-                stop_flag=self.stop_flag,
-                ready_flag=self.ready_flag,
-            )
-        )
-        await asyncio.wait_for(self.ready_flag.wait(), timeout=30)
+        self.thread.start()
+        ready = await asyncio.to_thread(self.ready_flag.wait, 30)
+        assert ready, f"the operator did not start: {self.error!r}"
 
     @property
     def controller(self) -> ClusterController:
@@ -105,8 +119,9 @@ class Operator:
 
     async def stop(self) -> None:
         self.stop_flag.set()
-        if self.task is not None:
-            await asyncio.wait_for(self.task, timeout=30)
+        await asyncio.to_thread(self.thread.join, 30)
+        assert not self.thread.is_alive(), "the operator did not stop within 30 s"
+        assert self.error is None, f"the operator failed: {self.error!r}"
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -122,6 +137,7 @@ async def operator(
         yield running
     finally:
         await running.stop()
+        gc.collect()  # a socket the operator left open warns in this test, not later
 
 
 class Workload:
@@ -300,6 +316,11 @@ async def objects(kube_api: ApiClient, namespace: str) -> AsyncIterator[Objects]
     try:
         yield made
     finally:
+        # The namespace only goes Terminating (no controller manager deletes its
+        # content), so remove the clusters or the next test's operator serves them too.
+        await made.custom.delete_collection_namespaced_custom_object(
+            kinds.GROUP, kinds.VERSION, namespace, kinds.Plural.TALOS_CLUSTERS
+        )
         await _ignore_missing(
             made.custom.delete_cluster_custom_object(
                 kinds.GROUP,

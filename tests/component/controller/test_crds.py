@@ -18,7 +18,7 @@ from tests.component.controller.conftest import (
     eventually,
 )
 
-pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
+pytestmark = pytest.mark.component
 
 
 def manifest(kind: str, name: str, spec: dict[str, Any]) -> str:
