@@ -43,7 +43,7 @@ NAMES = {Component.TALOS: "Talos", Component.KUBERNETES: "Kubernetes", Component
 
 
 def console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    return Console(highlight=False, soft_wrap=True)
 
 
 def err_console() -> Console:

@@ -1,0 +1,805 @@
+"""``make demo``: the whole upgrade story on this machine, in one command.
+
+It builds nothing itself (``make testenv`` has built or cached the binaries) and starts,
+under the stack name ``demo`` (``$ICHOR_CACHE/stacks/demo``):
+
+- the local control plane (etcd and kube-apiserver on loopback, ``ichor.testing.stack``);
+- the test OCI registry with its token server, seeded with realistic Talos
+  (``siderolabs/installer-base``) and Kubernetes (``siderolabs/kubelet``) tag sets: real
+  release numbers, ``v``-prefixed and plain, pre-releases among them;
+- the CRDs, two users (``nadia`` may start upgrades, ``olivia`` also holds the override
+  verb), the operator (``python -m ichor.operator``: the controllers and the admission
+  webhook on loopback TLS with a generated certificate) and the webhook configuration.
+
+Then it walks through the story, printing each command before its output and what to
+notice after it. The "workload cluster" is the same API server: the demo creates its Node
+objects and a ``cilium`` DaemonSet, and no kubelet or Job controller runs, so the demo
+plays each Job's outcome (and the versions the nodes then report) and says so.
+
+It leaves everything running and prints the kubeconfig; ``make demo-down``
+(``python -m ichor.testing.stack down --name demo``) stops the operator and the registry
+too, because their pids are recorded in the stack's ``state.json`` with the others.
+It refuses to run over a demo already running: that one is stopped first, so every run
+tells the same story.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+
+from ichor.api import kinds
+from ichor.release.pinned import PINNED
+from ichor.testing import binaries, certs, controlplane, stack
+from ichor.testing import registry as test_registry
+from ichor.webhook import certificates, server
+
+T = TypeVar("T")
+
+STACK = "demo"
+NAMESPACE = "default"
+CLUSTER = "prod"
+PLAIN_USER = "nadia"
+HOLDER = "olivia"
+ROOT = Path(__file__).resolve().parents[2]
+CRDS = ROOT / "crds"
+
+TALOS_REPOSITORY = "siderolabs/installer-base"
+KUBERNETES_REPOSITORY = "siderolabs/kubelet"
+CHART_REPOSITORY = "ichor-dev/charts/ichor"
+
+#: What the workload cluster runs at the start: the release set, with its Cilium.
+START_CILIUM = PINNED.cilium_chart
+#: Talos the demo's operation moves to (the default choice: the newest 1.14 patch).
+TALOS_TARGET = "v1.14.5"
+#: A Kubernetes the embedded Cilium does not run (1.20 runs 1.33 to 1.36).
+INCOMPATIBLE_KUBERNETES = "v1.37.2"
+
+_WAIT = 90.0
+
+
+def _patches(minor: str, last: int) -> list[str]:
+    return [f"v{minor}.{patch}" for patch in range(last + 1)]
+
+
+def talos_tags() -> list[str]:
+    """Talos releases as installer-base lists them (finals, pre-releases, plain forms)."""
+    finals = (
+        _patches("1.10", 9)
+        + _patches("1.11", 6)
+        + _patches("1.12", 11)
+        + _patches("1.13", 9)
+        + _patches("1.14", 5)
+    )
+    pre = [
+        "v1.14.0-alpha.0",
+        "v1.14.0-alpha.1",
+        "v1.14.0-beta.0",
+        "v1.14.0-rc.0",
+        "v1.14.0-rc.1",
+        "v1.15.0-alpha.0",
+        "v1.15.0-alpha.1",
+    ]
+    plain = [tag[1:] for tag in _patches("1.14", 5)]
+    return finals + pre + plain
+
+
+def kubernetes_tags() -> list[str]:
+    """Kubernetes releases as the kubelet repository lists them."""
+    finals = (
+        _patches("1.31", 14)
+        + _patches("1.32", 11)
+        + _patches("1.33", 8)
+        + _patches("1.34", 6)
+        + _patches("1.35", 5)
+        + _patches("1.36", 7)
+        + _patches("1.37", 2)
+    )
+    pre = [
+        "v1.37.0-alpha.1",
+        "v1.37.0-beta.0",
+        "v1.37.0-rc.0",
+        "v1.37.0-rc.1",
+        "v1.38.0-alpha.0",
+        "v1.38.0-alpha.1",
+    ]
+    plain = [tag[1:] for tag in _patches("1.36", 7)]
+    return finals + pre + plain
+
+
+CHART_TAGS = ["0.1.0"]
+
+
+class DemoError(RuntimeError):
+    """A step did not go as the story says; the message says which and what was seen."""
+
+
+def _say(text: str = "") -> None:
+    print(text, flush=True)
+
+
+def _wait_for(what: str, probe: Callable[[], T | None], *, within: float = _WAIT) -> T:
+    deadline = time.monotonic() + within
+    while True:
+        value = probe()
+        if value is not None:
+            return value
+        if time.monotonic() > deadline:
+            raise DemoError(f"{what} did not happen within {within:.0f} s")
+        time.sleep(0.25)
+
+
+# --- the registry, as its own process -------------------------------------------------------
+
+
+def serve_registry(workdir: Path) -> int:
+    """Run the seeded registry until SIGTERM; write ``ready.json`` once it answers."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    with test_registry.LocalRegistry(workdir=workdir) as local:
+        local.seed(TALOS_REPOSITORY, talos_tags())
+        local.seed(KUBERNETES_REPOSITORY, kubernetes_tags())
+        local.seed(CHART_REPOSITORY, CHART_TAGS)
+        ready = {"url": local.url, "host": local.host, "realm": local.tokens.realm}
+        (workdir / "ready.json").write_text(json.dumps(ready))
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+    return 0
+
+
+# --- the demo -------------------------------------------------------------------------------
+
+
+@dataclass
+class Ran:
+    command: str
+    returncode: int
+    output: str
+
+
+class Demo:
+    def __init__(self) -> None:
+        self.dir = stack.stack_dir(STACK)
+        self.started = time.monotonic()
+        self.kubectl_binary = binaries.find("kubectl")
+        self.state: controlplane.State | None = None
+        self.kubeconfig = self.dir / "kubeconfig"
+        self.webhook_name = "ichor-webhook"
+
+    # -- processes and files ---------------------------------------------------------------
+
+    def env(self) -> dict[str, str]:
+        path = os.pathsep.join(
+            [str(Path(sys.executable).parent), str(self.kubectl_binary.parent), os.environ["PATH"]]
+        )
+        return controlplane.loopback_env(
+            {
+                "KUBECONFIG": str(self.kubeconfig),
+                "PATH": path,
+                "COLUMNS": "120",
+                "NO_COLOR": "1",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+
+    def kubectl(self, *args: str, input: str | None = None) -> str:
+        result = subprocess.run(
+            [str(self.kubectl_binary), *args],
+            input=input,
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            timeout=120,
+            check=False,
+        )
+        if result.returncode != 0:
+            raise DemoError(f"kubectl {' '.join(args)} failed: {result.stderr.strip()}")
+        return result.stdout
+
+    def get(self, *args: str) -> dict[str, Any] | None:
+        result = subprocess.run(
+            [str(self.kubectl_binary), "get", *args, "-o", "json"],
+            capture_output=True,
+            text=True,
+            env=self.env(),
+            timeout=60,
+            check=False,
+        )
+        if result.returncode != 0:
+            return None
+        found: dict[str, Any] = json.loads(result.stdout)
+        return found
+
+    def apply(self, documents: Iterable[dict[str, Any]]) -> None:
+        self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(list(documents)))
+
+    def spawn(self, name: str, args: Sequence[str], env: dict[str, str]) -> None:
+        """Start a process that outlives the demo and record it for ``make demo-down``."""
+        logs = self.dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        log = logs / f"{name}.log"
+        with log.open("ab") as sink:
+            process = subprocess.Popen(
+                [sys.executable, *args],
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env=env,
+                cwd=self.dir,
+                start_new_session=True,
+            )
+        assert self.state is not None
+        self.state["processes"].append(
+            {"name": name, "pid": process.pid, "binary": sys.executable, "log": str(log)}
+        )
+        (self.dir / "state.json").write_text(json.dumps(self.state, indent=2) + "\n")
+
+    # -- setup ------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        for name in ("etcd", "kube-apiserver", "kubectl", "registry"):
+            binaries.find(name)
+        _say("Setting up the demo (the binaries come from `make testenv`, cached)...")
+        if stack.load(STACK) is not None:
+            stack.down(STACK)
+            _say("  a demo from before was still running: stopped it, so this run starts fresh")
+        began = time.monotonic()
+        self.state = stack.up(STACK)
+        _say(f"  control plane: kube-apiserver {self.state['server']} ({self._since(began)})")
+        began = time.monotonic()
+        registry_dir = self.dir / "registry"
+        registry_dir.mkdir(parents=True, exist_ok=True)
+        self.spawn(
+            "registry",
+            ["-m", "ichor.testing.demo", "serve-registry", "--workdir", str(registry_dir)],
+            controlplane.loopback_env(),
+        )
+        ready = _wait_for(
+            "the registry's start and seeding", lambda: _read_json(registry_dir / "ready.json")
+        )
+        self.registry_url = str(ready["url"])
+        _say(
+            f"  OCI registry {self.registry_url} with token auth, seeded with "
+            f"{len(talos_tags())} Talos and {len(kubernetes_tags())} Kubernetes tags "
+            f"({self._since(began)})"
+        )
+        self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
+        for kind in kinds.Kind:
+            self.kubectl(
+                "wait",
+                "--for=condition=Established",
+                f"crd/{kinds.crd_name(kind)}",
+                "--timeout=60s",
+            )
+        _say("  CRDs installed: TalosCluster, TalosOperation, IchorInstallation")
+        self.users()
+        _say(
+            f"  users: {PLAIN_USER} (may start upgrades) and {HOLDER} (also holds the RBAC "
+            "verb override on talosclusters.ichor.dev)"
+        )
+        began = time.monotonic()
+        self.operator()
+        _say(
+            f"  operator running, admission webhook registered and answering ({self._since(began)})"
+        )
+        self.workload()
+        _say(
+            "  workload cluster: this same API server, with 3 Node objects (Talos "
+            f"{PINNED.talos}, kubelet {PINNED.kubernetes}) and a cilium DaemonSet "
+            f"(Cilium {START_CILIUM}) that the demo created"
+        )
+        began = time.monotonic()
+        self.installation()
+        _say(
+            f"  release check listed the registry into the IchorInstallation ({self._since(began)})"
+        )
+        _say(f"Ready in {self._since(self.started)}.")
+
+    def _since(self, began: float) -> str:
+        return f"{time.monotonic() - began:.1f} s"
+
+    def users(self) -> None:
+        authority = _authority(self.dir / "pki")
+        assert self.state is not None
+        for user in (PLAIN_USER, HOLDER):
+            controlplane.write_kubeconfig(
+                self.dir / "users" / f"{user}.kubeconfig",
+                server=self.state["server"],
+                ca_pem=authority.cert_pem,
+                user=user,
+                client=authority.issue_client(user=user),
+            )
+        self.apply(_rbac())
+
+    def operator(self) -> None:
+        files = certificates.write_serving_certificate(self.dir / "webhook")
+        port = controlplane.free_port()
+        env = controlplane.loopback_env(
+            {
+                "KUBECONFIG": str(self.kubeconfig),
+                "ICHOR_WEBHOOK_CERT": str(files.cert),
+                "ICHOR_WEBHOOK_KEY": str(files.key),
+                "ICHOR_WEBHOOK_PORT": str(port),
+                "ICHOR_OBSERVE_INTERVAL": "2",
+                "ICHOR_BACKOFF_INITIAL": "1",
+                "ICHOR_OPERATION_RESYNC": "2",
+                "ICHOR_OPERATION_RETRY": "1",
+                "ICHOR_RELEASE_RETRY": "10",
+            }
+        )
+        self.spawn("operator", ["-m", "ichor.operator"], env)
+        configuration = server.render_configuration(
+            url=f"https://127.0.0.1:{port}",
+            ca_bundle=files.ca.read_bytes(),
+            name=self.webhook_name,
+        )
+        self.apply([dict(configuration)])
+        probe = {
+            "apiVersion": kinds.API_VERSION,
+            "kind": kinds.Kind.TALOS_CLUSTER.value,
+            "metadata": {"name": "probe", "namespace": NAMESPACE},
+            "spec": {
+                "talosVersion": "v1.15.0",
+                "kubernetesVersion": "v1.36.6",
+                "versionContract": "v1.14",
+            },
+        }
+
+        def answering() -> bool | None:
+            result = subprocess.run(
+                [str(self.kubectl_binary), "create", "--dry-run=server", "-f", "-"],
+                input=json.dumps(probe),
+                capture_output=True,
+                text=True,
+                env=self.env(),
+                timeout=30,
+                check=False,
+            )
+            return True if "Talos v1.15.0 is refused" in result.stderr else None
+
+        _wait_for("the admission webhook's first answer", answering)
+
+    def workload(self) -> None:
+        nodes = (
+            ("prod-cp-1", "10.5.0.2", True),
+            ("prod-cp-2", "10.5.0.3", True),
+            ("prod-worker-1", "10.5.0.4", False),
+        )
+        for name, address, control_plane in nodes:
+            labels = {"node-role.kubernetes.io/control-plane": ""} if control_plane else {}
+            self.apply(
+                [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}]
+            )
+            self.set_node(name, talos=PINNED.talos, kubelet=PINNED.kubernetes, address=address)
+        self.apply([_cilium_daemonset(START_CILIUM)])
+        self.apply(
+            [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Secret",
+                    "metadata": {"name": f"{CLUSTER}-talosconfig", "namespace": NAMESPACE},
+                    "type": "Opaque",
+                    "data": {"talosconfig": base64.b64encode(b"context: demo\n").decode()},
+                }
+            ]
+        )
+
+    def set_node(self, name: str, *, talos: str, kubelet: str, address: str | None = None) -> None:
+        status: dict[str, Any] = {"nodeInfo": _node_info(talos=talos, kubelet=kubelet)}
+        if address is not None:
+            status["addresses"] = [
+                {"type": "InternalIP", "address": address},
+                {"type": "Hostname", "address": name},
+            ]
+        self.kubectl(
+            "patch", "node", name, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": status}),
+        )  # fmt: skip
+
+    def installation(self) -> None:
+        self.apply(
+            [
+                {
+                    "apiVersion": kinds.API_VERSION,
+                    "kind": kinds.Kind.ICHOR_INSTALLATION.value,
+                    "metadata": {"name": kinds.INSTALLATION_NAME},
+                    "spec": {
+                        "releaseCheck": {
+                            "enabled": True,
+                            "interval": "6h",
+                            "talosRepository": f"{self.registry_url}/{TALOS_REPOSITORY}",
+                            "kubernetesRepository": f"{self.registry_url}/{KUBERNETES_REPOSITORY}",
+                            "chartRepository": f"{self.registry_url}/{CHART_REPOSITORY}",
+                        }
+                    },
+                }
+            ]
+        )
+
+        def listed() -> bool | None:
+            body = self.get(
+                f"{kinds.Plural.ICHOR_INSTALLATIONS}.{kinds.GROUP}", kinds.INSTALLATION_NAME
+            )
+            found = ((body or {}).get("status") or {}).get("upgradeTargets") or {}
+            return True if found.get("talos") and found.get("kubernetes") else None
+
+        _wait_for("the release check's first listing", listed)
+
+    # -- the story --------------------------------------------------------------------------
+
+    def run(self, command: str, *, expect: int = 0, display: str | None = None) -> Ran:
+        _say(f"$ {display or command}")
+        result = subprocess.run(
+            command,
+            shell=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=self.env(),
+            cwd=self.dir,
+            timeout=300,
+            check=False,
+        )
+        text = result.stdout.rstrip()
+        if text:
+            _say(text)
+        if result.returncode != 0:
+            _say(f"(exit {result.returncode})")
+        if result.returncode != expect:
+            raise DemoError(f"`{command}` exited with {result.returncode}, expected {expect}")
+        return Ran(command=command, returncode=result.returncode, output=text)
+
+    def step(self, number: int, title: str) -> None:
+        _say()
+        _say(f"=== Step {number}: {title}")
+
+    def notice(self, text: str) -> None:
+        _say(f"--> Notice: {text}")
+
+    def cluster(self) -> dict[str, Any]:
+        found = self.get(f"{kinds.Plural.TALOS_CLUSTERS}.{kinds.GROUP}", CLUSTER, "-n", NAMESPACE)
+        return found or {}
+
+    def wait_cluster(self, what: str, check: Callable[[dict[str, Any]], bool]) -> None:
+        _wait_for(what, lambda: True if check(self.cluster()) else None)
+
+    def play_job(self, operation: str, *, after: Callable[[], None]) -> str:
+        """Play the Job of ``operation`` to success as the Job controller would."""
+        path = f"{kinds.Plural.TALOS_OPERATIONS}.{kinds.GROUP}"
+
+        def job_name() -> str | None:
+            body = self.get(path, operation, "-n", NAMESPACE) or {}
+            name = (body.get("status") or {}).get("jobName")
+            if name and self.get("job", str(name), "-n", NAMESPACE) is not None:
+                return str(name)
+            return None
+
+        job = _wait_for(f"the Job of {operation}", job_name)
+        time.sleep(1.0)  # let `--wait` show Running first
+        after()
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.kubectl(
+            "patch", "job", job, "-n", NAMESPACE, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"startTime": now, "active": 1, "ready": 0}}),
+        )  # fmt: skip
+        done = {
+            "active": 0,
+            "ready": 0,
+            "terminating": 0,
+            "succeeded": 1,
+            "completionTime": now,
+            "uncountedTerminatedPods": {},
+            "conditions": [
+                _condition("SuccessCriteriaMet", now),
+                _condition("Complete", now),
+            ],
+        }
+        self.kubectl(
+            "patch", "job", job, "-n", NAMESPACE, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": done}),
+        )  # fmt: skip
+        return job
+
+    def story(self) -> None:
+        admin = "ichor"
+        nadia = f"ichor --kubeconfig users/{PLAIN_USER}.kubeconfig"
+        olivia = f"ichor --kubeconfig users/{HOLDER}.kubeconfig"
+
+        self.step(1, "What this build installs")
+        self.run(f"{admin} version")
+        self.notice(
+            "the release set decides a first install only; after it, each component "
+            "upgrades on its own."
+        )
+
+        self.step(2, "A cluster created with `ichor init`")
+        self.run(f"{admin} init staging --kubernetes-version {INCOMPATIBLE_KUBERNETES}", expect=1)
+        self.notice("init takes the release set and nothing else: another version is an upgrade.")
+        self.run(f"{admin} init {CLUSTER} --talosconfig-secret {CLUSTER}-talosconfig")
+        self.notice(
+            "the TalosCluster holds the release set; the operator now reads the workload "
+            "cluster (here: this API server's Node objects and cilium DaemonSet)."
+        )
+
+        self.wait_cluster(
+            "the controller's first status of prod",
+            lambda body: bool(
+                (
+                    ((body.get("status") or {}).get("upgradeChoices") or {}).get("kubernetes") or {}
+                ).get("default")
+            ),
+        )
+        self.step(3, "`kubectl get talosclusters` answers: what can I upgrade to?")
+        self.run("kubectl get talosclusters")
+        self.notice(
+            "the observed versions come from the Nodes and the cilium DaemonSet; the "
+            "upgrade columns are the default choices computed from the recorded releases."
+        )
+
+        self.step(4, "The Kubernetes choices, and why the newer ones are not offered")
+        self.run(f"{admin} upgrade kubernetes {CLUSTER} --list")
+        self.notice(
+            "the registry lists Kubernetes up to v1.37.2 (plus pre-releases and plain tags, "
+            "which are never offered); v1.37 is held back by Cilium, and the line says the step."
+        )
+
+        self.step(5, f"An incompatible target, refused for an ordinary user ({PLAIN_USER})")
+        self.run(f"{nadia} upgrade kubernetes {CLUSTER} {INCOMPATIBLE_KUBERNETES}", expect=1)
+        self.notice(
+            "the server's plan (a dry-run create) refused it, naming the Cilium order and the "
+            "step: Cilium 1.20.4 does not run Kubernetes 1.37, and only a newer Ichor ships a "
+            "Cilium that does. The refusal is overridable, so the hint names --override."
+        )
+        self.run(
+            f"{nadia} upgrade kubernetes {CLUSTER} {INCOMPATIBLE_KUBERNETES} --override", expect=1
+        )
+        self.notice(f"--override needs the RBAC verb, which {PLAIN_USER} does not hold.")
+
+        self.step(6, f"The same target, passed by an admin ({HOLDER}) with --override")
+        ran = self.run(
+            f"{olivia} upgrade kubernetes {CLUSTER} {INCOMPATIBLE_KUBERNETES} --override"
+        )
+        created = re.search(r"TalosOperation \S+/(\S+) created", ran.output)
+        if created is None:
+            raise DemoError("the override did not create an operation")
+        self.run("kubectl get events --field-selector reason=Override")
+        self.notice(
+            "the override is recorded as a Warning Event on the TalosCluster, naming the user "
+            "and the refusal passed."
+        )
+        self.run(f"kubectl delete talosoperation {created[1]}")
+        self.notice(
+            "the demo withdraws that operation here (its Job goes with it): a cluster should "
+            "not run Kubernetes 1.37 under Cilium 1.20."
+        )
+
+        self.step(7, "An operation followed to Succeeded")
+        _say(
+            "(No kubelet or Job controller runs here: the demo plays the Job's outcome, "
+            f"success, and the Nodes then report Talos {TALOS_TARGET}, as talosctl upgrade "
+            "would leave them.)"
+        )
+        played: list[str] = []
+
+        def play() -> None:
+            operation = _wait_for("the Talos operation", self._newest_operation)
+            played.append(self.play_job(operation, after=self._nodes_on_target))
+
+        player = threading.Thread(target=_capture(play, played), daemon=True)
+        player.start()
+        self.run(f"{admin} upgrade talos {CLUSTER} --wait")
+        player.join(30)
+        if not played or played[-1].startswith("error:"):
+            raise DemoError(f"the demo could not play the Job: {played}")
+        self.wait_cluster(
+            f"Talos {TALOS_TARGET} observed",
+            lambda body: (body.get("status") or {}).get("talosVersion") == TALOS_TARGET,
+        )
+        self.notice(
+            f"without VERSION the default choice ({TALOS_TARGET}, the newest patch) was used; "
+            f"the demo played Job {played[-1]} as succeeded, and the executor moved the "
+            "cluster's spec to the new version."
+        )
+
+        self.step(8, "The path to the newest recorded releases")
+        self.run(f"{admin} upgrade plan {CLUSTER}")
+        self.notice(
+            "no order of upgrades reaches Kubernetes v1.37.2 with this build, and the plan says "
+            "why; it lists what the rules do reach instead, as commands. Nothing is run."
+        )
+
+        self.step(9, "One table of clusters")
+        self.run(f"{admin} status")
+
+    def _newest_operation(self) -> str | None:
+        body = self.get(f"{kinds.Plural.TALOS_OPERATIONS}.{kinds.GROUP}", "-n", NAMESPACE) or {}
+        for item in body.get("items") or []:
+            if (item.get("spec") or {}).get("type") == "talos":
+                return str(item["metadata"]["name"])
+        return None
+
+    def _nodes_on_target(self) -> None:
+        for name in ("prod-cp-1", "prod-cp-2", "prod-worker-1"):
+            self.set_node(name, talos=TALOS_TARGET, kubelet=PINNED.kubernetes)
+
+    def finish(self) -> None:
+        _say()
+        _say(f"The demo ran in {self._since(self.started)}. Everything keeps running:")
+        _say(f"  export KUBECONFIG={self.kubeconfig}")
+        _say(f"  users: {self.dir / 'users'} ({PLAIN_USER}.kubeconfig, {HOLDER}.kubeconfig)")
+        _say(f"  logs:  {self.dir / 'logs'} (operator.log, registry.log)")
+        _say("  stop it all (control plane, registry, operator) with: make demo-down")
+
+
+def _capture(fn: Callable[[], None], sink: list[str]) -> Callable[[], None]:
+    def run() -> None:
+        try:
+            fn()
+        except Exception as error:
+            sink.append(f"error: {error}")
+
+    return run
+
+
+def _condition(type_: str, now: str) -> dict[str, str]:
+    return {
+        "type": type_,
+        "status": "True",
+        "reason": "CompletionsReached",
+        "message": "Reached expected number of succeeded pods",
+        "lastProbeTime": now,
+        "lastTransitionTime": now,
+    }
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return found
+
+
+def _authority(pki: Path) -> certs.Authority:
+    """The stack's CA, read back from its files, to issue the demo users' certificates."""
+    key = serialization.load_pem_private_key((pki / "ca.key").read_bytes(), password=None)
+    if not isinstance(key, ec.EllipticCurvePrivateKey):
+        raise DemoError(f"{pki / 'ca.key'} is not the ECDSA key the control plane writes")
+    cert = x509.load_pem_x509_certificate((pki / "ca.crt").read_bytes())
+    return certs.Authority(key=key, cert=cert)
+
+
+def _node_info(*, talos: str, kubelet: str) -> dict[str, str]:
+    return {
+        "osImage": f"Talos ({talos})",
+        "kubeletVersion": kubelet,
+        "kubeProxyVersion": "",
+        "machineID": "demo",
+        "systemUUID": "demo",
+        "bootID": "demo",
+        "kernelVersion": "6.12.0-talos",
+        "containerRuntimeVersion": "containerd://2.1.0",
+        "operatingSystem": "linux",
+        "architecture": "amd64",
+    }
+
+
+def _cilium_daemonset(version: str) -> dict[str, Any]:
+    labels = {"k8s-app": "cilium"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "DaemonSet",
+        "metadata": {"name": "cilium", "namespace": "kube-system", "labels": labels},
+        "spec": {
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "containers": [
+                        {"name": "cilium-agent", "image": f"quay.io/cilium/cilium:v{version}"}
+                    ]
+                },
+            },
+        },
+    }
+
+
+def _rbac() -> list[dict[str, Any]]:
+    def role(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
+        return {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": rules,
+        }
+
+    def binding(name: str, users: list[str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": name,
+            },
+            "subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}
+                for user in users
+            ],
+        }
+
+    editor = role(
+        "ichor-demo-operator",
+        [
+            {
+                "apiGroups": [kinds.GROUP],
+                "resources": ["talosclusters", "talosoperations", "ichorinstallations"],
+                "verbs": ["get", "list", "watch", "create"],
+            },
+            {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list"]},
+        ],
+    )
+    override = role(
+        "ichor-override",
+        [{"apiGroups": [kinds.GROUP], "resources": ["talosclusters"], "verbs": ["override"]}],
+    )
+    return [
+        editor,
+        override,
+        binding("ichor-demo-operator", [PLAIN_USER, HOLDER]),
+        binding("ichor-override", [HOLDER]),
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ichor.testing.demo", description=__doc__.split("\n\n")[0]
+    )
+    sub = parser.add_subparsers(dest="command")
+    serve = sub.add_parser("serve-registry", help="(internal) run the seeded demo registry")
+    serve.add_argument("--workdir", type=Path, required=True)
+    args = parser.parse_args(argv)
+    if args.command == "serve-registry":
+        return serve_registry(args.workdir)
+    demo = Demo()
+    try:
+        demo.setup()
+        demo.story()
+    except (
+        DemoError,
+        binaries.MissingBinaryError,
+        stack.StackError,
+        controlplane.ControlPlaneError,
+    ) as error:
+        print(f"\nThe demo stopped: {error}", file=sys.stderr)
+        if demo.dir.exists():
+            print(
+                f"Logs are in {demo.dir / 'logs'}; `make demo-down` stops what was started.",
+                file=sys.stderr,
+            )
+        return 1
+    demo.finish()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
