@@ -459,12 +459,25 @@ def _cilium_blocks(
             refusal=refusal,
             newer_ichor=True,
         )
-    now = check_target(component=Component.CNI, target=chart, cluster=cluster)
-    if now is None:
+    if check_target(component=Component.CNI, target=chart, cluster=cluster) is None:
         step = f"upgrade Cilium to {chart} first (ichor cni upgrade), the chart this Ichor embeds"
-    else:
-        step = f"upgrade Cilium to {chart}, which runs it, once the Cilium step is allowed: {now}"
-    return _line(kube, version, Blocker.CILIUM, reason=reason, step=step, refusal=refusal)
+        return _line(kube, version, Blocker.CILIUM, reason=reason, step=step, refusal=refusal)
+    # The chart runs the target but not what runs now: no Cilium step gets there.
+    step = (
+        f"Cilium {chart}, the chart this Ichor embeds, runs it but not Kubernetes "
+        f"{parse(cluster.kubernetes).tag}, which the cluster runs, so no Cilium step reaches it"
+    )
+    if refusal.overridable:
+        step += "; the override verb passes it (--override)"
+    return _line(
+        kube,
+        version,
+        Blocker.CILIUM,
+        reason=reason,
+        step=step,
+        refusal=refusal,
+        newer_ichor=not refusal.overridable,
+    )
 
 
 def blocked_releases(
