@@ -71,12 +71,12 @@ def _configure_webhook(registry: kopf.OperatorRegistry) -> None:
             addr=os.environ.get("ICHOR_WEBHOOK_ADDR") or "127.0.0.1",
         )
 
-    kopf.on.startup(registry=registry)(configure_webhook)
+    kopf.on.startup(id="webhook-configure", registry=registry)(configure_webhook)
 
 
-def build_registry() -> kopf.OperatorRegistry:
-    """The default registry with every part of this build registered."""
-    registry = kopf.get_default_registry()
+def build_registry(registry: kopf.OperatorRegistry | None = None) -> kopf.OperatorRegistry:
+    """``registry`` (kopf's default one if not given) with every part of this build."""
+    registry = registry if registry is not None else kopf.get_default_registry()
     cluster_handlers.register(registry)
     for name in OPTIONAL_MODULES:
         _load_optional(name, registry)

@@ -60,13 +60,23 @@ def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
 
 def register(registry: kopf.OperatorRegistry, *, with_login: bool = True) -> None:
     """Put the controller's handlers into ``registry``."""
-    kopf.on.startup(registry=registry)(start)
-    kopf.on.cleanup(registry=registry)(stop)
+    # Explicit ids: kopf keys an activity's progress by id, and other modules register
+    # functions named start/stop too; with equal ids only one of them would run.
+    kopf.on.startup(id="clusters-start", registry=registry)(start)
+    kopf.on.cleanup(id="clusters-stop", registry=registry)(stop)
     if with_login:
-        kopf.on.login(registry=registry)(login)
-    kopf.on.event(kinds.GROUP, kinds.VERSION, kinds.Plural.TALOS_CLUSTERS, registry=registry)(
-        cluster_event
-    )
-    kopf.on.event(kinds.GROUP, kinds.VERSION, kinds.Plural.ICHOR_INSTALLATIONS, registry=registry)(
-        installation_event
-    )
+        kopf.on.login(id="ichor-login", registry=registry)(login)
+    kopf.on.event(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.TALOS_CLUSTERS,
+        id="clusters-cluster-event",
+        registry=registry,
+    )(cluster_event)
+    kopf.on.event(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.ICHOR_INSTALLATIONS,
+        id="clusters-installation-event",
+        registry=registry,
+    )(installation_event)

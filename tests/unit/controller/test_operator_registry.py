@@ -1,0 +1,25 @@
+"""The operator's registry holds every part once, under ids that do not collide.
+
+kopf keys an activity's progress by handler id: two startup handlers with one id would
+let only one of them run, so each part's ids must be its own.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import kopf
+import pytest
+
+from ichor import operator
+
+
+def test_every_part_registers_its_handlers_under_ids_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("ICHOR_WEBHOOK_CERT", raising=False)
+    registry = operator.build_registry(kopf.OperatorRegistry())
+    activities = registry._activities.get_all_handlers()  # no public listing in kopf
+    ids = Counter(str(handler.id) for handler in activities)
+    assert [i for i, n in ids.items() if n > 1] == []
+    assert {"clusters-start", "clusters-stop", "ichor-login"} <= ids.keys()
