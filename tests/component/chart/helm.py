@@ -1,0 +1,91 @@
+"""helm (built from its Go module by ``make testenv``) against the chart, for the tests.
+
+``template`` renders the chart with given values and parses every object, so the tests
+assert on fields rather than compare text. A missing helm fails the test with the make
+target to run.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ichor.testing import binaries
+
+CHART = Path(__file__).resolve().parents[3] / "charts" / "ichor"
+RELEASE = "ichor"
+NAMESPACE = "ichor-system"
+KUBE_VERSION = "1.37.2"
+
+Object = dict[str, Any]
+
+
+def binary() -> Path:
+    try:
+        return binaries.find("helm")
+    except binaries.MissingBinaryError as error:
+        pytest.fail(str(error), pytrace=False)
+
+
+def run(
+    *args: str, values: Mapping[str, Any] | None = None, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``helm ARGS -f <values>``; the values go through a file, as a person would pass them."""
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml") as file:
+        command = [str(binary()), *args]
+        if values:
+            json.dump(dict(values), file)
+            file.flush()
+            command += ["-f", file.name]
+        result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=180)
+    if check and result.returncode != 0:
+        raise AssertionError(f"{' '.join(command)} failed:\n{result.stderr}")
+    return result
+
+
+def template(
+    values: Mapping[str, Any] | None = None, *, namespace: str = NAMESPACE
+) -> list[Object]:
+    result = run(
+        "template", RELEASE, str(CHART), "--namespace", namespace,
+        "--kube-version", KUBE_VERSION, "--include-crds", values=values,
+    )  # fmt: skip
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def lint(values: Mapping[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
+    return run("lint", "--strict", str(CHART), values=values, check=False)
+
+
+def find(objects: Iterable[Object], kind: str, name: str | None = None) -> list[Object]:
+    return [
+        o for o in objects if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)
+    ]
+
+
+def one(objects: Iterable[Object], kind: str, name: str | None = None) -> Object:
+    found = find(objects, kind, name)
+    assert len(found) == 1, f"expected one {kind} {name or ''}, found {len(found)}"
+    return found[0]
+
+
+def kinds(objects: Sequence[Object]) -> set[str]:
+    return {o["kind"] for o in objects}
+
+
+def container(objects: Sequence[Object]) -> Object:
+    deployment = one(objects, "Deployment")
+    (operator,) = deployment["spec"]["template"]["spec"]["containers"]
+    found: Object = operator
+    return found
+
+
+def env(objects: Sequence[Object]) -> dict[str, str]:
+    return {e["name"]: e.get("value", "") for e in container(objects).get("env", [])}
