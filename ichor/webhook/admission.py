@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from ichor.release import compat, pinned, steps, versions
-from ichor.release.refusals import Refusal, Rule
+from ichor.release.refusals import Refusal, Rule, refuse
 from ichor.upgrade import target as upgrade_target
 from ichor.webhook.reviews import (
     ClusterObject,
@@ -89,7 +89,7 @@ def _verdict(refusals: list[Refusal]) -> Verdict:
 
 
 def _form(error: versions.VersionError) -> Refusal:
-    return Refusal(rule=Rule.FORM, message=f"{error}.", overridable=False)
+    return refuse(Rule.FORM, f"{error}.")
 
 
 def _form_refusals(cluster: ClusterObject, *, old: ClusterObject | None) -> list[Refusal]:
@@ -161,14 +161,11 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
 def cni_version_refusal(spec: OperationSpec) -> Refusal:
     """The ADR's answer to a cni operation that names a version (amendment 2026-11-04 (3))."""
     named = spec.cni_image_version if spec.cni_image_version is not None else spec.version
-    return Refusal(
-        rule=Rule.CNI_VERSION,
-        message=(
-            f"TalosOperation {spec.namespace}/{spec.name} is refused: a cni operation names "
-            f"no version ({named!r} given), because Cilium moves only to the chart this Ichor "
-            f"embeds ({pinned.PINNED.cilium_chart}); delete it and run `ichor cni upgrade` again."
-        ),
-        overridable=False,
+    return refuse(
+        Rule.CNI_VERSION,
+        f"TalosOperation {spec.namespace}/{spec.name} is refused: a cni operation names "
+        f"no version ({named!r} given), because Cilium moves only to the chart this Ichor "
+        f"embeds ({pinned.PINNED.cilium_chart}); delete it and run `ichor cni upgrade` again.",
     )
 
 
@@ -188,13 +185,10 @@ def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
     elif spec.version is None:
         return _verdict(
             [
-                Refusal(
-                    rule=Rule.FORM,
-                    message=(
-                        f"a {spec.type} operation needs spec.version, a final release vX.Y.Z "
-                        "(`ichor upgrade` fills in the default choice)."
-                    ),
-                    overridable=False,
+                refuse(
+                    Rule.FORM,
+                    f"a {spec.type} operation needs spec.version, a final release vX.Y.Z "
+                    "(`ichor upgrade` fills in the default choice).",
                 )
             ]
         )
