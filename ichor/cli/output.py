@@ -135,6 +135,9 @@ def path_plan(result: plan.PathPlan, *, cluster: str) -> None:
 
 def status_table(rows: list[views.StatusRow], *, namespaces: bool) -> None:
     out = console()
+    if not out.is_terminal:
+        # Piped, rich assumes 80 columns and would cut the cells; a pipe has no width.
+        out = Console(highlight=False, soft_wrap=True, width=250)
     if not rows:
         out.print("No TalosClusters found.")
         return

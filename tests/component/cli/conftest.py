@@ -1,0 +1,262 @@
+"""The ``ichor`` CLI against the real API server, with the webhook answering its plans.
+
+The webhook runs in-process (the webhook tests' harness) and is registered only while
+this folder's tests run. Two users reach the API server with client certificates of
+their own, as a person's kubeconfig would: ``nadia`` may read clusters and create
+operations, ``olivia`` also holds the override verb. No controller runs: a test writes
+what the controller would have observed (``status.cni``) and what the release check
+would have recorded (``IchorInstallation.status.upgradeTargets``) itself.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ichor.api import kinds
+from ichor.cli.main import main
+from ichor.testing import controlplane
+from tests.component.webhook import harness
+
+PLAIN = "nadia"
+HOLDER = "olivia"
+EDITOR_ROLE = "ichor-cli-test-editor"
+OVERRIDE_ROLE = "ichor-cli-test-override"
+
+TALOS_TAGS = [
+    *(f"v1.12.{p}" for p in range(12)),
+    *(f"v1.13.{p}" for p in range(10)),
+    *(f"v1.14.{p}" for p in range(6)),
+    "v1.14.0-rc.1",
+    "v1.15.0-alpha.0",
+    "1.14.5",
+    "v1.15.0",
+]
+KUBERNETES_TAGS = [
+    *(f"v1.33.{p}" for p in range(9)),
+    *(f"v1.34.{p}" for p in range(7)),
+    *(f"v1.35.{p}" for p in range(6)),
+    *(f"v1.36.{p}" for p in range(8)),
+    *(f"v1.37.{p}" for p in range(3)),
+    "v1.38.0",
+    "v1.37.0-rc.1",
+    "1.36.7",
+]
+
+
+@pytest.fixture(scope="package")
+def webhook(
+    control_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[harness.Webhook]:
+    harness.install_crds(control_plane)
+    running = harness.Webhook(control_plane, tmp_path_factory.mktemp("cli-webhook"))
+    try:
+        running.start()
+    except RuntimeError as error:
+        running.close()
+        pytest.fail(str(error), pytrace=False)
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+def _rbac() -> list[dict[str, Any]]:
+    def binding(role: str, users: list[str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": role},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": [
+                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}
+                for user in users
+            ],
+        }
+
+    editor = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": EDITOR_ROLE},
+        "rules": [
+            {
+                "apiGroups": [kinds.GROUP],
+                "resources": ["talosclusters", "talosoperations", "ichorinstallations"],
+                "verbs": ["get", "list", "watch", "create"],
+            }
+        ],
+    }
+    override = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": OVERRIDE_ROLE},
+        "rules": [
+            {"apiGroups": [kinds.GROUP], "resources": ["talosclusters"], "verbs": ["override"]}
+        ],
+    }
+    return [
+        editor,
+        override,
+        binding(EDITOR_ROLE, [PLAIN, HOLDER]),
+        binding(OVERRIDE_ROLE, [HOLDER]),
+    ]
+
+
+@pytest.fixture(scope="package")
+def user_configs(control_plane: controlplane.ControlPlane) -> Iterator[dict[str, Path]]:
+    """Kubeconfigs of the admin, nadia and olivia (client certificates of their own)."""
+    manifest = yaml.safe_dump_all(_rbac())
+    control_plane.kubectl("apply", "-f", "-", input=manifest)
+    try:
+        yield {
+            "admin": control_plane.kubeconfig,
+            PLAIN: control_plane.user_kubeconfig(PLAIN),
+            HOLDER: control_plane.user_kubeconfig(HOLDER),
+        }
+    finally:
+        control_plane.kubectl("delete", "--ignore-not-found", "-f", "-", input=manifest)
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+class Cli:
+    """``ichor`` as a user runs it, in this process (``main`` with its exit code)."""
+
+    def __init__(
+        self,
+        plane: controlplane.ControlPlane,
+        namespace: str,
+        configs: dict[str, Path],
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        self.plane = plane
+        self.namespace = namespace
+        self.configs = configs
+        self.capsys = capsys
+
+    def __call__(self, *args: str, user: str = "admin") -> Result:
+        self.capsys.readouterr()
+        argv = ["--kubeconfig", str(self.configs[user]), "-n", self.namespace, *args]
+        code = main(argv)
+        captured = self.capsys.readouterr()
+        assert "Traceback" not in captured.err, captured.err
+        return Result(code=code, out=captured.out, err=captured.err)
+
+    # -- what the controller and the release check would have written ---------------------
+
+    def cluster(
+        self,
+        name: str,
+        *,
+        talos: str = "v1.14.3",
+        kubernetes: str = "v1.36.6",
+        contract: str = "v1.14",
+        cilium: str | None = "1.20.4",
+        cni: str | None = "cilium",
+    ) -> None:
+        body = harness.cluster_manifest(
+            name, self.namespace, talos=talos, kubernetes=kubernetes, contract=contract
+        )
+        self.plane.kubectl("create", "-f", "-", input=json.dumps(body))
+        if cni is not None:
+            status: dict[str, Any] = {"cni": {"detected": cni}}
+            if cilium is not None:
+                status["cni"]["detectedVersion"] = cilium
+            self.set_status(name, status)
+
+    def set_status(self, name: str, status: dict[str, Any]) -> None:
+        self.plane.kubectl(
+            "patch", "taloscluster", name, "-n", self.namespace, "--subresource=status",
+            "--type=merge", "-p", json.dumps({"status": status}),
+        )  # fmt: skip
+
+    def get(self, kind: str, name: str | None = None) -> Any:
+        args = ["get", kind, "-n", self.namespace, "-o", "json"]
+        if name is not None:
+            args.insert(2, name)
+        result = self.plane.kubectl(*args, check=False)
+        if result.returncode != 0:
+            return None
+        return json.loads(result.stdout)
+
+    def operations(self) -> list[dict[str, Any]]:
+        found = self.get("talosoperations")
+        return list((found or {}).get("items") or [])
+
+    def events(self, reason: str) -> list[dict[str, Any]]:
+        result = self.plane.kubectl(
+            "get", "events", "-n", self.namespace, "-o", "json",
+            f"--field-selector=reason={reason}",
+        )  # fmt: skip
+        items: list[dict[str, Any]] = json.loads(result.stdout)["items"]
+        return items
+
+
+@pytest.fixture
+def cli(
+    control_plane: controlplane.ControlPlane,
+    webhook: harness.Webhook,
+    user_configs: dict[str, Path],
+    namespace: str,
+    capsys: pytest.CaptureFixture[str],
+) -> Cli:
+    return Cli(control_plane, namespace, user_configs, capsys)
+
+
+@pytest.fixture
+def recorded(control_plane: controlplane.ControlPlane) -> Iterator[Any]:
+    """``recorded(talos=[...], kubernetes=[...])`` writes the IchorInstallation singleton
+    as the release check would have; it is removed after the test."""
+
+    def write(
+        *,
+        talos: Sequence[str] | None = TALOS_TAGS,
+        kubernetes: Sequence[str] | None = KUBERNETES_TAGS,
+        talos_error: str | None = None,
+        enabled: bool = True,
+    ) -> None:
+        body = {
+            "apiVersion": kinds.API_VERSION,
+            "kind": kinds.Kind.ICHOR_INSTALLATION.value,
+            "metadata": {"name": kinds.INSTALLATION_NAME},
+            "spec": {"releaseCheck": {"enabled": enabled}},
+        }
+        control_plane.kubectl("apply", "-f", "-", input=json.dumps(body))
+        targets: dict[str, Any] = {"checkedAt": "2026-12-03T08:00:00Z"}
+        if talos is not None:
+            targets["talos"] = list(talos)
+        if kubernetes is not None:
+            targets["kubernetes"] = list(kubernetes)
+        if talos_error is not None:
+            targets["talosError"] = talos_error
+        control_plane.kubectl(
+            "patch", "ichorinstallation", kinds.INSTALLATION_NAME, "--subresource=status",
+            "--type=merge", "-p", json.dumps({"status": {"upgradeTargets": targets}}),
+        )  # fmt: skip
+
+    try:
+        yield write
+    finally:
+        control_plane.kubectl(
+            "delete", "ichorinstallation", kinds.INSTALLATION_NAME, "--ignore-not-found",
+            "--wait=false",
+        )  # fmt: skip
