@@ -176,15 +176,16 @@ def installed(
         harness.wait_until_answering(control_plane, alive=lambda: operator.poll() is None)
         yield running
     finally:
+        # The operator stops first: its role goes with the release.
+        operator.terminate()
+        try:
+            operator.wait(30)
+        except subprocess.TimeoutExpired:
+            operator.kill()
+            operator.wait(10)
         try:
             _helm(control_plane, "uninstall", helm.RELEASE, "-n", namespace, "--wait")
         finally:
-            operator.terminate()
-            try:
-                operator.wait(30)
-            except subprocess.TimeoutExpired:
-                operator.kill()
-                operator.wait(10)
             control_plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
             if os.environ.get("ICHOR_KEEP_LOGS"):
                 print(log.read_text())

@@ -155,9 +155,22 @@ def test_a_user_bound_to_ichor_override_passes_and_it_is_recorded(
 def test_the_operator_needs_nothing_its_role_lacks(
     installed: Installed, users: tuple[str, str]
 ) -> None:
-    """Run after the writes: the controller has reconciled, the release check has written
-    its failed listing, the webhook has reviewed, all as the chart's ServiceAccount."""
-    deadline = time.monotonic() + 30
+    """After the writes, a reconciled cluster and the release check's listing: the
+    controller, the release check and the webhook all acted as the chart's ServiceAccount."""
+    name = f"reconciled-{uuid.uuid4().hex[:6]}"
+    body = harness.cluster_manifest(name, installed.namespace)
+    installed.kubectl("create", "-f", "-", input=json.dumps(body))
+    deadline = time.monotonic() + 60
+    while True:
+        cluster = json.loads(
+            installed.kubectl(
+                "get", "taloscluster", name, "-n", installed.namespace, "-o", "json"
+            ).stdout
+        )
+        if (cluster.get("status") or {}).get("observedGeneration"):
+            break
+        assert time.monotonic() < deadline, f"no cluster status:\n{installed.log_text()}"
+        time.sleep(0.3)
     while True:
         installation = json.loads(
             installed.kubectl("get", "ichorinstallation", "ichor", "-o", "json").stdout
