@@ -1,0 +1,43 @@
+"""The Dockerfile is multi-stage on a base pinned by digest and runs as a non-root user;
+`make image` tags what the chart's default values pull."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+import yaml
+
+from tests.unit.chart.apicalls import ROOT
+
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+
+
+def test_base_is_an_argument_pinned_by_digest() -> None:
+    default = re.search(r"^ARG PYTHON_IMAGE=(\S+)$", DOCKERFILE, re.MULTILINE)
+    assert default is not None
+    assert re.fullmatch(r"\S+:\S+@sha256:[0-9a-f]{64}", default[1])
+    stages = re.findall(r"^FROM (\S+)", DOCKERFILE, re.MULTILINE)
+    assert stages == ["${PYTHON_IMAGE}", "${PYTHON_IMAGE}"]
+
+
+def test_final_stage_runs_as_a_numeric_non_root_user() -> None:
+    final = DOCKERFILE.rsplit("\nFROM ", 1)[1]
+    users = re.findall(r"^USER (\d+):(\d+)$", final, re.MULTILINE)
+    assert users
+    assert all(int(uid) != 0 and int(gid) != 0 for uid, gid in users)
+    assert "COPY --from=build" in final
+    assert "pip install" not in final
+
+
+def test_make_image_tags_the_charts_default_image() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    built = re.search(r"^image:\n\tdocker build -t (\S+):", makefile, re.MULTILINE)
+    assert built is not None
+    chart = ROOT / "charts" / "ichor"
+    values = yaml.safe_load((chart / "values.yaml").read_text())
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    assert values["image"]["repository"] == built[1]
+    assert values["image"]["tag"] == ""
+    assert meta["appVersion"] == version
