@@ -3,7 +3,8 @@
 It builds nothing itself (``make testenv`` has built or cached the binaries) and starts,
 under the stack name ``demo`` (``$ICHOR_CACHE/stacks/demo``):
 
-- the local control plane (etcd and kube-apiserver on loopback, ``ichor.testing.stack``);
+- the local control plane (etcd and kube-apiserver on loopback, ``ichor.testing.stack``),
+  and a second small one that stands for an older running cluster the story adopts;
 - the test OCI registry with its token server, seeded with realistic Talos
   (``siderolabs/installer-base``) and Kubernetes (``siderolabs/kubelet``) tag sets: real
   release numbers, ``v``-prefixed and plain, pre-releases among them;
@@ -13,12 +14,14 @@ under the stack name ``demo`` (``$ICHOR_CACHE/stacks/demo``):
 
 Then it walks through the story, printing each command before its output and what to
 notice after it. The "workload cluster" is the same API server: the demo creates its Node
-objects and a ``cilium`` DaemonSet, and no kubelet or Job controller runs, so the demo
-plays each Job's outcome (and the versions the nodes then report) and says so.
+objects and a ``cilium`` DaemonSet; the adopted ``edge`` cluster's is the second API
+server, with its own. No kubelet or Job controller runs, so the demo plays each Job's
+outcome (and the versions the nodes or the DaemonSet then report) and says so.
 
 It leaves everything running and prints the kubeconfig; ``make demo-down``
 (``python -m ichor.testing.stack down --name demo``) stops the operator and the registry
-too, because their pids are recorded in the stack's ``state.json`` with the others.
+and the second API server too, because their pids are recorded in the stack's
+``state.json`` with the others.
 It refuses to run over a demo already running: that one is stopped first, so every run
 tells the same story.
 """
@@ -72,6 +75,13 @@ START_CILIUM = PINNED.cilium_chart
 TALOS_TARGET = "v1.14.5"
 #: A Kubernetes the embedded Cilium does not run (1.20 runs 1.33 to 1.36).
 INCOMPATIBLE_KUBERNETES = "v1.37.2"
+#: The older cluster the demo adopts: its own small API server, below the release set.
+EDGE = "edge"
+EDGE_TALOS = "v1.13.9"
+EDGE_KUBERNETES = "v1.35.5"
+EDGE_CILIUM = "1.19.10"
+#: A Kubernetes the chart runs and edge's Cilium does not: the Cilium step comes first.
+EDGE_KUBERNETES_TARGET = "v1.36.7"
 
 _WAIT = 90.0
 
@@ -272,6 +282,7 @@ class Demo:
             ["-m", "ichor.testing.demo", "serve-registry", "--workdir", str(registry_dir)],
             controlplane.loopback_env(),
         )
+        self.edge_plane()
         ready = _wait_for(
             "the registry's start and seeding", lambda: _read_json(registry_dir / "ready.json")
         )
@@ -301,10 +312,17 @@ class Demo:
             f"  operator running, admission webhook registered and answering ({self._since(began)})"
         )
         self.workload()
+        self.edge_workload()
         _say(
             "  workload cluster: this same API server, with 3 Node objects (Talos "
             f"{PINNED.talos}, kubelet {PINNED.kubernetes}) and a cilium DaemonSet "
             f"(Cilium {START_CILIUM}) that the demo created"
+        )
+        _say(
+            f"  an older running cluster to adopt later: a second small API server "
+            f"({self.edge_server}) with 2 Node objects (Talos {EDGE_TALOS}, kubelet "
+            f"{EDGE_KUBERNETES}) and a cilium DaemonSet (Cilium {EDGE_CILIUM}), also "
+            "created by the demo"
         )
         began = time.monotonic()
         self.installation()
@@ -402,7 +420,43 @@ class Demo:
             ]
         )
 
-    def set_node(self, name: str, *, talos: str, kubelet: str, address: str | None = None) -> None:
+    def edge_plane(self) -> None:
+        """A second API server, the workload cluster of the adopted ``edge``."""
+        plane = controlplane.ControlPlane(workdir=self.dir / EDGE, detached=True).start()
+        assert self.state is not None
+        for process in plane.state()["processes"]:
+            self.state["processes"].append({**process, "name": f"{EDGE}-{process['name']}"})
+        (self.dir / "state.json").write_text(json.dumps(self.state, indent=2) + "\n")
+        self.edge_server = plane.server
+
+    def edge_workload(self) -> None:
+        config = ("--kubeconfig", str(self.dir / EDGE / "kubeconfig"))
+        for index, name in enumerate(("edge-cp-1", "edge-worker-1")):
+            labels = {"node-role.kubernetes.io/control-plane": ""} if index == 0 else {}
+            node = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": labels},
+            }
+            self.kubectl(*config, "apply", "-f", "-", input=json.dumps(node))
+            self.set_node(
+                name,
+                talos=EDGE_TALOS,
+                kubelet=EDGE_KUBERNETES,
+                address=f"10.6.0.{index + 2}",
+                kubeconfig=config,
+            )
+        self.kubectl(*config, "apply", "-f", "-", input=json.dumps(_cilium_daemonset(EDGE_CILIUM)))
+
+    def set_node(
+        self,
+        name: str,
+        *,
+        talos: str,
+        kubelet: str,
+        address: str | None = None,
+        kubeconfig: tuple[str, ...] = (),
+    ) -> None:
         status: dict[str, Any] = {"nodeInfo": _node_info(talos=talos, kubelet=kubelet)}
         if address is not None:
             status["addresses"] = [
@@ -410,7 +464,7 @@ class Demo:
                 {"type": "Hostname", "address": name},
             ]
         self.kubectl(
-            "patch", "node", name, "--subresource=status", "--type=merge",
+            *kubeconfig, "patch", "node", name, "--subresource=status", "--type=merge",
             "-p", json.dumps({"status": status}),
         )  # fmt: skip
 
@@ -474,12 +528,30 @@ class Demo:
     def notice(self, text: str) -> None:
         _say(f"--> Notice: {text}")
 
-    def cluster(self) -> dict[str, Any]:
-        found = self.get(f"{kinds.Plural.TALOS_CLUSTERS}.{kinds.GROUP}", CLUSTER, "-n", NAMESPACE)
+    def cluster(self, name: str = CLUSTER) -> dict[str, Any]:
+        found = self.get(f"{kinds.Plural.TALOS_CLUSTERS}.{kinds.GROUP}", name, "-n", NAMESPACE)
         return found or {}
 
-    def wait_cluster(self, what: str, check: Callable[[dict[str, Any]], bool]) -> None:
-        _wait_for(what, lambda: True if check(self.cluster()) else None)
+    def wait_cluster(
+        self, what: str, check: Callable[[dict[str, Any]], bool], *, name: str = CLUSTER
+    ) -> None:
+        _wait_for(what, lambda: True if check(self.cluster(name)) else None)
+
+    def follow_played(self, command: str, *, type_: str, after: Callable[[], None]) -> str:
+        """Run ``command`` (with ``--wait``) while playing its operation's Job to success."""
+        played: list[str] = []
+
+        def play() -> None:
+            operation = _wait_for(f"the {type_} operation", lambda: self._newest_operation(type_))
+            played.append(self.play_job(operation, after=after))
+
+        player = threading.Thread(target=_capture(play, played), daemon=True)
+        player.start()
+        self.run(command)
+        player.join(30)
+        if not played or played[-1].startswith("error:"):
+            raise DemoError(f"the demo could not play the Job: {played}")
+        return played[-1]
 
     def play_job(self, operation: str, *, after: Callable[[], None]) -> str:
         """Play the Job of ``operation`` to success as the Job controller would."""
@@ -597,25 +669,16 @@ class Demo:
             f"success, and the Nodes then report Talos {TALOS_TARGET}, as talosctl upgrade "
             "would leave them.)"
         )
-        played: list[str] = []
-
-        def play() -> None:
-            operation = _wait_for("the Talos operation", self._newest_operation)
-            played.append(self.play_job(operation, after=self._nodes_on_target))
-
-        player = threading.Thread(target=_capture(play, played), daemon=True)
-        player.start()
-        self.run(f"{admin} upgrade talos {CLUSTER} --wait")
-        player.join(30)
-        if not played or played[-1].startswith("error:"):
-            raise DemoError(f"the demo could not play the Job: {played}")
+        job = self.follow_played(
+            f"{admin} upgrade talos {CLUSTER} --wait", type_="talos", after=self._nodes_on_target
+        )
         self.wait_cluster(
             f"Talos {TALOS_TARGET} observed",
             lambda body: (body.get("status") or {}).get("talosVersion") == TALOS_TARGET,
         )
         self.notice(
             f"without VERSION the default choice ({TALOS_TARGET}, the newest patch) was used; "
-            f"the demo played Job {played[-1]} as succeeded, and the executor moved the "
+            f"the demo played Job {job} as succeeded, and the executor moved the "
             "cluster's spec to the new version."
         )
 
@@ -626,15 +689,69 @@ class Demo:
             "why; it lists what the rules do reach instead, as commands. Nothing is run."
         )
 
-        self.step(9, "One table of clusters")
+        self.step(9, "An older cluster, adopted as it runs")
+        _say(
+            f"(Its workload cluster is the demo's second API server: Node objects on Talos "
+            f"{EDGE_TALOS} and Kubernetes {EDGE_KUBERNETES}, and Cilium {EDGE_CILIUM}.)"
+        )
+        self.run(f"{admin} adopt {EDGE} --kubeconfig {EDGE}/kubeconfig")
+        self.notice(
+            "adopt read the versions from the running cluster and took them as they are: "
+            "older than the release set is no reason to refuse; the kubeconfig went into a Secret."
+        )
+        self.wait_cluster(
+            f"Cilium {EDGE_CILIUM} observed on {EDGE}",
+            lambda body: (
+                ((body.get("status") or {}).get("cni") or {}).get("detectedVersion") == EDGE_CILIUM
+            ),
+            name=EDGE,
+        )
+
+        self.step(10, "A Cilium-order refusal that names the step")
+        self.run(f"{admin} upgrade kubernetes {EDGE} {EDGE_KUBERNETES_TARGET}", expect=1)
+        self.notice(
+            f"Cilium {EDGE_CILIUM} does not run Kubernetes 1.36 and the chart this Ichor embeds "
+            f"({PINNED.cilium_chart}) does, so the refusal says to upgrade Cilium first."
+        )
+        self.run(f"{admin} upgrade plan {EDGE}")
+        self.notice(
+            "the plan puts the Cilium step where the next Kubernetes minor needs it; each step "
+            "is the exact command, and every one passes the rules at its turn."
+        )
+
+        self.step(11, "The Cilium step, followed to Succeeded")
+        _say(
+            "(Again the demo plays the Job's outcome, a helm upgrade, and the cilium DaemonSet "
+            f"of the edge API server then runs {PINNED.cilium_chart}, as the chart would leave it.)"
+        )
+        self.follow_played(
+            f"{admin} cni upgrade {EDGE} --wait", type_="cni", after=self._edge_cilium_on_chart
+        )
+        self.wait_cluster(
+            f"Cilium {PINNED.cilium_chart} observed on {EDGE}",
+            lambda body: (
+                ((body.get("status") or {}).get("cni") or {}).get("detectedVersion")
+                == PINNED.cilium_chart
+            ),
+            name=EDGE,
+        )
+        self.run(f"{admin} upgrade kubernetes {EDGE} {EDGE_KUBERNETES_TARGET} --dry-run")
+        self.notice("with Cilium on the chart, the same Kubernetes target now passes the plan.")
+
+        self.step(12, "One table of clusters")
         self.run(f"{admin} status")
 
-    def _newest_operation(self) -> str | None:
+    def _newest_operation(self, type_: str) -> str | None:
         body = self.get(f"{kinds.Plural.TALOS_OPERATIONS}.{kinds.GROUP}", "-n", NAMESPACE) or {}
         for item in body.get("items") or []:
-            if (item.get("spec") or {}).get("type") == "talos":
+            if (item.get("spec") or {}).get("type") == type_:
                 return str(item["metadata"]["name"])
         return None
+
+    def _edge_cilium_on_chart(self) -> None:
+        config = ("--kubeconfig", str(self.dir / EDGE / "kubeconfig"))
+        daemonset = json.dumps(_cilium_daemonset(PINNED.cilium_chart))
+        self.kubectl(*config, "apply", "-f", "-", input=daemonset)
 
     def _nodes_on_target(self) -> None:
         for name in ("prod-cp-1", "prod-cp-2", "prod-worker-1"):
@@ -645,8 +762,9 @@ class Demo:
         _say(f"The demo ran in {self._since(self.started)}. Everything keeps running:")
         _say(f"  export KUBECONFIG={self.kubeconfig}")
         _say(f"  users: {self.dir / 'users'} ({PLAIN_USER}.kubeconfig, {HOLDER}.kubeconfig)")
+        _say(f"  the adopted cluster's API server: {self.dir / EDGE / 'kubeconfig'}")
         _say(f"  logs:  {self.dir / 'logs'} (operator.log, registry.log)")
-        _say("  stop it all (control plane, registry, operator) with: make demo-down")
+        _say("  stop it all (both API servers, registry, operator) with: make demo-down")
 
 
 def _capture(fn: Callable[[], None], sink: list[str]) -> Callable[[], None]:
