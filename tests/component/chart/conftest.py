@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from ichor.testing import controlplane
-from tests.component.chart import helm
+from tests.component.chart import helm, readme
 from tests.component.webhook import harness
 
 READY_TIMEOUT = 90.0
@@ -127,7 +127,6 @@ def installed(
     workdir = tmp_path_factory.mktemp("chart")
     namespace = f"ichor-system-{uuid.uuid4().hex[:6]}"
     ports = {name: controlplane.free_port() for name in ("webhook", "healthz", "metrics")}
-    control_plane.kubectl("create", "namespace", namespace)
     _clear_leftover_installation(control_plane)
     values = {
         "webhook": {"url": f"https://127.0.0.1:{ports['webhook']}"},
@@ -140,11 +139,13 @@ def installed(
     }
     values_file = workdir / "values.yaml"
     values_file.write_text(yaml.safe_dump(values))
+    # The README's command, in a namespace of its own and with the loopback values.
+    words = readme.command("helm install ")
+    assert words[:4] == ["helm", "install", helm.RELEASE, "charts/ichor"], words
+    words = [namespace if w == "ichor-system" else w for w in words]
     _helm(
-        control_plane,
-        "install", helm.RELEASE, str(helm.CHART), "--namespace", namespace,
-        "-f", str(values_file),
-    )  # fmt: skip
+        control_plane, "install", helm.RELEASE, str(helm.CHART), *words[4:], "-f", str(values_file)
+    )
     manifest_text = _helm(control_plane, "get", "manifest", helm.RELEASE, "-n", namespace).stdout
     manifest = [doc for doc in yaml.safe_load_all(manifest_text) if doc]
     account = helm.one(manifest, "ServiceAccount")["metadata"]["name"]

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from tests.component.chart import readme
 from tests.component.chart.conftest import Installed
 from tests.component.webhook import harness
 
@@ -47,10 +48,14 @@ def users(installed: Installed) -> Iterator[tuple[str, str]]:
         "create", "clusterrolebinding", EDITOR_ROLE, f"--clusterrole={EDITOR_ROLE}",
         f"--user={holder}", f"--user={plain}",
     )  # fmt: skip
-    binding = f"ichor-override-{holder}"
-    installed.kubectl(
-        "create", "clusterrolebinding", binding, "--clusterrole=ichor-override", f"--user={holder}"
-    )
+    # The README's binding, for this holder instead of olivia.
+    words = readme.command("kubectl create clusterrolebinding ichor-override-")
+    words = [w.replace("olivia", holder) for w in words]
+    binding = words[3]
+    installed.kubectl(*words[1:])
+    check = readme.command("kubectl auth can-i override")
+    answer = installed.kubectl(*[w.replace("olivia", holder) for w in check[1:]], check=False)
+    assert answer.stdout.strip() == "yes", answer.stderr
     try:
         yield holder, plain
     finally:
@@ -119,6 +124,9 @@ def test_a_user_without_the_override_verb_is_refused(
     installed: Installed, users: tuple[str, str]
 ) -> None:
     _, plain = users
+    check = readme.command("kubectl auth can-i override")
+    answer = installed.kubectl(*[w.replace("olivia", plain) for w in check[1:]], check=False)
+    assert answer.stdout.strip() == "no"
     name = f"refused-{uuid.uuid4().hex[:6]}"
     before = _metric(installed, "ichor_webhook_decisions_total", result="refused")
     result = _create(installed, name, user=plain)
