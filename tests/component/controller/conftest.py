@@ -91,18 +91,24 @@ class Operator:
         self.thread = threading.Thread(target=self._run, name="kopf-operator", daemon=True)
         self.error: BaseException | None = None
 
+    async def _operate(self) -> None:
+        try:
+            await kopf.operator(
+                registry=self.registry,
+                clusterwide=True,
+                standalone=True,
+                memo=self.memo,
+                stop_flag=self.stop_flag,
+                ready_flag=self.ready_flag,
+            )
+        finally:
+            # kopf closes its watch connections as it stops; give their TLS shutdown a
+            # moment to finish before the loop closes, or their sockets leak.
+            await asyncio.sleep(0.5)
+
     def _run(self) -> None:
         try:
-            asyncio.run(
-                kopf.operator(
-                    registry=self.registry,
-                    clusterwide=True,
-                    standalone=True,
-                    memo=self.memo,
-                    stop_flag=self.stop_flag,
-                    ready_flag=self.ready_flag,
-                )
-            )
+            asyncio.run(self._operate())
         except BaseException as error:  # reported by stop()
             self.error = error
 
