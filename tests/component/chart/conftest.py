@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import sys
 import time
@@ -51,7 +50,7 @@ class Installed:
         return self.plane.kubectl(*args, **kwargs)
 
 
-def _helm(plane: controlplane.ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
+def run_helm(plane: controlplane.ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
     command = [str(helm.binary()), "--kubeconfig", str(plane.kubeconfig), *args]
     result = subprocess.run(
         command,
@@ -66,12 +65,14 @@ def _helm(plane: controlplane.ControlPlane, *args: str) -> subprocess.CompletedP
     return result
 
 
-def _secret_files(plane: controlplane.ControlPlane, namespace: str, workdir: Path) -> Path:
+def secret_files(
+    plane: controlplane.ControlPlane, namespace: str, workdir: Path, *, release: str = helm.RELEASE
+) -> Path:
     """The chart's webhook Secret written to files, as the Pod's volume would hold it."""
-    name = f"{helm.RELEASE}-webhook-tls"
+    name = f"{release}-webhook-tls"
     secret = json.loads(plane.kubectl("get", "secret", name, "-n", namespace, "-o", "json").stdout)
     directory = workdir / "webhook-tls"
-    directory.mkdir()
+    directory.mkdir(exist_ok=True)
     for key, value in secret["data"].items():
         (directory / key).write_bytes(base64.b64decode(value))
     return directory
@@ -93,6 +94,50 @@ def _operator_env(
         KUBECONFIG=str(kubeconfig),
     )
     return controlplane.loopback_env(env)
+
+
+def start_operator(
+    plane: controlplane.ControlPlane,
+    manifest: list[helm.Object],
+    *,
+    namespace: str,
+    workdir: Path,
+    ports: dict[str, int],
+    release: str = helm.RELEASE,
+) -> tuple[subprocess.Popen[str], Path]:
+    """``python -m ichor.operator`` as the chart's Deployment and ServiceAccount describe it,
+    on loopback; returns once its liveness endpoint answers."""
+    account = helm.one(manifest, "ServiceAccount")["metadata"]["name"]
+    kubeconfig = plane.user_kubeconfig(
+        f"system:serviceaccount:{namespace}:{account}",
+        groups=["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
+    )
+    tls = secret_files(plane, namespace, workdir, release=release)
+    log = workdir / f"operator-{ports['webhook']}.log"
+    with log.open("w") as sink:
+        operator = subprocess.Popen(
+            [sys.executable, "-m", "ichor.operator"],
+            env=_operator_env(manifest, tls=tls, kubeconfig=kubeconfig, ports=ports),
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=workdir,
+        )
+    try:
+        _wait_alive(f"http://127.0.0.1:{ports['healthz']}/healthz", operator, log)
+    except BaseException:
+        stop_operator(operator)
+        raise
+    return operator, log
+
+
+def stop_operator(operator: subprocess.Popen[str]) -> None:
+    operator.terminate()
+    try:
+        operator.wait(30)
+    except subprocess.TimeoutExpired:
+        operator.kill()
+        operator.wait(10)
 
 
 def _wait_alive(url: str, process: subprocess.Popen[str], log: Path) -> None:
@@ -143,50 +188,33 @@ def installed(
     words = readme.command("helm install ")
     assert words[:4] == ["helm", "install", helm.RELEASE, "charts/ichor"], words
     words = [namespace if w == "ichor-system" else w for w in words]
-    _helm(
+    run_helm(
         control_plane, "install", helm.RELEASE, str(helm.CHART), *words[4:], "-f", str(values_file)
     )
-    manifest_text = _helm(control_plane, "get", "manifest", helm.RELEASE, "-n", namespace).stdout
-    manifest = [doc for doc in yaml.safe_load_all(manifest_text) if doc]
-    account = helm.one(manifest, "ServiceAccount")["metadata"]["name"]
-    kubeconfig = control_plane.user_kubeconfig(
-        f"system:serviceaccount:{namespace}:{account}",
-        groups=["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
-    )
-    tls = _secret_files(control_plane, namespace, workdir)
-    log = workdir / "operator.log"
-    with log.open("w") as sink:
-        operator = subprocess.Popen(
-            [sys.executable, "-m", "ichor.operator"],
-            env=_operator_env(manifest, tls=tls, kubeconfig=kubeconfig, ports=ports),
-            stdout=sink,
-            stderr=subprocess.STDOUT,
-            text=True,
-            cwd=workdir,
-        )
-    running = Installed(
-        plane=control_plane,
-        namespace=namespace,
-        manifest=manifest,
-        operator=operator,
-        log=log,
-        metrics_url=f"http://127.0.0.1:{ports['metrics']}/metrics",
-    )
+    operator: subprocess.Popen[str] | None = None
     try:
-        _wait_alive(f"http://127.0.0.1:{ports['healthz']}/healthz", operator, log)
-        harness.wait_until_answering(control_plane, alive=lambda: operator.poll() is None)
-        yield running
+        manifest_text = run_helm(
+            control_plane, "get", "manifest", helm.RELEASE, "-n", namespace
+        ).stdout
+        manifest = [doc for doc in yaml.safe_load_all(manifest_text) if doc]
+        operator, log = start_operator(
+            control_plane, manifest, namespace=namespace, workdir=workdir, ports=ports
+        )
+        running = operator
+        harness.wait_until_answering(control_plane, alive=lambda: running.poll() is None)
+        yield Installed(
+            plane=control_plane,
+            namespace=namespace,
+            manifest=manifest,
+            operator=operator,
+            log=log,
+            metrics_url=f"http://127.0.0.1:{ports['metrics']}/metrics",
+        )
     finally:
         # The operator stops first: its role goes with the release.
-        operator.terminate()
+        if operator is not None:
+            stop_operator(operator)
         try:
-            operator.wait(30)
-        except subprocess.TimeoutExpired:
-            operator.kill()
-            operator.wait(10)
-        try:
-            _helm(control_plane, "uninstall", helm.RELEASE, "-n", namespace, "--wait")
+            run_helm(control_plane, "uninstall", helm.RELEASE, "-n", namespace, "--wait")
         finally:
             control_plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-            if os.environ.get("ICHOR_KEEP_LOGS"):
-                print(log.read_text())

@@ -1,75 +1,159 @@
-"""`helm install` with more than one replica: kopf's peering CRD, the ClusterKopfPeering the
-operator is told to use (a post-install hook, since its CRD comes with the same release)
-and the PodDisruptionBudget are all accepted by the real API server.
+"""`helm install` with two replicas, and two operators on loopback as those replicas.
+
+The release brings kopf's peering CRD, the ClusterKopfPeering the operators are told to use
+(a post-install hook, since its CRD comes with the same release) and a
+PodDisruptionBudget. Two operator processes then run with the Deployment's environment as
+the chart's ServiceAccount: one runs the handlers while the other pauses, both serve the
+webhook, and when the active one stops the other takes over.
 
 A second release of its own, without the cluster-wide singletons the first one holds
-(``ichor-override``, the IchorInstallation); uninstalled at once, because its webhook
-configuration points at a Service no Pod serves here.
+(``ichor-override``, the IchorInstallation); its webhook configuration points at the first
+of the two operators and is uninstalled with the test.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
+import ssl
+import time
+import urllib.request
 import uuid
+from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from ichor.testing import controlplane
 from tests.component.chart import helm
+from tests.component.chart.conftest import run_helm, secret_files, start_operator, stop_operator
+from tests.component.webhook import harness
 
 pytestmark = pytest.mark.component
 
+PAUSED = "Pausing operations in favour of"
+RESUMED = "Resuming operations after the pause"
+TIMEOUT = 60.0
 
-def _helm(plane: controlplane.ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [str(helm.binary()), "--kubeconfig", str(plane.kubeconfig), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        env=controlplane.loopback_env(),
+
+def _review(namespace: str) -> bytes:
+    body = harness.cluster_manifest("probe", namespace, talos="v1.15.0")
+    review = {
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": str(uuid.uuid4()),
+            "kind": {"group": "ichor.dev", "version": "v1alpha1", "kind": "TalosCluster"},
+            "resource": {"group": "ichor.dev", "version": "v1alpha1", "resource": "talosclusters"},
+            "operation": "CREATE",
+            "userInfo": {"username": "alice"},
+            "object": body,
+            "dryRun": True,
+        },
+    }
+    return json.dumps(review).encode()
+
+
+def _ask(port: int, *, ca: Path, namespace: str) -> dict[str, Any]:
+    context = ssl.create_default_context(cafile=str(ca))
+    request = urllib.request.Request(
+        f"https://127.0.0.1:{port}/taloscluster",
+        data=_review(namespace),
+        headers={"Content-Type": "application/json"},
     )
-    assert result.returncode == 0, result.stderr
-    return result
+    with urllib.request.urlopen(request, timeout=10, context=context) as response:
+        answer: dict[str, Any] = json.loads(response.read())["response"]
+        return answer
 
 
-def test_replicas_install_peering_and_a_disruption_budget(
-    control_plane: controlplane.ControlPlane,
+def _wait(what: str, ready: Any, logs: list[Path]) -> None:
+    deadline = time.monotonic() + TIMEOUT
+    while not ready():
+        if time.monotonic() > deadline:
+            text = "\n---\n".join(log.read_text()[-4000:] for log in logs)
+            raise AssertionError(f"{what} within {TIMEOUT} s:\n{text}")
+        time.sleep(0.3)
+
+
+def test_two_replicas_peer_serve_the_webhook_and_take_over(
+    control_plane: controlplane.ControlPlane, tmp_path: Path
 ) -> None:
     namespace = f"ichor-replicas-{uuid.uuid4().hex[:6]}"
     release = f"ichor-ha-{uuid.uuid4().hex[:4]}"
-    values = ["--set", "replicas=2", "--set", "override.create=false"]
-    values += ["--set", "installation.create=false"]
-    _helm(
+    ports = [
+        {name: controlplane.free_port() for name in ("webhook", "healthz", "metrics")}
+        for _ in range(2)
+    ]
+    values = {
+        "replicas": 2,
+        "override": {"create": False},
+        "installation": {"create": False},
+        "webhook": {"url": f"https://127.0.0.1:{ports[0]['webhook']}"},
+    }
+    values_file = tmp_path / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    run_helm(
         control_plane, "install", release, str(helm.CHART), "-n", namespace,
-        "--create-namespace", *values,
+        "--create-namespace", "-f", str(values_file),
     )  # fmt: skip
+    operators = []
     try:
         manifest = yaml.safe_load_all(
-            _helm(control_plane, "get", "manifest", release, "-n", namespace).stdout
+            run_helm(control_plane, "get", "manifest", release, "-n", namespace).stdout
         )
         objects = [o for o in manifest if o]
         env = helm.env(objects)
-        peering = json.loads(
-            control_plane.kubectl(
-                "get", "clusterkopfpeering.kopf.dev", env["ICHOR_PEERING"], "-o", "json"
-            ).stdout
-        )
-        assert peering["metadata"]["name"] == release
+        peering_name = env["ICHOR_PEERING"]
+        assert peering_name == release
         pdb = json.loads(
             control_plane.kubectl("get", "pdb", release, "-n", namespace, "-o", "json").stdout
         )
         assert pdb["spec"]["minAvailable"] == 1
-        deployment = json.loads(
-            control_plane.kubectl(
-                "get", "deployment", release, "-n", namespace, "-o", "json"
-            ).stdout
+
+        for index, replica_ports in enumerate(ports):
+            workdir = tmp_path / f"replica-{index}"
+            workdir.mkdir()
+            operators.append(
+                start_operator(
+                    control_plane,
+                    objects,
+                    namespace=namespace,
+                    workdir=workdir,
+                    ports=replica_ports,
+                    release=release,
+                )
+            )
+        logs = [log for _, log in operators]
+
+        def peers() -> int:
+            found = control_plane.kubectl(
+                "get", "clusterkopfpeering.kopf.dev", peering_name, "-o", "json"
+            )
+            return len(json.loads(found.stdout).get("status") or {})
+
+        _wait("both replicas in the peering", lambda: peers() == 2, logs)
+        _wait(
+            "exactly one replica paused",
+            lambda: sum(PAUSED in log.read_text() for log in logs) == 1,
+            logs,
         )
-        assert deployment["spec"]["replicas"] == 2
+
+        ca = secret_files(control_plane, namespace, tmp_path, release=release) / "ca.crt"
+        for replica_ports in ports:
+            answer = _ask(replica_ports["webhook"], ca=ca, namespace=namespace)
+            assert answer["allowed"] is False
+            assert "Talos v1.15.0 is refused" in answer["status"]["message"]
+
+        active = next(i for i, log in enumerate(logs) if PAUSED not in log.read_text())
+        standby = 1 - active
+        stop_operator(operators[active][0])
+        _wait("the standby replica resumed", lambda: RESUMED in logs[standby].read_text(), logs)
+        text = "\n".join(log.read_text() for log in logs)
+        assert "orbidden" not in text
     finally:
-        _helm(control_plane, "uninstall", release, "-n", namespace, "--wait")
+        for operator, _ in operators:
+            stop_operator(operator)
+        run_helm(control_plane, "uninstall", release, "-n", namespace, "--wait")
         control_plane.kubectl(
             "delete", "clusterkopfpeering.kopf.dev", release, "--ignore-not-found"
         )
