@@ -19,6 +19,13 @@ DEFAULT_INTERVAL = "6h"
 DEFAULT_CHART_REPOSITORY = "ghcr.io/ichor-dev/charts/ichor"
 
 
+class PullSecretRef(ApiModel):
+    """A ``kubernetes.io/dockerconfigjson`` Secret (the installation has no namespace)."""
+
+    namespace: str
+    name: str
+
+
 class ReleaseCheckSpec(ApiModel):
     enabled: bool = True
     interval: str = DEFAULT_INTERVAL
@@ -26,6 +33,8 @@ class ReleaseCheckSpec(ApiModel):
     kubernetes_repository: str = DEFAULT_KUBERNETES_REPOSITORY
     #: No CRD default: unset means ``DEFAULT_CHART_REPOSITORY``.
     chart_repository: str = DEFAULT_CHART_REPOSITORY
+    #: Credentials for a private mirror; none: every listing is anonymous.
+    pull_secret_ref: PullSecretRef | None = None
 
 
 class IchorInstallationSpec(ApiModel):

@@ -66,11 +66,12 @@ from ichor.api.conditions import (
 from ichor.api.ichorinstallation import (
     IchorInstallationSpec,
     LatestRelease,
+    PullSecretRef,
     UpgradeTargets,
 )
 from ichor.kube import conditions as kube_conditions
 from ichor.kube import events, metrics
-from ichor.kube.clients import REQUEST_TIMEOUT, operator_client
+from ichor.kube.clients import REQUEST_TIMEOUT, KubeconfigError, operator_client, read_secret_key
 from ichor.kube.events import EventType
 from ichor.kube.patching import MERGE_PATCH, merge_patch
 from ichor.release.versions import Version, VersionError, parse
@@ -81,6 +82,8 @@ logger = logging.getLogger(__name__)
 #: The memo keys of the running check and of settings a caller may pass in.
 RELEASE_CHECK = "ichor_release_check"
 SETTINGS = "ichor_release_check_settings"
+#: The data key of a ``kubernetes.io/dockerconfigjson`` Secret.
+DOCKER_CONFIG_KEY = ".dockerconfigjson"
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -562,16 +565,23 @@ class ReleaseCheck:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._reported_spec: int | None = None
+        self._stopping = False
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="ichor-release-check")
 
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+    async def stop(self, *, grace: float = 5.0) -> None:
+        """Let a check in flight finish its write (within ``grace`` seconds), then end."""
+        task, self._task = self._task, None
+        if task is not None:
+            self._stopping = True
+            self._wake.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(task), timeout=grace)
+            except TimeoutError:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await self.lister.close()
 
     def installation_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
@@ -631,7 +641,7 @@ class ReleaseCheck:
         )
 
     async def _run(self) -> None:
-        while True:
+        while not self._stopping:
             self._wake.clear()
             delay = self.delay(_utcnow())
             if delay is not None and delay <= 0:
@@ -654,9 +664,34 @@ class ReleaseCheck:
 
     # --- one check --------------------------------------------------------------------
 
-    async def _list(self, reference: str) -> Listing:
+    async def _pull_secret(self, ref: PullSecretRef | None) -> tuple[bytes | None, str | None]:
+        """The ``.dockerconfigjson`` of the pull Secret, or why it cannot be read."""
+        if ref is None:
+            return None, None
         try:
-            return Listed(tuple(await self.lister.list_tags(reference)))
+            found = await read_secret_key(
+                self.api, namespace=ref.namespace, name=ref.name, key=DOCKER_CONFIG_KEY
+            )
+        except KubeconfigError as error:
+            return None, f"the pull secret cannot be used: {error}"
+        except (ApiException, aiohttp.ClientError, TimeoutError) as error:
+            return None, f"the pull secret {ref.namespace}/{ref.name} was not read: {error}"
+        return found.value, None
+
+    async def _list(
+        self, reference: str, *, docker_config: bytes | None, secret_error: str | None
+    ) -> Listing:
+        if secret_error is not None:
+            return Failed(f"cannot list tags of {reference}: {secret_error}")
+        credentials: registry.Credentials | None = None
+        try:
+            if docker_config is not None:
+                host = registry.parse(reference).host
+                try:
+                    credentials = registry.credentials_from_docker_config(docker_config, host=host)
+                except ValueError as error:
+                    return Failed(f"cannot list tags of {reference}: the pull secret holds {error}")
+            return Listed(tuple(await self.lister.list_tags(reference, credentials=credentials)))
         except registry.ListingError as error:
             return Failed(str(error))
         except (aiohttp.ClientError, OSError, ValueError) as error:
@@ -673,10 +708,16 @@ class ReleaseCheck:
             spec = IchorInstallationSpec.model_validate(body.get("spec") or {}).release_check
         except ValidationError:
             return  # delay() reports it and idles
+        docker_config, secret_error = await self._pull_secret(spec.pull_secret_ref)
         talos, kubernetes, chart = await asyncio.gather(
-            self._list(spec.talos_repository),
-            self._list(spec.kubernetes_repository),
-            self._list(spec.chart_repository),
+            *(
+                self._list(reference, docker_config=docker_config, secret_error=secret_error)
+                for reference in (
+                    spec.talos_repository,
+                    spec.kubernetes_repository,
+                    spec.chart_repository,
+                )
+            )
         )
         results: dict[ListKind, Listing] = {
             ListKind.TALOS: talos,

@@ -4,9 +4,12 @@ failure keeps, the Events it posts, and the cluster choices that follow the list
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.api_client import ApiClient
 
 from tests.component.controller.conftest import Objects, Workload, condition, eventually
 from tests.component.releasecheck.conftest import CheckingOperator, Installation, Repositories
@@ -52,7 +55,9 @@ async def test_status_is_written_from_a_real_listing(
     stale = {"upgradeTargets": {"cilium": ["1.20.5"], "ciliumError": "an earlier controller"}}
     await installation.apply(repositories.spec(), status=stale)
     body = await eventually(
-        installation.get, lambda b: "talos" in targets(b), what="upgradeTargets written"
+        installation.get,
+        lambda b: "talos" in targets(b) and "cilium" not in targets(b),
+        what="upgradeTargets written and the Cilium list cleared",
     )
     assert targets(body)["talos"] == ["v1.14.4", "v1.14.3", "v1.13.2"]
     assert targets(body)["kubernetes"] == ["v1.37.1", "v1.36.7", "v1.36.6"]
@@ -201,3 +206,48 @@ async def test_a_disabled_check_lists_nothing_until_enabled(
 
     await installation.apply(repositories.spec(enabled=True))
     await eventually(installation.get, lambda b: "talos" in targets(b), what="listed once on")
+
+
+async def test_a_private_mirror_is_listed_with_the_pull_secret(
+    checking_operator: CheckingOperator,
+    installation: Installation,
+    repositories: Repositories,
+    kube_api: ApiClient,
+    namespace: str,
+) -> None:
+    await seeded(repositories)
+    # the token server grants repositories under private/ to the seeding credentials only
+    private = repositories.registry.reference(f"private/{repositories.prefix}/installer-base")
+    await repositories.registry.aseed(f"private/{repositories.prefix}/installer-base", TALOS)
+    await installation.apply(repositories.spec(talosRepository=private))
+    body = await eventually(
+        installation.get, lambda b: "talosError" in targets(b), what="an anonymous refusal"
+    )
+    assert "refused" in targets(body)["talosError"]
+    assert "talos" not in targets(body)
+
+    user, password = repositories.registry.seed_credentials
+    config = {"auths": {repositories.registry.host: {"username": user, "password": password}}}
+    await client.CoreV1Api(kube_api).create_namespaced_secret(
+        namespace,
+        {  # type: ignore[arg-type]
+            "metadata": {"name": "mirror"},
+            "type": "kubernetes.io/dockerconfigjson",
+            "stringData": {".dockerconfigjson": json.dumps(config)},
+        },
+    )
+    secret = {"namespace": namespace, "name": "mirror"}
+    await installation.apply(repositories.spec(talosRepository=private, pullSecretRef=secret))
+    body = await eventually(
+        installation.get, lambda b: "talosError" not in targets(b), what="the mirror listed"
+    )
+    assert targets(body)["talos"] == ["v1.14.4", "v1.14.3", "v1.13.2"]
+    assert "kubernetes" in targets(body)  # same host, same credentials
+
+    missing = {"namespace": namespace, "name": "no-such-secret"}
+    await installation.apply(repositories.spec(talosRepository=private, pullSecretRef=missing))
+    body = await eventually(
+        installation.get, lambda b: "talosError" in targets(b), what="the missing Secret"
+    )
+    assert "does not exist" in targets(body)["talosError"]
+    assert targets(body)["talos"] == ["v1.14.4", "v1.14.3", "v1.13.2"]  # kept
