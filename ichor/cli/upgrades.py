@@ -62,10 +62,12 @@ def _create(
     try:
         return kube.create(target, kinds.Plural.TALOS_OPERATIONS, body, dry_run=dry_run)
     except kube.Denied as denial:
-        hint = None
+        message, hint = denial.message, None
         if denial.overridable and not override:
+            # The webhook words the hint for a TalosOperation's spec; say it as a flag.
+            message = message.split(" Setting `override: true` on the TalosOperation", 1)[0]
             hint = OVERRIDE_HINT.format(cluster=cluster, namespace=target.namespace)
-        common.refused(denial.message, hint=hint)
+        common.refused(message, hint=hint)
 
 
 def start_operation(

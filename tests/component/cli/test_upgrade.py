@@ -151,7 +151,20 @@ def test_an_incompatible_target_is_refused_for_an_ordinary_user_with_the_hint(
     assert result.code == 1
     assert result.err.startswith("Refused: Kubernetes v1.37.2 is refused: Cilium 1.20.4 runs")
     assert "Rerun with --override" in result.err
+    assert "`override: true`" not in result.err
     assert cli.operations() == []
+
+
+def test_a_failed_talos_listing_marks_only_the_talos_list_stale(cli: Cli, recorded: Any) -> None:
+    recorded(talos_error="cannot list tags of ghcr.io/siderolabs/installer-base: 503")
+    _make(cli, "prod", PINNED_STATE)
+    talos = cli("upgrade", "talos", "prod", "--list", "-o", "json").json
+    kubernetes = cli("upgrade", "kubernetes", "prod", "--list", "-o", "json").json
+    assert talos["available"] is True
+    assert "may be stale" in talos["unavailableReason"]
+    assert talos["default"] == "v1.14.5"
+    assert kubernetes["available"] is True
+    assert kubernetes["unavailableReason"] is None
 
 
 def test_override_without_the_verb_is_refused(cli: Cli, recorded: Any) -> None:
