@@ -167,7 +167,10 @@ def status_table(rows: list[views.StatusRow], *, namespaces: bool) -> None:
             row.ready,
         ]
         table.add_row(*([row.namespace, *cells] if namespaces else cells))
-    out.print(table)
+    with out.capture() as captured:
+        out.print(table)
+    for line in captured.get().splitlines():
+        click.echo(line.rstrip())
     for row in rows:
         if row.message:
             out.print(f"{row.namespace}/{row.name}: {row.message}", soft_wrap=True)

@@ -727,6 +727,10 @@ class Demo:
         self.follow_played(
             f"{admin} cni upgrade {EDGE} --wait", type_="cni", after=self._edge_cilium_on_chart
         )
+        self.notice(
+            f"the operation's Job (played) ran the helm upgrade; the controller now reads "
+            f"Cilium {PINNED.cilium_chart} from the edge API server's DaemonSet."
+        )
         self.wait_cluster(
             f"Cilium {PINNED.cilium_chart} observed on {EDGE}",
             lambda body: (
