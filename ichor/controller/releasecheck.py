@@ -19,9 +19,8 @@ What it refuses to do:
   (Cilium moves only to the chart this Ichor embeds);
 - post an Event per tick: an Event goes out when a list newly fails or recovers, judged
   against the recorded status, so a restart does not repeat it;
-- run more than once at a time, or write outside ``/status``: the status patch carries
-  the resourceVersion it was computed from, so a concurrent writer makes it recompute
-  instead of overwriting.
+- write outside ``/status``, or over a newer state: the status patch carries the
+  resourceVersion it was computed from, so a concurrent writer makes it recompute.
 
 Why not ``kopf.timer``: kopf attaches its finalizer to every object with a timer or daemon,
 so the singleton could not be deleted while the operator is gone (``helm uninstall``
@@ -29,9 +28,16 @@ removes both at once), and the controller's rule is to write nothing to an objec
 status. The timer is therefore the operator's own task, fed by an ``on.event`` watch of the
 singleton: it sleeps until the next check is due (from ``checkedAt`` in the status, so a
 restart does not list again early), wakes on any change of the object, and idles while
-the object is absent or the check is off. One replica runs it because the operator runs
-standalone as one replica (see ``ichor.operator``); kopf's peering is not used, and the
-resourceVersion precondition keeps a second writer (a rolling update's overlap) harmless.
+the object is absent or the check is off.
+
+One replica runs each check, through the object itself rather than kopf's peering: kopf
+pauses its watches on a peer that is not the leader, but not a task of ours, and a timer
+would bring the finalizer back. So when a check falls due the task waits a random moment
+(``jitter``), reads the object afresh and checks again whether it is due; another
+replica's recent ``checkedAt`` makes it sleep on. Two replicas that still list together
+write once: the second write fails on its resourceVersion, and a re-read showing a check
+newer than its own start drops its result. With one replica (``ICHOR_PEERING`` unset) this
+costs one read per check.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ import contextlib
 import importlib.metadata
 import logging
 import os
+import random
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -518,6 +525,8 @@ class ReleaseCheckSettings:
     retry_failed: float = 600.0
     #: Seconds after a failed status write before the next try.
     retry_write: float = 30.0
+    #: Seconds of random wait before a due check, so replicas rarely list together.
+    jitter: float = 10.0
     #: A cap on the spec's interval (a demo or a test lists every few seconds).
     max_interval: float | None = None
     running_version: str = field(default_factory=installed_version)
@@ -546,6 +555,11 @@ class _Attempt:
 def _generation(body: Mapping[str, Any]) -> int | None:
     value = (body.get("metadata") or {}).get("generation")
     return int(value) if value is not None else None
+
+
+def _checked_at(body: Mapping[str, Any]) -> datetime | None:
+    targets = read_model(UpgradeTargets, (body.get("status") or {}).get("upgradeTargets"))
+    return targets.checked_at if targets is not None else None
 
 
 def _utcnow() -> datetime:
@@ -645,6 +659,8 @@ class ReleaseCheck:
             self._wake.clear()
             delay = self.delay(_utcnow())
             if delay is not None and delay <= 0:
+                if not await self._still_due():
+                    continue
                 body = self.body
                 try:
                     await self.check()
@@ -661,6 +677,27 @@ class ReleaseCheck:
                 continue
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=delay)
+
+    async def _still_due(self) -> bool:
+        """Wait a moment (jitter), read the object afresh and judge again: another replica
+        may have checked meanwhile, or the watch may lag behind (a paused peer)."""
+        if self.settings.jitter > 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(
+                    self._wake.wait(), timeout=random.uniform(0, self.settings.jitter)
+                )
+            if self._stopping:
+                return False
+        try:
+            fresh = await self._read()
+        except (ApiException, aiohttp.ClientError, TimeoutError) as error:
+            logger.info(
+                "IchorInstallation not read before the check (%s); the watch's copy is used", error
+            )
+        else:
+            self.body = fresh
+        delay = self.delay(_utcnow())
+        return delay is not None and delay <= 0
 
     # --- one check --------------------------------------------------------------------
 
@@ -708,6 +745,7 @@ class ReleaseCheck:
             spec = IchorInstallationSpec.model_validate(body.get("spec") or {}).release_check
         except ValidationError:
             return  # delay() reports it and idles
+        started = datetime.now(UTC)
         docker_config, secret_error = await self._pull_secret(spec.pull_secret_ref)
         talos, kubernetes, chart = await asyncio.gather(
             *(
@@ -749,6 +787,17 @@ class ReleaseCheck:
                     if fresh is None:
                         return
                     body = fresh
+                    recorded = _checked_at(fresh)
+                    if recorded is not None and recorded > started:
+                        # another replica checked after this one began: its lists stand
+                        self.body = fresh
+                        self._attempt = _Attempt(
+                            at=recorded,
+                            generation=_generation(fresh),
+                            listing_failed=listing_failed,
+                            write_failed=False,
+                        )
+                        return
                     continue
                 logger.warning("release check status not written: %s", error)
             except (aiohttp.ClientError, TimeoutError) as error:

@@ -36,6 +36,7 @@ from tests.component.controller.conftest import (  # noqa: F401  (fixtures used 
 
 CHECK_EVERY_SECOND = releasecheck.ReleaseCheckSettings(
     retry_failed=1.0,
+    jitter=0.0,
     retry_write=1.0,
     max_interval=1.0,
     running_version="0.1.0",
@@ -162,6 +163,7 @@ class Installation:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def installation(
+    crds: None,  # noqa: F811
     kube_api: ApiClient,
     objects: Objects,  # noqa: F811  (deletes the singleton afterwards)
 ) -> AsyncIterator[Installation]:
