@@ -57,7 +57,7 @@ e2e: $(STAMP) testenv
 	$(BIN)/pytest -q -rs tests/e2e
 
 test: check testenv oracle
-	$(BIN)/pytest -q -rs tests
+	$(BIN)/pytest -q -rfEs tests
 
 bench: $(STAMP) testenv oracle
 	$(BIN)/python -m tests.bench
