@@ -899,8 +899,12 @@ async def installation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) ->
 
 def register(registry_: kopf.OperatorRegistry) -> None:
     """Put the release check's handlers into ``registry_`` (``ichor.operator`` calls this)."""
-    kopf.on.startup(registry=registry_)(start)
-    kopf.on.cleanup(registry=registry_)(stop)
-    kopf.on.event(kinds.GROUP, kinds.VERSION, kinds.Plural.ICHOR_INSTALLATIONS, registry=registry_)(
-        installation_event
-    )
+    kopf.on.startup(id="releasecheck-start", registry=registry_)(start)
+    kopf.on.cleanup(id="releasecheck-stop", registry=registry_)(stop)
+    kopf.on.event(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.ICHOR_INSTALLATIONS,
+        id="releasecheck-installation",
+        registry=registry_,
+    )(installation_event)
