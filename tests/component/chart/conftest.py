@@ -42,6 +42,7 @@ class Installed:
     operator: subprocess.Popen[str]
     log: Path
     metrics_url: str
+    values_file: Path
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -209,6 +210,7 @@ def installed(
             operator=operator,
             log=log,
             metrics_url=f"http://127.0.0.1:{ports['metrics']}/metrics",
+            values_file=values_file,
         )
     finally:
         # The operator stops first: its role goes with the release.

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.component.chart import readme
-from tests.component.chart.conftest import Installed
+from tests.component.chart import helm, readme
+from tests.component.chart.conftest import Installed, run_helm
 from tests.component.webhook import harness
 
 pytestmark = pytest.mark.component
@@ -193,3 +193,30 @@ def test_the_operator_needs_nothing_its_role_lacks(
     forbidden = [line for line in log.splitlines() if "403" in line or "orbidden" in line]
     assert not forbidden, "\n".join(forbidden)
     assert installed.operator.poll() is None, log
+
+
+def test_upgrade_keeps_the_generated_certificate(installed: Installed) -> None:
+    """A `helm upgrade` reuses the CA and certificate the install generated, so the running
+    operator's files and the configuration's caBundle still agree."""
+
+    def tls() -> tuple[str, str]:
+        secret = json.loads(
+            installed.kubectl(
+                "get", "secret", f"{helm.RELEASE}-webhook-tls", "-n", installed.namespace,
+                "-o", "json",
+            ).stdout
+        )  # fmt: skip
+        configuration = json.loads(
+            installed.kubectl(
+                "get", "validatingwebhookconfiguration", f"{helm.RELEASE}-webhook", "-o", "json"
+            ).stdout
+        )
+        return secret["data"]["tls.crt"], configuration["webhooks"][0]["clientConfig"]["caBundle"]
+
+    before = tls()
+    run_helm(
+        installed.plane, "upgrade", helm.RELEASE, str(helm.CHART), "-n", installed.namespace,
+        "-f", str(installed.values_file),
+    )  # fmt: skip
+    assert tls() == before
+    harness.wait_until_answering(installed.plane, alive=lambda: installed.operator.poll() is None)
