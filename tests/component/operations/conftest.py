@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from datetime import UTC, datetime
@@ -21,9 +22,10 @@ from typing import Any, TypeVar
 import kopf
 import pytest
 import pytest_asyncio
-from kubernetes_asyncio import client, watch
+from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.config import kube_config
 
 from ichor.api import kinds
 from ichor.controller import handlers as cluster_handlers
@@ -74,35 +76,60 @@ def admin_kubeconfig(control_plane: controlplane.ControlPlane) -> Iterator[Path]
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("KUBECONFIG", str(control_plane.kubeconfig))
         patch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+        # kubernetes_asyncio reads $KUBECONFIG once, when it is imported
+        patch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(control_plane.kubeconfig))
         yield control_plane.kubeconfig
 
 
 class Operator:
-    """A kopf run with the TalosCluster controller and the executors, in this loop."""
+    """kopf with the TalosCluster controller and the executors, in a thread of its own.
+
+    Its own thread and event loop, as in a Pod: kopf, when it stops, cancels every task
+    of its loop that it did not find at its start, which in the test's loop would be
+    the test itself. ``stop`` then ``start`` is an operator restart.
+    """
 
     def __init__(self, settings: operations.OperationSettings = FAST) -> None:
-        self.registry = kopf.OperatorRegistry()
-        cluster_handlers.register(self.registry)
-        operations.register(self.registry)
+        self.settings = settings
+        self.thread: threading.Thread | None = None
         self.memo = kopf.Memo()
-        self.memo[cluster_handlers.SETTINGS] = FAST_CLUSTERS
-        self.memo[operations.SETTINGS] = settings
-        self.stop_flag = asyncio.Event()
-        self.ready_flag = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
+        self.errors: list[BaseException] = []
+
+    def _run(self, memo: kopf.Memo, stop: threading.Event, ready: threading.Event) -> None:
+        registry = kopf.OperatorRegistry()
+        cluster_handlers.register(registry)
+        operations.register(registry)
+        try:
+            asyncio.run(
+                kopf.operator(
+                    registry=registry,
+                    clusterwide=True,
+                    standalone=True,
+                    memo=memo,
+                    stop_flag=stop,
+                    ready_flag=ready,
+                )
+            )
+        except BaseException as error:
+            self.errors.append(error)
 
     async def start(self) -> Operator:
-        self.task = asyncio.create_task(
-            kopf.operator(
-                registry=self.registry,
-                clusterwide=True,
-                standalone=True,
-                memo=self.memo,
-                stop_flag=self.stop_flag,
-                ready_flag=self.ready_flag,
-            )
+        self.memo = kopf.Memo()
+        self.memo[cluster_handlers.SETTINGS] = FAST_CLUSTERS
+        self.memo[operations.SETTINGS] = self.settings
+        self.stop_flag = threading.Event()
+        ready = threading.Event()
+        self.thread = threading.Thread(
+            target=self._run, args=(self.memo, self.stop_flag, ready), daemon=True
         )
-        await asyncio.wait_for(self.ready_flag.wait(), timeout=30)
+        self.thread.start()
+        if not await asyncio.to_thread(ready.wait, 30):
+            raise AssertionError(f"kopf did not start within 30 s: {self.errors!r}")
+        await eventually(
+            lambda: asyncio.sleep(0, operations.CONTROLLER in self.memo),
+            bool,
+            what="the executor started",
+        )
         return self
 
     @property
@@ -112,10 +139,13 @@ class Operator:
         return found
 
     async def stop(self) -> None:
+        if self.thread is None:
+            return
         self.stop_flag.set()
-        if self.task is not None:
-            await asyncio.wait_for(self.task, timeout=30)
-            self.task = None
+        await asyncio.to_thread(self.thread.join, 30)
+        if self.thread.is_alive():
+            raise AssertionError("kopf did not stop within 30 s")
+        self.thread = None
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -401,6 +431,16 @@ class Objects:
     async def reasons(self, name: str) -> list[str]:
         return [e["reason"] for e in await self.events(name)]
 
+    async def saw_events(self, name: str, *expected: str) -> list[str]:
+        """Wait until Events with each reason were posted about ``name`` (posting follows
+        the status write it reports)."""
+        return await eventually(
+            lambda: self.reasons(name),
+            lambda found: set(expected) <= set(found),
+            what=f"Events {expected} about {name}",
+            within=10,
+        )
+
 
 def _job_condition(type_: str, reason: str, message: str, now: str) -> dict[str, str]:
     return {
@@ -452,6 +492,16 @@ class Phases:
     def start(self) -> None:
         self.task = asyncio.create_task(self._run())
 
+    async def saw(self, name: str, expected: list[str]) -> None:
+        """Wait until the watch delivered the last phase expected, then compare all."""
+        await eventually(
+            lambda: asyncio.sleep(0, list(self.seen.get(name, []))),
+            lambda seen: len(seen) >= len(expected) and seen[-1] == expected[-1],
+            what=f"phases {expected} of {name}",
+            within=10,
+        )
+        assert self.seen[name] == expected
+
     async def stop(self) -> None:
         if self.task is not None:
             self.task.cancel()
@@ -459,14 +509,17 @@ class Phases:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def phases(kube_api: ApiClient, namespace: str) -> AsyncIterator[Phases]:
-    recorder = Phases(kube_api, namespace)
+async def phases(control_plane: controlplane.ControlPlane, namespace: str) -> AsyncIterator[Phases]:
+    # a client of its own: closing a watch closes the client it was made from
+    api = await config.new_client_from_config(config_file=str(control_plane.kubeconfig))
+    recorder = Phases(api, namespace)
     recorder.start()
     await asyncio.sleep(0.2)
     try:
         yield recorder
     finally:
         await recorder.stop()
+        await api.close()
 
 
 def condition(body: dict[str, Any], type_: str) -> dict[str, Any]:
@@ -479,3 +532,13 @@ def condition(body: dict[str, Any], type_: str) -> dict[str, Any]:
 
 def phase(body: dict[str, Any] | None) -> str | None:
     return ((body or {}).get("status") or {}).get("phase")
+
+
+async def running_job(objects: Objects, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The operation once Running with its Job created, and that Job."""
+    body = await eventually(
+        lambda: objects.operation(name),
+        lambda b: condition(b, "Complete").get("reason") == "JobRunning",
+        what=f"{name} Running with its Job",
+    )
+    return body, await objects.job(body["status"]["jobName"])

@@ -3,9 +3,8 @@ refusal at execution, deletion, restart safety and conflicts."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from kubernetes_asyncio import client
 
 from ichor.api.talosoperation import OperationType
 from ichor.controller import jobs, lifecycle
@@ -19,19 +18,10 @@ from tests.component.operations.conftest import (
     condition,
     eventually,
     phase,
+    running_job,
 )
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
-
-
-async def running_job(objects: Objects, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The operation once Running with its Job created, and that Job."""
-    body = await eventually(
-        lambda: objects.operation(name),
-        lambda b: condition(b, "Complete").get("reason") == "JobRunning",
-        what=f"{name} Running with its Job",
-    )
-    return body, await objects.job(body["status"]["jobName"])
 
 
 @pytest.mark.parametrize(
@@ -77,7 +67,11 @@ async def test_each_type_goes_pending_running_succeeded_and_the_spec_follows(
     assert done["status"]["finishedAt"] >= done["status"]["startedAt"]
     assert condition(done, "Complete")["status"] == "True"
     assert condition(done, "Complete")["reason"] == "JobSucceeded"
-    assert lifecycle.FINALIZER not in (done["metadata"].get("finalizers") or [])
+    await eventually(
+        lambda: objects.operation("up"),
+        lambda b: lifecycle.FINALIZER not in (b["metadata"].get("finalizers") or []),
+        what="the finalizer dropped once finished",
+    )
     cluster = await objects.cluster()
     if field is not None:
         assert cluster["spec"][field] == version
@@ -90,9 +84,9 @@ async def test_each_type_goes_pending_running_succeeded_and_the_spec_follows(
             what="the cluster's status recomputed for the new spec",
         )
     assert cluster["spec"]["talosVersion"] == ("v1.14.4" if type_ == "talos" else "v1.14.3")
-    assert phases.seen["up"] == ["Pending", "Running", "Succeeded"]
-    assert {"Started", "Succeeded"} <= set(await objects.reasons("up"))
-    assert {"UpgradeStarted", "UpgradeSucceeded"} <= set(await objects.reasons("prod"))
+    await phases.saw("up", ["Pending", "Running", "Succeeded"])
+    await objects.saw_events("up", "Started", "Succeeded")
+    await objects.saw_events("prod", "UpgradeStarted", "UpgradeSucceeded")
     assert len(await objects.jobs()) == 1
 
 
@@ -119,8 +113,8 @@ async def test_a_failed_job_fails_the_operation_with_its_reason_and_keeps_the_sp
     assert "the installer image cannot be pulled" in done["status"]["message"]
     assert done["status"]["finishedAt"]
     assert (await objects.cluster())["spec"]["talosVersion"] == "v1.14.3"
-    assert "Failed" in await objects.reasons("up")
-    assert "UpgradeFailed" in await objects.reasons("prod")
+    await objects.saw_events("up", "Failed")
+    await objects.saw_events("prod", "UpgradeFailed")
 
 
 async def test_a_second_operation_waits_for_the_running_one_then_runs(
@@ -145,8 +139,8 @@ async def test_a_second_operation_waits_for_the_running_one_then_runs(
     assert phase(await objects.operation("first")) == "Succeeded"
     assert jobs.commands(second_job)[0][2][0] == "upgrade-k8s"
     assert len(await objects.jobs()) == 2
-    assert phases.seen["second"] == ["Pending", "Running"]
-    assert "Waiting" in await objects.reasons("second")
+    await phases.saw("second", ["Pending", "Running"])
+    await objects.saw_events("second", "Waiting")
 
 
 async def test_a_target_valid_at_plan_time_is_refused_once_the_cluster_moved(
@@ -172,7 +166,7 @@ async def test_a_target_valid_at_plan_time_is_refused_once_the_cluster_moved(
     assert "v1.14.5" in refused["status"]["message"]
     assert "jobName" not in refused["status"]
     assert len(await objects.jobs()) == 1
-    assert "Refused" in await objects.reasons("second")
+    await objects.saw_events("second", "Refused")
 
 
 @pytest.mark.parametrize("override", [False, True])
@@ -196,7 +190,7 @@ async def test_an_overridable_refusal_runs_only_under_override(
         accepted = condition(body, "Accepted")
         assert accepted["reason"] == "Overridden"
         assert "TalosKubernetes" in accepted["message"]
-        assert "Override" in await objects.reasons("up")
+        await objects.saw_events("up", "Override")
     else:
         body = await eventually(
             lambda: objects.operation("up"), lambda b: phase(b) == "Failed", what="refused"
@@ -218,7 +212,7 @@ async def test_deleting_a_running_operation_stops_its_job(
     )
     remaining = [j for j in await objects.jobs() if not j["metadata"].get("deletionTimestamp")]
     assert remaining == []
-    assert "Stopped" in await objects.reasons("prod")
+    await objects.saw_events("prod", "Stopped")
     assert (await objects.cluster())["spec"]["talosVersion"] == "v1.14.3"
 
 
@@ -239,7 +233,8 @@ async def test_a_restart_while_running_keeps_the_same_job_and_completes(
     assert only["metadata"]["uid"] == job["metadata"]["uid"]
     assert done["status"]["jobName"] == job["metadata"]["name"]
     assert (await objects.cluster())["spec"]["talosVersion"] == "v1.14.4"
-    assert (await objects.reasons("up")).count("Started") == 1
+    found = await objects.saw_events("up", "Started", "Succeeded")
+    assert found.count("Started") == 1
 
 
 async def test_a_restart_between_the_claim_and_the_job_creates_the_job_once(
@@ -290,7 +285,8 @@ async def test_a_conflict_on_a_status_write_is_retried_not_lost(
         if touched:
             return
         touched.append(op.resource_version)
-        await objects.custom.patch_namespaced_custom_object(
+        # runs in the operator's loop: use its client
+        await client.CustomObjectsApi(executor.api).patch_namespaced_custom_object(
             "ichor.dev",
             "v1alpha1",
             op.namespace,
@@ -315,7 +311,7 @@ async def test_a_conflict_on_a_status_write_is_retried_not_lost(
     await eventually(
         lambda: objects.operation("up"), lambda b: phase(b) == "Succeeded", what="Succeeded"
     )
-    assert phases.seen["up"] == ["Pending", "Running", "Succeeded"]
+    await phases.saw("up", ["Pending", "Running", "Succeeded"])
     assert len(await objects.jobs()) == 1
 
 
