@@ -33,6 +33,10 @@ from tests.component.controller.conftest import (  # noqa: F401  (fixtures used 
     operator_kubeconfig,
     workload,
 )
+from tests.component.registry.conftest import (  # noqa: F401  (fixtures used here)
+    fault_proxy,
+    fault_proxy_session,
+)
 
 CHECK_EVERY_SECOND = releasecheck.ReleaseCheckSettings(
     retry_failed=1.0,

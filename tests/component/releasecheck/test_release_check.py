@@ -11,6 +11,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 
+from ichor.testing import faultproxy
 from tests.component.controller.conftest import Objects, Workload, condition, eventually
 from tests.component.releasecheck.conftest import CheckingOperator, Installation, Repositories
 
@@ -251,3 +252,39 @@ async def test_a_private_mirror_is_listed_with_the_pull_secret(
     )
     assert "does not exist" in targets(body)["talosError"]
     assert targets(body)["talos"] == ["v1.14.4", "v1.14.3", "v1.13.2"]  # kept
+
+
+@pytest.mark.parametrize(
+    ("fault", "words"),
+    [
+        (faultproxy.status(500), "answered 500"),
+        (faultproxy.Fault(kind=faultproxy.FaultKind.NOT_JSON), "not JSON"),
+        (faultproxy.Fault(kind=faultproxy.FaultKind.LINK_LOOP), "loops"),
+        (faultproxy.Fault(kind=faultproxy.FaultKind.HALF_BODY), "page 1"),
+    ],
+    ids=["500", "not json", "link loop", "half a body"],
+)
+async def test_a_garbled_kubernetes_listing_keeps_the_last_good_list(
+    checking_operator: CheckingOperator,
+    installation: Installation,
+    repositories: Repositories,
+    fault_proxy: faultproxy.FaultProxy,
+    fault: faultproxy.Fault,
+    words: str,
+) -> None:
+    await seeded(repositories)
+    through_proxy = fault_proxy.reference(repositories.name("kubelet"))
+    await installation.apply(repositories.spec(kubernetesRepository=through_proxy))
+    good = await eventually(installation.get, lambda b: "kubernetes" in targets(b), what="lists")
+
+    fault.path_contains = f"{repositories.name('kubelet')}/tags/list"
+    fault_proxy.set_faults(fault)
+    await repositories.seed("installer-base", ["v1.14.5"])
+    body = await eventually(
+        installation.get,
+        lambda b: "kubernetesError" in targets(b) and "v1.14.5" in targets(b)["talos"],
+        what="the Kubernetes failure next to a fresh Talos list",
+    )
+    assert words in targets(body)["kubernetesError"], targets(body)["kubernetesError"]
+    assert targets(body)["kubernetes"] == targets(good)["kubernetes"]
+    assert "talosError" not in targets(body)
