@@ -50,6 +50,14 @@ OPTIONS: dict[str, dict[str, Any]] = {
     "cilium-policy": {"networkPolicy": {"cilium": {"enabled": True}}},
     "override-to-admin": {"override": {"aggregateToAdmin": True}},
     "no-installation": {"installation": {"create": False}},
+    "mirror": {
+        "releaseCheck": {
+            "registryHost": "mirror.example.com",
+            "talosRepository": "mirror.example.com/siderolabs/installer-base",
+            "pullSecretRef": {"namespace": "ichor-system", "name": "mirror-creds"},
+        },
+        "networkPolicy": {"cilium": {"enabled": True}},
+    },
     "digest": {"image": {"digest": "sha256:" + "a" * 64}},
     "existing-account": {"serviceAccount": {"create": False, "name": "ops"}},
 }
@@ -76,8 +84,18 @@ def test_lint_passes(option: str) -> None:
         ({"releaseCheck": {"interval": "daily"}}, "/releaseCheck/interval"),
         ({"webhook": {"url": "http://127.0.0.1:9443"}}, "/webhook/url"),
         ({"webhook": {"timeoutSeconds": 31}}, "/webhook/timeoutSeconds"),
+        ({"releaseCheck": {"pullSecretRef": {"name": "x"}}}, "/releaseCheck/pullSecretRef"),
     ],
-    ids=["typo", "cert-source", "pull-policy", "no-replicas", "interval", "plain-http", "timeout"],
+    ids=[
+        "typo",
+        "cert-source",
+        "pull-policy",
+        "no-replicas",
+        "interval",
+        "plain-http",
+        "timeout",
+        "secret-without-namespace",
+    ],
 )
 def test_a_wrong_value_fails_the_schema(values: dict[str, Any], words: str) -> None:
     result = helm.run("template", "x", str(helm.CHART), values=values, check=False)
@@ -363,6 +381,12 @@ def test_installation_singleton_carries_the_release_check(
     off = helm.one(rendered["release-check-off"], "IchorInstallation")
     assert off["spec"]["releaseCheck"]["enabled"] is False
     assert not helm.find(rendered["no-installation"], "IchorInstallation")
+    mirror = helm.one(rendered["mirror"], "IchorInstallation")["spec"]["releaseCheck"]
+    assert mirror["pullSecretRef"] == {"namespace": "ichor-system", "name": "mirror-creds"}
+    assert mirror["talosRepository"] == "mirror.example.com/siderolabs/installer-base"
+    cilium = helm.one(rendered["mirror"], "CiliumNetworkPolicy")
+    fqdns = [rule["toFQDNs"] for rule in cilium["spec"]["egress"] if "toFQDNs" in rule]
+    assert fqdns == [[{"matchName": "mirror.example.com"}]]
 
 
 def test_existing_service_account_is_bound_not_created(rendered: dict[str, list[Object]]) -> None:
