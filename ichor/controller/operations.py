@@ -34,6 +34,7 @@ controller too (``status._frozen_patch``); the Helm Job only renders it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -802,6 +803,8 @@ async def stop(memo: kopf.Memo, **_: Any) -> None:
     if isinstance(controller, OperationController):
         await controller.stop()
         await controller.api.close()
+        # let the closed connections' transports finish closing before the loop ends
+        await asyncio.sleep(0.1)
 
 
 async def operation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:

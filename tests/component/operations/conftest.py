@@ -99,17 +99,22 @@ class Operator:
         registry = kopf.OperatorRegistry()
         cluster_handlers.register(registry)
         operations.register(registry)
-        try:
-            asyncio.run(
-                kopf.operator(
-                    registry=registry,
-                    clusterwide=True,
-                    standalone=True,
-                    memo=memo,
-                    stop_flag=stop,
-                    ready_flag=ready,
-                )
+
+        async def main() -> None:
+            await kopf.operator(
+                registry=registry,
+                clusterwide=True,
+                standalone=True,
+                memo=memo,
+                stop_flag=stop,
+                ready_flag=ready,
             )
+            # closed sessions close their TLS transports in later loop turns; without
+            # these turns the sockets outlive the loop and warn when collected
+            await asyncio.sleep(0.25)
+
+        try:
+            asyncio.run(main())
         except BaseException as error:
             self.errors.append(error)
 

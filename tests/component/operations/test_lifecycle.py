@@ -240,8 +240,13 @@ async def test_a_restart_while_running_keeps_the_same_job_and_completes(
 async def test_a_restart_between_the_claim_and_the_job_creates_the_job_once(
     operator: Operator, workload: Workload, objects: Objects
 ) -> None:
-    await operator.stop()
     await objects.create_cluster()
+    await eventually(
+        objects.cluster,
+        lambda c: (c.get("status") or {}).get("observedGeneration") == 1,
+        what="the operator at work",
+    )
+    await operator.stop()
     created = await objects.create_operation("up", "talos", "v1.14.4")
     # what a run stopped right after the claim leaves behind
     name = jobs.job_name(operation="up", uid=created["metadata"]["uid"], type_=OperationType.TALOS)
