@@ -179,6 +179,11 @@ class OperationController:
             logger.warning("%s/%s: the API answered %s %s", *key, error.status, error.reason)
             self.queue.add_after(key, self.settings.retry_delay)
             return
+        except Exception:
+            # a bug must not leave an operation unattended until the next watch event
+            logger.exception("%s/%s: the step failed unexpectedly", *key)
+            self.queue.add_after(key, self.settings.resync_interval)
+            return
         if again is not None:
             self.queue.add_after(key, again)
 
