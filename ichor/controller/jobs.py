@@ -254,7 +254,9 @@ def _metadata(operation: OperationRef, *, settings: ExecutorSettings) -> JobMeta
                 "name": operation.name,
                 "uid": operation.uid,
                 "controller": True,
-                "blockOwnerDeletion": True,
+                # the operation's own finalizer stops a Running Job; blocking the owner's
+                # deletion would only need `update` on talosoperations/finalizers
+                "blockOwnerDeletion": False,
             }
         ],
     )

@@ -72,7 +72,7 @@ def test_the_manifest_is_owned_by_the_operation_and_never_retries() -> None:
         "name": "prod-talos",
         "uid": UID,
         "controller": True,
-        "blockOwnerDeletion": True,
+        "blockOwnerDeletion": False,
     }
     assert job["metadata"]["name"] == jobs.job_name(
         operation="prod-talos", uid=UID, type_=OperationType.TALOS
