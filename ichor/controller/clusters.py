@@ -268,9 +268,9 @@ class ClusterController:
         cluster.source = source
         try:
             workload = await self._workload_client(source)
-            observation = await asyncio.wait_for(
-                observe(workload), timeout=self.settings.observe_timeout
-            )
+            # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
+            async with asyncio.timeout(self.settings.observe_timeout):
+                observation = await observe(workload)
         except KubeconfigError as error:
             failure = Failure(ClusterReason.KUBECONFIG_UNUSABLE, str(error))
         except (ApiException, aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as error:

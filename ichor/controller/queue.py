@@ -29,6 +29,7 @@ class WorkQueue(Generic[K]):
         self._again: set[K] = set()
         self._timers: dict[K, tuple[float, asyncio.TimerHandle]] = {}
         self._tasks: list[asyncio.Task[None]] = []
+        self._closed = False
 
     def start(self) -> None:
         self._tasks = [
@@ -37,12 +38,18 @@ class WorkQueue(Generic[K]):
         ]
 
     async def stop(self) -> None:
+        """Stop the workers; a run in progress is cancelled."""
+        self._closed = True
         for _, handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
-        for task in self._tasks:
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        pending = set(self._tasks)
+        # Cancel again while any is left: Python 3.11's wait_for can swallow a
+        # cancellation that races with the inner call finishing.
+        while pending:
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=1)
         self._tasks = []
 
     def add(self, key: K) -> None:
@@ -86,7 +93,7 @@ class WorkQueue(Generic[K]):
         return len(self._queued) + len(self._running)
 
     async def _serve(self) -> None:
-        while True:
+        while not self._closed:
             key = await self._queue.get()
             self._queued.discard(key)
             self._running.add(key)

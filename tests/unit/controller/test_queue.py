@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -78,3 +79,19 @@ async def test_a_failing_run_keeps_the_worker_serving() -> None:
         assert runs == ["bad", "good"]
     finally:
         await queue.stop()
+
+
+async def test_stop_ends_a_worker_whose_run_swallowed_the_cancellation() -> None:
+    started = asyncio.Event()
+
+    async def work(key: str) -> None:
+        started.set()
+        # As Python 3.11's wait_for may do when the inner call has just finished:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(10)
+
+    queue: WorkQueue[str] = WorkQueue(work, workers=1)
+    queue.start()
+    queue.add("a")
+    await started.wait()
+    await asyncio.wait_for(queue.stop(), timeout=5)
