@@ -3,5 +3,6 @@ so the pure unit tests (``make unit``) never touch them."""
 
 pytest_plugins = [
     "tests.fixtures.apiserver",
+    "tests.fixtures.operator",
     "tests.fixtures.registry",
 ]

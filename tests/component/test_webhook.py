@@ -8,9 +8,7 @@ its warnings, and the webhook must see the impersonated user.
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,6 +19,7 @@ import pytest
 
 from ichor.testing import certs, controlplane
 from tests.component import throwaway
+from tests.support import operator as support
 
 pytestmark = pytest.mark.component
 
@@ -95,40 +94,20 @@ def webhook(
     )
     settings.admission.managed = CONFIGURATION
     registry = _registry(control_plane)
-    stop, ready = threading.Event(), threading.Event()
-    errors: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            asyncio.run(
-                kopf.operator(
-                    registry=registry,
-                    settings=settings,
-                    clusterwide=True,
-                    standalone=True,
-                    stop_flag=stop,
-                    ready_flag=ready,
-                )
-            )
-        except BaseException as error:
-            errors.append(error)
-            raise
-
-    thread = threading.Thread(target=run, name="kopf-webhook", daemon=True)
-    thread.start()
+    running = support.KopfThread(registry, settings=settings, name="kopf-webhook")
+    running.start()
     try:
         deadline = time.monotonic() + _READY_TIMEOUT
         # Ready means kopf is up; the API server learns the configuration a moment later.
-        while not (ready.is_set() and _denies_huge(control_plane)):
-            if errors or not thread.is_alive():
-                pytest.fail(f"kopf stopped while starting: {errors!r}")
+        while not (running.ready_flag.is_set() and _denies_huge(control_plane)):
+            if not running.alive:
+                pytest.fail(f"kopf stopped while starting: {running.errors!r}")
             if time.monotonic() > deadline:
                 pytest.fail(f"the API server did not call the webhook within {_READY_TIMEOUT} s")
             time.sleep(0.2)
         yield CONFIGURATION
     finally:
-        stop.set()
-        thread.join(30)
+        running.stop()
 
 
 def test_kopf_manages_the_webhook_configuration_with_its_ca(

@@ -54,17 +54,8 @@ KUBERNETES_TAGS = [
 def webhook(
     control_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[harness.Webhook]:
-    harness.install_crds(control_plane)
-    running = harness.Webhook(control_plane, tmp_path_factory.mktemp("cli-webhook"))
-    try:
-        running.start()
-    except RuntimeError as error:
-        running.close()
-        pytest.fail(str(error), pytrace=False)
-    try:
+    with harness.running(control_plane, tmp_path_factory.mktemp("cli-webhook")) as running:
         yield running
-    finally:
-        running.close()
 
 
 def _rbac() -> list[dict[str, Any]]:

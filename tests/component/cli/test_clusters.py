@@ -17,6 +17,7 @@ from ichor.cli.main import main
 from ichor.release.pinned import PINNED
 from ichor.testing import controlplane
 from tests.component.cli.conftest import PLAIN, Cli
+from tests.support import nodes
 
 pytestmark = pytest.mark.component
 
@@ -87,18 +88,7 @@ class Workload:
             "apply", "-f", "-",
             input=json.dumps({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}}),
         )  # fmt: skip
-        info = {
-            "osImage": f"Talos ({talos})",
-            "kubeletVersion": kubelet,
-            "kubeProxyVersion": "",
-            "machineID": "m",
-            "systemUUID": "s",
-            "bootID": "b",
-            "kernelVersion": "6.12.0-talos",
-            "containerRuntimeVersion": "containerd://2.1.0",
-            "operatingSystem": "linux",
-            "architecture": "amd64",
-        }
+        info = nodes.talos_node_info(talos=talos, kubelet=kubelet)
         self.plane.kubectl(
             "patch", "node", name, "--subresource=status", "--type=merge",
             "-p", json.dumps({"status": {"nodeInfo": info}}),

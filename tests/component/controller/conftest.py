@@ -9,13 +9,9 @@ removes what a test created; tests of this folder run one at a time.
 
 from __future__ import annotations
 
-import asyncio
-import gc
-import threading
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import kopf
 import pytest
@@ -27,95 +23,27 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ichor.api import kinds
 from ichor.controller import handlers
 from ichor.controller.clusters import ClusterController, ControllerSettings
-from ichor.testing import controlplane
+from tests.support import nodes
+from tests.support import operator as support
+from tests.support.operator import eventually as eventually  # tests import it from here
 
-CRDS = Path(__file__).resolve().parents[3] / "crds"
 FAST = ControllerSettings(
     observe_interval=1.0, backoff_initial=0.5, backoff_max=2.0, observe_timeout=5.0, workers=8
 )
 
-T = TypeVar("T")
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[T]],
-    check: Callable[[T], bool],
-    *,
-    within: float = 15.0,
-    what: str = "the expected state",
-) -> T:
-    """Poll ``probe`` until ``check`` holds; fail with the last value seen."""
-    deadline = time.monotonic() + within
-    value = await probe()
-    while not check(value):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {within} s; last: {value!r}")
-        await asyncio.sleep(0.1)
-        value = await probe()
-    return value
-
-
-@pytest.fixture(scope="session")
-def crds(control_plane: controlplane.ControlPlane) -> None:
-    """The three CRDs, applied and established."""
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
-    for kind in kinds.Kind:
-        control_plane.kubectl(
-            "wait", "--for=condition=Established", f"crd/{kinds.crd_name(kind)}", "--timeout=60s"
-        )
-
-
-@pytest.fixture(scope="session")
-def operator_kubeconfig(control_plane: controlplane.ControlPlane) -> Iterator[Path]:
-    """kopf's login and the controller's client read ``$KUBECONFIG``."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("KUBECONFIG", str(control_plane.kubeconfig))
-        patch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-        yield control_plane.kubeconfig
-
 
 class Operator:
-    """A kopf run with the controller's handlers only, in a thread with its own loop.
-
-    Not in the test's loop: when kopf stops it cancels every task of its loop created
-    after it started, which in a shared loop includes the test's own.
-    """
+    """A kopf run with the controller's handlers only (tests/support/operator.py)."""
 
     def __init__(self, settings: ControllerSettings) -> None:
         self.registry = kopf.OperatorRegistry()
         handlers.register(self.registry)
         self.memo = kopf.Memo()
         self.memo[handlers.SETTINGS] = settings
-        self.stop_flag = threading.Event()
-        self.ready_flag = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="kopf-operator", daemon=True)
-        self.error: BaseException | None = None
-
-    async def _operate(self) -> None:
-        try:
-            await kopf.operator(
-                registry=self.registry,
-                clusterwide=True,
-                standalone=True,
-                memo=self.memo,
-                stop_flag=self.stop_flag,
-                ready_flag=self.ready_flag,
-            )
-        finally:
-            # kopf closes its watch connections as it stops; give their TLS shutdown a
-            # moment to finish before the loop closes, or their sockets leak.
-            await asyncio.sleep(0.5)
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._operate())
-        except BaseException as error:  # reported by stop()
-            self.error = error
+        self.kopf = support.KopfThread(self.registry, memo=self.memo)
 
     async def start(self) -> None:
-        self.thread.start()
-        ready = await asyncio.to_thread(self.ready_flag.wait, 30)
-        assert ready, f"the operator did not start: {self.error!r}"
+        await self.kopf.astart()
 
     @property
     def controller(self) -> ClusterController:
@@ -124,10 +52,7 @@ class Operator:
         return found
 
     async def stop(self) -> None:
-        self.stop_flag.set()
-        await asyncio.to_thread(self.thread.join, 30)
-        assert not self.thread.is_alive(), "the operator did not stop within 30 s"
-        assert self.error is None, f"the operator failed: {self.error!r}"
+        await self.kopf.astop()
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -143,7 +68,6 @@ async def operator(
         yield running
     finally:
         await running.stop()
-        gc.collect()  # a socket the operator left open warns in this test, not later
 
 
 class Workload:
@@ -160,7 +84,7 @@ class Workload:
             "apiVersion": "v1",
             "kind": "Node",
             "metadata": {"name": name},
-            "status": {"nodeInfo": _node_info(os_image=f"Talos ({talos})", kubelet=kubelet)},
+            "status": {"nodeInfo": nodes.node_info(os_image=f"Talos ({talos})", kubelet=kubelet)},
         }
         await self.core.create_node(body)  # type: ignore[arg-type]
         self.nodes.add(name)
@@ -168,7 +92,7 @@ class Workload:
         await self.set_node(name, os_image=f"Talos ({talos})", kubelet=kubelet)
 
     async def set_node(self, name: str, *, os_image: str, kubelet: str) -> None:
-        patch = {"status": {"nodeInfo": _node_info(os_image=os_image, kubelet=kubelet)}}
+        patch = {"status": {"nodeInfo": nodes.node_info(os_image=os_image, kubelet=kubelet)}}
         await self.core.patch_node_status(name, patch)
 
     async def add_daemonset(self, name: str, *, image: str, namespace: str = "kube-system") -> None:
@@ -205,22 +129,6 @@ class Workload:
             await _ignore_missing(self.apps.delete_namespaced_daemon_set(name, namespace))
         self.nodes.clear()
         self.daemonsets.clear()
-
-
-def _node_info(*, os_image: str, kubelet: str) -> dict[str, str]:
-    # NodeSystemInfo's required fields, so the API server accepts the status.
-    return {
-        "osImage": os_image,
-        "kubeletVersion": kubelet,
-        "kubeProxyVersion": "",
-        "machineID": "m",
-        "systemUUID": "s",
-        "bootID": "b",
-        "kernelVersion": "6.12.0-talos",
-        "containerRuntimeVersion": "containerd://2.1.0",
-        "operatingSystem": "linux",
-        "architecture": "amd64",
-    }
 
 
 async def _ignore_missing(call: Awaitable[Any]) -> None:
@@ -286,33 +194,8 @@ class Objects:
 
     async def set_targets(self, targets: dict[str, Any] | None, *, enabled: bool = True) -> None:
         """Create or update the IchorInstallation and write its ``upgradeTargets``."""
-        body = {
-            "apiVersion": kinds.API_VERSION,
-            "kind": kinds.Kind.ICHOR_INSTALLATION,
-            "metadata": {"name": kinds.INSTALLATION_NAME},
-            "spec": {"releaseCheck": {"enabled": enabled}},
-        }
-        plural = kinds.Plural.ICHOR_INSTALLATIONS
-        try:
-            await self.custom.create_cluster_custom_object(kinds.GROUP, kinds.VERSION, plural, body)
-        except ApiException as error:
-            if error.status != 409:
-                raise
-            await self.custom.patch_cluster_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                plural,
-                kinds.INSTALLATION_NAME,
-                {"spec": body["spec"]},
-                _content_type="application/merge-patch+json",  # type: ignore[call-arg]
-            )
-        await self.custom.patch_cluster_custom_object_status(
-            kinds.GROUP,
-            kinds.VERSION,
-            plural,
-            kinds.INSTALLATION_NAME,
-            {"status": {"upgradeTargets": targets}},
-            _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+        await support.apply_installation(
+            self.custom, {"enabled": enabled}, {"upgradeTargets": targets}
         )
 
 

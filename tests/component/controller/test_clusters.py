@@ -15,7 +15,6 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from ichor.api import kinds
 from ichor.testing import controlplane
 from tests.component.controller.conftest import (
-    CRDS,
     FAST,
     Objects,
     Operator,
@@ -23,6 +22,7 @@ from tests.component.controller.conftest import (
     condition,
     eventually,
 )
+from tests.support.operator import CRDS
 
 pytestmark = pytest.mark.component
 

@@ -12,124 +12,53 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import threading
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import kopf
-import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, config, watch
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
-from kubernetes_asyncio.config import kube_config
 
 from ichor.api import kinds
 from ichor.controller import handlers as cluster_handlers
 from ichor.controller import jobs, operations
 from ichor.controller.clusters import ControllerSettings
 from ichor.testing import controlplane
+from tests.support import nodes
+from tests.support import operator as support
+from tests.support.operator import eventually as eventually  # tests import it from here
 
-CRDS = Path(__file__).resolve().parents[3] / "crds"
 FAST_CLUSTERS = ControllerSettings(
     observe_interval=1.0, backoff_initial=0.5, backoff_max=2.0, observe_timeout=5.0, workers=4
 )
 FAST = operations.OperationSettings(resync_interval=2.0, retry_delay=0.5, workers=4)
 MERGE = "application/merge-patch+json"
 
-T = TypeVar("T")
-
-
-async def eventually(
-    probe: Callable[[], Awaitable[T]],
-    check: Callable[[T], bool],
-    *,
-    within: float = 20.0,
-    what: str = "the expected state",
-) -> T:
-    """Poll ``probe`` until ``check`` holds; fail with the last value seen."""
-    deadline = time.monotonic() + within
-    value = await probe()
-    while not check(value):
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not reached within {within} s; last: {value!r}")
-        await asyncio.sleep(0.1)
-        value = await probe()
-    return value
-
-
-@pytest.fixture(scope="session")
-def operation_crds(control_plane: controlplane.ControlPlane) -> None:
-    control_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
-    for kind in kinds.Kind:
-        control_plane.kubectl(
-            "wait", "--for=condition=Established", f"crd/{kinds.crd_name(kind)}", "--timeout=60s"
-        )
-
-
-@pytest.fixture(scope="session")
-def admin_kubeconfig(control_plane: controlplane.ControlPlane) -> Iterator[Path]:
-    """kopf's login and the controllers' clients read ``$KUBECONFIG``."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("KUBECONFIG", str(control_plane.kubeconfig))
-        patch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-        # kubernetes_asyncio reads $KUBECONFIG once, when it is imported
-        patch.setattr(kube_config, "KUBE_CONFIG_DEFAULT_LOCATION", str(control_plane.kubeconfig))
-        yield control_plane.kubeconfig
-
 
 class Operator:
-    """kopf with the TalosCluster controller and the executors, in a thread of its own.
+    """kopf with the TalosCluster controller and the executors (tests/support/operator.py).
 
-    Its own thread and event loop, as in a Pod: kopf, when it stops, cancels every task
-    of its loop that it did not find at its start, which in the test's loop would be
-    the test itself. ``stop`` then ``start`` is an operator restart.
+    ``stop`` then ``start`` is an operator restart, with a fresh memo.
     """
 
     def __init__(self, settings: operations.OperationSettings = FAST) -> None:
         self.settings = settings
-        self.thread: threading.Thread | None = None
+        self.registry = kopf.OperatorRegistry()
+        cluster_handlers.register(self.registry)
+        operations.register(self.registry)
         self.memo = kopf.Memo()
-        self.errors: list[BaseException] = []
-
-    def _run(self, memo: kopf.Memo, stop: threading.Event, ready: threading.Event) -> None:
-        registry = kopf.OperatorRegistry()
-        cluster_handlers.register(registry)
-        operations.register(registry)
-
-        async def main() -> None:
-            await kopf.operator(
-                registry=registry,
-                clusterwide=True,
-                standalone=True,
-                memo=memo,
-                stop_flag=stop,
-                ready_flag=ready,
-            )
-            # closed sessions close their TLS transports in later loop turns; without
-            # these turns the sockets outlive the loop and warn when collected
-            await asyncio.sleep(0.25)
-
-        try:
-            asyncio.run(main())
-        except BaseException as error:
-            self.errors.append(error)
+        self.kopf = support.KopfThread(self.registry, memo=self.memo)
 
     async def start(self) -> Operator:
         self.memo = kopf.Memo()
         self.memo[cluster_handlers.SETTINGS] = FAST_CLUSTERS
         self.memo[operations.SETTINGS] = self.settings
-        self.stop_flag = threading.Event()
-        ready = threading.Event()
-        self.thread = threading.Thread(
-            target=self._run, args=(self.memo, self.stop_flag, ready), daemon=True
-        )
-        self.thread.start()
-        if not await asyncio.to_thread(ready.wait, 30):
-            raise AssertionError(f"kopf did not start within 30 s: {self.errors!r}")
+        self.kopf.memo = self.memo
+        await self.kopf.astart()
         await eventually(
             lambda: asyncio.sleep(0, operations.CONTROLLER in self.memo),
             bool,
@@ -144,17 +73,11 @@ class Operator:
         return found
 
     async def stop(self) -> None:
-        if self.thread is None:
-            return
-        self.stop_flag.set()
-        await asyncio.to_thread(self.thread.join, 30)
-        if self.thread.is_alive():
-            raise AssertionError("kopf did not stop within 30 s")
-        self.thread = None
+        await self.kopf.astop()
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def operator(operation_crds: None, admin_kubeconfig: Path) -> AsyncIterator[Operator]:
+async def operator(crds: None, operator_kubeconfig: Path) -> AsyncIterator[Operator]:
     running = await Operator().start()
     try:
         yield running
@@ -168,21 +91,6 @@ async def _ignore_missing(call: Awaitable[Any]) -> None:
     except ApiException as error:
         if error.status != 404:
             raise
-
-
-def _node_info(*, talos: str, kubelet: str) -> dict[str, str]:
-    return {
-        "osImage": f"Talos ({talos})",
-        "kubeletVersion": kubelet,
-        "kubeProxyVersion": "",
-        "machineID": "m",
-        "systemUUID": "s",
-        "bootID": "b",
-        "kernelVersion": "6.12.0-talos",
-        "containerRuntimeVersion": "containerd://2.1.0",
-        "operatingSystem": "linux",
-        "architecture": "amd64",
-    }
 
 
 class Workload:
@@ -210,7 +118,7 @@ class Workload:
                 {"type": "InternalIP", "address": address},
                 {"type": "Hostname", "address": name},
             ],
-            "nodeInfo": _node_info(talos=talos, kubelet=kubelet),
+            "nodeInfo": nodes.talos_node_info(talos=talos, kubelet=kubelet),
         }
         await self.core.patch_node_status(name, {"status": status})
 

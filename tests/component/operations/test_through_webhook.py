@@ -30,19 +30,11 @@ pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
 @pytest.fixture(scope="module")
 def webhook(
     control_plane: controlplane.ControlPlane,
-    operation_crds: None,
+    crds: None,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[harness.Webhook]:
-    running = harness.Webhook(control_plane, tmp_path_factory.mktemp("operations-webhook"))
-    try:
-        running.start()
-    except RuntimeError as error:
-        running.close()
-        pytest.fail(str(error), pytrace=False)
-    try:
+    with harness.running(control_plane, tmp_path_factory.mktemp("operations-webhook")) as running:
         yield running
-    finally:
-        running.close()
 
 
 @pytest_asyncio.fixture(loop_scope="session")

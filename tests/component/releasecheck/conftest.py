@@ -18,7 +18,6 @@ import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor import registry
 from ichor.api import kinds
@@ -28,15 +27,14 @@ from tests.component.controller.conftest import (  # noqa: F401  (fixtures used 
     FAST,
     Objects,
     Operator,
-    crds,
     objects,
-    operator_kubeconfig,
     workload,
 )
 from tests.component.registry.conftest import (  # noqa: F401  (fixtures used here)
     fault_proxy,
     fault_proxy_session,
 )
+from tests.support import operator as support
 
 CHECK_EVERY_SECOND = releasecheck.ReleaseCheckSettings(
     retry_failed=1.0,
@@ -65,8 +63,8 @@ class CheckingOperator(Operator):
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def checking_operator(
-    crds: None,  # noqa: F811
-    operator_kubeconfig: Path,  # noqa: F811
+    crds: None,
+    operator_kubeconfig: Path,
     request: pytest.FixtureRequest,
 ) -> AsyncIterator[CheckingOperator]:
     running = CheckingOperator(getattr(request, "param", CHECK_EVERY_SECOND))
@@ -119,35 +117,7 @@ class Installation:
     async def apply(
         self, release_check: dict[str, Any], status: dict[str, Any] | None = None
     ) -> None:
-        body = {
-            "apiVersion": kinds.API_VERSION,
-            "kind": kinds.Kind.ICHOR_INSTALLATION,
-            "metadata": {"name": kinds.INSTALLATION_NAME},
-            "spec": {"releaseCheck": release_check},
-        }
-        plural = kinds.Plural.ICHOR_INSTALLATIONS
-        try:
-            await self.custom.create_cluster_custom_object(kinds.GROUP, kinds.VERSION, plural, body)
-        except ApiException as error:
-            if error.status != 409:
-                raise
-            await self.custom.patch_cluster_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                plural,
-                kinds.INSTALLATION_NAME,
-                {"spec": body["spec"]},
-                _content_type="application/merge-patch+json",  # type: ignore[call-arg]
-            )
-        if status is not None:
-            await self.custom.patch_cluster_custom_object_status(
-                kinds.GROUP,
-                kinds.VERSION,
-                plural,
-                kinds.INSTALLATION_NAME,
-                {"status": status},
-                _content_type="application/merge-patch+json",  # type: ignore[call-arg]
-            )
+        await support.apply_installation(self.custom, release_check, status)
 
     async def get(self) -> dict[str, Any]:
         found: dict[str, Any] = await self.custom.get_cluster_custom_object(
@@ -167,7 +137,7 @@ class Installation:
 
 @pytest_asyncio.fixture(loop_scope="session")
 async def installation(
-    crds: None,  # noqa: F811
+    crds: None,
     kube_api: ApiClient,
     objects: Objects,  # noqa: F811  (deletes the singleton afterwards)
 ) -> AsyncIterator[Installation]:

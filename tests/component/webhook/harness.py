@@ -9,23 +9,24 @@ gives, pointing at 127.0.0.1 over TLS with a CA generated here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
-import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import kopf
+import pytest
 import yaml
 
 from ichor.api import kinds
 from ichor.testing import controlplane
 from ichor.webhook import certificates, kubeapi, server, validating
+from tests.support import operator as support
 
-CRDS = Path(__file__).resolve().parents[3] / "crds"
 READY_TIMEOUT = 60.0
 #: A create every webhook build refuses (Talos 1.15 is unknown), used to see it answer.
 PROBE_REFUSAL = "Talos v1.15.0 is refused"
@@ -33,11 +34,7 @@ PROBE_REFUSAL = "Talos v1.15.0 is refused"
 
 def install_crds(plane: controlplane.ControlPlane) -> None:
     """The three CRDs from crds/, applied and established (idempotent)."""
-    plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
-    for kind in kinds.Kind:
-        plane.kubectl(
-            "wait", "--for=condition=Established", f"crd/{kinds.crd_name(kind)}", "--timeout=60s"
-        )
+    support.apply_crds(plane)
 
 
 def cluster_manifest(
@@ -202,56 +199,32 @@ class Webhook:
         self.name = f"ichor-webhook-{uuid.uuid4().hex[:6]}"
         self.files = certificates.write_serving_certificate(workdir / "tls")
         self.port = controlplane.free_port()
-        self.stop_flag = threading.Event()
-        self.ready_flag = threading.Event()
-        self.errors: list[BaseException] = []
-        self.thread: threading.Thread | None = None
         self.registry, self.settings, self.server = build(
             Credentials.admin(plane), port=self.port, files=self.files
         )
+        self.kopf = support.KopfThread(self.registry, settings=self.settings, name=self.name)
 
     def configuration(self) -> server.ValidatingWebhookConfiguration:
         return server.render_configuration(
             url=self.server.url, ca_bundle=self.files.ca.read_bytes(), name=self.name
         )
 
-    def _alive(self) -> bool:
-        return not self.errors and self.thread is not None and self.thread.is_alive()
-
     def start(self) -> Webhook:
         use_backend(self.plane.kubeconfig)
-        self.thread = threading.Thread(target=self._run, name=self.name, daemon=True)
-        self.thread.start()
+        self.kopf.start()
         apply_configuration(self.plane, self.configuration())
         try:
-            wait_until_answering(self.plane, alive=self._alive)
+            wait_until_answering(self.plane, alive=lambda: self.kopf.alive)
         except RuntimeError as error:
-            raise RuntimeError(f"{error} (kopf: {self.errors!r})") from None
+            raise RuntimeError(f"{error} (kopf: {self.kopf.errors!r})") from None
         return self
-
-    def _run(self) -> None:
-        try:
-            asyncio.run(
-                kopf.operator(
-                    registry=self.registry,
-                    settings=self.settings,
-                    clusterwide=True,
-                    standalone=True,
-                    stop_flag=self.stop_flag,
-                    ready_flag=self.ready_flag,
-                )
-            )
-        except BaseException as error:
-            self.errors.append(error)
-            raise
 
     def stop_server(self) -> None:
         """Stop kopf and its endpoint; the configuration stays (the webhook is down)."""
-        self.stop_flag.set()
-        if self.thread is not None:
-            self.thread.join(30)
-            if self.thread.is_alive():
-                raise RuntimeError("kopf did not stop within 30 s")
+        try:
+            self.kopf.stop()
+        except AssertionError as error:
+            raise RuntimeError(str(error)) from None
 
     def delete_configuration(self) -> None:
         self.plane.kubectl(
@@ -263,3 +236,20 @@ class Webhook:
             self.delete_configuration()
         finally:
             self.stop_server()
+
+
+@contextlib.contextmanager
+def running(plane: controlplane.ControlPlane, workdir: Path) -> Iterator[Webhook]:
+    """The webhook started and registered for the ``with`` block; a start that fails
+    fails the test with its reason."""
+    install_crds(plane)
+    webhook = Webhook(plane, workdir)
+    try:
+        webhook.start()
+    except RuntimeError as error:
+        webhook.close()
+        pytest.fail(str(error), pytrace=False)
+    try:
+        yield webhook
+    finally:
+        webhook.close()

@@ -1,0 +1,1 @@
+"""Helpers shared by the component tests of several folders (not fixtures: plain code)."""
