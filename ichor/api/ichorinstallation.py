@@ -7,16 +7,24 @@ different answers in the upgrade choices.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
 
 from ichor.api._base import ApiModel
 from ichor.api.conditions import Condition
+from ichor.upgrade import targets
+from ichor.upgrade.target import Component
 
 DEFAULT_TALOS_REPOSITORY = "ghcr.io/siderolabs/installer-base"
 DEFAULT_KUBERNETES_REPOSITORY = "ghcr.io/siderolabs/kubelet"
 DEFAULT_INTERVAL = "6h"
 #: The Ichor chart's OCI repository (on ghcr.io, so the check's egress stays one host).
 DEFAULT_CHART_REPOSITORY = "ghcr.io/ichor-dev/charts/ichor"
+NO_INSTALLATION = "there is no IchorInstallation named ichor, so no release check runs"
 
 
 class PullSecretRef(ApiModel):
@@ -71,3 +79,67 @@ class IchorInstallationStatus(ApiModel):
     upgrade_targets: UpgradeTargets | None = None
     latest_release: LatestRelease | None = None
     conditions: tuple[Condition, ...] = ()
+
+
+@dataclass(frozen=True)
+class RecordedList:
+    """One recorded list (Talos or Kubernetes), ``None`` if never recorded, and whether it
+    can be used."""
+
+    releases: tuple[str, ...] | None
+    availability: targets.Availability
+
+
+@dataclass(frozen=True)
+class Installation:
+    """What the controller and the CLI read of the IchorInstallation singleton, the same way:
+    a spec or status that does not load counts as the defaults (no list yet)."""
+
+    present: bool = False
+    check_enabled: bool = True
+    targets: UpgradeTargets | None = None
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any] | None) -> Installation:
+        if body is None:
+            return cls()
+        try:
+            spec = IchorInstallationSpec.model_validate(body.get("spec") or {})
+        except ValidationError:
+            spec = IchorInstallationSpec()
+        try:
+            status = IchorInstallationStatus.model_validate(body.get("status") or {})
+        except ValidationError:
+            status = IchorInstallationStatus()
+        return cls(
+            present=True,
+            check_enabled=spec.release_check.enabled,
+            targets=status.upgrade_targets,
+        )
+
+    def recorded(self, component: Component) -> RecordedList:
+        """The recorded releases of ``component`` and whether they can be used.
+
+        A failure of this list only (``talosError`` or ``kubernetesError``) marks it
+        stale; a status an earlier Ichor wrote with only ``error`` counts against both.
+        """
+        if not self.present:
+            return RecordedList(
+                releases=None,
+                availability=targets.Availability(
+                    available=False,
+                    reason=NO_INSTALLATION,
+                    cause=targets.Unavailable.NOT_RECORDED,
+                ),
+            )
+        recorded = self.targets or UpgradeTargets()
+        talos = component is Component.TALOS
+        releases = recorded.talos if talos else recorded.kubernetes
+        own = recorded.talos_error if talos else recorded.kubernetes_error
+        error = own if (recorded.talos_error or recorded.kubernetes_error) else recorded.error
+        return RecordedList(
+            releases=releases,
+            availability=targets.availability(
+                check_enabled=self.check_enabled, recorded=releases is not None, error=error
+            ),
+        )

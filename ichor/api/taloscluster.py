@@ -13,6 +13,8 @@ from enum import StrEnum
 
 from ichor.api._base import ApiModel
 from ichor.api.conditions import Condition
+from ichor.release import steps
+from ichor.upgrade.target import ClusterVersions
 
 
 class CNIPreset(StrEnum):
@@ -91,3 +93,17 @@ class TalosClusterStatus(ApiModel):
     cni: CNIStatus | None = None
     upgrade_choices: UpgradeChoices | None = None
     conditions: tuple[Condition, ...] = ()
+
+
+def cluster_versions(*, spec: TalosClusterSpec, cni: CNIStatus | None) -> ClusterVersions:
+    """What the rules read of a cluster: the spec's versions and the CNI the controller
+    observed (the Cilium release only when Cilium was detected with a version)."""
+    detected = cni.detected if cni else None
+    return ClusterVersions(
+        talos=spec.talos_version,
+        kubernetes=spec.kubernetes_version,
+        cilium=steps.cilium_release(
+            detected=detected, version=cni.detected_version if cni else None
+        ),
+        cni=detected,
+    )

@@ -18,13 +18,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ichor.api.ichorinstallation import IchorInstallationSpec, IchorInstallationStatus
+from ichor.api import ichorinstallation, taloscluster
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.release import steps
 from ichor.upgrade import blocked, plan, targets
 from ichor.upgrade.target import ClusterVersions, Component
 
-NO_INSTALLATION = "there is no IchorInstallation named ichor, so no release check runs"
 CNI_NOT_OBSERVED = (
     "no Kubernetes is offered until the cluster's CNI and its release are observed "
     "(Cilium bounds which Kubernetes can run)"
@@ -66,16 +65,7 @@ class Cluster:
     @property
     def versions(self) -> ClusterVersions:
         """What the rules read: the spec's versions and the CNI the controller observed."""
-        cni = self.status.cni
-        detected = cni.detected if cni else None
-        return ClusterVersions(
-            talos=self.spec.talos_version,
-            kubernetes=self.spec.kubernetes_version,
-            cilium=steps.cilium_release(
-                detected=detected, version=cni.detected_version if cni else None
-            ),
-            cni=detected,
-        )
+        return taloscluster.cluster_versions(spec=self.spec, cni=self.status.cni)
 
     def condition(self, type_: str) -> tuple[str, str] | None:
         """(status, message) of a condition, if set."""
@@ -100,34 +90,8 @@ def release_list(installation: Mapping[str, Any] | None, component: Component) -
     or ``kubernetesError``) marks it stale; a status an earlier Ichor wrote with only
     ``error`` counts against both lists.
     """
-    if installation is None:
-        return ReleaseList(
-            tags=(),
-            availability=targets.Availability(
-                available=False, reason=NO_INSTALLATION, cause=targets.Unavailable.NOT_RECORDED
-            ),
-        )
-    try:
-        spec = IchorInstallationSpec.model_validate(installation.get("spec") or {})
-    except ValidationError:
-        spec = IchorInstallationSpec()
-    try:
-        status = IchorInstallationStatus.model_validate(installation.get("status") or {})
-    except ValidationError:
-        status = IchorInstallationStatus()
-    recorded = status.upgrade_targets
-    if recorded is None:
-        releases, error = None, None
-    else:
-        releases = recorded.talos if component is Component.TALOS else recorded.kubernetes
-        own = recorded.talos_error if component is Component.TALOS else recorded.kubernetes_error
-        error = own if (recorded.talos_error or recorded.kubernetes_error) else recorded.error
-    return ReleaseList(
-        tags=tuple(releases or ()),
-        availability=targets.availability(
-            check_enabled=spec.release_check.enabled, recorded=releases is not None, error=error
-        ),
-    )
+    found = ichorinstallation.Installation.from_body(installation).recorded(component)
+    return ReleaseList(tags=tuple(found.releases or ()), availability=found.availability)
 
 
 def _blocked_json(line: blocked.BlockedRelease) -> dict[str, Any]:

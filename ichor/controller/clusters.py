@@ -34,6 +34,7 @@ from pydantic import ValidationError
 from ichor.api import kinds
 from ichor.api.conditions import ClusterReason
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, TalosClusterStatus
+from ichor.controller.environment import env_float
 from ichor.controller.observe import Observation, observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.status import Failure, Installation, PlannedEvent, evaluate, read_spec
@@ -50,11 +51,6 @@ logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, name)
 SecretKey = tuple[str, str, str]  # (namespace, secret name, data key)
-
-
-def _env_float(name: str, default: float) -> float:
-    value = os.environ.get(name)
-    return float(value) if value else default
 
 
 @dataclass(frozen=True)
@@ -76,10 +72,10 @@ class ControllerSettings:
         """From ``ICHOR_OBSERVE_INTERVAL``, ``ICHOR_BACKOFF_INITIAL``, ``ICHOR_BACKOFF_MAX``,
         ``ICHOR_OBSERVE_TIMEOUT`` and ``ICHOR_WORKERS`` (seconds; a count)."""
         return cls(
-            observe_interval=_env_float("ICHOR_OBSERVE_INTERVAL", cls.observe_interval),
-            backoff_initial=_env_float("ICHOR_BACKOFF_INITIAL", cls.backoff_initial),
-            backoff_max=_env_float("ICHOR_BACKOFF_MAX", cls.backoff_max),
-            observe_timeout=_env_float("ICHOR_OBSERVE_TIMEOUT", cls.observe_timeout),
+            observe_interval=env_float("ICHOR_OBSERVE_INTERVAL", cls.observe_interval),
+            backoff_initial=env_float("ICHOR_BACKOFF_INITIAL", cls.backoff_initial),
+            backoff_max=env_float("ICHOR_BACKOFF_MAX", cls.backoff_max),
+            observe_timeout=env_float("ICHOR_OBSERVE_TIMEOUT", cls.observe_timeout),
             workers=int(os.environ.get("ICHOR_WORKERS") or cls.workers),
         )
 

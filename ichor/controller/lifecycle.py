@@ -30,6 +30,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ichor.api import taloscluster
 from ichor.api.conditions import (
     Condition,
     ConditionStatus,
@@ -39,11 +40,12 @@ from ichor.api.conditions import (
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import OperationType, Phase, TalosOperationSpec, TalosOperationStatus
 from ichor.kube import conditions
-from ichor.release import compat, steps
+from ichor.release import compat
 from ichor.release.pinned import PINNED
 from ichor.release.refusals import Refusal, Rule, refuse
 from ichor.release.versions import VersionError, parse
 from ichor.upgrade import paths
+from ichor.upgrade import target as upgrade_target
 from ichor.upgrade.target import ClusterVersions, Component, check_target
 
 #: Set on an operation while its Job may run; removed when it ends. Deleting a Running
@@ -208,32 +210,14 @@ class ClusterState:
 
     @property
     def versions(self) -> ClusterVersions:
-        cni = self.status.cni
-        detected = cni.detected if cni else None
-        return ClusterVersions(
-            talos=self.spec.talos_version,
-            kubernetes=self.spec.kubernetes_version,
-            cilium=steps.cilium_release(
-                detected=detected, version=cni.detected_version if cni else None
-            ),
-            cni=detected,
-        )
+        return taloscluster.cluster_versions(spec=self.spec, cni=self.status.cni)
 
 
 def cni_version_refusal(op: Operation) -> Refusal:
     """The ADR's answer to a cni operation that names a version or an image patch
     (amendment 2026-11-04 (3)); the webhook words its plan refusal the same way."""
     named = op.spec.cni.image_version if op.spec.cni and op.spec.cni.image_version else None
-    named = named or op.spec.version
-    return Refusal(
-        rule=Rule.CNI_VERSION,
-        message=(
-            f"{op} is refused: a cni operation names no version ({named!r} given), because "
-            f"Cilium moves only to the chart this Ichor embeds ({PINNED.cilium_chart}); "
-            f"delete it and run `ichor cni upgrade` again."
-        ),
-        overridable=False,
-    )
+    return upgrade_target.cni_version_refusal(operation=str(op), named=named or op.spec.version)
 
 
 def _observed(value: str | None, *, spec: str) -> str | None:

@@ -76,6 +76,7 @@ from ichor.api.ichorinstallation import (
     PullSecretRef,
     UpgradeTargets,
 )
+from ichor.controller.environment import env_float
 from ichor.kube import conditions as kube_conditions
 from ichor.kube import events, metrics
 from ichor.kube.clients import REQUEST_TIMEOUT, KubeconfigError, operator_client, read_secret_key
@@ -512,11 +513,6 @@ def installed_version() -> str:
         return "0.0.0"
 
 
-def _env_float(name: str) -> float | None:
-    value = os.environ.get(name)
-    return float(value) if value else None
-
-
 @dataclass(frozen=True)
 class ReleaseCheckSettings:
     """How the operator runs the check; the spec says what and how often."""
@@ -537,8 +533,8 @@ class ReleaseCheckSettings:
         """From ``ICHOR_RELEASE_RETRY`` and ``ICHOR_RELEASE_MAX_INTERVAL`` (seconds) and
         ``ICHOR_VERSION``."""
         return cls(
-            retry_failed=_env_float("ICHOR_RELEASE_RETRY") or cls.retry_failed,
-            max_interval=_env_float("ICHOR_RELEASE_MAX_INTERVAL"),
+            retry_failed=env_float("ICHOR_RELEASE_RETRY") or cls.retry_failed,
+            max_interval=env_float("ICHOR_RELEASE_MAX_INTERVAL"),
         )
 
 

@@ -31,12 +31,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ichor.api import ichorinstallation, taloscluster
 from ichor.api.conditions import ClusterConditionType, ClusterReason, Condition, ConditionStatus
-from ichor.api.ichorinstallation import (
-    IchorInstallationSpec,
-    IchorInstallationStatus,
-    UpgradeTargets,
-)
 from ichor.api.taloscluster import (
     DETECTED_CILIUM,
     ChoiceGroup,
@@ -55,7 +51,7 @@ from ichor.release.pinned import PINNED
 from ichor.release.refusals import Refusal, Rule
 from ichor.release.versions import VersionError, check_contract, check_spec_version, parse
 from ichor.upgrade import targets
-from ichor.upgrade.target import ClusterVersions
+from ichor.upgrade.target import Component
 
 Type = ClusterConditionType
 Reason = ClusterReason
@@ -87,32 +83,8 @@ class Failure:
     message: str
 
 
-@dataclass(frozen=True)
-class Installation:
-    """What the controller knows of the IchorInstallation singleton."""
-
-    present: bool = False
-    check_enabled: bool = True
-    targets: UpgradeTargets | None = None
-
-    @classmethod
-    def from_body(cls, body: Mapping[str, Any] | None) -> Installation:
-        """From the raw object; a status that does not load counts as no list yet."""
-        if body is None:
-            return cls()
-        try:
-            spec = IchorInstallationSpec.model_validate(body.get("spec") or {})
-        except ValidationError:
-            spec = IchorInstallationSpec()
-        try:
-            status = IchorInstallationStatus.model_validate(body.get("status") or {})
-        except ValidationError:
-            status = IchorInstallationStatus()
-        return cls(
-            present=True,
-            check_enabled=spec.release_check.enabled,
-            targets=status.upgrade_targets,
-        )
+#: What the controller knows of the IchorInstallation singleton (read as the CLI reads it).
+Installation = ichorinstallation.Installation
 
 
 @dataclass(frozen=True)
@@ -254,27 +226,6 @@ def _compatible(builder: _Builder, *, spec: TalosClusterSpec, cni: CNIStatus) ->
     builder.add(Type.VERSIONS_COMPATIBLE, T, Reason.COMPATIBLE, message)
 
 
-def _kind_error(upgrade_targets: UpgradeTargets, own: str | None) -> str | None:
-    # An earlier controller wrote only `error`, which then counts against every list.
-    if upgrade_targets.talos_error or upgrade_targets.kubernetes_error:
-        return own
-    return upgrade_targets.error
-
-
-def _availability(
-    installation: Installation, *, releases: tuple[str, ...] | None, error: str | None
-) -> targets.Availability:
-    if not installation.present:
-        return targets.Availability(
-            available=False,
-            reason="there is no IchorInstallation named ichor, so no release check runs",
-            cause=targets.Unavailable.NOT_RECORDED,
-        )
-    return targets.availability(
-        check_enabled=installation.check_enabled, recorded=releases is not None, error=error
-    )
-
-
 def _group(choices: targets.Choices, availability: targets.Availability) -> ChoiceGroup:
     return ChoiceGroup(
         recommended=choices.recommended.tag if choices.recommended else None,
@@ -306,26 +257,14 @@ def _upgrades(
     cni: CNIStatus,
     installation: Installation,
 ) -> UpgradeChoices:
-    upgrade_targets = installation.targets or UpgradeTargets()
-    cluster = ClusterVersions(
-        talos=spec.talos_version,
-        kubernetes=spec.kubernetes_version,
-        cilium=steps.cilium_release(detected=cni.detected, version=cni.detected_version),
-        cni=cni.detected,
-    )
+    cluster = taloscluster.cluster_versions(spec=spec, cni=cni)
     groups: dict[str, ChoiceGroup] = {}
-    for name, type_, releases, own_error in (
-        ("Talos", Type.TALOS_UPGRADE_AVAILABLE, upgrade_targets.talos, upgrade_targets.talos_error),
-        (
-            "Kubernetes",
-            Type.KUBERNETES_UPGRADE_AVAILABLE,
-            upgrade_targets.kubernetes,
-            upgrade_targets.kubernetes_error,
-        ),
+    for name, type_, component in (
+        ("Talos", Type.TALOS_UPGRADE_AVAILABLE, Component.TALOS),
+        ("Kubernetes", Type.KUBERNETES_UPGRADE_AVAILABLE, Component.KUBERNETES),
     ):
-        availability = _availability(
-            installation, releases=releases, error=_kind_error(upgrade_targets, own_error)
-        )
+        recorded = installation.recorded(component)
+        releases, availability = recorded.releases, recorded.availability
         if not availability.available:
             groups[name] = _group(targets.Choices(), availability)
             builder.add(type_, U, Reason.LIST_UNAVAILABLE, availability.reason or "")

@@ -6,7 +6,8 @@ and it verifies the webhook servers it calls. Every run makes a fresh authority,
 key ever outlives the directory it was written to.
 
 This module refuses to be a PKI: keys are ECDSA P-256 (fast to make, accepted by every
-component here), certificates last a day, and nothing is revoked or renewed.
+component here), certificates last a day (a webhook's serving set: the days asked),
+and nothing is revoked or renewed.
 """
 
 from __future__ import annotations
@@ -67,7 +68,9 @@ class Authority:
     cert: x509.Certificate
 
     @classmethod
-    def create(cls, common_name: str = "ichor-test-ca") -> Authority:
+    def create(
+        cls, common_name: str = "ichor-test-ca", *, lifetime: datetime.timedelta = _LIFETIME
+    ) -> Authority:
         key = _new_key()
         now = datetime.datetime.now(datetime.UTC)
         name = _name(common_name)
@@ -78,7 +81,7 @@ class Authority:
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - _BACKDATE)
-            .not_valid_after(now + _LIFETIME)
+            .not_valid_after(now + lifetime)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
@@ -107,7 +110,13 @@ class Authority:
     def pem(self) -> Pem:
         return Pem(cert=self.cert_pem, key=_key_pem(self.key))
 
-    def issue_server(self, *, hosts: Sequence[str], common_name: str | None = None) -> Pem:
+    def issue_server(
+        self,
+        *,
+        hosts: Sequence[str],
+        common_name: str | None = None,
+        lifetime: datetime.timedelta = _LIFETIME,
+    ) -> Pem:
         """A serving certificate for ``hosts`` (DNS names or IP addresses)."""
         names: list[x509.GeneralName] = []
         for host in hosts:
@@ -119,6 +128,7 @@ class Authority:
             subject=_name(common_name or hosts[0]),
             usage=ExtendedKeyUsageOID.SERVER_AUTH,
             sans=names,
+            lifetime=lifetime,
         )
 
     def issue_client(self, *, user: str, groups: Sequence[str] = ()) -> Pem:
@@ -135,6 +145,7 @@ class Authority:
         subject: x509.Name,
         usage: x509.ObjectIdentifier,
         sans: Sequence[x509.GeneralName],
+        lifetime: datetime.timedelta = _LIFETIME,
     ) -> Pem:
         key = _new_key()
         now = datetime.datetime.now(datetime.UTC)
@@ -145,7 +156,7 @@ class Authority:
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - _BACKDATE)
-            .not_valid_after(now + _LIFETIME)
+            .not_valid_after(now + lifetime)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
@@ -187,3 +198,30 @@ class SigningKey:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
         return cls(private=_key_pem(key), public=public)
+
+
+@dataclass(frozen=True)
+class ServingFiles:
+    """Where a webhook's CA and serving certificate were written."""
+
+    ca: Path
+    cert: Path
+    key: Path
+
+
+def write_serving_certificate(
+    directory: Path, *, hosts: Sequence[str] = ("127.0.0.1", "localhost"), days: int = 7
+) -> ServingFiles:
+    """A fresh CA and a serving certificate for ``hosts``, written as ``ca.crt``,
+    ``tls.crt`` and ``tls.key``: the webhook's TLS where no cert-manager runs (the tests,
+    the demo and the bench; a real install gets them from cert-manager or the chart)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    lifetime = datetime.timedelta(days=days)
+    authority = Authority.create("ichor-webhook-ca", lifetime=lifetime)
+    serving = authority.issue_server(hosts=hosts, lifetime=lifetime)
+    files = ServingFiles(
+        ca=directory / "ca.crt", cert=directory / "tls.crt", key=directory / "tls.key"
+    )
+    files.ca.write_bytes(authority.cert_pem)
+    serving.write(cert_path=files.cert, key_path=files.key)
+    return files

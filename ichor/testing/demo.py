@@ -53,7 +53,7 @@ from ichor.api import kinds
 from ichor.release.pinned import PINNED
 from ichor.testing import binaries, certs, controlplane, stack
 from ichor.testing import registry as test_registry
-from ichor.webhook import certificates, server
+from ichor.webhook import server
 
 T = TypeVar("T")
 
@@ -348,7 +348,7 @@ class Demo:
         self.apply(_rbac())
 
     def operator(self) -> None:
-        files = certificates.write_serving_certificate(self.dir / "webhook")
+        files = certs.write_serving_certificate(self.dir / "webhook")
         port = controlplane.free_port()
         env = controlplane.loopback_env(
             {

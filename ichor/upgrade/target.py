@@ -104,6 +104,18 @@ def _newer(name: str, *, target: Version, running: Version) -> Refusal | None:
     )
 
 
+def cni_version_refusal(*, operation: str, named: str | None) -> Refusal:
+    """The ADR's answer to a cni operation that names a version or an image patch
+    (amendment 2026-11-04 (3)): the webhook refuses the plan and the executor the run
+    in these same words. ``operation`` is ``TalosOperation <namespace>/<name>``."""
+    return refuse(
+        Rule.CNI_VERSION,
+        f"{operation} is refused: a cni operation names no version ({named!r} given), because "
+        f"Cilium moves only to the chart this Ichor embeds ({PINNED.cilium_chart}); "
+        f"delete it and run `ichor cni upgrade` again.",
+    )
+
+
 def _check_cni(*, target: str, cluster: ClusterVersions) -> Refusal | None:
     chart = PINNED.cilium_chart
     if target and target.strip().lstrip("v") != chart:

@@ -4,6 +4,7 @@
 rules of ``ichor.release``/``ichor.upgrade`` (pure); ``kubeapi`` makes the three API
 calls (the cluster an operation names, the SubjectAccessReview, the Override Event);
 ``validating`` holds the thin kopf handlers; ``handlers`` registers them on import;
-``server`` is the HTTPS endpoint and the fixed ValidatingWebhookConfiguration;
-``certificates`` makes a throwaway CA where no cert-manager runs.
+``server`` is the HTTPS endpoint and the fixed ValidatingWebhookConfiguration. Its
+certificate comes from cert-manager or the chart; the tests and the demo make a
+throwaway one with ``ichor.testing.certs``.
 """

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from ichor.release import compat, pinned, steps, versions
+from ichor.release import compat, steps, versions
 from ichor.release.refusals import Refusal, Rule, refuse
 from ichor.upgrade import target as upgrade_target
 from ichor.webhook.reviews import (
@@ -161,11 +161,8 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
 def cni_version_refusal(spec: OperationSpec) -> Refusal:
     """The ADR's answer to a cni operation that names a version (amendment 2026-11-04 (3))."""
     named = spec.cni_image_version if spec.cni_image_version is not None else spec.version
-    return refuse(
-        Rule.CNI_VERSION,
-        f"TalosOperation {spec.namespace}/{spec.name} is refused: a cni operation names "
-        f"no version ({named!r} given), because Cilium moves only to the chart this Ichor "
-        f"embeds ({pinned.PINNED.cilium_chart}); delete it and run `ichor cni upgrade` again.",
+    return upgrade_target.cni_version_refusal(
+        operation=f"TalosOperation {spec.namespace}/{spec.name}", named=named
     )
 
 

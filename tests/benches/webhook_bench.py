@@ -24,8 +24,8 @@ from pathlib import Path
 
 from kubernetes_asyncio import client, config
 
-from ichor.testing import controlplane
-from ichor.webhook import certificates, server, validating
+from ichor.testing import certs, controlplane
+from ichor.webhook import server, validating
 from tests.component.webhook import harness
 
 REQUESTS = 2000
@@ -122,7 +122,7 @@ def run() -> list[str]:
             manifest = json.dumps(harness.cluster_manifest(NAME, NAMESPACE))
             plane.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=manifest)
 
-            files = certificates.write_serving_certificate(work / "tls")
+            files = certs.write_serving_certificate(work / "tls")
             port = controlplane.free_port()
             timings = work / "webhook-timings.json"
             child = multiprocessing.get_context("spawn").Process(

@@ -23,8 +23,8 @@ import pytest
 import yaml
 
 from ichor.api import kinds
-from ichor.testing import controlplane
-from ichor.webhook import certificates, kubeapi, server, validating
+from ichor.testing import certs, controlplane
+from ichor.webhook import kubeapi, server, validating
 from tests.support import operator as support
 
 READY_TIMEOUT = 60.0
@@ -87,7 +87,7 @@ class Credentials:
 
 
 def build(
-    credentials: Credentials, *, port: int, files: certificates.ServingFiles
+    credentials: Credentials, *, port: int, files: certs.ServingFiles
 ) -> tuple[kopf.OperatorRegistry, kopf.OperatorSettings, server.AdmissionServer]:
     """kopf's registry (the webhook's handlers only) and settings (our server, fixed config)."""
     registry = kopf.OperatorRegistry()
@@ -155,7 +155,7 @@ def serve(
     credentials: Credentials,
     *,
     port: int,
-    files: certificates.ServingFiles,
+    files: certs.ServingFiles,
     timings: Path | None = None,
 ) -> None:
     """Run the webhook until the process is stopped (a child process's target)."""
@@ -197,7 +197,7 @@ class Webhook:
         self.plane = plane
         self.workdir = workdir
         self.name = f"ichor-webhook-{uuid.uuid4().hex[:6]}"
-        self.files = certificates.write_serving_certificate(workdir / "tls")
+        self.files = certs.write_serving_certificate(workdir / "tls")
         self.port = controlplane.free_port()
         self.registry, self.settings, self.server = build(
             Credentials.admin(plane), port=self.port, files=self.files

@@ -10,8 +10,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from ichor.testing import controlplane
-from ichor.webhook import certificates, server
+from ichor.testing import certs, controlplane
+from ichor.webhook import server
 
 pytestmark = pytest.mark.component
 
@@ -54,7 +54,7 @@ async def refuse_everything(request: Any, **kwargs: Any) -> Any:
 async def test_every_request_over_tls_gets_a_review(
     tmp_path: Path, path: str, body: bytes, words: str
 ) -> None:
-    files = certificates.write_serving_certificate(tmp_path)
+    files = certs.write_serving_certificate(tmp_path)
     endpoint = server.AdmissionServer(
         port=controlplane.free_port(), certfile=files.cert, pkeyfile=files.key, cafile=files.ca
     )
