@@ -30,6 +30,9 @@ class ClusterConditionType(StrEnum):
     KUBERNETES_UPGRADE_AVAILABLE = "KubernetesUpgradeAvailable"
     #: The Cilium chart this Ichor embeds is newer than what the cluster runs.
     CILIUM_UPGRADE_AVAILABLE = "CiliumUpgradeAvailable"
+    #: A recorded newer Talos or Kubernetes is not offered; the message names the nearest
+    #: one of each, why, and the step that unblocks it (``status.blockedReleases``).
+    UPGRADES_BLOCKED = "UpgradesBlocked"
 
 
 class ClusterReason(StrEnum):
@@ -58,6 +61,9 @@ class ClusterReason(StrEnum):
     CHART_NEWER = "ChartNewer"
     NOT_CILIUM = "NotCilium"
     CILIUM_VERSION_UNREADABLE = "CiliumVersionUnreadable"
+    # UpgradesBlocked
+    RELEASES_NOT_OFFERED = "ReleasesNotOffered"
+    ALL_OFFERED = "AllOffered"
 
 
 class OperationConditionType(StrEnum):

@@ -85,6 +85,24 @@ class UpgradeChoices(ApiModel):
     kubernetes: ChoiceGroup | None = None
 
 
+class BlockedLine(ApiModel):
+    """The nearest blocked release of one component (ichor.upgrade.blocked)."""
+
+    component: str
+    version: str
+    blocker: str
+    message: str
+
+
+class BlockedReleases(ApiModel):
+    """How many recorded newer releases are not offered, and the nearest blocker of each
+    component: the short form of ``ichor upgrade ... --list``'s "Not offered"."""
+
+    count: int = 0
+    releases: int = 0
+    nearest: tuple[BlockedLine, ...] = ()
+
+
 class TalosClusterStatus(ApiModel):
     observed_generation: int | None = None
     talos_version: str | None = None
@@ -92,6 +110,8 @@ class TalosClusterStatus(ApiModel):
     nodes: NodeVersions | None = None
     cni: CNIStatus | None = None
     upgrade_choices: UpgradeChoices | None = None
+    #: None when no list could be judged (no list recorded, or a spec no rule reads).
+    blocked_releases: BlockedReleases | None = None
     conditions: tuple[Condition, ...] = ()
 
 

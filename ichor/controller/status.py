@@ -16,6 +16,14 @@ What it judges:
 - ``CiliumUpgradeAvailable``: the embedded chart against the Cilium that runs, and the
   image patch an earlier Ichor may have recorded (kept while newer than the chart,
   cleared once the chart reaches it).
+- ``UpgradesBlocked`` and ``status.blockedReleases``: the recorded newer Talos and
+  Kubernetes releases that are not offered (``ichor.upgrade.blocked``, the CLI's "Not
+  offered"). True with reason ``ReleasesNotOffered`` and a message a person reads in
+  ``kubectl describe``: how many, and the nearest one of each component with why and the
+  step that unblocks it (``3 recorded newer releases are not offered; nearest:
+  Kubernetes v1.37.1: Cilium 1.20.4 runs Kubernetes 1.33 to 1.36; a newer Ichor release
+  is needed.``). False (``AllOffered``) when every one is offered; Unknown when no list
+  can be judged. The *UpgradeAvailable conditions keep saying only what is offered.
 
 A spec that no rule can read (written before validation existed) gets ``InvalidSpec``
 conditions saying what is wrong; nothing here raises for a bad object.
@@ -35,6 +43,8 @@ from ichor.api import ichorinstallation, taloscluster
 from ichor.api.conditions import ClusterConditionType, ClusterReason, Condition, ConditionStatus
 from ichor.api.taloscluster import (
     DETECTED_CILIUM,
+    BlockedLine,
+    BlockedReleases,
     ChoiceGroup,
     CNIPreset,
     CNIStatus,
@@ -50,7 +60,7 @@ from ichor.release import compat, steps
 from ichor.release.pinned import PINNED
 from ichor.release.refusals import Refusal, Rule
 from ichor.release.versions import VersionError, check_contract, check_spec_version, parse
-from ichor.upgrade import targets
+from ichor.upgrade import blocked, targets
 from ichor.upgrade.target import Component
 
 Type = ClusterConditionType
@@ -256,9 +266,11 @@ def _upgrades(
     spec: TalosClusterSpec,
     cni: CNIStatus,
     installation: Installation,
-) -> UpgradeChoices:
+) -> tuple[UpgradeChoices, list[blocked.BlockedRelease] | None]:
+    """The choices, and the blocked lines of the lists that can be used (None: none can)."""
     cluster = taloscluster.cluster_versions(spec=spec, cni=cni)
     groups: dict[str, ChoiceGroup] = {}
+    lines: list[blocked.BlockedRelease] | None = None
     for name, type_, component in (
         ("Talos", Type.TALOS_UPGRADE_AVAILABLE, Component.TALOS),
         ("Kubernetes", Type.KUBERNETES_UPGRADE_AVAILABLE, Component.KUBERNETES),
@@ -269,6 +281,9 @@ def _upgrades(
             groups[name] = _group(targets.Choices(), availability)
             builder.add(type_, U, Reason.LIST_UNAVAILABLE, availability.reason or "")
             continue
+        lines = (lines or []) + blocked.blocked_releases(
+            component=component, cluster=cluster, releases=releases or ()
+        )
         if name == "Talos":
             choices = targets.talos_choices(cluster=cluster, releases=releases or ())
         else:
@@ -295,7 +310,39 @@ def _upgrades(
                 Reason.UP_TO_DATE,
                 f"no published {name} newer than {running} passes the upgrade rules{stale}",
             )
-    return UpgradeChoices(talos=groups["Talos"], kubernetes=groups["Kubernetes"])
+    return UpgradeChoices(talos=groups["Talos"], kubernetes=groups["Kubernetes"]), lines
+
+
+def _blocked(
+    builder: _Builder, lines: list[blocked.BlockedRelease] | None
+) -> BlockedReleases | None:
+    """``UpgradesBlocked`` and ``status.blockedReleases`` from the blocked lines."""
+    if lines is None:
+        builder.add(
+            Type.UPGRADES_BLOCKED,
+            U,
+            Reason.LIST_UNAVAILABLE,
+            "no release list can be used, so no blocked release is known",
+        )
+        return None
+    summary = blocked.summarize(lines)
+    if summary.count:
+        builder.add(Type.UPGRADES_BLOCKED, T, Reason.RELEASES_NOT_OFFERED, summary.message)
+    else:
+        builder.add(Type.UPGRADES_BLOCKED, F, Reason.ALL_OFFERED, summary.message)
+    return BlockedReleases(
+        count=summary.count,
+        releases=summary.releases,
+        nearest=tuple(
+            BlockedLine(
+                component=str(line.component),
+                version=line.version.tag,
+                blocker=str(line.blocker),
+                message=line.message,
+            )
+            for line in summary.nearest
+        ),
+    )
 
 
 def _frozen_patch(override: str | None) -> tuple[str | None, str, bool]:
@@ -412,15 +459,23 @@ def evaluate(
     )
 
     upgrade_choices: UpgradeChoices | None
+    blocked_releases: BlockedReleases | None
     if cluster_spec is None or problems:
         message = "; ".join(problems)
         builder.add(Type.VERSIONS_COMPATIBLE, F, Reason.INVALID_SPEC, message)
-        for type_ in (Type.TALOS_UPGRADE_AVAILABLE, Type.KUBERNETES_UPGRADE_AVAILABLE):
+        for type_ in (
+            Type.TALOS_UPGRADE_AVAILABLE,
+            Type.KUBERNETES_UPGRADE_AVAILABLE,
+            Type.UPGRADES_BLOCKED,
+        ):
             builder.add(type_, U, Reason.INVALID_SPEC, message)
-        upgrade_choices = None
+        upgrade_choices, blocked_releases = None, None
     else:
         _compatible(builder, spec=cluster_spec, cni=cni)
-        upgrade_choices = _upgrades(builder, spec=cluster_spec, cni=cni, installation=installation)
+        upgrade_choices, lines = _upgrades(
+            builder, spec=cluster_spec, cni=cni, installation=installation
+        )
+        blocked_releases = _blocked(builder, lines)
     _cilium(builder, spec=cluster_spec, cni=cni, frozen=frozen)
 
     merged = conditions.merge(previous.conditions, builder.items, now=now)
@@ -431,6 +486,7 @@ def evaluate(
         nodes=node_versions,
         cni=cni,
         upgrade_choices=upgrade_choices,
+        blocked_releases=blocked_releases,
         conditions=merged,
     )
     events = _events(previous, status, cleared=recorded_override if cleared else None)

@@ -361,3 +361,46 @@ async def test_events_record_what_happened(
     await asyncio.sleep(2.5)  # two observation intervals: nothing changed, nothing posted
     again = await core.list_namespaced_event(objects.namespace)
     assert len(again.items) == len(posted.items)
+
+
+async def test_a_newer_kubernetes_blocked_by_cilium_is_summarised_in_the_status(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    await talos_nodes(workload, "v1.14.3", "v1.14.3")
+    await workload.add_daemonset("cilium", image="quay.io/cilium/cilium:v1.20.4")
+    await objects.set_targets(
+        {
+            "checkedAt": "2026-12-03T07:00:00Z",
+            "talos": ["v1.14.3", "v1.14.4"],
+            "kubernetes": ["v1.36.6", "v1.36.7", "v1.37.0", "v1.37.1"],
+        }
+    )
+    await objects.create_cluster("blocked")
+    body = await eventually(
+        lambda: objects.cluster("blocked"),
+        lambda b: observed(b) and bool(condition(b, "UpgradesBlocked")),
+        what="UpgradesBlocked",
+    )
+    blocked = condition(body, "UpgradesBlocked")
+    assert blocked["status"] == "True"
+    assert blocked["reason"] == "ReleasesNotOffered"
+    assert blocked["message"] == (
+        "2 recorded newer releases are not offered; nearest: Kubernetes v1.37.1: "
+        "Cilium 1.20.4 runs Kubernetes 1.33 to 1.36; a newer Ichor release is needed."
+    )
+    assert body["status"]["blockedReleases"] == {
+        "count": 1,
+        "releases": 2,
+        "nearest": [
+            {
+                "component": "kubernetes",
+                "version": "v1.37.1",
+                "blocker": "Cilium",
+                "message": "Kubernetes v1.37.1: Cilium 1.20.4 runs Kubernetes 1.33 to 1.36; "
+                "a newer Ichor release is needed",
+            }
+        ],
+    }
+    # what is offered is unchanged: the patch only
+    assert body["status"]["upgradeChoices"]["kubernetes"]["patch"] == ["v1.36.7"]
+    assert condition(body, "KubernetesUpgradeAvailable")["status"] == "True"

@@ -304,3 +304,64 @@ def test_a_node_upgrade_is_an_event() -> None:
     outcome = run(observation=seen(talos=("v1.14.4",)), previous=first.status, now=LATER)
     changed = [e for e in outcome.events if e.reason == EventReason.VERSION_CHANGED]
     assert [e.message for e in changed] == ["the cluster now runs Talos v1.14.4 (was v1.14.3)"]
+
+
+@pytest.mark.parametrize(
+    ("installation", "expected", "reason", "message"),
+    [
+        pytest.param(
+            Installation(
+                present=True,
+                targets=UpgradeTargets(
+                    checked_at=NOW,
+                    talos=("v1.14.3", "v1.14.4"),
+                    kubernetes=("v1.36.6", "v1.36.7", "v1.37.0", "v1.37.1"),
+                ),
+            ),
+            ConditionStatus.TRUE,
+            Reason.RELEASES_NOT_OFFERED,
+            "2 recorded newer releases are not offered; nearest: Kubernetes v1.37.1: Cilium "
+            "1.20.4 runs Kubernetes 1.33 to 1.36; a newer Ichor release is needed.",
+            id="kubernetes-blocked-by-cilium",
+        ),
+        pytest.param(
+            Installation(
+                present=True,
+                targets=UpgradeTargets(checked_at=NOW, talos=("v1.14.4",), kubernetes=("v1.36.7",)),
+            ),
+            ConditionStatus.FALSE,
+            Reason.ALL_OFFERED,
+            "Every recorded newer release is offered.",
+            id="all-offered",
+        ),
+        pytest.param(
+            Installation(),
+            ConditionStatus.UNKNOWN,
+            Reason.LIST_UNAVAILABLE,
+            "no release list can be used, so no blocked release is known",
+            id="no-list",
+        ),
+    ],
+)
+def test_blocked_releases_are_summarised_in_a_condition(
+    installation: Installation, expected: ConditionStatus, reason: Reason, message: str
+) -> None:
+    outcome = run(installation=installation)
+    found = condition(outcome, Type.UPGRADES_BLOCKED)
+    assert (found.status, found.reason, found.message) == (expected, reason, message)
+    summary = outcome.status.blocked_releases
+    if expected is ConditionStatus.UNKNOWN:
+        assert summary is None
+    else:
+        assert summary is not None
+        assert summary.count == (1 if expected is ConditionStatus.TRUE else 0)
+        assert [line.blocker for line in summary.nearest] == (
+            ["Cilium"] if expected is ConditionStatus.TRUE else []
+        )
+
+
+def test_a_spec_no_rule_reads_leaves_blocked_releases_unknown() -> None:
+    outcome = run(cluster=spec(talosVersion="latest"))
+    found = condition(outcome, Type.UPGRADES_BLOCKED)
+    assert (found.status, found.reason) == (ConditionStatus.UNKNOWN, Reason.INVALID_SPEC)
+    assert outcome.status.blocked_releases is None
