@@ -23,6 +23,7 @@ from ichor.api import kinds
 from ichor.cli.main import main
 from ichor.testing import controlplane
 from tests.component.webhook import harness
+from tests.support import rbac
 
 PLAIN = "nadia"
 HOLDER = "olivia"
@@ -59,47 +60,21 @@ def webhook(
 
 
 def _rbac() -> list[dict[str, Any]]:
-    def binding(role: str, users: list[str]) -> dict[str, Any]:
-        return {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": role},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": role,
-            },
-            "subjects": [
-                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}
-                for user in users
-            ],
-        }
-
-    editor = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": EDITOR_ROLE},
-        "rules": [
+    editor = rbac.cluster_role(
+        EDITOR_ROLE,
+        [
             {
                 "apiGroups": [kinds.GROUP],
                 "resources": ["talosclusters", "talosoperations", "ichorinstallations"],
                 "verbs": ["get", "list", "watch", "create"],
             }
         ],
-    }
-    override = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": OVERRIDE_ROLE},
-        "rules": [
-            {"apiGroups": [kinds.GROUP], "resources": ["talosclusters"], "verbs": ["override"]}
-        ],
-    }
+    )
     return [
         editor,
-        override,
-        binding(EDITOR_ROLE, [PLAIN, HOLDER]),
-        binding(OVERRIDE_ROLE, [HOLDER]),
+        rbac.override_role(OVERRIDE_ROLE),
+        rbac.binding(EDITOR_ROLE, [PLAIN, HOLDER]),
+        rbac.binding(OVERRIDE_ROLE, [HOLDER]),
     ]
 
 

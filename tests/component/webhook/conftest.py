@@ -18,6 +18,7 @@ import yaml
 
 from ichor.testing import controlplane
 from tests.component.webhook import harness
+from tests.support import rbac
 
 HOLDER = "olivia"
 PLAIN = "nadia"
@@ -34,49 +35,21 @@ def webhook(
 
 
 def _rbac() -> list[dict[str, Any]]:
-    editor = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": EDITOR_ROLE},
-        "rules": [
+    editor = rbac.cluster_role(
+        EDITOR_ROLE,
+        [
             {
                 "apiGroups": ["ichor.dev"],
                 "resources": ["talosclusters", "talosoperations"],
                 "verbs": ["get", "list", "watch", "create", "update", "patch"],
             }
         ],
-    }
-    # What the README tells an admin to grant: the custom verb on talosclusters.
-    override = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": OVERRIDE_ROLE},
-        "rules": [
-            {"apiGroups": ["ichor.dev"], "resources": ["talosclusters"], "verbs": ["override"]}
-        ],
-    }
-
-    def binding(role: str, users: list[str]) -> dict[str, Any]:
-        return {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": role},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": role,
-            },
-            "subjects": [
-                {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}
-                for user in users
-            ],
-        }
-
+    )
     return [
         editor,
-        override,
-        binding(EDITOR_ROLE, [HOLDER, PLAIN]),
-        binding(OVERRIDE_ROLE, [HOLDER]),
+        rbac.override_role(OVERRIDE_ROLE),
+        rbac.binding(EDITOR_ROLE, [HOLDER, PLAIN]),
+        rbac.binding(OVERRIDE_ROLE, [HOLDER]),
     ]
 
 
