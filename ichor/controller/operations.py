@@ -453,34 +453,41 @@ class OperationController:
             cluster_body = await self._read_cluster(op)
         message = lifecycle.success_message(op, spec_note=note)
         op = await self._write(op, lifecycle.succeeded(op, message=message, now=_now()))
-        await self._event(op.body, events.EventType.NORMAL, EventReason.SUCCEEDED, message)
-        if cluster_body is not None:
-            await self._event(
-                cluster_body,
-                events.EventType.NORMAL,
-                EventReason.UPGRADE_SUCCEEDED,
-                f"{op} succeeded: {message}",
-            )
-        metrics.operation_finished(
-            type_=op.spec.type, result=metrics.Result.SUCCEEDED, created=op.created
-        )
-        await self._release(op)
-        return op
+        return await self._announce_end(op, cluster_body, succeeded=True, message=message)
 
     async def _finish_failed(self, op: Operation, reason: str, message: str) -> Operation:
         op = await self._write(op, lifecycle.failed(op, reason=reason, message=message, now=_now()))
-        await self._event(op.body, events.EventType.WARNING, EventReason.FAILED, message)
         cluster_body = await self._read_cluster(op)
-        if cluster_body is not None:
-            await self._event(
-                cluster_body,
-                events.EventType.WARNING,
-                EventReason.UPGRADE_FAILED,
-                f"{op} failed: {message}",
+        return await self._announce_end(op, cluster_body, succeeded=False, message=message)
+
+    async def _announce_end(
+        self,
+        op: Operation,
+        cluster_body: Mapping[str, Any] | None,
+        *,
+        succeeded: bool,
+        message: str,
+    ) -> Operation:
+        """The Events, metric and queue release that every ended operation gets."""
+        if succeeded:
+            kind, on_op, on_cluster, verb = (
+                events.EventType.NORMAL,
+                EventReason.SUCCEEDED,
+                EventReason.UPGRADE_SUCCEEDED,
+                "succeeded",
             )
-        metrics.operation_finished(
-            type_=op.spec.type, result=metrics.Result.FAILED, created=op.created
-        )
+        else:
+            kind, on_op, on_cluster, verb = (
+                events.EventType.WARNING,
+                EventReason.FAILED,
+                EventReason.UPGRADE_FAILED,
+                "failed",
+            )
+        await self._event(op.body, kind, on_op, message)
+        if cluster_body is not None:
+            await self._event(cluster_body, kind, on_cluster, f"{op} {verb}: {message}")
+        result = metrics.Result.SUCCEEDED if succeeded else metrics.Result.FAILED
+        metrics.operation_finished(type_=op.spec.type, result=result, created=op.created)
         await self._release(op)
         return op
 
