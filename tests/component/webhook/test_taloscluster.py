@@ -161,3 +161,34 @@ def test_an_edit_that_leaves_an_incompatible_pair_alone_is_not_blocked(api: Api)
         "label", "taloscluster", NAME, "-n", api.namespace, "team=a", as_user=PLAIN, check=False
     )
     assert result.returncode == 0, result.stderr
+
+
+UNKNOWN_CILIUM = "Cilium 1.21.0 is refused"
+
+
+@pytest.mark.parametrize(("user", "groups"), HOLDERS.values(), ids=HOLDERS.keys())
+def test_an_unknown_cilium_behind_an_overridable_pair_is_refused_for_the_holder(
+    api: Api, user: str, groups: tuple[str, ...]
+) -> None:
+    """Talos v1.14.3 and Kubernetes v1.31.5 (stored under override), Cilium 1.21.0 seen:
+    moving Kubernetes to v1.32.0 is a pair refusal the verb passes, but no override
+    passes a Cilium this build does not know, so the holder is refused too."""
+    stored = api.create(
+        harness.cluster_manifest(NAME, api.namespace, kubernetes="v1.31.5"), user=None
+    )
+    assert stored.returncode == 0, stored.stderr
+    api.set_cilium(NAME, "1.21.0")
+    before = api.cluster(NAME)
+    events = len(api.override_events(NAME))
+    for dry_run in (True, False):
+        result = api.patch_spec(
+            NAME, {"kubernetesVersion": "v1.32.0"}, user=user, groups=groups, dry_run=dry_run
+        )
+        assert result.returncode != 0, result.stdout
+        assert UNKNOWN_CILIUM in result.stderr
+        assert "no override passes an unknown version" in result.stderr
+    after = api.cluster(NAME)
+    assert after is not None
+    assert before is not None
+    assert after["spec"] == before["spec"]
+    assert len(api.override_events(NAME)) == events

@@ -133,3 +133,25 @@ def test_an_unknown_version_is_refused_even_with_override_and_the_verb(running: 
     assert result.returncode != 0
     assert "never overridable" in result.stderr
     assert running.override_events(CLUSTER) == []
+
+
+def test_an_unknown_cilium_behind_an_overridable_pair_is_refused_with_override_and_the_verb(
+    api: Api,
+) -> None:
+    """The plan of the reproduction: Talos v1.14.3, Kubernetes v1.31.5, Cilium 1.21.0; a
+    Kubernetes v1.32.0 operation with override: true by a holder of the verb is refused."""
+    created = api.create(
+        harness.cluster_manifest("odd", api.namespace, kubernetes="v1.31.5"), user=None
+    )
+    assert created.returncode == 0, created.stderr
+    api.set_cilium("odd", "1.21.0")
+    events = len(api.override_events("odd"))
+    body = operation("kubernetes", "v1.32.0", override=True, cluster="odd")
+    for dry_run in (True, False):
+        result = api.create(body, user=HOLDER, dry_run=dry_run)
+        assert result.returncode != 0, result.stdout
+        assert "Cilium 1.21.0 is refused" in result.stderr
+        assert "never overridable" in result.stderr
+    assert len(api.override_events("odd")) == events
+    listed = api.plane.kubectl("get", "talosoperations", "-n", api.namespace, "-o", "name")
+    assert listed.stdout.strip() == ""

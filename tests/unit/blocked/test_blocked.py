@@ -388,3 +388,14 @@ def test_over_a_grid_every_line_agrees_with_the_choices_and_the_rule_and_its_ste
                         again.message,
                     )
     assert lines_seen == set(Blocker)
+
+
+def test_a_release_blocked_by_an_unknown_cilium_behind_a_pair_is_not_overridable() -> None:
+    cluster = ClusterVersions(talos="v1.14.3", kubernetes="v1.31.5", cilium="1.21.0", cni="cilium")
+    line = explain(component=KUBERNETES, version=parse("v1.32.0"), cluster=cluster)
+    assert line is not None
+    assert line.refusal is not None
+    assert line.refusal.rule is Rule.UNKNOWN_VERSION
+    assert not line.overridable
+    assert line.needs_newer_ichor
+    assert "Cilium 1.21.0 is unknown to this build" in line.message

@@ -140,6 +140,8 @@ def test_a_malformed_spec_gets_invalid_spec_conditions_and_no_choices(
         (spec(talosVersion="v1.99.0"), "1.20.4", Reason.UNKNOWN_VERSION),
         (spec(), "1.18.5", Reason.CILIUM_KUBERNETES_INCOMPATIBLE),
         (spec(), "1.99.0", Reason.UNKNOWN_VERSION),
+        # the pair refuses first, and Cilium 1.21 is unknown: the unknown version is named
+        (spec(kubernetesVersion="v1.32.0"), "1.21.0", Reason.UNKNOWN_VERSION),
     ],
 )
 def test_an_incompatible_set_names_the_rule(

@@ -357,3 +357,27 @@ def test_a_refusal_fails_with_a_condition_naming_the_rule() -> None:
 )
 def test_the_spec_only_moves_forward(current: str, target: str, moves: bool) -> None:
     assert lifecycle.needs_spec_update(current=current, target=target) is moves
+
+
+def test_the_executor_refuses_an_unknown_cilium_behind_an_overridden_pair() -> None:
+    """The reproduction at execution: the pair is overridden, Cilium 1.21 never is."""
+    op = operation(type_="kubernetes", version="v1.32.0", override=True)
+    state = cluster(kubernetes="v1.31.5", cni={"detected": "cilium", "detectedVersion": "1.21.0"})
+    refusal = lifecycle.check_execution(op, state)
+    assert refusal is not None
+    assert refusal.rule is Rule.UNKNOWN_VERSION
+    decision = lifecycle.decide(refusal, override=True)
+    assert not decision.runs
+    assert decision.passed is None
+
+
+def test_the_executor_judges_what_the_nodes_run_even_under_an_overridden_spec_refusal() -> None:
+    """Nodes on Talos v1.11.5, spec Talos v1.14.3 / Kubernetes v1.31.5, Talos v1.14.4 under
+    override: the spec's pair refusal is overridable, the running host's path is not."""
+    op = operation(version="v1.14.4", override=True)
+    state = cluster(kubernetes="v1.31.5", observed={"talosVersion": "v1.11.5"})
+    refusal = lifecycle.check_execution(op, state)
+    assert refusal is not None
+    assert refusal.rule is Rule.TALOS_PATH
+    assert "from v1.11.5" in refusal.message
+    assert not lifecycle.decide(refusal, override=True).runs

@@ -93,3 +93,12 @@ def test_check_init_compat_refuses_an_incompatible_set(change: dict[str, str], r
     assert refusal.rule is rule
     assert not refusal.overridable
     assert refusal.message.startswith("This build's release set (Talos ")
+
+
+def test_init_names_an_unknown_cilium_even_when_the_talos_pair_refuses_too() -> None:
+    refusal = check_init_compat(
+        ReleaseSet(talos="v1.14.3", kubernetes="v1.32.0", contract="v1.14", cilium_chart="1.21.0")
+    )
+    assert refusal is not None
+    assert refusal.rule is Rule.UNKNOWN_VERSION
+    assert not refusal.overridable

@@ -92,3 +92,13 @@ def test_cilium_release_is_a_release_only_for_a_cilium_cni(
 def test_a_step_to_an_unparsable_kubernetes_raises_the_typed_error() -> None:
     with pytest.raises(VersionError):
         check_kubernetes_step(talos=TALOS, kubernetes="latest", cilium="1.20.4")
+
+
+def test_an_unknown_cilium_is_refused_even_when_the_talos_pair_refuses_first() -> None:
+    """The pair refusal is overridable; the unknown Cilium behind it must still be met."""
+    refusal = check_kubernetes_step(talos=TALOS, kubernetes="v1.32.0", cilium="1.21.0")
+    assert refusal is not None
+    assert refusal.rule is Rule.UNKNOWN_VERSION
+    assert not refusal.overridable
+    assert "Cilium 1.21.0 is refused" in refusal.message
+    assert "no override passes an unknown version" in refusal.message

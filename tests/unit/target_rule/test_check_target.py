@@ -121,3 +121,14 @@ def test_a_cluster_on_an_unmanaged_flannel_is_never_judged_by_cilium() -> None:
     assert check_target(component=Component.KUBERNETES, target="v1.37.1", cluster=FLANNEL) is None
     on_cilium = ClusterVersions("v1.14.3", "v1.36.2", "1.20.4", "flannel")
     assert check_target(component=Component.KUBERNETES, target="v1.37.1", cluster=on_cilium) is None
+
+
+def test_an_unknown_cilium_is_refused_behind_an_overridable_talos_pair() -> None:
+    """Talos v1.14.3, Kubernetes v1.31.5 -> v1.32.0 under Cilium 1.21.0: the plan of an
+    admin with the override verb must not pass it, because no override passes Cilium 1.21."""
+    cluster = ClusterVersions(talos="v1.14.3", kubernetes="v1.31.5", cilium="1.21.0", cni="cilium")
+    refusal = check_target(component=Component.KUBERNETES, target="v1.32.0", cluster=cluster)
+    assert refusal is not None
+    assert refusal.rule is Rule.UNKNOWN_VERSION
+    assert not refusal.overridable
+    assert "Cilium 1.21.0" in refusal.message

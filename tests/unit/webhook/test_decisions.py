@@ -304,3 +304,32 @@ def test_a_missing_cluster_is_named() -> None:
     answer = admission.missing_cluster(operation("talos", "v1.14.3"))
     assert not answer.allowed
     assert "TalosCluster team-a/prod does not exist" in answer.message
+
+
+def test_an_unknown_cilium_behind_a_pair_refusal_is_refused_for_the_holder() -> None:
+    """The update an admin would pass: the pair is overridable, Cilium 1.21 is not."""
+    old = cluster(kubernetes="v1.31.5", cilium="1.21.0")
+    new = cluster(kubernetes="v1.32.0", cilium="1.21.0")
+    verdict = admission.review_cluster(new=new, old=old)
+    assert verdict.blocking is not None
+    assert verdict.blocking.rule is Rule.UNKNOWN_VERSION
+    assert [r.rule for r in verdict.overridable] == [Rule.TALOS_KUBERNETES]
+    answer = admission.answer_cluster(
+        verdict, requester=ALICE, cluster=REF, holds_verb=True, operation="UPDATE"
+    )
+    assert not answer.allowed
+    assert answer.record is None
+    assert "Cilium 1.21.0 is refused" in answer.message
+
+
+def test_an_unknown_cilium_behind_a_pair_refusal_is_refused_in_the_plan_under_override() -> None:
+    running = cluster(kubernetes="v1.31.5", cilium="1.21.0")
+    spec = operation("kubernetes", "v1.32.0", override=True)
+    verdict = admission.review_operation(spec=spec, cluster=running)
+    assert verdict.blocking is not None
+    assert verdict.blocking.rule is Rule.UNKNOWN_VERSION
+    assert not admission.needs_access_review(verdict, override_requested=True)
+    answer = admission.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=True)
+    assert not answer.allowed
+    assert answer.record is None
+    assert "never overridable" in answer.message

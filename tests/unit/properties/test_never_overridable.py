@@ -1,0 +1,524 @@
+"""No path lets the override verb pass what a never-overridable rule refuses.
+
+For generated clusters, targets and observations, each path's rules are asked one by one
+(the public single rules: the form and final checks, newer, the Talos path, the
+Kubernetes skew and pairing, the Talos and Cilium pairs), independently of how the path
+composes them. Whenever any single rule answers UnknownVersion, or another rule that no
+override passes, the verdict of every path must be non-overridable; when the single rules
+only refuse what the verb passes, the path is overridable; when none refuses, it is clean.
+
+The paths: the webhook's TalosCluster write and TalosOperation plan, the executor (spec
+and observed versions), adopt, init, the choices, the blocked-release lines, the path
+plans and the ``VersionsCompatible`` condition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from ichor.api.conditions import ClusterConditionType, ClusterReason
+from ichor.api.ichorinstallation import UpgradeTargets
+from ichor.api.taloscluster import TalosClusterStatus
+from ichor.controller import lifecycle, status
+from ichor.controller.observe import CNIObservation, NodesObservation, Observation
+from ichor.release import compat, steps
+from ichor.release.pinned import ADOPT_MIN_TALOS, ReleaseSet, check_adopt_compat, check_init_compat
+from ichor.release.refusals import Refusal, Rule, Verdict
+from ichor.release.versions import VersionError, check_final, parse
+from ichor.upgrade import blocked, paths, plan, targets
+from ichor.upgrade.target import ClusterVersions, Component, check_target
+from ichor.webhook import admission
+from ichor.webhook.reviews import ClusterObject, ClusterRef, OperationSpec, OperationType, Requester
+
+EXAMPLES = 400
+pure = settings(
+    database=None,
+    deadline=None,
+    max_examples=EXAMPLES,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+class Class(Enum):
+    """How a set of answers stands: what the override verb can do about it."""
+
+    CLEAN = "clean"
+    OVERRIDABLE = "overridable"
+    NEVER = "never"
+
+
+def classify(answers: list[Refusal | None]) -> Class:
+    found = [answer for answer in answers if answer is not None]
+    if any(not refusal.overridable for refusal in found):
+        return Class.NEVER
+    return Class.OVERRIDABLE if found else Class.CLEAN
+
+
+def of(refusal: Refusal | None) -> Class:
+    return classify([refusal])
+
+
+# --- generated clusters -------------------------------------------------------------------
+
+# Minors around what this build knows: Talos 1.15 and Cilium 1.17/1.21 are unknown, and
+# Kubernetes 1.38+ is known to no row.
+talos_tag = st.builds(
+    lambda minor, patch: f"v1.{minor}.{patch}", st.integers(10, 16), st.integers(0, 6)
+)
+kubernetes_tag = st.builds(
+    lambda minor, patch: f"v1.{minor}.{patch}", st.integers(28, 39), st.integers(0, 9)
+)
+cilium_release = st.one_of(
+    st.none(),
+    st.builds(lambda minor, patch: f"1.{minor}.{patch}", st.integers(16, 22), st.integers(0, 12)),
+    st.sampled_from(["unknown", "v1.20.4", "1.20"]),
+)
+detected_cni = st.sampled_from([None, "cilium", "Cilium", " cilium ", "flannel", "calico"])
+
+
+def _tag(version: tuple[int, int, int]) -> str:
+    return "v{}.{}.{}".format(*version)
+
+
+@st.composite
+def target_near(draw: st.DrawFn, running: str) -> str:
+    """A target near what runs (same or next minor: past the path and skew rules, where
+    the pairs decide), or anywhere; sometimes a pre-release or the shorthand."""
+    major, minor, _ = parse(running).core
+    tag = draw(
+        st.one_of(
+            st.builds(
+                lambda up, patch: _tag((major, minor + up, patch)),
+                st.integers(0, 1),
+                st.integers(0, 9),
+            ),
+            talos_tag,
+            kubernetes_tag,
+        )
+    )
+    return draw(st.sampled_from([tag, tag, tag, tag + "-rc.0", tag.rsplit(".", 1)[0]]))
+
+
+@dataclass(frozen=True)
+class Scene:
+    cluster: ClusterVersions
+    component: Component
+    target: str
+    observed_talos: str | None
+    observed_kubernetes: str | None
+
+
+@st.composite
+def scenes(draw: st.DrawFn) -> Scene:
+    detected = draw(detected_cni)
+    cilium = draw(cilium_release)
+    cluster = ClusterVersions(
+        talos=draw(talos_tag),
+        kubernetes=draw(kubernetes_tag),
+        cilium=steps.cilium_release(detected=detected, version=cilium),
+        cni=detected,
+    )
+    component = draw(st.sampled_from([Component.TALOS, Component.KUBERNETES]))
+    return Scene(
+        cluster=cluster,
+        component=component,
+        target=draw(
+            target_near(cluster.talos if component is Component.TALOS else cluster.kubernetes)
+        ),
+        observed_talos=draw(st.one_of(st.none(), talos_tag)),
+        observed_kubernetes=draw(st.one_of(st.none(), kubernetes_tag)),
+    )
+
+
+#: The reproduction: an admin passes the Talos pair refusal, and Cilium 1.21 is unknown.
+UNKNOWN_CILIUM = Scene(
+    cluster=ClusterVersions(talos="v1.14.3", kubernetes="v1.31.5", cilium="1.21.0", cni="cilium"),
+    component=Component.KUBERNETES,
+    target="v1.32.0",
+    observed_talos=None,
+    observed_kubernetes=None,
+)
+#: The executor's: the spec's pair refusal is overridden, the Nodes run Talos v1.11.5.
+OLD_NODES = Scene(
+    cluster=ClusterVersions(talos="v1.14.3", kubernetes="v1.31.5", cilium="1.20.4", cni="cilium"),
+    component=Component.TALOS,
+    target="v1.14.4",
+    observed_talos="v1.11.5",
+    observed_kubernetes=None,
+)
+
+
+# --- the single rules of each path ----------------------------------------------------------
+
+_NEVER = Refusal(rule=Rule.FORM, message="a never-overridable answer", overridable=False)
+
+
+def _final(target: str, component: Component) -> Refusal | None:
+    try:
+        check_final(target, field=str(component))
+    except VersionError:
+        return _NEVER
+    return None
+
+
+def _newer(target: str, running: str) -> Refusal | None:
+    return None if parse(target) > parse(running) else _NEVER
+
+
+def target_rules(
+    component: Component, target: str, cluster: ClusterVersions
+) -> list[Refusal | None]:
+    """Each rule the target rule is made of, asked on its own."""
+    final = _final(target, component)
+    if final is not None:
+        return [final]  # nothing else can be asked of a target that is not a release
+    if component is Component.TALOS:
+        return [
+            _newer(target, cluster.talos),
+            paths.talos_path(running=cluster.talos, target=target),
+            compat.talos_kubernetes_error(talos=target, kubernetes=cluster.kubernetes),
+        ]
+    answers = [
+        _newer(target, cluster.kubernetes),
+        paths.kubernetes_skew(running=cluster.kubernetes, target=target),
+        compat.talos_kubernetes_error(talos=cluster.talos, kubernetes=target),
+        paths.kubernetes_pairing(target=target, talos=cluster.talos),
+    ]
+    if cluster.cilium_constrains and cluster.cilium is not None:
+        answers.append(compat.cilium_kubernetes_error(cilium=cluster.cilium, kubernetes=target))
+    return answers
+
+
+def observed_state(scene: Scene) -> ClusterVersions | None:
+    """What the Nodes run, when it differs from the spec (the executor judges it too)."""
+    moved = {}
+    if scene.observed_talos not in (None, scene.cluster.talos):
+        moved["talos"] = scene.observed_talos
+    if scene.observed_kubernetes not in (None, scene.cluster.kubernetes):
+        moved["kubernetes"] = scene.observed_kubernetes
+    return replace(scene.cluster, **moved) if moved else None
+
+
+def _operation(scene: Scene, *, override: bool) -> lifecycle.Operation:
+    return lifecycle.Operation.from_body(
+        {
+            "metadata": {"name": "op", "namespace": "team-a", "uid": "u"},
+            "spec": {
+                "clusterRef": {"name": "prod"},
+                "type": str(scene.component),
+                "version": scene.target,
+                "override": override,
+            },
+        }
+    )
+
+
+def _cluster_state(scene: Scene) -> lifecycle.ClusterState:
+    cni: dict[str, Any] = {}
+    if scene.cluster.cni is not None:
+        cni["detected"] = scene.cluster.cni
+    if scene.cluster.cilium is not None:
+        cni["detectedVersion"] = scene.cluster.cilium
+    observed: dict[str, Any] = {"cni": cni}
+    if scene.observed_talos is not None:
+        observed["talosVersion"] = scene.observed_talos
+    if scene.observed_kubernetes is not None:
+        observed["kubernetesVersion"] = scene.observed_kubernetes
+    return lifecycle.ClusterState.from_body(
+        {
+            "metadata": {"name": "prod"},
+            "spec": {
+                "talosVersion": scene.cluster.talos,
+                "kubernetesVersion": scene.cluster.kubernetes,
+                "versionContract": "v1.14",
+            },
+            "status": observed,
+        }
+    )
+
+
+def _object(cluster: ClusterVersions) -> ClusterObject:
+    return ClusterObject(
+        ref=ClusterRef("team-a", "prod"),
+        talos=cluster.talos,
+        kubernetes=cluster.kubernetes,
+        contract="v1.14",
+        detected_cni=cluster.cni,
+        detected_cni_version=cluster.cilium,
+    )
+
+
+def _verdict_class(verdict: Verdict) -> Class:
+    if verdict.blocking is not None:
+        return Class.NEVER
+    return Class.OVERRIDABLE if verdict.overridable else Class.CLEAN
+
+
+# --- the properties -------------------------------------------------------------------------
+
+
+@pure
+@given(scenes())
+@example(UNKNOWN_CILIUM)
+@example(OLD_NODES)
+def test_the_plan_is_never_overridable_when_one_of_its_rules_is_not(scene: Scene) -> None:
+    want = classify(target_rules(scene.component, scene.target, scene.cluster))
+    got = of(check_target(component=scene.component, target=scene.target, cluster=scene.cluster))
+    assert got is want, scene
+
+
+@pure
+@given(scenes(), st.booleans())
+@example(UNKNOWN_CILIUM, True)
+def test_the_webhooks_plan_of_an_operation_follows_every_rule(scene: Scene, override: bool) -> None:
+    spec = OperationSpec(
+        namespace="team-a",
+        name="op",
+        cluster="prod",
+        type=OperationType(str(scene.component)),
+        version=scene.target,
+        override=override,
+        cni_image_version=None,
+    )
+    verdict = admission.review_operation(spec=spec, cluster=_object(scene.cluster))
+    want = classify(target_rules(scene.component, scene.target, scene.cluster))
+    assert _verdict_class(verdict) is want, scene
+    answer = admission.answer_operation(verdict, spec=spec, requester=_holder(), holds_verb=True)
+    if want is Class.NEVER:
+        assert not answer.allowed, scene
+
+
+@pure
+@given(scenes())
+@example(UNKNOWN_CILIUM)
+@example(OLD_NODES)
+def test_the_executor_judges_the_spec_and_the_observed_versions(scene: Scene) -> None:
+    answers = target_rules(scene.component, scene.target, scene.cluster)
+    observed = observed_state(scene)
+    if observed is not None:
+        answers += target_rules(scene.component, scene.target, observed)
+    want = classify(answers)
+    op = _operation(scene, override=True)
+    refusal = lifecycle.check_execution(op, _cluster_state(scene))
+    assert of(refusal) is want, (scene, refusal)
+    if want is Class.NEVER:
+        assert not lifecycle.decide(refusal, override=True).runs
+
+
+def _holder() -> Requester:
+    return Requester(username="root", groups=("system:masters",))
+
+
+@pure
+@given(scenes())
+@example(UNKNOWN_CILIUM)
+@example(OLD_NODES)
+def test_the_webhooks_cluster_write_asks_every_rule_before_the_override(scene: Scene) -> None:
+    """A TalosCluster update that moves the scene's component to its target."""
+    old = scene.cluster
+    new_talos = scene.target if scene.component is Component.TALOS else old.talos
+    new_kubernetes = scene.target if scene.component is Component.KUBERNETES else old.kubernetes
+    new = replace(old, talos=new_talos, kubernetes=new_kubernetes)
+    answers: list[Refusal | None] = []
+    for value, before in ((new.talos, old.talos), (new.kubernetes, old.kubernetes)):
+        if value == before:
+            continue
+        try:
+            check_after = parse(value)
+            if not value.startswith("v") or value.count(".") < 2:
+                raise VersionError(value, expected="a full version")
+        except VersionError:
+            answers.append(_NEVER)
+            continue
+        answers.append(None if check_after >= parse(before) else _NEVER)
+    if all(answer is None for answer in answers):
+        if new.kubernetes != old.kubernetes:
+            answers.append(
+                compat.talos_kubernetes_error(talos=new.talos, kubernetes=new.kubernetes)
+            )
+            if new.cilium_constrains and new.cilium is not None:
+                answers.append(
+                    compat.cilium_kubernetes_error(cilium=new.cilium, kubernetes=new.kubernetes)
+                )
+        elif new.talos != old.talos:
+            answers.append(
+                compat.talos_kubernetes_error(talos=new.talos, kubernetes=new.kubernetes)
+            )
+    want = classify(answers)
+    verdict = admission.review_cluster(new=_object(new), old=_object(old))
+    assert _verdict_class(verdict) is want, (old, new, verdict)
+    answer = admission.answer_cluster(
+        verdict,
+        requester=_holder(),
+        cluster=_object(new).ref,
+        holds_verb=True,
+        operation="UPDATE",
+    )
+    assert answer.allowed is (want is not Class.NEVER), (old, new, answer)
+
+
+@pure
+@given(talos_tag, kubernetes_tag, st.booleans())
+def test_adopt_refuses_whenever_a_rule_that_no_override_passes_refuses(
+    talos: str, kubernetes: str, managed: bool
+) -> None:
+    answers: list[Refusal | None] = [
+        _NEVER if parse(talos).minor_key < ADOPT_MIN_TALOS else None,
+        compat.unknown_talos(parse(talos)),
+        compat.unknown_kubernetes(parse(kubernetes)),
+        compat.talos_kubernetes_error(talos=talos, kubernetes=kubernetes),
+    ]
+    if managed:
+        answers.append(compat.cilium_kubernetes_error(cilium="1.20.4", kubernetes=kubernetes))
+    want = classify(answers)
+    verdict = check_adopt_compat(talos=talos, kubernetes=kubernetes, managed_cni=managed)
+    if want is Class.NEVER:
+        assert verdict.refusal is not None
+        assert not verdict.refusal.overridable
+    else:
+        assert verdict.refusal is None
+        assert bool(verdict.warnings) is (want is Class.OVERRIDABLE)
+
+
+@pure
+@given(talos_tag, kubernetes_tag, cilium_release.filter(lambda c: c is not None))
+@example("v1.14.3", "v1.32.0", "1.21.0")
+def test_init_names_the_unknown_version_whenever_one_rule_answers_it(
+    talos: str, kubernetes: str, cilium: str
+) -> None:
+    answers = [
+        compat.talos_kubernetes_error(talos=talos, kubernetes=kubernetes),
+        compat.cilium_kubernetes_error(cilium=cilium, kubernetes=kubernetes),
+    ]
+    contract = f"v1.{parse(talos).minor}"
+    refusal = check_init_compat(
+        ReleaseSet(talos=talos, kubernetes=kubernetes, contract=contract, cilium_chart=cilium)
+    )
+    if any(answer is not None and answer.rule is Rule.UNKNOWN_VERSION for answer in answers):
+        assert refusal is not None
+        assert refusal.rule is Rule.UNKNOWN_VERSION, refusal
+    if classify(answers) is Class.CLEAN:
+        assert refusal is None
+    if refusal is not None:
+        assert not refusal.overridable
+
+
+RELEASES = {
+    Component.TALOS: tuple(f"v1.{m}.{p}" for m in range(11, 16) for p in range(0, 7)),
+    Component.KUBERNETES: tuple(f"v1.{m}.{p}" for m in range(29, 39) for p in range(0, 8)),
+}
+
+
+@pure
+@given(scenes())
+@example(UNKNOWN_CILIUM)
+@example(OLD_NODES)
+def test_a_blocked_line_is_never_overridable_when_one_rule_is_not(scene: Scene) -> None:
+    version = parse(scene.target)
+    if not version.is_final:
+        return
+    if version <= parse(
+        scene.cluster.talos if scene.component is Component.TALOS else scene.cluster.kubernetes
+    ):
+        return
+    want = classify(target_rules(scene.component, version.tag, scene.cluster))
+    line = blocked.explain(component=scene.component, version=version, cluster=scene.cluster)
+    if want is Class.NEVER:
+        assert line is not None, scene
+        assert line.refusal is not None, scene
+        assert not line.overridable, (scene, line)
+    elif want is Class.OVERRIDABLE:
+        assert line is not None, scene
+        assert line.overridable, (scene, line)
+
+
+@pure
+@given(scenes())
+@example(UNKNOWN_CILIUM)
+@example(OLD_NODES)
+def test_every_offered_choice_passes_every_single_rule(scene: Scene) -> None:
+    choose = (
+        targets.talos_choices if scene.component is Component.TALOS else targets.kubernetes_choices
+    )
+    choices = choose(cluster=scene.cluster, releases=RELEASES[scene.component])
+    for version in choices.offered:
+        answers = target_rules(scene.component, version.tag, scene.cluster)
+        assert classify(answers) is Class.CLEAN, (scene, version)
+
+
+@settings(
+    database=None,
+    deadline=None,
+    max_examples=EXAMPLES // 8,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(scenes())
+def test_every_step_of_a_path_plan_passes_every_single_rule(scene: Scene) -> None:
+    result = plan.plan_path(
+        cluster=scene.cluster,
+        talos_releases=RELEASES[Component.TALOS],
+        kubernetes_releases=RELEASES[Component.KUBERNETES],
+    )
+    for step in result.steps:
+        if step.component is Component.CNI:
+            continue
+        answers = target_rules(step.component, step.target, step.before)
+        assert classify(answers) is Class.CLEAN, (scene, step)
+
+
+NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
+
+
+@pure
+@given(scenes())
+@example(UNKNOWN_CILIUM)
+@example(OLD_NODES)
+def test_versions_compatible_names_an_unknown_version_whenever_one_rule_answers_it(
+    scene: Scene,
+) -> None:
+    cluster = scene.cluster
+    answers = [compat.talos_kubernetes_error(talos=cluster.talos, kubernetes=cluster.kubernetes)]
+    if cluster.cilium_constrains and cluster.cilium is not None:
+        answers.append(
+            compat.cilium_kubernetes_error(cilium=cluster.cilium, kubernetes=cluster.kubernetes)
+        )
+    outcome = status.evaluate(
+        spec={
+            "talosVersion": cluster.talos,
+            "kubernetesVersion": cluster.kubernetes,
+            "versionContract": "v1.14",
+        },
+        generation=1,
+        previous=TalosClusterStatus(),
+        observation=Observation(
+            nodes=NodesObservation(
+                count=1,
+                talos_versions=(cluster.talos,),
+                kubernetes_versions=(cluster.kubernetes,),
+                unreadable=(),
+            ),
+            cni=CNIObservation(detected=cluster.cni, version=cluster.cilium),
+        ),
+        failure=None,
+        installation=status.Installation(
+            present=True,
+            targets=UpgradeTargets(
+                checked_at=NOW,
+                talos=RELEASES[Component.TALOS],
+                kubernetes=RELEASES[Component.KUBERNETES],
+            ),
+        ),
+        now=NOW,
+    )
+    (compatible,) = [
+        c for c in outcome.status.conditions if c.type == ClusterConditionType.VERSIONS_COMPATIBLE
+    ]
+    if any(answer is not None and answer.rule is Rule.UNKNOWN_VERSION for answer in answers):
+        assert compatible.reason == ClusterReason.UNKNOWN_VERSION, (scene, compatible)
+    assert (compatible.status == "True") is (classify(answers) is Class.CLEAN), (scene, compatible)
