@@ -22,8 +22,8 @@ It refuses to invent rules: every version judgement is ``ichor.upgrade``'s or
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -40,13 +40,11 @@ from ichor.api.conditions import (
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import OperationType, Phase, TalosOperationSpec, TalosOperationStatus
 from ichor.kube import conditions
-from ichor.release import compat
 from ichor.release.pinned import PINNED
-from ichor.release.refusals import Refusal, Rule, refuse
+from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.release.versions import VersionError, parse
-from ichor.upgrade import paths
 from ichor.upgrade import target as upgrade_target
-from ichor.upgrade.target import ClusterVersions, Component, check_target
+from ichor.upgrade.target import ClusterVersions, Component, judge_target
 
 #: Set on an operation while its Job may run; removed when it ends. Deleting a Running
 #: operation stops its Job first.
@@ -231,45 +229,52 @@ def _observed(value: str | None, *, spec: str) -> str | None:
     return value
 
 
-def check_execution(op: Operation, cluster: ClusterState) -> Refusal | None:
-    """The target rule at execution; None when the operation may run.
+def _running(cluster: ClusterState) -> ClusterVersions | None:
+    """What the Nodes were last seen running, when that differs from the spec."""
+    status, spec = cluster.status, cluster.spec
+    talos = _observed(status.talos_version, spec=spec.talos_version)
+    kubernetes = _observed(status.kubernetes_version, spec=spec.kubernetes_version)
+    if talos is None and kubernetes is None:
+        return None
+    return replace(
+        cluster.versions,
+        talos=talos or spec.talos_version,
+        kubernetes=kubernetes or spec.kubernetes_version,
+    )
 
-    Against the spec (as the plan did) and then against what the nodes were last seen
-    running, when that differs from the spec: the path or skew from the version that
-    really runs, and the pair with the running other component.
+
+def check_execution(op: Operation, cluster: ClusterState) -> Refusal | None:
+    """The refusal of ``judge_execution`` that matters: one no override passes, if any."""
+    return judge_execution(op, cluster).refusal
+
+
+def judge_execution(op: Operation, cluster: ClusterState) -> Verdict:
+    """The target rule at execution; clean when the operation may run.
+
+    The same target rule as the plan (``judge_target``), against the spec and, always,
+    against what the nodes were last seen running when that differs from the spec: the
+    path or skew from the version that really runs, the pair with the running other
+    component. An overridable refusal of the spec does not end the judging, so a rule of
+    the running versions that no override passes is never skipped.
     """
     spec = op.spec
     if spec.type is OperationType.CNI:
         if spec.version or (spec.cni is not None and spec.cni.image_version):
-            return cni_version_refusal(op)
-        return check_target(component=Component.CNI, target="", cluster=cluster.versions)
+            return judge((cni_version_refusal(op),))
+        return judge_target(component=Component.CNI, target="", cluster=cluster.versions)
     if not spec.version:
-        return refuse(Rule.FORM, f"{op} names no version: a {spec.type} operation needs one.")
-    target = spec.version
-    found = check_target(component=COMPONENTS[spec.type], target=target, cluster=cluster.versions)
-    if found is not None:
-        return found
-    status = cluster.status
-    running_talos = _observed(status.talos_version, spec=cluster.spec.talos_version)
-    running_k8s = _observed(status.kubernetes_version, spec=cluster.spec.kubernetes_version)
-    try:
-        if spec.type is OperationType.TALOS:
-            return (
-                paths.talos_path(running=running_talos, target=target) if running_talos else None
-            ) or (
-                compat.talos_kubernetes_error(talos=target, kubernetes=running_k8s)
-                if running_k8s
-                else None
-            )
-        return (
-            paths.kubernetes_skew(running=running_k8s, target=target) if running_k8s else None
-        ) or (
-            compat.talos_kubernetes_error(talos=running_talos, kubernetes=target)
-            if running_talos
-            else None
+        return judge(
+            (refuse(Rule.FORM, f"{op} names no version: a {spec.type} operation needs one."),)
         )
-    except VersionError as error:
-        return refuse(Rule.FORM, f"{error}.")
+    component, target = COMPONENTS[spec.type], spec.version
+
+    def answers() -> Iterator[Verdict]:
+        yield judge_target(component=component, target=target, cluster=cluster.versions)
+        running = _running(cluster)
+        if running is not None:
+            yield judge_target(component=component, target=target, cluster=running)
+
+    return judge(answers())
 
 
 @dataclass(frozen=True)
@@ -278,18 +283,27 @@ class Decision:
 
     refusal: Refusal | None = None
     passed: Refusal | None = None
+    #: Every refusal the override passed (``passed`` is the first).
+    overridden: tuple[Refusal, ...] = ()
 
     @property
     def runs(self) -> bool:
         return self.refusal is None
 
+    @property
+    def passing(self) -> str:
+        """``passing <rule>: <message>`` for each refusal the override passed."""
+        return "; ".join(f"passing {r.rule}: {r.message}" for r in self.overridden)
 
-def decide(refusal: Refusal | None, *, override: bool) -> Decision:
-    if refusal is None:
+
+def decide(found: Refusal | Verdict | None, *, override: bool) -> Decision:
+    """A refusal stands unless every refusal met is overridable and ``override`` is set."""
+    verdict = judge((found,))
+    if verdict.clean:
         return Decision()
-    if refusal.overridable and override:
-        return Decision(passed=refusal)
-    return Decision(refusal=refusal)
+    if verdict.blocking is None and override:
+        return Decision(passed=verdict.overridable[0], overridden=verdict.overridable)
+    return Decision(refusal=verdict.refusal)
 
 
 def refusal_message(refusal: Refusal, *, override: bool) -> str:
@@ -433,8 +447,7 @@ def running(
                 Accepted,
                 T,
                 OperationReason.OVERRIDDEN,
-                f"runs under override: true, passing {decision.passed.rule}: "
-                f"{decision.passed.message}",
+                f"runs under override: true, {decision.passing}",
                 op.generation,
             )
         else:

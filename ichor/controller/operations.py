@@ -309,8 +309,7 @@ class OperationController:
                 op.body,
                 events.EventType.WARNING,
                 EventReason.OVERRIDE,
-                f"{op} runs under override: true, passing {decision.passed.rule}: "
-                f"{decision.passed.message}",
+                f"{op} runs under override: true, {decision.passing}",
             )
         op = await self._create_job(op, manifest, detail=detail, cluster_body=cluster_body)
         return op, None

@@ -56,7 +56,7 @@ from ichor.api.taloscluster import (
 from ichor.controller.observe import Observation
 from ichor.kube import conditions
 from ichor.kube.events import EventType
-from ichor.release import compat, steps
+from ichor.release import steps
 from ichor.release.pinned import PINNED
 from ichor.release.refusals import Refusal, Rule
 from ichor.release.versions import VersionError, check_contract, check_spec_version, parse
@@ -212,22 +212,19 @@ def _refusal_reason(refusal: Refusal) -> ClusterReason:
 
 
 def _compatible(builder: _Builder, *, spec: TalosClusterSpec, cni: CNIStatus) -> None:
+    """The spec's pair and the running Cilium, judged by the shared Kubernetes step."""
     talos, kubernetes = spec.talos_version, spec.kubernetes_version
+    cilium = steps.cilium_release(detected=cni.detected, version=cni.detected_version)
     try:
-        pair = compat.talos_kubernetes_error(talos=talos, kubernetes=kubernetes)
+        refusal = steps.check_kubernetes_step(talos=talos, kubernetes=kubernetes, cilium=cilium)
     except VersionError as error:
         builder.add(Type.VERSIONS_COMPATIBLE, F, Reason.INVALID_SPEC, str(error))
         return
-    if pair is not None:
-        builder.add(Type.VERSIONS_COMPATIBLE, F, _refusal_reason(pair), pair.message)
+    if refusal is not None:
+        builder.add(Type.VERSIONS_COMPATIBLE, F, _refusal_reason(refusal), refusal.message)
         return
-    cilium = steps.cilium_release(detected=cni.detected, version=cni.detected_version)
     message = f"Talos {talos} runs Kubernetes {kubernetes}"
     if cilium is not None:
-        refusal = compat.cilium_kubernetes_error(cilium=cilium, kubernetes=kubernetes)
-        if refusal is not None:
-            builder.add(Type.VERSIONS_COMPATIBLE, F, _refusal_reason(refusal), refusal.message)
-            return
         message += f", and Cilium {cilium} runs it too"
     elif cni.detected:
         message += f"; the CNI is {cni.detected}, which Ichor does not judge"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ichor.release import compat
-from ichor.release.refusals import Refusal, Rule, refuse
+from ichor.release.refusals import Refusal, Rule, judge, refuse
 from ichor.release.versions import Version, VersionError, check_contract, parse
 
 __all__ = [
@@ -72,16 +72,23 @@ def check_init_compat(release_set: ReleaseSet = PINNED) -> Refusal | None:
         contract = check_contract(release_set.contract)
     except VersionError as error:
         return refuse(Rule.FORM, f"This build's release set ({release_set}) is refused: {error}.")
-    inner = compat.talos_kubernetes_error(talos=talos, kubernetes=release_set.kubernetes) or (
-        compat.cilium_kubernetes_error(
-            cilium=release_set.cilium_chart, kubernetes=release_set.kubernetes
-        )
-    )
-    if inner is None and contract > talos.minor_key:
-        inner = refuse(
+    contract_refusal = (
+        refuse(
             Rule.PINNED,
             f"contract {release_set.contract} is newer than Talos {release_set.talos}.",
         )
+        if contract > talos.minor_key
+        else None
+    )
+    inner = judge(
+        (
+            compat.talos_kubernetes_error(talos=talos, kubernetes=release_set.kubernetes),
+            compat.cilium_kubernetes_error(
+                cilium=release_set.cilium_chart, kubernetes=release_set.kubernetes
+            ),
+            contract_refusal,
+        )
+    ).refusal
     if inner is None:
         return None
     return Refusal(
@@ -129,20 +136,21 @@ def check_adopt_compat(*, talos: str, kubernetes: str, managed_cni: bool) -> Ado
                 f"Talos {compat.minor_text(ADOPT_MIN_TALOS)} with talosctl, then adopt it.",
             )
         )
-    unknown = compat.unknown_talos(talos_v) or compat.unknown_kubernetes(kubernetes_v)
-    if unknown is not None:
-        return AdoptVerdict(refusal=unknown)
-    warnings: list[str] = []
-    pair = compat.talos_kubernetes_error(talos=talos_v, kubernetes=kubernetes_v)
-    if pair is not None:
-        warnings.append(pair.message + _ADOPTED)
-    if managed_cni:
-        cni = compat.cilium_kubernetes_error(cilium=PINNED.cilium_chart, kubernetes=kubernetes_v)
-        if cni is not None:
-            if not cni.overridable:
-                return AdoptVerdict(refusal=cni)
-            warnings.append(cni.message + _ADOPTED)
-    return AdoptVerdict(refusal=None, warnings=tuple(warnings))
+    verdict = judge(
+        (
+            compat.unknown_talos(talos_v),
+            compat.unknown_kubernetes(kubernetes_v),
+            compat.talos_kubernetes_error(talos=talos_v, kubernetes=kubernetes_v),
+            compat.cilium_kubernetes_error(cilium=PINNED.cilium_chart, kubernetes=kubernetes_v)
+            if managed_cni
+            else None,
+        )
+    )
+    if verdict.blocking is not None:
+        return AdoptVerdict(refusal=verdict.blocking)
+    return AdoptVerdict(
+        refusal=None, warnings=tuple(refusal.message + _ADOPTED for refusal in verdict.overridable)
+    )
 
 
 def pinned_versions() -> tuple[Version, Version]:

@@ -5,14 +5,23 @@ own answer (a denial, an admission warning under override, an exit code), so a r
 returns data rather than raising: which rule refused, one sentence for a person, and
 whether the override verb may pass it. Whether a refusal is overridable is decided here,
 by its rule, and nowhere else: a caller cannot make an unknown version overridable.
+
+How refusals combine is decided here too. A path asks several rules (form, final, newer,
+path or skew, the pairs) and ``judge`` reads their answers in that order into one
+``Verdict``: it keeps going past a refusal the override verb may pass, so a rule that no
+override passes (an unknown version, above all) is always asked before a path concludes
+that only overridable refusals remain, and it wins whenever one exists. Every path (the
+webhook, the plan, the executors, adopt, init, the choices, the blocked lines and the
+path plans) composes its rules with ``judge``, never with ``or``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-__all__ = ["NEVER_OVERRIDABLE", "Refusal", "Refused", "Rule", "refuse"]
+__all__ = ["NEVER_OVERRIDABLE", "Refusal", "Refused", "Rule", "Verdict", "judge", "refuse"]
 
 
 class Rule(StrEnum):
@@ -60,6 +69,63 @@ class Refusal:
 def refuse(rule: Rule, message: str) -> Refusal:
     """A refusal whose overridability follows from its rule."""
     return Refusal(rule=rule, message=message, overridable=rule not in NEVER_OVERRIDABLE)
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the rules of one path say, together.
+
+    ``blocking`` is the first refusal no override passes (None when there is none);
+    ``overridable`` the refusals the verb may pass, in the order met, each once. A path
+    with a blocking refusal is refused whatever the overridable ones are.
+    """
+
+    blocking: Refusal | None = None
+    overridable: tuple[Refusal, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.blocking is not None and self.blocking.overridable:
+            raise ValueError("a blocking refusal is one no override passes")
+        if any(not refusal.overridable for refusal in self.overridable):
+            raise ValueError("a refusal no override passes cannot be listed as overridable")
+
+    @property
+    def clean(self) -> bool:
+        """No rule refused."""
+        return self.blocking is None and not self.overridable
+
+    @property
+    def refusal(self) -> Refusal | None:
+        """The one refusal to show: the blocking one, else the first overridable one."""
+        if self.blocking is not None:
+            return self.blocking
+        return self.overridable[0] if self.overridable else None
+
+    @property
+    def refusals(self) -> tuple[Refusal, ...]:
+        """Every refusal met, in the order met: the blocking one ended the reading, so it
+        comes last."""
+        return self.overridable + ((self.blocking,) if self.blocking is not None else ())
+
+
+def judge(answers: Iterable[Refusal | Verdict | None]) -> Verdict:
+    """The verdict of a path from its rules' answers, read in the order given.
+
+    ``answers`` may be lazy (a generator): reading stops at the first refusal no override
+    passes, since nothing after it can make the path pass, and never before it. A
+    ``Verdict`` among the answers (a composed rule) counts with all its refusals.
+    """
+    passable: list[Refusal] = []
+    for answer in answers:
+        found = answer.refusals if isinstance(answer, Verdict) else (answer,)
+        for refusal in found:
+            if refusal is None:
+                continue
+            if not refusal.overridable:
+                return Verdict(blocking=refusal, overridable=tuple(passable))
+            if refusal not in passable:
+                passable.append(refusal)
+    return Verdict(overridable=tuple(passable))
 
 
 class Refused(Exception):

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from ichor.release import compat
 from ichor.release.pinned import PINNED
-from ichor.release.refusals import Refusal, Rule, refuse
+from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.release.versions import (
     Version,
     VersionError,
@@ -26,7 +26,14 @@ from ichor.release.versions import (
     parse,
 )
 
-__all__ = ["CILIUM", "VersionFields", "check_kubernetes_step", "check_update", "cilium_release"]
+__all__ = [
+    "CILIUM",
+    "VersionFields",
+    "check_kubernetes_step",
+    "check_update",
+    "cilium_release",
+    "kubernetes_step",
+]
 
 CILIUM = "cilium"
 
@@ -101,16 +108,42 @@ def check_kubernetes_step(
     cilium: str | None,
     embedded_cilium: str = PINNED.cilium_chart,
 ) -> Refusal | None:
+    """The refusal of ``kubernetes_step`` that matters: one no override passes, if any."""
+    return kubernetes_step(
+        talos=talos, kubernetes=kubernetes, cilium=cilium, embedded_cilium=embedded_cilium
+    ).refusal
+
+
+def kubernetes_step(
+    *,
+    talos: str | Version,
+    kubernetes: str | Version,
+    cilium: str | None,
+    embedded_cilium: str = PINNED.cilium_chart,
+) -> Verdict:
     """A Kubernetes step: the Talos pair, then (for a Cilium CNI) the running Cilium.
 
-    ``cilium`` comes from ``cilium_release``: None skips the Cilium half (another CNI, or
-    none observed yet). Raises ``VersionError`` when Talos or Kubernetes does not parse.
+    Both halves are asked: a Talos pair refusal is overridable, so the Cilium half is
+    judged behind it, and a Cilium this build does not know is refused whatever the pair
+    says. ``cilium`` comes from ``cilium_release``: None skips the Cilium half (another
+    CNI, or none observed yet). Raises ``VersionError`` when Talos or Kubernetes does not
+    parse.
     """
-    pair = compat.talos_kubernetes_error(talos=talos, kubernetes=kubernetes)
-    if pair is not None or cilium is None:
-        return pair
+    return judge(
+        (
+            compat.talos_kubernetes_error(talos=talos, kubernetes=kubernetes),
+            _cilium_half(kubernetes=kubernetes, cilium=cilium, embedded_cilium=embedded_cilium),
+        )
+    )
+
+
+def _cilium_half(
+    *, kubernetes: str | Version, cilium: str | None, embedded_cilium: str
+) -> Refusal | None:
+    if cilium is None:
+        return None
     running = compat.cilium_kubernetes_error(cilium=cilium, kubernetes=kubernetes)
-    if running is None or running.rule is Rule.UNKNOWN_VERSION:
+    if running is None or running.rule is not Rule.CILIUM_KUBERNETES:
         return running
     target = as_version(kubernetes)
     entry = compat.CILIUM_KUBERNETES[parse(cilium).minor_key]

@@ -12,16 +12,24 @@ cluster's spec, is a ``FORM`` refusal.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import StrEnum
 
 from ichor.release import compat, steps
 from ichor.release.pinned import PINNED
-from ichor.release.refusals import Refusal, Rule, refuse
+from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.release.versions import Version, VersionError, check_final, parse
 from ichor.upgrade import paths
 
-__all__ = ["ClusterVersions", "Component", "check_target", "check_target_version"]
+__all__ = [
+    "ClusterVersions",
+    "Component",
+    "check_target",
+    "check_target_version",
+    "judge_target",
+    "judge_target_version",
+]
 
 
 class Component(StrEnum):
@@ -51,9 +59,17 @@ class ClusterVersions:
 
 
 def check_target(*, component: Component, target: str, cluster: ClusterVersions) -> Refusal | None:
-    """The full target rule for one component; None when the target may run."""
+    """The full target rule for one component; None when the target may run.
+
+    The refusal that matters (``judge_target``): one no override passes, if any.
+    """
+    return judge_target(component=component, target=target, cluster=cluster).refusal
+
+
+def judge_target(*, component: Component, target: str, cluster: ClusterVersions) -> Verdict:
+    """Every rule of the target rule, composed: a rule no override passes always wins."""
     if component is Component.CNI:
-        return _check_cni(target=target, cluster=cluster)
+        return judge((_check_cni(target=target, cluster=cluster),))
     field = "talos target" if component is Component.TALOS else "kubernetes target"
     try:
         target_v = check_final(target, field=field)
@@ -64,34 +80,48 @@ def check_target(*, component: Component, target: str, cluster: ClusterVersions)
                 rule = Rule.FINAL
         except VersionError:
             pass
-        return refuse(rule, f"{error}.")
-    return check_target_version(component=component, target=target_v, cluster=cluster)
+        return judge((refuse(rule, f"{error}."),))
+    return judge_target_version(component=component, target=target_v, cluster=cluster)
 
 
 def check_target_version(
     *, component: Component, target: Version, cluster: ClusterVersions
 ) -> Refusal | None:
     """``check_target`` for a target already known to be final (the choices' path)."""
+    return judge_target_version(component=component, target=target, cluster=cluster).refusal
+
+
+def judge_target_version(
+    *, component: Component, target: Version, cluster: ClusterVersions
+) -> Verdict:
+    """``judge_target`` for a target already known to be final.
+
+    In the order a person fixes things: newer, path or skew, then the pairs; reading goes
+    on past an overridable refusal, so an unknown version behind it is always met.
+    """
     try:
-        if component is Component.TALOS:
-            running = parse(cluster.talos)
-            return (
-                _newer("Talos", target=target, running=running)
-                or paths.talos_path(running=running, target=target)
-                or compat.talos_kubernetes_error(talos=target, kubernetes=cluster.kubernetes)
-            )
-        running = parse(cluster.kubernetes)
-        return (
-            _newer("Kubernetes", target=target, running=running)
-            or paths.kubernetes_skew(running=running, target=target)
-            or steps.check_kubernetes_step(
-                talos=cluster.talos,
-                kubernetes=target,
-                cilium=cluster.cilium if cluster.cilium_constrains else None,
-            )
-        )
+        return judge(_target_rules(component=component, target=target, cluster=cluster))
     except VersionError as error:
-        return refuse(Rule.FORM, f"The cluster's spec is refused: {error}.")
+        return judge((refuse(Rule.FORM, f"The cluster's spec is refused: {error}."),))
+
+
+def _target_rules(
+    *, component: Component, target: Version, cluster: ClusterVersions
+) -> Iterator[Refusal | Verdict | None]:
+    if component is Component.TALOS:
+        running = parse(cluster.talos)
+        yield _newer("Talos", target=target, running=running)
+        yield paths.talos_path(running=running, target=target)
+        yield compat.talos_kubernetes_error(talos=target, kubernetes=cluster.kubernetes)
+        return
+    running = parse(cluster.kubernetes)
+    yield _newer("Kubernetes", target=target, running=running)
+    yield paths.kubernetes_skew(running=running, target=target)
+    yield steps.kubernetes_step(
+        talos=cluster.talos,
+        kubernetes=target,
+        cilium=cluster.cilium if cluster.cilium_constrains else None,
+    )
 
 
 def _newer(name: str, *, target: Version, running: Version) -> Refusal | None:

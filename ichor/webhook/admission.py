@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from ichor.release import compat, steps, versions
-from ichor.release.refusals import Refusal, Rule, refuse
+from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.upgrade import target as upgrade_target
 from ichor.webhook.reviews import (
     ClusterObject,
@@ -47,23 +47,6 @@ class Code(IntEnum):
 
 
 @dataclass(frozen=True)
-class Verdict:
-    """What the rules say of one write.
-
-    ``blocking`` is the first refusal no override passes; ``overridable`` the refusals the
-    verb may pass, in the order met. A write with a blocking refusal is denied whatever the
-    overridable ones are, so the user sees the refusal that matters first.
-    """
-
-    blocking: Refusal | None = None
-    overridable: tuple[Refusal, ...] = ()
-
-    @property
-    def clean(self) -> bool:
-        return self.blocking is None and not self.overridable
-
-
-@dataclass(frozen=True)
 class Answer:
     """The webhook's answer to one review, before it is sent.
 
@@ -79,13 +62,9 @@ class Answer:
     cluster: ClusterRef | None = field(default=None)
 
 
-def _verdict(refusals: list[Refusal]) -> Verdict:
-    blocking = next((r for r in refusals if not r.overridable), None)
-    passable: list[Refusal] = []
-    for refusal in refusals:
-        if refusal.overridable and refusal not in passable:
-            passable.append(refusal)
-    return Verdict(blocking=blocking, overridable=tuple(passable))
+def _verdict(refusals: list[Refusal | Verdict]) -> Verdict:
+    """The shared composition (``refusals.judge``): a rule no override passes wins."""
+    return judge(refusals)
 
 
 def _form(error: versions.VersionError) -> Refusal:
@@ -125,7 +104,7 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
     No path or skew check: a TalosCluster write may jump (adopt, a repair), and the plan
     and the executors apply the path rules to an upgrade.
     """
-    refusals = _form_refusals(new, old=old)
+    refusals: list[Refusal | Verdict] = [*_form_refusals(new, old=old)]
     if refusals:
         return _verdict(refusals)
     if old is not None:
@@ -140,12 +119,11 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
     talos_changed = old is None or new.talos != old.talos
     kubernetes_changed = old is None or new.kubernetes != old.kubernetes
     cilium = steps.cilium_release(detected=new.detected_cni, version=new.detected_cni_version)
+    step: Refusal | Verdict | None
     try:
         if kubernetes_changed:
-            # The step holds the Talos pair first, then the Cilium that runs (if Cilium).
-            step = steps.check_kubernetes_step(
-                talos=new.talos, kubernetes=new.kubernetes, cilium=cilium
-            )
+            # The step holds the Talos pair, and behind it the Cilium that runs (if Cilium).
+            step = steps.kubernetes_step(talos=new.talos, kubernetes=new.kubernetes, cilium=cilium)
         elif talos_changed:
             step = compat.talos_kubernetes_error(talos=new.talos, kubernetes=new.kubernetes)
         else:
@@ -199,10 +177,9 @@ def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
         ),
         cni=cluster.detected_cni,
     )
-    refusal = upgrade_target.check_target(
+    return upgrade_target.judge_target(
         component=_COMPONENTS[spec.type], target=target, cluster=running
     )
-    return _verdict([refusal] if refusal is not None else [])
 
 
 def needs_access_review(verdict: Verdict, *, override_requested: bool) -> bool:
