@@ -1,19 +1,17 @@
 """The chart installed by helm into the real test API server, and its operator on loopback.
 
 There is no kubelet here, so the chart's Deployment never runs a Pod. The test runs the
-operator the chart describes instead: ``python -m ichor.operator`` with the Deployment's
-own environment, the serving certificate from the chart's Secret, and the API identity of
-the chart's ServiceAccount (a client certificate naming
+operator the chart describes instead (the install is ``release.installed``):
+``python -m ichor.operator`` with the Deployment's own environment (the Pod's name filled
+in for ``POD_ID``), the serving certificate from the chart's Secret, and the API identity
+of the chart's ServiceAccount (a client certificate naming
 ``system:serviceaccount:<namespace>:<name>``, which RBAC reads like the account's token),
-so every call it makes is checked against the chart's ClusterRole. The webhook
-configuration reaches it through the values option ``webhook.url`` (the chart's
-certificate then names 127.0.0.1), not by patching objects after the install.
+so every call it makes is checked against the chart's ClusterRole. tests/component/image
+runs the built image the same way.
 """
 
 from __future__ import annotations
 
-import base64
-import json
 import subprocess
 import sys
 import time
@@ -25,10 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from ichor.testing import controlplane
-from tests.component.chart import helm, readme
+from tests.component.chart import helm, release
+from tests.component.chart.release import secret_files
 from tests.component.webhook import harness
 
 READY_TIMEOUT = 90.0
@@ -51,39 +49,18 @@ class Installed:
         return self.plane.kubectl(*args, **kwargs)
 
 
-def run_helm(plane: controlplane.ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
-    command = [str(helm.binary()), "--kubeconfig", str(plane.kubeconfig), *args]
-    result = subprocess.run(
-        command,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=300,
-        env=controlplane.loopback_env(),
-    )
-    if result.returncode != 0:
-        raise AssertionError(f"{' '.join(args)} failed:\n{result.stderr}")
-    return result
-
-
-def secret_files(
-    plane: controlplane.ControlPlane, namespace: str, workdir: Path, *, release: str = helm.RELEASE
-) -> Path:
-    """The chart's webhook Secret written to files, as the Pod's volume would hold it."""
-    name = f"{release}-webhook-tls"
-    secret = json.loads(plane.kubectl("get", "secret", name, "-n", namespace, "-o", "json").stdout)
-    directory = workdir / "webhook-tls"
-    directory.mkdir(exist_ok=True)
-    for key, value in secret["data"].items():
-        (directory / key).write_bytes(base64.b64decode(value))
-    return directory
-
-
 def _operator_env(
-    manifest: list[helm.Object], *, tls: Path, kubeconfig: Path, ports: dict[str, int]
+    manifest: list[helm.Object],
+    *,
+    pod: str,
+    namespace: str,
+    tls: Path,
+    kubeconfig: Path,
+    ports: dict[str, int],
 ) -> dict[str, str]:
-    """The Deployment's environment, with loopback addresses and local paths."""
-    env = helm.env(manifest)
+    """The Deployment's environment for the Pod ``pod``, with loopback addresses and local
+    paths."""
+    env = helm.env(manifest, pod=pod, namespace=namespace)
     env.update(
         ICHOR_WEBHOOK_CERT=str(tls / "tls.crt"),
         ICHOR_WEBHOOK_KEY=str(tls / "tls.key"),
@@ -97,6 +74,12 @@ def _operator_env(
     return controlplane.loopback_env(env)
 
 
+def pod_name(manifest: list[helm.Object]) -> str:
+    """A name as the Deployment's ReplicaSet gives its Pods: ``<deployment>-<hash>-<id>``."""
+    deployment = helm.one(manifest, "Deployment")["metadata"]["name"]
+    return f"{deployment}-{uuid.uuid4().hex[:10]}-{uuid.uuid4().hex[:5]}"
+
+
 def start_operator(
     plane: controlplane.ControlPlane,
     manifest: list[helm.Object],
@@ -105,9 +88,12 @@ def start_operator(
     workdir: Path,
     ports: dict[str, int],
     release: str = helm.RELEASE,
+    pod: str | None = None,
 ) -> tuple[subprocess.Popen[str], Path]:
-    """``python -m ichor.operator`` as the chart's Deployment and ServiceAccount describe it,
-    on loopback; returns once its liveness endpoint answers."""
+    """``python -m ichor.operator`` as the chart's Deployment and ServiceAccount describe it
+    for the Pod ``pod`` (a name like the ReplicaSet's Pods get when not given), on loopback;
+    returns once its liveness endpoint answers."""
+    pod = pod or pod_name(manifest)
     account = helm.one(manifest, "ServiceAccount")["metadata"]["name"]
     kubeconfig = plane.user_kubeconfig(
         f"system:serviceaccount:{namespace}:{account}",
@@ -118,7 +104,9 @@ def start_operator(
     with log.open("w") as sink:
         operator = subprocess.Popen(
             [sys.executable, "-m", "ichor.operator"],
-            env=_operator_env(manifest, tls=tls, kubeconfig=kubeconfig, ports=ports),
+            env=_operator_env(
+                manifest, pod=pod, namespace=namespace, tls=tls, kubeconfig=kubeconfig, ports=ports
+            ),
             stdout=sink,
             stderr=subprocess.STDOUT,
             text=True,
@@ -157,66 +145,30 @@ def _wait_alive(url: str, process: subprocess.Popen[str], log: Path) -> None:
         time.sleep(0.3)
 
 
-def _clear_leftover_installation(plane: controlplane.ControlPlane) -> None:
-    """An IchorInstallation another test left (not Helm's) would make the install fail."""
-    found = plane.kubectl("get", "ichorinstallation", "ichor", "-o", "json", check=False)
-    if found.returncode == 0:
-        labels = json.loads(found.stdout)["metadata"].get("labels") or {}
-        if labels.get("app.kubernetes.io/managed-by") != "Helm":
-            plane.kubectl("delete", "ichorinstallation", "ichor", "--wait=true")
-
-
 @pytest.fixture(scope="package")
 def installed(
     control_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Installed]:
     workdir = tmp_path_factory.mktemp("chart")
-    namespace = f"ichor-system-{uuid.uuid4().hex[:6]}"
     ports = {name: controlplane.free_port() for name in ("webhook", "healthz", "metrics")}
-    _clear_leftover_installation(control_plane)
-    values = {
-        "webhook": {"url": f"https://127.0.0.1:{ports['webhook']}"},
-        # No internet here: the check fails at once on a closed loopback port instead.
-        "releaseCheck": {
-            "talosRepository": "127.0.0.1:1/siderolabs/installer-base",
-            "kubernetesRepository": "127.0.0.1:1/siderolabs/kubelet",
-            "chartRepository": "127.0.0.1:1/ichor-dev/charts/ichor",
-        },
-    }
-    values_file = workdir / "values.yaml"
-    values_file.write_text(yaml.safe_dump(values))
-    # The README's command, in a namespace of its own and with the loopback values.
-    words = readme.command("helm install ")
-    assert words[:4] == ["helm", "install", helm.RELEASE, "charts/ichor"], words
-    words = [namespace if w == "ichor-system" else w for w in words]
-    run_helm(
-        control_plane, "install", helm.RELEASE, str(helm.CHART), *words[4:], "-f", str(values_file)
-    )
-    operator: subprocess.Popen[str] | None = None
-    try:
-        manifest_text = run_helm(
-            control_plane, "get", "manifest", helm.RELEASE, "-n", namespace
-        ).stdout
-        manifest = [doc for doc in yaml.safe_load_all(manifest_text) if doc]
-        operator, log = start_operator(
-            control_plane, manifest, namespace=namespace, workdir=workdir, ports=ports
-        )
-        running = operator
-        harness.wait_until_answering(control_plane, alive=lambda: running.poll() is None)
-        yield Installed(
-            plane=control_plane,
-            namespace=namespace,
-            manifest=manifest,
-            operator=operator,
-            log=log,
-            metrics_url=f"http://127.0.0.1:{ports['metrics']}/metrics",
-            values_file=values_file,
-        )
-    finally:
-        # The operator stops first: its role goes with the release.
-        if operator is not None:
-            stop_operator(operator)
+    with release.installed(control_plane, workdir=workdir, webhook_port=ports["webhook"]) as rel:
+        operator: subprocess.Popen[str] | None = None
         try:
-            run_helm(control_plane, "uninstall", helm.RELEASE, "-n", namespace, "--wait")
+            operator, log = start_operator(
+                control_plane, rel.manifest, namespace=rel.namespace, workdir=workdir, ports=ports
+            )
+            running = operator
+            harness.wait_until_answering(control_plane, alive=lambda: running.poll() is None)
+            yield Installed(
+                plane=control_plane,
+                namespace=rel.namespace,
+                manifest=rel.manifest,
+                operator=operator,
+                log=log,
+                metrics_url=f"http://127.0.0.1:{ports['metrics']}/metrics",
+                values_file=rel.values_file,
+            )
         finally:
-            control_plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+            # The operator stops first: its role goes with the release.
+            if operator is not None:
+                stop_operator(operator)

@@ -87,5 +87,26 @@ def container(objects: Sequence[Object]) -> Object:
     return found
 
 
-def env(objects: Sequence[Object]) -> dict[str, str]:
-    return {e["name"]: e.get("value", "") for e in container(objects).get("env", [])}
+def env(
+    objects: Sequence[Object], *, pod: str = "ichor-6d4cf56db6-tx8lp", namespace: str = NAMESPACE
+) -> dict[str, str]:
+    """The operator container's environment, with the Pod's fields (``valueFrom.fieldRef``)
+    filled in as a kubelet would for the Pod ``pod`` in ``namespace``; any other source fails
+    the test that reads it, naming it."""
+    fields = {"metadata.name": pod, "metadata.namespace": namespace}
+    resolved: dict[str, str] = {}
+    for entry in container(objects).get("env", []):
+        if "valueFrom" not in entry:
+            resolved[entry["name"]] = entry.get("value", "")
+            continue
+        path = entry["valueFrom"].get("fieldRef", {}).get("fieldPath")
+        assert path in fields, f"env {entry['name']}: cannot fill in {entry['valueFrom']}"
+        resolved[entry["name"]] = fields[path]
+    return resolved
+
+
+def env_sources(objects: Sequence[Object]) -> dict[str, Object]:
+    """Each variable of the operator container as the chart writes it (``value`` or
+    ``valueFrom``)."""
+    entries = container(objects)["env"]
+    return {e["name"]: {k: v for k, v in e.items() if k != "name"} for e in entries}

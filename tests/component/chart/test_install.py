@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from tests.component.chart import helm, readme
-from tests.component.chart.conftest import Installed, run_helm
+from tests.component.chart.conftest import Installed
+from tests.component.chart.release import run_helm
 from tests.component.webhook import harness
 
 pytestmark = pytest.mark.component

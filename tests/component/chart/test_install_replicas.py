@@ -27,7 +27,8 @@ import yaml
 
 from ichor.testing import controlplane
 from tests.component.chart import helm
-from tests.component.chart.conftest import run_helm, secret_files, start_operator, stop_operator
+from tests.component.chart.conftest import pod_name, start_operator, stop_operator
+from tests.component.chart.release import run_helm, secret_files
 from tests.component.webhook import harness
 
 pytestmark = pytest.mark.component
@@ -124,6 +125,7 @@ def test_two_replicas_peer_serve_the_webhook_and_take_over(
         )
         assert pdb["spec"]["minAvailable"] == 1
 
+        pods = [pod_name(objects) for _ in ports]
         for index, replica_ports in enumerate(ports):
             workdir = tmp_path / f"replica-{index}"
             workdir.mkdir()
@@ -135,18 +137,21 @@ def test_two_replicas_peer_serve_the_webhook_and_take_over(
                     workdir=workdir,
                     ports=replica_ports,
                     release=release,
+                    pod=pods[index],
                 )
             )
         logs = [log for _, log in operators]
         processes = [process for process, _ in operators]
 
-        def peers() -> int:
+        def peers() -> set[str]:
             found = control_plane.kubectl(
                 "get", "clusterkopfpeering.kopf.dev", peering_name, "-o", "json"
             )
-            return len(json.loads(found.stdout).get("status") or {})
+            return set(json.loads(found.stdout).get("status") or {})
 
-        _wait("both replicas in the peering", lambda: peers() == 2, logs, processes)
+        _wait("both replicas in the peering", lambda: len(peers()) == 2, logs, processes)
+        # Each replica is known in the peering by its Pod's name (the chart's POD_ID).
+        assert peers() == set(pods)
 
         # A replica starts paused (the peering is mandatory) and logs only when it resumes
         # or pauses again; the active one is the replica whose last word is "resuming".

@@ -156,6 +156,16 @@ def test_deployment_is_hardened(rendered: dict[str, list[Object]]) -> None:
     assert pod["serviceAccountName"] == helm.one(objects, "ServiceAccount")["metadata"]["name"]
 
 
+@pytest.mark.parametrize("option", OPTIONS)
+def test_each_replica_is_known_to_kopf_by_its_pods_name(
+    rendered: dict[str, list[Object]], option: str
+) -> None:
+    """kopf's identity is POD_ID, else the user's name, which a numeric user may lack."""
+    sources = helm.env_sources(rendered[option])
+    assert sources["POD_ID"] == {"valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}
+    assert helm.env(rendered[option], pod="ichor-5f7d9-abcde")["POD_ID"] == "ichor-5f7d9-abcde"
+
+
 def test_probes_are_kopfs_liveness_endpoint(rendered: dict[str, list[Object]]) -> None:
     objects = rendered["defaults"]
     operator = helm.container(objects)

@@ -1,0 +1,110 @@
+"""The chart installed by helm into the test API server with loopback values, for every test
+that runs the operator the chart describes (in-process here, or its image elsewhere).
+
+There is no kubelet, so the chart's Deployment never runs a Pod: the tests run the
+operator themselves with the Deployment's environment, the certificate from the chart's
+Secret and the identity of the chart's ServiceAccount. The webhook configuration reaches
+it through the values option ``webhook.url`` (the chart's certificate then names
+127.0.0.1), not by patching objects after the install.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import subprocess
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from ichor.testing import controlplane
+from tests.component.chart import helm, readme
+
+
+@dataclass(frozen=True)
+class Release:
+    namespace: str
+    manifest: list[helm.Object]
+    values_file: Path
+    name: str = helm.RELEASE
+
+    @property
+    def service_account(self) -> str:
+        name: str = helm.one(self.manifest, "ServiceAccount")["metadata"]["name"]
+        return name
+
+
+def run_helm(plane: controlplane.ControlPlane, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [str(helm.binary()), "--kubeconfig", str(plane.kubeconfig), *args]
+    result = subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        env=controlplane.loopback_env(),
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"{' '.join(args)} failed:\n{result.stderr}")
+    return result
+
+
+def secret_files(
+    plane: controlplane.ControlPlane, namespace: str, workdir: Path, *, release: str = helm.RELEASE
+) -> Path:
+    """The chart's webhook Secret written to files, as the Pod's volume would hold it."""
+    name = f"{release}-webhook-tls"
+    secret = json.loads(plane.kubectl("get", "secret", name, "-n", namespace, "-o", "json").stdout)
+    directory = workdir / "webhook-tls"
+    directory.mkdir(exist_ok=True)
+    for key, value in secret["data"].items():
+        (directory / key).write_bytes(base64.b64decode(value))
+    return directory
+
+
+def _clear_leftover_installation(plane: controlplane.ControlPlane) -> None:
+    """An IchorInstallation another test left (not Helm's) would make the install fail."""
+    found = plane.kubectl("get", "ichorinstallation", "ichor", "-o", "json", check=False)
+    if found.returncode == 0:
+        labels = json.loads(found.stdout)["metadata"].get("labels") or {}
+        if labels.get("app.kubernetes.io/managed-by") != "Helm":
+            plane.kubectl("delete", "ichorinstallation", "ichor", "--wait=true")
+
+
+@contextlib.contextmanager
+def installed(
+    plane: controlplane.ControlPlane, *, workdir: Path, webhook_port: int
+) -> Iterator[Release]:
+    """The README's ``helm install``, in a namespace of its own, with the webhook at
+    ``https://127.0.0.1:<webhook_port>``; uninstalled afterwards (stop the operator first:
+    its role goes with the release)."""
+    namespace = f"ichor-system-{uuid.uuid4().hex[:6]}"
+    _clear_leftover_installation(plane)
+    values = {
+        "webhook": {"url": f"https://127.0.0.1:{webhook_port}"},
+        # No internet here: the check fails at once on a closed loopback port instead.
+        "releaseCheck": {
+            "talosRepository": "127.0.0.1:1/siderolabs/installer-base",
+            "kubernetesRepository": "127.0.0.1:1/siderolabs/kubelet",
+            "chartRepository": "127.0.0.1:1/ichor-dev/charts/ichor",
+        },
+    }
+    values_file = workdir / "values.yaml"
+    values_file.write_text(yaml.safe_dump(values))
+    words = readme.command("helm install ")
+    assert words[:4] == ["helm", "install", helm.RELEASE, "charts/ichor"], words
+    words = [namespace if w == "ichor-system" else w for w in words]
+    run_helm(plane, "install", helm.RELEASE, str(helm.CHART), *words[4:], "-f", str(values_file))
+    try:
+        text = run_helm(plane, "get", "manifest", helm.RELEASE, "-n", namespace).stdout
+        manifest = [doc for doc in yaml.safe_load_all(text) if doc]
+        yield Release(namespace=namespace, manifest=manifest, values_file=values_file)
+    finally:
+        try:
+            run_helm(plane, "uninstall", helm.RELEASE, "-n", namespace, "--wait")
+        finally:
+            plane.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
