@@ -192,3 +192,16 @@ def test_an_unknown_cilium_behind_an_overridable_pair_is_refused_for_the_holder(
     assert before is not None
     assert after["spec"] == before["spec"]
     assert len(api.override_events(NAME)) == events
+
+
+def test_an_unmanaged_cni_is_not_held_to_the_cilium_table(api: Api) -> None:
+    """spec.cni.preset unmanaged with a detected Cilium 1.20.4: Kubernetes v1.37.1 (which
+    Cilium 1.20 does not run) passes for a user without the verb, with no warning."""
+    body = harness.cluster_manifest(NAME, api.namespace)
+    body["spec"]["cni"] = {"preset": "unmanaged"}
+    assert api.create(body, user=None).returncode == 0
+    api.set_cilium(NAME, "1.20.4")
+    result = api.patch_spec(NAME, {"kubernetesVersion": "v1.37.1"}, user=PLAIN)
+    assert result.returncode == 0, result.stderr
+    assert "Warning" not in result.stderr
+    assert api.override_events(NAME) == []

@@ -155,3 +155,14 @@ def test_an_unknown_cilium_behind_an_overridable_pair_is_refused_with_override_a
     assert len(api.override_events("odd")) == events
     listed = api.plane.kubectl("get", "talosoperations", "-n", api.namespace, "-o", "name")
     assert listed.stdout.strip() == ""
+
+
+def test_a_cni_operation_for_an_unmanaged_cni_is_refused(api: Api) -> None:
+    body = harness.cluster_manifest("own-cni", api.namespace)
+    body["spec"]["cni"] = {"preset": "unmanaged"}
+    assert api.create(body, user=None).returncode == 0
+    api.set_cilium("own-cni", "1.19.10")
+    result = api.create(operation("cni", cluster="own-cni", override=True), user=HOLDER)
+    assert result.returncode != 0
+    assert "spec.cni.preset is unmanaged" in result.stderr
+    assert "never overridable" in result.stderr

@@ -367,3 +367,21 @@ def test_a_spec_no_rule_reads_leaves_blocked_releases_unknown() -> None:
     found = condition(outcome, Type.UPGRADES_BLOCKED)
     assert (found.status, found.reason) == (ConditionStatus.UNKNOWN, Reason.INVALID_SPEC)
     assert outcome.status.blocked_releases is None
+
+
+def test_an_unmanaged_cni_with_a_detected_cilium_is_not_judged_by_the_cilium_table() -> None:
+    """spec.cni.preset unmanaged: Cilium 1.20 runs up to Kubernetes 1.36, and still 1.37 is
+    offered and the pair counts as compatible, because Ichor does not run that Cilium."""
+    outcome = run(
+        cluster=spec(kubernetesVersion="v1.36.6", cni={"preset": "unmanaged"}),
+        observation=seen(cni_version="1.20.4"),
+    )
+    assert condition(outcome, Type.VERSIONS_COMPATIBLE).status == ConditionStatus.TRUE
+    kubernetes = outcome.status.upgrade_choices.kubernetes  # type: ignore[union-attr]
+    assert kubernetes is not None
+    assert kubernetes.next_minor == ("v1.37.1",)
+    # the managed cluster is held back by its Cilium
+    managed = run(observation=seen(cni_version="1.20.4")).status.upgrade_choices
+    assert managed is not None
+    assert managed.kubernetes is not None
+    assert managed.kubernetes.next_minor == ()

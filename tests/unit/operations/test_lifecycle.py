@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from ichor.api.conditions import ConditionStatus, OperationReason
+from ichor.api.taloscluster import CNIPreset, CNISpec
 from ichor.api.talosoperation import Phase
 from ichor.controller import lifecycle
 from ichor.controller.lifecycle import ClusterState, JobState, Operation, Reason
@@ -380,4 +381,36 @@ def test_the_executor_judges_what_the_nodes_run_even_under_an_overridden_spec_re
     assert refusal is not None
     assert refusal.rule is Rule.TALOS_PATH
     assert "from v1.11.5" in refusal.message
+    assert not lifecycle.decide(refusal, override=True).runs
+
+
+def _unmanaged(state: ClusterState) -> ClusterState:
+    return ClusterState(
+        name=state.name,
+        spec=state.spec.model_copy(update={"cni": CNISpec(preset=CNIPreset.UNMANAGED)}),
+        status=state.status,
+    )
+
+
+def test_the_executor_skips_the_cilium_table_for_an_unmanaged_cni() -> None:
+    op = operation(type_="kubernetes", version="v1.37.1")
+    detected = {"detected": "cilium", "detectedVersion": "1.20.4"}
+    assert lifecycle.check_execution(op, _unmanaged(cluster(cni=detected))) is None
+    managed = lifecycle.check_execution(op, cluster(cni=detected))
+    assert managed is not None
+    assert managed.rule is Rule.CILIUM_KUBERNETES
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        _unmanaged(cluster(cni=CILIUM_119)),
+        cluster(cni={"detected": "calico", "detectedVersion": "3.30.1"}),
+    ],
+    ids=["unmanaged-preset", "observed-calico"],
+)
+def test_the_executor_refuses_a_cni_operation_ichor_does_not_run(state: ClusterState) -> None:
+    refusal = lifecycle.check_execution(operation(type_="cni", version=None, override=True), state)
+    assert refusal is not None
+    assert refusal.rule is Rule.NOT_CILIUM
     assert not lifecycle.decide(refusal, override=True).runs

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from ichor.release.refusals import Rule
@@ -333,3 +335,45 @@ def test_an_unknown_cilium_behind_a_pair_refusal_is_refused_in_the_plan_under_ov
     assert not answer.allowed
     assert answer.record is None
     assert "never overridable" in answer.message
+
+
+def _unmanaged(base: ClusterObject) -> ClusterObject:
+    return dataclasses.replace(base, cni_preset="unmanaged")
+
+
+def test_an_unmanaged_cni_is_not_held_to_the_cilium_table_even_when_cilium_is_detected() -> None:
+    """spec.cni.preset unmanaged: the user runs their own Cilium, Ichor judges only the pair."""
+    old = _unmanaged(cluster(kubernetes="v1.36.6", cilium="1.20.4"))
+    new = _unmanaged(cluster(kubernetes="v1.37.1", cilium="1.20.4"))
+    assert admission.review_cluster(new=new, old=old).clean
+    managed = admission.review_cluster(
+        new=cluster(kubernetes="v1.37.1", cilium="1.20.4"),
+        old=cluster(kubernetes="v1.36.6", cilium="1.20.4"),
+    )
+    assert managed.overridable[0].rule is Rule.CILIUM_KUBERNETES
+
+
+@pytest.mark.parametrize(
+    ("running", "words"),
+    [
+        (_unmanaged(cluster(cilium="1.19.10")), "spec.cni.preset is unmanaged"),
+        (cluster(cilium="0.26.4", cni="flannel"), "runs flannel, not Cilium"),
+    ],
+    ids=["unmanaged-preset", "observed-flannel"],
+)
+def test_a_cni_operation_is_refused_when_ichor_does_not_run_the_clusters_cilium(
+    running: ClusterObject, words: str
+) -> None:
+    verdict = admission.review_operation(
+        spec=operation("cni", None, override=True), cluster=running
+    )
+    assert verdict.blocking is not None
+    assert verdict.blocking.rule is Rule.NOT_CILIUM
+    assert words in verdict.blocking.message
+    assert "ichor cni upgrade" in verdict.blocking.message
+
+
+def test_the_plan_of_an_unmanaged_cni_is_bounded_by_the_talos_pair_alone() -> None:
+    running = _unmanaged(cluster(kubernetes="v1.36.6", cilium="1.20.4"))
+    verdict = admission.review_operation(spec=operation("kubernetes", "v1.37.1"), cluster=running)
+    assert verdict.clean
