@@ -116,14 +116,17 @@ class TalosClusterStatus(ApiModel):
 
 
 def cluster_versions(*, spec: TalosClusterSpec, cni: CNIStatus | None) -> ClusterVersions:
-    """What the rules read of a cluster: the spec's versions and the CNI the controller
-    observed (the Cilium release only when Cilium was detected with a version)."""
+    """What the rules read of a cluster: the spec's versions, its CNI preset and the CNI
+    the controller observed (the Cilium release only for a managed Cilium detected with a
+    version)."""
     detected = cni.detected if cni else None
+    preset = spec.cni.preset.value
     return ClusterVersions(
         talos=spec.talos_version,
         kubernetes=spec.kubernetes_version,
         cilium=steps.cilium_release(
-            detected=detected, version=cni.detected_version if cni else None
+            preset=preset, detected=detected, version=cni.detected_version if cni else None
         ),
         cni=detected,
+        preset=preset,
     )

@@ -214,7 +214,9 @@ def _refusal_reason(refusal: Refusal) -> ClusterReason:
 def _compatible(builder: _Builder, *, spec: TalosClusterSpec, cni: CNIStatus) -> None:
     """The spec's pair and the running Cilium, judged by the shared Kubernetes step."""
     talos, kubernetes = spec.talos_version, spec.kubernetes_version
-    cilium = steps.cilium_release(detected=cni.detected, version=cni.detected_version)
+    cilium = steps.cilium_release(
+        preset=spec.cni.preset.value, detected=cni.detected, version=cni.detected_version
+    )
     try:
         refusal = steps.check_kubernetes_step(talos=talos, kubernetes=kubernetes, cilium=cilium)
     except VersionError as error:
@@ -226,6 +228,8 @@ def _compatible(builder: _Builder, *, spec: TalosClusterSpec, cni: CNIStatus) ->
     message = f"Talos {talos} runs Kubernetes {kubernetes}"
     if cilium is not None:
         message += f", and Cilium {cilium} runs it too"
+    elif spec.cni.preset is CNIPreset.UNMANAGED:
+        message += "; the CNI is unmanaged, so Ichor does not judge it"
     elif cni.detected:
         message += f"; the CNI is {cni.detected}, which Ichor does not judge"
     else:

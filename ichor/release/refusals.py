@@ -39,6 +39,7 @@ class Rule(StrEnum):
     PINNED = "Pinned"  # a first install with versions other than the release set
     ADOPT_FLOOR = "AdoptFloor"  # adopt of a Talos below v1.12
     CNI_VERSION = "CniVersion"  # a Cilium version other than the embedded chart
+    NOT_CILIUM = "NotCilium"  # a cni operation for a CNI Ichor does not run (unmanaged, other)
 
 
 # Only compatibility refusals (the pairs) may be passed with the override verb. The path

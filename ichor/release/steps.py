@@ -1,10 +1,11 @@
 """The checks of one spec change, and the wordings that name the step a user can take.
 
 The webhook runs these on every TalosCluster write: a version field never moves back,
-and a Kubernetes change must run with the cluster's Talos and, when the CNI is Cilium,
-with the Cilium that runs. When Cilium is what stands in the way, the refusal says
-whether the chart this Ichor embeds would run the target (upgrade Cilium first) or not
-(a newer Ichor is needed): Cilium moves only to the embedded chart.
+and a Kubernetes change must run with the cluster's Talos and, when the CNI is a Cilium
+Ichor runs (managed and observed), with the Cilium that runs. When Cilium is what stands
+in the way, the refusal says whether the chart this Ichor embeds would run the target
+(upgrade Cilium first) or not (a newer Ichor is needed): Cilium moves only to the
+embedded chart.
 
 It does not check paths or skew (the plan's rule) and never reads the Cilium version of
 another CNI: ``cilium_release`` is the only way to get a Cilium release from status.
@@ -31,7 +32,10 @@ __all__ = [
     "VersionFields",
     "check_kubernetes_step",
     "check_update",
+    "cilium_behind_chart",
+    "cilium_constrains",
     "cilium_release",
+    "is_cilium",
     "kubernetes_step",
 ]
 
@@ -92,13 +96,36 @@ def _downgrade(field: str, *, before: str, after: str) -> Refusal:
     )
 
 
-def cilium_release(*, detected: str | None, version: str | None) -> str | None:
-    """The Cilium release that runs, only when the detected CNI is Cilium."""
-    if detected is None or detected.strip().lower() != CILIUM:
+def is_cilium(name: str | None) -> bool:
+    """The one test of "this CNI is Cilium", for a detected kind or a preset however it is
+    written (``Cilium``, `` cilium ``); None (nothing observed) is not Cilium."""
+    return name is not None and name.strip().lower() == CILIUM
+
+
+def cilium_constrains(*, preset: str | None, detected: str | None) -> bool:
+    """Whether the Cilium table bounds Kubernetes: only for a Cilium Ichor runs, managed
+    (``spec.cni.preset: cilium``, the default) and observed (``status.cni.detected``)."""
+    return is_cilium(CILIUM if preset is None else preset) and is_cilium(detected)
+
+
+def cilium_release(
+    *, detected: str | None, version: str | None, preset: str | None = CILIUM
+) -> str | None:
+    """The Cilium release that runs, only when the Cilium half applies
+    (``cilium_constrains``): never the version of another CNI, nor of a Cilium the user
+    runs on an unmanaged cluster. ``preset`` defaults to the CRD's default (managed), the
+    side on which more is judged, never less."""
+    if not cilium_constrains(preset=preset, detected=detected):
         return None
     if version is None or not version.strip():
         return None
     return version.strip()
+
+
+def cilium_behind_chart(running: str, *, chart: str = PINNED.cilium_chart) -> bool:
+    """Whether the running Cilium is older than the chart this Ichor embeds, so the chart
+    upgrade is offered. Raises ``VersionError`` when ``running`` does not parse."""
+    return parse(running) < parse(chart)
 
 
 def check_kubernetes_step(

@@ -44,18 +44,20 @@ class ClusterVersions:
 
     ``talos``/``kubernetes`` are the spec values; ``cni`` is the detected CNI kind (None
     while none is observed); ``cilium`` is ``steps.cilium_release(...)``: a release only
-    when the detected CNI is Cilium.
+    when the Cilium half applies; ``preset`` is ``spec.cni.preset`` (``cilium``: Ichor
+    installs and upgrades the chart it embeds; ``unmanaged``: the CNI is the user's).
     """
 
     talos: str
     kubernetes: str
     cilium: str | None = None
     cni: str | None = None
+    preset: str = steps.CILIUM
 
     @property
     def cilium_constrains(self) -> bool:
-        """The Cilium table bounds Kubernetes only for a Cilium CNI."""
-        return self.cni is not None and self.cni.strip().lower() == steps.CILIUM
+        """The Cilium table bounds Kubernetes only for a Cilium Ichor runs."""
+        return steps.cilium_constrains(preset=self.preset, detected=self.cni)
 
 
 def check_target(*, component: Component, target: str, cluster: ClusterVersions) -> Refusal | None:
@@ -69,7 +71,7 @@ def check_target(*, component: Component, target: str, cluster: ClusterVersions)
 def judge_target(*, component: Component, target: str, cluster: ClusterVersions) -> Verdict:
     """Every rule of the target rule, composed: a rule no override passes always wins."""
     if component is Component.CNI:
-        return judge((_check_cni(target=target, cluster=cluster),))
+        return _check_cni(target=target, cluster=cluster)
     field = "talos target" if component is Component.TALOS else "kubernetes target"
     try:
         target_v = check_final(target, field=field)
@@ -146,39 +148,59 @@ def cni_version_refusal(*, operation: str, named: str | None) -> Refusal:
     )
 
 
-def _check_cni(*, target: str, cluster: ClusterVersions) -> Refusal | None:
+def _check_cni(*, target: str, cluster: ClusterVersions) -> Verdict:
+    try:
+        return judge(_cni_rules(target=target, cluster=cluster))
+    except VersionError as error:
+        return judge((refuse(Rule.FORM, f"The cluster's spec is refused: {error}."),))
+
+
+def _cni_rules(*, target: str, cluster: ClusterVersions) -> Iterator[Refusal | None]:
     chart = PINNED.cilium_chart
     if target and target.strip().lstrip("v") != chart:
-        return refuse(
+        yield refuse(
             Rule.CNI_VERSION,
             f"Cilium {target} is refused: Cilium moves only to {chart}, the chart this Ichor "
             f"embeds, so remove the version and run ichor cni upgrade.",
         )
+    if not steps.is_cilium(cluster.preset):
+        yield refuse(
+            Rule.NOT_CILIUM,
+            f"Cilium {chart} is refused: spec.cni.preset is {cluster.preset}, so the CNI is "
+            f"the user's and Ichor installs and upgrades no Cilium on this cluster; "
+            f"`ichor cni upgrade` applies to a cluster with spec.cni.preset cilium.",
+        )
+    if cluster.cni is not None and not steps.is_cilium(cluster.cni):
+        yield refuse(
+            Rule.NOT_CILIUM,
+            f"Cilium {chart} is refused: the cluster runs {cluster.cni.strip()}, not Cilium, "
+            f"and `ichor cni upgrade` upgrades only the Cilium Ichor installed; set "
+            f"spec.cni.preset to unmanaged for a cluster that keeps its own CNI.",
+        )
     if cluster.cilium_constrains and cluster.cilium is not None:
         try:
-            if parse(cluster.cilium) >= parse(chart):
-                return refuse(
-                    Rule.NOT_NEWER,
-                    f"Cilium {chart} is refused: the cluster runs Cilium {cluster.cilium}, "
-                    f"which is not older than the chart this Ichor embeds, so there is "
-                    f"nothing to upgrade.",
-                )
+            behind = steps.cilium_behind_chart(cluster.cilium, chart=chart)
         except VersionError:
-            pass
-    try:
-        kubernetes = parse(cluster.kubernetes)
-    except VersionError as error:
-        return refuse(Rule.FORM, f"The cluster's spec is refused: {error}.")
+            behind = True  # an unreadable release: the chart upgrade is how it is repaired
+        if not behind:
+            yield refuse(
+                Rule.NOT_NEWER,
+                f"Cilium {chart} is refused: the cluster runs Cilium {cluster.cilium}, "
+                f"which is not older than the chart this Ichor embeds, so there is "
+                f"nothing to upgrade.",
+            )
+    kubernetes = parse(cluster.kubernetes)
     refusal = compat.cilium_kubernetes_error(cilium=chart, kubernetes=kubernetes)
     if refusal is None or refusal.rule is Rule.UNKNOWN_VERSION:
-        return refusal
+        yield refusal
+        return
     entry = compat.CILIUM_KUBERNETES[parse(chart).minor_key]
     step = (
         f"upgrade Kubernetes to {compat.minor_text(entry.low)} first"
         if kubernetes.minor_key < entry.low
         else "a newer Ichor release is needed"
     )
-    return refuse(
+    yield refuse(
         Rule.CILIUM_KUBERNETES,
         f"Cilium {chart} is refused: it runs Kubernetes {entry} (Cilium CI matrix) and the "
         f"cluster runs Kubernetes {kubernetes.tag}, so {step}.",

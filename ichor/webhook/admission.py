@@ -118,7 +118,9 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
             refusals.append(downgrade)
     talos_changed = old is None or new.talos != old.talos
     kubernetes_changed = old is None or new.kubernetes != old.kubernetes
-    cilium = steps.cilium_release(detected=new.detected_cni, version=new.detected_cni_version)
+    cilium = steps.cilium_release(
+        preset=new.cni_preset, detected=new.detected_cni, version=new.detected_cni_version
+    )
     step: Refusal | Verdict | None
     try:
         if kubernetes_changed:
@@ -173,9 +175,12 @@ def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
         talos=cluster.talos,
         kubernetes=cluster.kubernetes,
         cilium=steps.cilium_release(
-            detected=cluster.detected_cni, version=cluster.detected_cni_version
+            preset=cluster.cni_preset,
+            detected=cluster.detected_cni,
+            version=cluster.detected_cni_version,
         ),
         cni=cluster.detected_cni,
+        preset=cluster.cni_preset,
     )
     return upgrade_target.judge_target(
         component=_COMPONENTS[spec.type], target=target, cluster=running

@@ -118,11 +118,13 @@ class Scene:
 def scenes(draw: st.DrawFn) -> Scene:
     detected = draw(detected_cni)
     cilium = draw(cilium_release)
+    preset = draw(st.sampled_from(["cilium", "cilium", "unmanaged"]))
     cluster = ClusterVersions(
         talos=draw(talos_tag),
         kubernetes=draw(kubernetes_tag),
-        cilium=steps.cilium_release(detected=detected, version=cilium),
+        cilium=steps.cilium_release(preset=preset, detected=detected, version=cilium),
         cni=detected,
+        preset=preset,
     )
     component = draw(st.sampled_from([Component.TALOS, Component.KUBERNETES]))
     return Scene(
@@ -237,6 +239,7 @@ def _cluster_state(scene: Scene) -> lifecycle.ClusterState:
                 "talosVersion": scene.cluster.talos,
                 "kubernetesVersion": scene.cluster.kubernetes,
                 "versionContract": "v1.14",
+                "cni": {"preset": scene.cluster.preset},
             },
             "status": observed,
         }
@@ -249,6 +252,7 @@ def _object(cluster: ClusterVersions) -> ClusterObject:
         talos=cluster.talos,
         kubernetes=cluster.kubernetes,
         contract="v1.14",
+        cni_preset=cluster.preset,
         detected_cni=cluster.cni,
         detected_cni_version=cluster.cilium,
     )
@@ -493,6 +497,7 @@ def test_versions_compatible_names_an_unknown_version_whenever_one_rule_answers_
             "talosVersion": cluster.talos,
             "kubernetesVersion": cluster.kubernetes,
             "versionContract": "v1.14",
+            "cni": {"preset": cluster.preset},
         },
         generation=1,
         previous=TalosClusterStatus(),
