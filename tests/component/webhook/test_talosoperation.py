@@ -44,6 +44,10 @@ REFUSALS = {
     "shorthand-is-not-a-version": (operation("talos", "v1.14"), "expected the full form vX.Y.Z"),
     "not-newer": (operation("talos", "v1.13.1"), "choose one newer than v1.13.2"),
     "unknown-talos-1.15": (operation("talos", "v1.15.0"), "this Ichor knows Talos 1.2 to 1.14"),
+    "unknown-talos-1.15-in-machinerys-words": (
+        operation("talos", "v1.15.0"),
+        "Talos v1.15.0 is refused: upgrades to version 1.15.0 are not supported (Talos machinery)",
+    ),
     "talos-path": (
         operation("talos", "v1.14.3", cluster="old"),
         "Talos 1.14 installs over Talos 1.12.0",

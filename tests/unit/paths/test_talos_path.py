@@ -47,3 +47,15 @@ def test_an_unknown_target_minor_says_a_newer_ichor_is_needed() -> None:
 def test_an_unparsable_version_raises_the_typed_error() -> None:
     with pytest.raises(VersionError):
         talos_path(running="v1.14.3", target="v1.15-rc.0")
+
+
+def test_an_unknown_target_minor_is_refused_in_machinerys_words_then_the_step() -> None:
+    refusal = talos_path(running="v1.14.3", target="v1.15.0")
+    assert refusal is not None
+    assert refusal.rule is Rule.UNKNOWN_VERSION
+    assert not refusal.overridable
+    assert refusal.message == (
+        "Talos v1.15.0 is refused: upgrades to version 1.15.0 are not supported (Talos "
+        "machinery); this Ichor knows Talos 1.2 to 1.14, so a newer Ichor release is needed; "
+        "no override passes an unknown version."
+    )
