@@ -124,15 +124,25 @@ def _span(minors: frozenset[Minor] | tuple[Minor, ...]) -> str:
     return f"{minor_text(ordered[0])} to {minor_text(ordered[-1])}"
 
 
-def unknown_talos(talos: Version) -> Refusal | None:
-    """An ``UNKNOWN_VERSION`` refusal when neither machinery nor the table has the minor."""
+def unknown_talos(talos: Version, *, machinery_said: str | None = None) -> Refusal | None:
+    """An ``UNKNOWN_VERSION`` refusal when neither machinery nor the table has the minor.
+
+    ``machinery_said``: machinery's own sentence for this version (an upgrade target:
+    "upgrades to version 1.15.0 are not supported"); it comes first, then the step.
+    """
     if machinery.bounds(talos.minor_key) is not None or talos.minor_key in TALOS_KUBERNETES:
         return None
+    known = _span(known_talos_minors())
+    if machinery_said is not None:
+        return refuse(
+            Rule.UNKNOWN_VERSION,
+            f"Talos {talos.tag} is refused: {machinery_said} (Talos machinery); this Ichor "
+            f"knows Talos {known}, so a newer Ichor release is needed; {_NO_OVERRIDE}.",
+        )
     return refuse(
         Rule.UNKNOWN_VERSION,
-        f"Talos {talos.tag} is refused: this Ichor knows Talos "
-        f"{_span(known_talos_minors())} (Talos machinery and its compatibility table), "
-        f"so a newer Ichor release is needed; {_NO_OVERRIDE}.",
+        f"Talos {talos.tag} is refused: this Ichor knows Talos {known} (Talos machinery and "
+        f"its compatibility table), so a newer Ichor release is needed; {_NO_OVERRIDE}.",
     )
 
 

@@ -28,10 +28,16 @@ def talos_path(*, running: str | Version, target: str | Version) -> Refusal | No
         return None
     row = machinery.bounds(target_v.minor_key)
     if row is None:
-        unknown = compat.unknown_talos(target_v)
+        # Machinery's words first ("upgrades to version ... are not supported"), the step
+        # after them: the table may know the minor's Kubernetes, machinery knows no path.
+        unknown = compat.unknown_talos(target_v, machinery_said=said)
         if unknown is not None:
             return unknown
-        return refuse(Rule.UNKNOWN_VERSION, f"Talos {target_v.tag} is refused: {said}.")
+        return refuse(
+            Rule.UNKNOWN_VERSION,
+            f"Talos {target_v.tag} is refused: {said} (Talos machinery), so a newer Ichor "
+            f"release is needed.",
+        )
     lo, hi = row.min_host, row.max_host_downgrade
     minor = compat.minor_text(target_v.minor_key)
     if running_v.core < lo:
