@@ -28,6 +28,9 @@ __all__ = [
 ]
 
 _UINT64_MAX = 2**64 - 1
+#: Digits of the largest uint64. A longer number is out of range, and is refused before
+#: ``int()``, which raises a plain ValueError past Python's digit limit (4,300).
+_UINT64_DIGITS = len(str(_UINT64_MAX))
 _DIGITS = frozenset("0123456789")
 _ALPHANUM = frozenset("-0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz")
 # Go's strings.TrimSpace trims unicode.IsSpace, which is narrower than str.strip()
@@ -149,10 +152,9 @@ def _uint(part: str, what: str) -> int:
         )
     if not part:
         raise _Reject('strconv.ParseUint: parsing "": invalid syntax')
-    value = int(part)
-    if value > _UINT64_MAX:
+    if len(part) > _UINT64_DIGITS or int(part) > _UINT64_MAX:
         raise _Reject(f"strconv.ParseUint: parsing {_goquote(part)}: value out of range")
-    return value
+    return int(part)
 
 
 class _Reject(Exception):
@@ -211,7 +213,7 @@ def _strict(text: str) -> Version:
                 raise _Reject(
                     "Numeric PreRelease version must not contain leading zeroes " + _goquote(ident)
                 )
-            if int(ident) > _UINT64_MAX:
+            if len(ident) > _UINT64_DIGITS or int(ident) > _UINT64_MAX:
                 raise _Reject(f"strconv.ParseUint: parsing {_goquote(ident)}: value out of range")
         elif any(c not in _ALPHANUM for c in ident):
             raise _Reject(f"Invalid character(s) found in prerelease {_goquote(ident)}")
@@ -250,7 +252,7 @@ def parse(text: str) -> Version:
     ``parse("v1.14")`` is ``1.14.0``; ``parse("1.14-alpha.0")`` is refused.
     """
     fast = _FINAL.fullmatch(text)
-    if fast is not None:
+    if fast is not None and all(len(g) <= _UINT64_DIGITS for g in fast.groups()):
         major, minor, patch = (int(g) for g in fast.groups())
         if max(major, minor, patch) <= _UINT64_MAX:
             return Version(major, minor, patch)
@@ -290,15 +292,15 @@ def check_contract(value: str) -> tuple[int, int]:
         raise VersionError(
             value, expected="a version contract vX.Y, for example v1.14", field="versionContract"
         )
-    major, minor = int(match.group(1)), int(match.group(2))
-    if max(major, minor) > _UINT64_MAX:
+    digits = (match.group(1), match.group(2))
+    if any(len(d) > _UINT64_DIGITS for d in digits) or max(map(int, digits)) > _UINT64_MAX:
         raise VersionError(
             value,
             expected="a version contract vX.Y, for example v1.14",
             detail="number out of range",
             field="versionContract",
         )
-    return (major, minor)
+    return (int(digits[0]), int(digits[1]))
 
 
 def check_final(value: str, *, field: str) -> Version:

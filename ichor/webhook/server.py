@@ -6,8 +6,11 @@ stack trace in the log), and a path naming no handler is *allowed* (no handler, 
 ``AdmissionServer`` implements kopf's public server protocol (a callable that takes kopf's
 webhook function and yields the client config) and answers every request with an
 AdmissionReview: a body it cannot read, an unknown path, an exception anywhere in kopf or
-in a handler all become a denial with a sentence. It still hands every valid review to
-kopf, so the handlers stay ``@kopf.on.validate`` handlers.
+in a handler all become a denial with a sentence. It hands kopf only a review a claim
+covers (``intake``: kopf *allows* a review no handler takes), read within a memory
+budget (``Budget``: a review waits for room, or is denied), so the handlers stay
+``@kopf.on.validate`` handlers and hostile load cannot grow the process past its limit.
+With a client CA it is mutual TLS: only the API server's certificate gets a review read.
 
 Why a fixed configuration instead of kopf's managed one (``settings.admission.managed``):
 kopf writes ``timeoutSeconds: 30`` and ``admissionReviewVersions: [v1, v1beta1]``, needs
@@ -22,11 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import hashlib
-import json
 import logging
 import ssl
-from collections.abc import AsyncGenerator, Collection, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
@@ -34,70 +38,60 @@ import aiohttp.web
 import kopf
 
 from ichor.api import kinds
-from ichor.webhook import admission
-from ichor.webhook.validating import CLUSTER_HANDLER, OPERATION_HANDLER
+from ichor.webhook import admission, intake
+from ichor.webhook.intake import CLAIMS, MAX_REVIEW_BYTES, REVIEW_VERSION, Claim, denial
 
 _log = logging.getLogger(__name__)
 
-REVIEW_VERSION = "admission.k8s.io/v1"
+__all__ = [
+    "CLAIMS",
+    "MAX_REVIEW_BYTES",
+    "REVIEW_VERSION",
+    "AdmissionServer",
+    "Budget",
+    "configure",
+    "denial",
+    "render_configuration",
+    "respond",
+]
+
 TIMEOUT_SECONDS = 5
-#: An AdmissionReview holds the object and the old object (each up to etcd's 1.5 MiB).
-MAX_REVIEW_BYTES = 8 * 1024 * 1024
-HANDLERS: tuple[str, ...] = (CLUSTER_HANDLER, OPERATION_HANDLER)
+HANDLERS: tuple[str, ...] = tuple(claim.path for claim in CLAIMS)
+#: Memory the reviews being read and judged may take together (``intake.cost``). With
+#: the operator's own ~100 MiB this stays under the chart's 256Mi limit.
+BUDGET_BYTES = 96 * 1024 * 1024
+#: Part of the budget only reviews costing at most ``SMALL_COST`` may use, so ordinary
+#: reviews are answered while large ones wait.
+SMALL_RESERVE = 16 * 1024 * 1024
+SMALL_COST = 4 * 1024 * 1024
+#: How long a review waits for room in the budget (the API server waits 5 s).
+QUEUE_SECONDS = 3.0
 
 
-def denial(uid: str, message: str, *, code: int = admission.Code.BAD_REQUEST) -> dict[str, Any]:
-    """An AdmissionReview response that refuses the write with ``message``."""
-    return {
-        "apiVersion": REVIEW_VERSION,
-        "kind": "AdmissionReview",
-        "response": {
-            "uid": uid,
-            "allowed": False,
-            "status": {"code": int(code), "message": message},
-        },
-    }
-
-
-def _uid_of(data: object) -> str:
-    if isinstance(data, Mapping):
-        request = data.get("request")
-        if isinstance(request, Mapping):
-            uid = request.get("uid")
-            if isinstance(uid, str):
-                return uid
-    return ""
-
-
-def shape_problem(data: object) -> str | None:
-    """What makes ``data`` not an AdmissionReview v1 request kopf can dispatch, if anything."""
-    if not isinstance(data, Mapping):
-        return "the body is not a JSON object"
-    if data.get("apiVersion") != REVIEW_VERSION or data.get("kind") != "AdmissionReview":
-        return f"expected apiVersion {REVIEW_VERSION} and kind AdmissionReview"
-    request = data.get("request")
-    if not isinstance(request, Mapping):
-        return "request is missing or not an object"
-    uid = request.get("uid")
-    if not isinstance(uid, str) or not uid:
-        return "request.uid is missing"
-    resource = request.get("resource")
-    if not isinstance(resource, Mapping) or not all(
-        isinstance(resource.get(key), str) for key in ("group", "version", "resource")
-    ):
-        return "request.resource must name group, version and resource"
-    if not isinstance(request.get("operation"), str):
-        return "request.operation is missing"
-    if not isinstance(request.get("userInfo"), Mapping):
-        return "request.userInfo is missing"
-    if not isinstance(request.get("object"), Mapping) and not isinstance(
-        request.get("oldObject"), Mapping
-    ):
-        return "request.object and request.oldObject are both missing"
-    sub = request.get("subResource")
-    if sub is not None and not isinstance(sub, str):
-        return "request.subResource must be a string"
-    return None
+def _clean(response: object, *, uid: str) -> dict[str, Any]:
+    """kopf's answer reduced to what a validating webhook may say: allowed, a status with
+    a short message when not, and a few short warnings (never a patch, never an echo)."""
+    body = response.get("response") if isinstance(response, Mapping) else None
+    if not isinstance(body, Mapping) or not isinstance(body.get("allowed"), bool):
+        return denial(uid, f"{intake.PREFIX} gave no answer", code=admission.Code.UNAVAILABLE)
+    allowed: bool = body["allowed"]
+    out: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    warnings = body.get("warnings")
+    if isinstance(warnings, list):
+        kept = [intake.clip(w, intake.MAX_WARNING) for w in warnings if isinstance(w, str) and w]
+        if kept:
+            out["warnings"] = kept[: intake.MAX_WARNINGS]
+    if not allowed:
+        status = body.get("status")
+        status = status if isinstance(status, Mapping) else {}
+        message = status.get("message")
+        if not isinstance(message, str) or not message.strip():
+            message = f"{intake.PREFIX} refused the write"
+        code = status.get("code")
+        if not isinstance(code, int) or isinstance(code, bool) or not 400 <= code <= 599:
+            code = int(admission.Code.FORBIDDEN)
+        out["status"] = {"code": code, "message": intake.clip(message, intake.MAX_MESSAGE)}
+    return {"apiVersion": REVIEW_VERSION, "kind": "AdmissionReview", "response": out}
 
 
 async def respond(
@@ -105,25 +99,26 @@ async def respond(
     *,
     payload: bytes,
     webhook: str,
-    known: Collection[str] = HANDLERS,
+    claims: tuple[Claim, ...] = CLAIMS,
     headers: Mapping[str, str] | None = None,
     sslpeer: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The answer to one HTTP request: always an AdmissionReview, never an exception."""
-    try:
-        data = json.loads(payload)
-    except (ValueError, UnicodeDecodeError):
-        return denial("", "the ichor admission webhook cannot read this request: not JSON")
-    uid = _uid_of(data)
-    problem = shape_problem(data)
+    """The answer to one HTTP request: always an AdmissionReview, never an exception.
+
+    kopf sees the review only when it is readable within the limits and a claim covers
+    it (``intake.admissible``); kopf allows what no handler claims, so nothing else may
+    reach it.
+    """
+    data, problem = intake.parse(payload)
     if problem is not None:
-        return denial(uid, f"the ichor admission webhook cannot read this request: {problem}")
-    if webhook not in known:
-        names = ", ".join(f"/{name}" for name in known)
-        return denial(uid, f"the ichor admission webhook has no handler at /{webhook} ({names})")
+        return intake.unreadable("", problem)
+    uid = intake.uid_of(data)
+    refusal = intake.admissible(data, path=webhook, claims=claims)
+    if refusal is not None:
+        return denial(uid, refusal)
     try:
         response: Any = await fn(
-            data,
+            data,  # type: ignore[arg-type]
             webhook=webhook,
             headers=dict(headers or {}),
             sslpeer=dict(sslpeer or {}),
@@ -132,25 +127,128 @@ async def respond(
         _log.warning("admission review %s failed: %s: %s", uid, type(error).__name__, error)
         return denial(
             uid,
-            f"the ichor admission webhook could not decide ({type(error).__name__}: {error}); "
+            f"{intake.PREFIX} could not decide ({type(error).__name__}: {error}); "
             "nothing was changed",
             code=admission.Code.UNAVAILABLE,
         )
-    body = response.get("response") if isinstance(response, Mapping) else None
-    if not isinstance(body, Mapping) or not isinstance(body.get("allowed"), bool):
-        return denial(uid, "the ichor admission webhook gave no answer", code=503)
-    answer = dict(response)
-    answer["apiVersion"] = REVIEW_VERSION
-    answer["kind"] = "AdmissionReview"
-    answer["response"] = dict(body, uid=uid)
-    if not body["allowed"]:
-        status = body.get("status")
-        if not isinstance(status, Mapping) or not status.get("message"):
-            answer["response"]["status"] = {
-                "code": int(admission.Code.FORBIDDEN),
-                "message": "the ichor admission webhook refused the write",
-            }
-    return answer
+    return _clean(response, uid=uid)
+
+
+class OverBudget(Exception):
+    """A review would need more memory than the whole budget: it is never read."""
+
+
+class Busy(Exception):
+    """The budget stayed full for ``QUEUE_SECONDS``: the review was not read."""
+
+
+@dataclass
+class Hold:
+    """Bytes of the budget one review holds; ``shrink`` once its real cost is known."""
+
+    budget: Budget
+    cost: int
+    large: bool
+
+    async def shrink(self, cost: int) -> None:
+        if cost < self.cost:
+            await self.budget._release(self, self.cost - cost)
+
+
+class Budget:
+    """Memory the reviews being read and judged may take together, counted in
+    ``intake.cost`` bytes; a review waits for room, at most ``wait`` seconds.
+
+    Reviews costing more than ``small`` may use all but ``reserved`` of it, so an
+    ordinary review finds room while large ones wait. ``peak`` is the most held at once.
+    """
+
+    def __init__(
+        self,
+        *,
+        total: int = BUDGET_BYTES,
+        reserved: int = SMALL_RESERVE,
+        small: int = SMALL_COST,
+    ) -> None:
+        self.total = total
+        self.reserved = reserved
+        self.small = small
+        self.in_use = 0
+        self.large_in_use = 0
+        self.peak = 0
+        self._changed: asyncio.Condition | None = None
+
+    def _condition(self) -> asyncio.Condition:
+        if self._changed is None:
+            self._changed = asyncio.Condition()
+        return self._changed
+
+    def _limit(self, cost: int) -> int:
+        return self.total if cost <= self.small else self.total - self.reserved
+
+    def _fits(self, cost: int) -> bool:
+        if self.in_use + cost > self.total:
+            return False
+        return cost <= self.small or self.large_in_use + cost <= self._limit(cost)
+
+    async def _release(self, hold: Hold, amount: int) -> None:
+        async with self._condition():
+            hold.cost -= amount
+            self.in_use -= amount
+            if hold.large:
+                self.large_in_use -= amount
+            self._condition().notify_all()
+
+    @contextlib.asynccontextmanager
+    async def hold(self, cost: int, *, wait: float = QUEUE_SECONDS) -> AsyncIterator[Hold]:
+        """Hold ``cost`` bytes for the ``with`` block; raises ``OverBudget`` or ``Busy``."""
+        if cost > self._limit(cost):
+            raise OverBudget(cost)
+        changed = self._condition()
+        try:
+            async with asyncio.timeout(wait), changed:
+                await changed.wait_for(lambda: self._fits(cost))
+                held = Hold(self, cost, large=cost > self.small)
+                self.in_use += cost
+                if held.large:
+                    self.large_in_use += cost
+                self.peak = max(self.peak, self.in_use)
+        except TimeoutError:
+            raise Busy(cost) from None
+        try:
+            yield held
+        finally:
+            await self._release(held, held.cost)
+
+
+def _mib(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MiB"
+
+
+async def _read(stream: aiohttp.StreamReader, *, limit: int) -> bytes | None:
+    """The body, or None once it grows past ``limit`` (the rest is left unread)."""
+    body = bytearray()
+    while chunk := await stream.readany():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+async def _head(stream: aiohttp.StreamReader) -> bytes:
+    """The first bytes of a body that will not be read, for ``intake.peek_uid``."""
+    try:
+        return await stream.read(intake.PEEK_BYTES)
+    except (OSError, aiohttp.ClientError, ValueError):
+        return b""
+
+
+def _common_name(peer: Mapping[str, Any] | None) -> str | None:
+    for rdn in (peer or {}).get("subject", ()):
+        for key, value in rdn:
+            if key == "commonName":
+                return str(value)
+    return None
 
 
 def _digest(paths: Collection[Path]) -> str:
@@ -172,6 +270,11 @@ async def _changed(files: Collection[Path], *, interval: float) -> None:
 class AdmissionServer:
     """kopf's webhook server protocol over HTTPS, answering every request with a review.
 
+    With ``client_ca`` the TLS handshake requires a client certificate that CA signed
+    (mutual TLS: the API server presents it, see the README's "Install"); a caller
+    without one is refused before any byte of HTTP is read. ``client_names``, when
+    given, also limits the certificate's common name. Bodies are read within ``budget``.
+
     The certificate files are re-read when they change (cert-manager renews them in
     place); the listening socket is then reopened with the new certificate.
     """
@@ -183,17 +286,25 @@ class AdmissionServer:
         certfile: Path,
         pkeyfile: Path,
         cafile: Path | None = None,
+        client_ca: Path | None = None,
+        client_names: Collection[str] = (),
         addr: str = "127.0.0.1",
         host: str | None = None,
         file_check_interval: float = 60.0,
+        budget: Budget | None = None,
     ) -> None:
+        if client_names and client_ca is None:
+            raise ValueError("client_names needs client_ca: names are read from a verified cert")
         self.port = port
         self.certfile = certfile
         self.pkeyfile = pkeyfile
         self.cafile = cafile
+        self.client_ca = client_ca
+        self.client_names = frozenset(client_names)
         self.addr = addr
         self.host = host or ("127.0.0.1" if addr in ("0.0.0.0", "") else addr)
         self.file_check_interval = file_check_interval
+        self.budget = budget or Budget()
 
     @property
     def url(self) -> str:
@@ -204,27 +315,89 @@ class AdmissionServer:
         return (self.cafile or self.certfile).read_bytes()
 
     def _context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(purpose=ssl.Purpose.CLIENT_AUTH)
+        # Not create_default_context(CLIENT_AUTH): that trusts the system's CAs for
+        # client certificates too; only client_ca may sign a caller's certificate.
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(str(self.certfile), str(self.pkeyfile))
+        if self.client_ca is not None:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(cafile=str(self.client_ca))
         return context
+
+    async def answer(
+        self, fn: kopf.WebhookFn, request: aiohttp.web.BaseRequest, *, path: str
+    ) -> tuple[dict[str, Any], bool]:
+        """The review answering ``request``, and whether to close the connection (its
+        body was not read to the end)."""
+        peer = request.transport.get_extra_info("peercert") if request.transport else None
+        peer = peer if isinstance(peer, Mapping) else None
+        if self.client_names and _common_name(peer) not in self.client_names:
+            # The CA signed it (the handshake checked), but it is not the API server's.
+            head = await _head(request.content)
+            return denial(
+                intake.peek_uid(head),
+                f"{intake.PREFIX} answers only the API server: the client certificate "
+                f"{intake.clip(str(_common_name(peer)), 80)!r} is not one of "
+                f"{', '.join(sorted(self.client_names))}; nothing was changed",
+                code=admission.Code.FORBIDDEN,
+            ), True
+        if request.method != "POST":
+            return intake.unreadable("", f"{request.method} is not POST"), True
+        length = request.content_length
+        if length is not None and length > MAX_REVIEW_BYTES:
+            head = await _head(request.content)
+            return intake.unreadable(intake.peek_uid(head), intake.too_large_problem(length)), True
+        bound = intake.cost_bound(length if length is not None else MAX_REVIEW_BYTES)
+        try:
+            async with self.budget.hold(bound) as held:
+                payload = await _read(request.content, limit=MAX_REVIEW_BYTES)
+                if payload is None:
+                    return intake.unreadable(
+                        "", intake.too_large_problem(MAX_REVIEW_BYTES + 1)
+                    ), True
+                await held.shrink(intake.cost(payload))
+                answer = await respond(
+                    fn,
+                    payload=payload,
+                    webhook=path,
+                    headers=dict(request.headers),
+                    sslpeer=peer,
+                )
+                return answer, False
+        except OverBudget:
+            head = await _head(request.content)
+            return intake.unreadable(
+                intake.peek_uid(head),
+                f"reading a body of {length:,} bytes could take {_mib(bound)}, more than "
+                f"the webhook's budget of {_mib(self.budget.total)}",
+            ), True
+        except Busy:
+            head = await _head(request.content)
+            return denial(
+                intake.peek_uid(head),
+                f"{intake.PREFIX} already holds {_mib(self.budget.in_use)} of reviews, its "
+                f"budget, and this one waited {QUEUE_SECONDS:.0f} s for room; nothing was "
+                "changed, retry the write",
+                code=admission.Code.UNAVAILABLE,
+            ), True
+        except (OSError, aiohttp.ClientError, ValueError) as error:
+            return intake.unreadable("", f"the body could not be read ({error})"), True
 
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncGenerator[kopf.WebhookClientConfig, None]:
         async def handle(request: aiohttp.web.Request) -> aiohttp.web.Response:
-            payload = await request.read()
-            peer = request.transport.get_extra_info("peercert") if request.transport else None
-            answer = await respond(
-                fn,
-                payload=payload,
-                webhook=request.match_info.get("id", ""),
-                headers=dict(request.headers),
-                sslpeer=peer if isinstance(peer, Mapping) else None,
-            )
-            return aiohttp.web.json_response(answer)
+            answer, close = await self.answer(fn, request, path=request.match_info.get("id", ""))
+            response = aiohttp.web.json_response(answer)
+            if close:
+                response.force_close()
+            return response
 
-        files = [p for p in (self.certfile, self.pkeyfile, self.cafile) if p is not None]
+        files = [
+            p for p in (self.certfile, self.pkeyfile, self.cafile, self.client_ca) if p is not None
+        ]
         while True:
             app = aiohttp.web.Application(client_max_size=MAX_REVIEW_BYTES)
-            app.add_routes([aiohttp.web.post("/{id:.*}", handle)])
+            app.add_routes([aiohttp.web.route("*", "/{id:.*}", handle)])
             runner = aiohttp.web.AppRunner(app, handle_signals=False, access_log=None)
             await runner.setup()
             try:
@@ -232,7 +405,12 @@ class AdmissionServer:
                     runner, self.addr, self.port, ssl_context=self._context(), reuse_address=True
                 )
                 await site.start()
-                _log.info("admission webhook listening on %s:%s", self.addr, self.port)
+                _log.info(
+                    "admission webhook listening on %s:%s (%s)",
+                    self.addr,
+                    self.port,
+                    "mutual TLS" if self.client_ca is not None else "TLS, any client",
+                )
                 yield kopf.WebhookClientConfig(
                     url=self.url, caBundle=base64.b64encode(self.ca_bundle()).decode("ascii")
                 )
@@ -272,13 +450,22 @@ def configure(
     certfile: Path,
     pkeyfile: Path,
     cafile: Path | None = None,
+    client_ca: Path | None = None,
+    client_names: Collection[str] = (),
     addr: str = "127.0.0.1",
     host: str | None = None,
 ) -> AdmissionServer:
     """Point kopf at the admission server; the configuration is fixed, not kopf-managed."""
     quiet_refusals()
     server = AdmissionServer(
-        port=port, certfile=certfile, pkeyfile=pkeyfile, cafile=cafile, addr=addr, host=host
+        port=port,
+        certfile=certfile,
+        pkeyfile=pkeyfile,
+        cafile=cafile,
+        client_ca=client_ca,
+        client_names=client_names,
+        addr=addr,
+        host=host,
     )
     settings.admission.server = server
     settings.admission.managed = None
@@ -330,24 +517,24 @@ def render_configuration(
 ) -> ValidatingWebhookConfiguration:
     """The ValidatingWebhookConfiguration for a server at ``url`` whose CA is ``ca_bundle``.
 
-    One webhook per kind (path = kopf handler id), each matching only group ichor.dev.
-    DELETE is not matched, so clusters and operations can be removed while the operator
-    is down; the status subresource is not matched, so the controller's writes never wait
-    for the webhook.
+    One webhook per claim (path = kopf handler id), each matching only what its claim
+    covers in group ichor.dev (``intake.CLAIMS``), so the API server sends nothing the
+    endpoint would refuse as unclaimed. DELETE is not matched, so clusters and operations
+    can be removed while the operator is down.
     """
     base = url.rstrip("/")
     bundle = base64.b64encode(ca_bundle).decode("ascii")
 
-    def webhook(handler: str, plural: kinds.Plural, operations: list[str]) -> Webhook:
+    def webhook(claim: Claim) -> Webhook:
         return Webhook(
-            name=f"{handler}.{kinds.GROUP}",
-            clientConfig=ClientConfig(url=f"{base}/{handler}", caBundle=bundle),
+            name=f"{claim.path}.{kinds.GROUP}",
+            clientConfig=ClientConfig(url=f"{base}/{claim.path}", caBundle=bundle),
             rules=[
                 Rule(
                     apiGroups=[kinds.GROUP],
                     apiVersions=["*"],
-                    operations=operations,
-                    resources=[plural.value],
+                    operations=sorted(claim.operations),
+                    resources=claim.resources(),
                     scope="Namespaced",
                 )
             ],
@@ -365,8 +552,5 @@ def render_configuration(
             name=name,
             labels={"app.kubernetes.io/name": "ichor", "app.kubernetes.io/component": "webhook"},
         ),
-        webhooks=[
-            webhook(CLUSTER_HANDLER, kinds.Plural.TALOS_CLUSTERS, ["CREATE", "UPDATE"]),
-            webhook(OPERATION_HANDLER, kinds.Plural.TALOS_OPERATIONS, ["CREATE"]),
-        ],
+        webhooks=[webhook(claim) for claim in CLAIMS],
     )

@@ -20,10 +20,15 @@ REVIEW: dict[str, Any] = {
     "kind": "AdmissionReview",
     "request": {
         "uid": "u-7",
+        "kind": {"group": "ichor.dev", "version": "v1alpha1", "kind": "TalosCluster"},
         "resource": {"group": "ichor.dev", "version": "v1alpha1", "resource": "talosclusters"},
         "operation": "CREATE",
         "userInfo": {"username": "alice"},
-        "object": {"metadata": {"name": "prod"}},
+        "object": {
+            "apiVersion": "ichor.dev/v1alpha1",
+            "kind": "TalosCluster",
+            "metadata": {"name": "prod"},
+        },
     },
 }
 

@@ -1,0 +1,307 @@
+"""What the endpoint accepts before kopf sees a review: its claims and its limits, pure.
+
+The HTTPS endpoint (``server``) hands a review to kopf only when this module says it may.
+Two kinds of check, both without I/O so they are tested without a server:
+
+* **Claims.** Each path answers for one kind, some operations and some subresources
+  (``CLAIMS``). kopf allows a review for which it finds no handler, so a review that no
+  claim covers (a TalosCluster review sent to ``/talosoperation``, a DELETE, any
+  subresource not claimed) is denied here: not claimed means denied.
+* **Limits.** A body is read only within a memory budget, and a body is parsed only
+  when its size, its number of JSON values and its nesting are those of a real object:
+  ``cost_bound`` (before reading, from the declared length) and ``cost`` (after) say
+  how much memory reading and parsing it may take; ``parse`` refuses a body nested too
+  deep or with too many values, and never lets Python's own limits (recursion, the
+  digits of an int) escape as an exception.
+
+Every refusal is an AdmissionReview denial with a sentence (``denial``). This module
+refuses to judge an object: the rules do that, in the handlers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ichor.api import kinds
+from ichor.webhook.admission import Code
+from ichor.webhook.validating import CLUSTER_HANDLER, OPERATION_HANDLER
+
+REVIEW_VERSION = "admission.k8s.io/v1"
+PREFIX = "the ichor admission webhook"
+
+#: An AdmissionReview holds the object and the old object (each up to etcd's 1.5 MiB).
+MAX_REVIEW_BYTES = 8 * 1024 * 1024
+#: JSON values in one review (estimated from its separators): a TalosCluster update with
+#: its managed fields holds a few hundred.
+MAX_VALUES = 50_000
+#: Nesting of objects and lists: a TalosCluster's managed fields reach about ten.
+MAX_DEPTH = 64
+#: A Kubernetes UID is 36 characters; a longer request.uid is not echoed.
+MAX_UID = 128
+#: The longest denial message sent back (a quoted hostile value is cut).
+MAX_MESSAGE = 2048
+#: The most admission warnings sent back, and the longest one.
+MAX_WARNINGS = 16
+MAX_WARNING = 256
+#: Memory one JSON value takes once parsed and handed to kopf, at most (measured: an
+#: object with many distinct keys takes 150 bytes per value while parsing).
+VALUE_COST = 160
+#: Memory per body byte: the bytes read, the text json decodes them to (up to 4 bytes a
+#: character when one character needs 4) and the strings parsed out of it (likewise).
+ASCII_BYTE_COST = 3
+BYTE_COST = 9
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What one path answers for: a kind of group ichor.dev, operations, subresources.
+
+    ``subresources`` holds ``""`` for the object itself and ``"status"`` for its status.
+    """
+
+    path: str
+    kind: kinds.Kind
+    operations: frozenset[str]
+    subresources: frozenset[str] = field(default=frozenset({""}))
+
+    @property
+    def plural(self) -> kinds.Plural:
+        return kinds.PLURALS[self.kind]
+
+    def resources(self) -> list[str]:
+        """The configuration's ``resources`` of this claim (``talosclusters/status``)."""
+        return sorted(self.plural.value + (f"/{sub}" if sub else "") for sub in self.subresources)
+
+
+#: Every path of the endpoint and what it answers for. A review that matches none is
+#: denied; ``server.render_configuration`` (and the chart) send exactly these.
+CLAIMS: tuple[Claim, ...] = (
+    Claim(
+        path=CLUSTER_HANDLER,
+        kind=kinds.Kind.TALOS_CLUSTER,
+        operations=frozenset({"CREATE", "UPDATE"}),
+    ),
+    Claim(
+        path=OPERATION_HANDLER,
+        kind=kinds.Kind.TALOS_OPERATION,
+        operations=frozenset({"CREATE"}),
+    ),
+)
+
+
+def claim_at(path: str, claims: tuple[Claim, ...] = CLAIMS) -> Claim | None:
+    return next((claim for claim in claims if claim.path == path), None)
+
+
+def clip(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters, saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    note = f"... (cut: {len(text):,} characters in all)"
+    return text[: max(limit - len(note), 0)] + note
+
+
+def denial(uid: str, message: str, *, code: int = Code.BAD_REQUEST) -> dict[str, Any]:
+    """An AdmissionReview response that refuses the write with ``message``."""
+    return {
+        "apiVersion": REVIEW_VERSION,
+        "kind": "AdmissionReview",
+        "response": {
+            "uid": uid,
+            "allowed": False,
+            "status": {"code": int(code), "message": clip(message, MAX_MESSAGE)},
+        },
+    }
+
+
+def unreadable(uid: str, problem: str) -> dict[str, Any]:
+    return denial(uid, f"{PREFIX} cannot read this request: {problem}; nothing was changed")
+
+
+_UID = re.compile(rb'"uid"\s*:\s*"([0-9A-Za-z-]{1,128})"')
+#: How much of a body ``peek_uid`` reads: the API server writes request.uid first.
+PEEK_BYTES = 4096
+
+
+def peek_uid(head: bytes) -> str:
+    """The first ``"uid"`` in the start of a body, for a denial of a body not read.
+
+    The API server serialises ``request.uid`` as the first field of the request, so a
+    denial of a body too large to read still names the review it answers.
+    """
+    found = _UID.search(head[:PEEK_BYTES])
+    return found[1].decode("ascii") if found is not None else ""
+
+
+def values_in(payload: bytes) -> int:
+    """An upper bound on the JSON values in ``payload``: one per separator and opener."""
+    return payload.count(b",") + payload.count(b"[") + payload.count(b"{") + 1
+
+
+def cost(payload: bytes) -> int:
+    """Bytes of memory reading, parsing and judging ``payload`` may take, at most."""
+    per_byte = ASCII_BYTE_COST if payload.isascii() else BYTE_COST
+    return len(payload) * per_byte + min(values_in(payload), MAX_VALUES + 1) * VALUE_COST
+
+
+def cost_bound(length: int) -> int:
+    """``cost`` of any body of ``length`` bytes, known before reading it."""
+    return length * BYTE_COST + min(length + 1, MAX_VALUES + 1) * VALUE_COST
+
+
+def _depth_problem(data: object) -> str | None:
+    """Whether ``data`` nests deeper than ``MAX_DEPTH`` (walked without recursion)."""
+    stack: list[tuple[object, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            children: Any = value.values()
+        elif isinstance(value, list):
+            children = value
+        else:
+            continue
+        if depth > MAX_DEPTH:
+            return f"the body nests objects and lists deeper than {MAX_DEPTH} levels"
+        stack.extend((child, depth + 1) for child in children)
+    return None
+
+
+def parse(payload: bytes) -> tuple[object, str | None]:
+    """The JSON of ``payload``, or what keeps it from being read as a review.
+
+    Refused before parsing: a body over ``MAX_REVIEW_BYTES`` or with more than
+    ``MAX_VALUES`` values. Refused while or after parsing: not JSON, not UTF-8, nested
+    deeper than ``MAX_DEPTH`` (deep enough to exhaust Python's recursion is caught too).
+    """
+    if len(payload) > MAX_REVIEW_BYTES:
+        return None, too_large_problem(len(payload))
+    if values_in(payload) > MAX_VALUES:
+        return None, (
+            f"the body holds more than {MAX_VALUES:,} JSON values; no TalosCluster or "
+            "TalosOperation review is that large"
+        )
+    try:
+        data = json.loads(payload)
+    except RecursionError:
+        return None, f"the body nests objects and lists deeper than {MAX_DEPTH} levels"
+    except (ValueError, UnicodeDecodeError):
+        return None, "not JSON"
+    problem = _depth_problem(data)
+    if problem is not None:
+        return None, problem
+    return data, None
+
+
+def too_large_problem(length: int) -> str:
+    return (
+        f"the body has {length:,} bytes, more than the {MAX_REVIEW_BYTES:,} an "
+        "AdmissionReview of a TalosCluster or TalosOperation can hold"
+    )
+
+
+def uid_of(data: object) -> str:
+    """``request.uid`` when it is a string short enough to echo, else ``""``."""
+    if isinstance(data, Mapping):
+        request = data.get("request")
+        if isinstance(request, Mapping):
+            uid = request.get("uid")
+            if isinstance(uid, str) and len(uid) <= MAX_UID:
+                return uid
+    return ""
+
+
+def shape_problem(data: object) -> str | None:
+    """What makes ``data`` not an AdmissionReview v1 request kopf can dispatch, if anything."""
+    if not isinstance(data, Mapping):
+        return "the body is not a JSON object"
+    if data.get("apiVersion") != REVIEW_VERSION or data.get("kind") != "AdmissionReview":
+        return f"expected apiVersion {REVIEW_VERSION} and kind AdmissionReview"
+    request = data.get("request")
+    if not isinstance(request, Mapping):
+        return "request is missing or not an object"
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        return "request.uid is missing"
+    if len(uid) > MAX_UID:
+        return f"request.uid has {len(uid):,} characters, more than the {MAX_UID} of a UID"
+    resource = request.get("resource")
+    if not isinstance(resource, Mapping) or not all(
+        isinstance(resource.get(key), str) for key in ("group", "version", "resource")
+    ):
+        return "request.resource must name group, version and resource"
+    gvk = request.get("kind")
+    if not isinstance(gvk, Mapping) or not all(
+        isinstance(gvk.get(key), str) for key in ("group", "version", "kind")
+    ):
+        return "request.kind must name group, version and kind"
+    if not isinstance(request.get("operation"), str):
+        return "request.operation is missing"
+    if not isinstance(request.get("userInfo"), Mapping):
+        return "request.userInfo is missing"
+    if not isinstance(request.get("object"), Mapping) and not isinstance(
+        request.get("oldObject"), Mapping
+    ):
+        return "request.object and request.oldObject are both missing"
+    sub = request.get("subResource")
+    if sub is not None and not isinstance(sub, str):
+        return "request.subResource must be a string"
+    return None
+
+
+def _short(value: object) -> str:
+    return clip(str(value), 80)
+
+
+def claim_problem(data: Mapping[str, Any], claim: Claim) -> str | None:
+    """Why ``claim`` does not cover the review ``data`` (already of a good shape), if so."""
+    request: Mapping[str, Any] = data["request"]
+    resource: Mapping[str, str] = request["resource"]
+    gvk: Mapping[str, str] = request["kind"]
+    judged = f"/{claim.path} judges {claim.plural.value}.{kinds.GROUP}/{kinds.VERSION}"
+    named = f"{resource['resource']}.{resource['group']}/{resource['version']}"
+    if (resource["group"], resource["version"], resource["resource"]) != (
+        kinds.GROUP,
+        kinds.VERSION,
+        claim.plural.value,
+    ):
+        return f"{judged}, not {_short(named)}"
+    if (gvk["group"], gvk["version"], gvk["kind"]) != (kinds.GROUP, kinds.VERSION, claim.kind):
+        return f"{judged} of kind {claim.kind}, not kind {_short(gvk['kind'])}"
+    for key in ("object", "oldObject"):
+        body = request.get(key)
+        if isinstance(body, Mapping) and (
+            body.get("apiVersion") != kinds.API_VERSION or body.get("kind") != claim.kind
+        ):
+            return f"{judged}, but request.{key} is not a {kinds.API_VERSION} {claim.kind}"
+    operation = request["operation"]
+    if operation not in claim.operations:
+        ops = " and ".join(sorted(claim.operations))
+        return f"{judged} on {ops}, not {_short(operation)}"
+    sub = request.get("subResource") or ""
+    if sub not in claim.subresources:
+        return f"{judged} without the {_short(sub)} subresource"
+    return None
+
+
+def admissible(data: object, *, path: str, claims: tuple[Claim, ...] = CLAIMS) -> str | None:
+    """Why the review ``data`` at ``path`` is not handed to kopf, as a full sentence; None
+    when a claim covers it."""
+    problem = shape_problem(data)
+    if problem is not None:
+        return f"{PREFIX} cannot read this request: {problem}; nothing was changed"
+    claim = claim_at(path, claims)
+    if claim is None:
+        paths = ", ".join(f"/{c.path}" for c in claims)
+        return f"{PREFIX} has no handler at /{_short(path)} ({paths}); nothing was changed"
+    assert isinstance(data, Mapping)
+    problem = claim_problem(data, claim)
+    if problem is not None:
+        return (
+            f"{PREFIX} refuses a review it does not judge: {problem}; nothing was changed "
+            "(the ValidatingWebhookConfiguration must be the one the chart renders)"
+        )
+    return None

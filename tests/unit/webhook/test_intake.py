@@ -1,0 +1,321 @@
+"""What reaches kopf: only reviews a claim covers, read within the limits (no server).
+
+kopf *allows* a review for which it finds no handler, so every review no claim covers
+must be denied before kopf; these tests hand the server a kopf stand-in that allows
+everything and records what it was given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from ichor.api import kinds
+from ichor.webhook import intake, server
+
+CLUSTER = kinds.Kind.TALOS_CLUSTER
+OPERATION = kinds.Kind.TALOS_OPERATION
+
+
+def review(
+    kind: kinds.Kind = CLUSTER,
+    *,
+    operation: str = "CREATE",
+    sub: str | None = None,
+    group: str = kinds.GROUP,
+    version: str = kinds.VERSION,
+    gvk: str | None = None,
+    uid: str = "u-1",
+    obj: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    request: dict[str, Any] = {
+        "uid": uid,
+        "kind": {"group": group, "version": version, "kind": gvk or kind.value},
+        "resource": {"group": group, "version": version, "resource": kinds.PLURALS[kind].value},
+        "operation": operation,
+        "userInfo": {"username": "alice", "groups": ["system:masters"]},
+        "object": obj
+        if obj is not None
+        else {"apiVersion": kinds.API_VERSION, "kind": kind.value, "metadata": {"name": "prod"}},
+    }
+    if operation == "UPDATE":
+        request["oldObject"] = request["object"]
+    if sub is not None:
+        request["subResource"] = sub
+    return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request}
+
+
+class Kopf:
+    """Allows everything, as kopf does when no handler matches; records each review."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+
+    async def __call__(self, request: Any, *, webhook: str | None = None, **_: Any) -> Any:
+        self.seen.append((webhook or "", request))
+        return {"response": {"uid": request["request"]["uid"], "allowed": True}}
+
+
+async def answer(body: Any, path: str) -> tuple[dict[str, Any], Kopf]:
+    kopf = Kopf()
+    payload = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return await server.respond(kopf, payload=payload, webhook=path), kopf
+
+
+def denied(result: dict[str, Any]) -> str:
+    body = result["response"]
+    assert body["allowed"] is False, body
+    message: str = body["status"]["message"]
+    assert message.strip()
+    return message
+
+
+@pytest.mark.parametrize(
+    ("body", "path", "words"),
+    [
+        (review(CLUSTER), "talosoperation", "not talosclusters.ichor.dev"),
+        (review(OPERATION), "taloscluster", "not talosoperations.ichor.dev"),
+        (review(CLUSTER, operation="DELETE"), "taloscluster", "not DELETE"),
+        (review(CLUSTER, operation="CONNECT"), "taloscluster", "not CONNECT"),
+        (review(OPERATION, operation="UPDATE"), "talosoperation", "not UPDATE"),
+        (review(CLUSTER, sub="scale"), "taloscluster", "scale subresource"),
+        (review(OPERATION, sub="status"), "taloscluster", "not talosoperations"),
+        (review(CLUSTER, group="apps"), "taloscluster", "not talosclusters.apps"),
+        (review(CLUSTER, version="v1"), "taloscluster", "not talosclusters.ichor.dev/v1"),
+        (review(CLUSTER, gvk="TalosOperation"), "taloscluster", "not kind TalosOperation"),
+        (
+            review(CLUSTER, obj={"apiVersion": "v1", "kind": "Secret", "metadata": {}}),
+            "taloscluster",
+            "request.object is not a ichor.dev/v1alpha1 TalosCluster",
+        ),
+        (review(CLUSTER), "", "no handler at /"),
+        (review(CLUSTER), "taloscluster/extra", "no handler at /taloscluster/extra"),
+    ],
+    ids=[
+        "cluster-at-operation-path",
+        "operation-at-cluster-path",
+        "delete",
+        "connect",
+        "operation-update",
+        "scale-subresource",
+        "operation-status-at-cluster-path",
+        "other-group",
+        "other-version",
+        "kind-differs-from-resource",
+        "object-of-another-kind",
+        "root-path",
+        "path-below-a-handler",
+    ],
+)
+async def test_a_review_no_claim_covers_is_denied_before_kopf(
+    body: dict[str, Any], path: str, words: str
+) -> None:
+    result, kopf = await answer(body, path)
+    assert words in denied(result)
+    assert result["response"]["uid"] == "u-1"
+    assert kopf.seen == []
+
+
+@pytest.mark.parametrize("claim", intake.CLAIMS, ids=lambda c: c.path)
+@pytest.mark.parametrize("sub", ["status", "scale", "finalize", "x" * 300])
+async def test_every_subresource_a_claim_does_not_name_is_denied(
+    claim: intake.Claim, sub: str
+) -> None:
+    if sub in claim.subresources:
+        pytest.skip(f"/{claim.path} claims {sub}")  # reached once status is claimed
+    operation = sorted(claim.operations)[0]
+    result, kopf = await answer(review(claim.kind, operation=operation, sub=sub), claim.path)
+    assert "subresource" in denied(result)
+    assert len(result["response"]["status"]["message"]) <= intake.MAX_MESSAGE
+    assert kopf.seen == []
+
+
+@pytest.mark.parametrize("claim", intake.CLAIMS, ids=lambda c: c.path)
+async def test_every_claimed_review_is_handed_to_kopf(claim: intake.Claim) -> None:
+    for operation in sorted(claim.operations):
+        for sub in sorted(claim.subresources):
+            result, kopf = await answer(
+                review(claim.kind, operation=operation, sub=sub or None), claim.path
+            )
+            assert result["response"] == {"uid": "u-1", "allowed": True}
+            assert [path for path, _ in kopf.seen] == [claim.path]
+
+
+def nested(depth: int) -> bytes:
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+def deep_review(depth: int) -> bytes:
+    body = review(CLUSTER)
+    text = json.dumps(body).encode()
+    # the object's metadata carries the nesting: the shape stays that of a review
+    return text.replace(b'"metadata": {"name": "prod"}', b'"metadata": ' + nested(depth))
+
+
+@pytest.mark.parametrize(
+    ("payload", "words"),
+    [
+        (nested(5_000), "deeper than 64 levels"),
+        (b"[" * 40_000, "deeper than 64 levels"),
+        (deep_review(5_000), "deeper than 64 levels"),
+        (deep_review(200), "deeper than 64 levels"),
+        (b"[" + b"0," * 60_000 + b"0]", "more than 50,000 JSON values"),
+        (b"\xff\xfe not json", "not JSON"),
+    ],
+    ids=["5000-deep", "40000-open-brackets", "5000-deep-review", "200-deep-review",
+         "60000-values", "binary"],
+)  # fmt: skip
+async def test_a_body_python_cannot_parse_safely_is_a_denial_with_a_sentence(
+    payload: bytes, words: str
+) -> None:
+    result, kopf = await answer(payload, "taloscluster")
+    message = denied(result)
+    assert words in message
+    assert "nothing was changed" in message
+    assert result["response"]["status"]["code"] == 400
+    assert kopf.seen == []
+
+
+async def test_a_body_over_the_cap_is_a_denial_not_a_413() -> None:
+    payload = b'{"pad": "' + b"x" * intake.MAX_REVIEW_BYTES + b'"}'
+    result, kopf = await answer(payload, "taloscluster")
+    assert "more than the 8,388,608" in denied(result)
+    assert kopf.seen == []
+
+
+async def test_an_oversized_uid_is_not_echoed() -> None:
+    uid = "u" * 10_000
+    result, kopf = await answer(review(CLUSTER, uid=uid), "taloscluster")
+    message = denied(result)
+    assert result["response"]["uid"] == ""
+    assert uid not in message
+    assert "10,000 characters" in message
+    assert len(json.dumps(result)) < 1_000
+    assert kopf.seen == []
+
+
+async def test_what_kopf_says_is_cut_to_a_short_answer_and_never_a_patch() -> None:
+    async def chatty(request: Any, **_: Any) -> Any:
+        return {
+            "response": {
+                "uid": "something else",
+                "allowed": False,
+                "status": {"code": 403, "message": "v" * 100_000},
+                "warnings": ["w" * 10_000] * 100,
+                "patch": "W10=",
+                "patchType": "JSONPatch",
+            }
+        }
+
+    result = await server.respond(
+        chatty, payload=json.dumps(review()).encode(), webhook="taloscluster"
+    )
+    body = result["response"]
+    assert body["uid"] == "u-1"
+    assert len(body["status"]["message"]) <= intake.MAX_MESSAGE
+    assert "cut" in body["status"]["message"]
+    assert len(body["warnings"]) == intake.MAX_WARNINGS
+    assert all(len(w) <= intake.MAX_WARNING for w in body["warnings"])
+    assert "patch" not in body
+    assert "patchType" not in body
+
+
+def test_the_api_servers_uid_is_found_at_the_start_of_a_body_not_read() -> None:
+    text = json.dumps(review(uid="705ab4f5-6393-11e8-b7cc-42010a800002")).encode()
+    head = text[: intake.PEEK_BYTES]
+    assert intake.peek_uid(head + b"x" * 10) == "705ab4f5-6393-11e8-b7cc-42010a800002"
+    assert intake.peek_uid(b'{"request": {"uid": "' + b"u" * 500 + b'"}}') == ""
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b'"' + b"a" * 100_000 + b'"',
+        b'"' + b"a" * 100_000 + "\U0001f600".encode() + b'"',
+        b"[" + b",".join([b"{}"] * 16_000) + b"]",
+        b"{" + b",".join(b'"k%d":1' % i for i in range(10_000)) + b"}",
+        b"[" + b",".join([b'"ab"'] * 16_000) + b"]",
+    ],
+    ids=["ascii-string", "astral-string", "empty-objects", "distinct-keys", "short-strings"],
+)
+def test_the_cost_covers_what_parsing_takes(payload: bytes) -> None:
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        copy = bytes(payload)  # the body as read
+        data, problem = intake.parse(copy)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert problem is None
+    assert data is not None
+    assert peak <= intake.cost(payload) <= intake.cost_bound(len(payload))
+
+
+async def test_the_budget_queues_large_reviews_and_keeps_room_for_small_ones() -> None:
+    budget = server.Budget(total=100, reserved=20, small=10)
+    async with budget.hold(80):
+        # a second large review waits, and is told the budget is full
+        with pytest.raises(server.Busy):
+            async with budget.hold(11, wait=0.05):
+                pass
+        async with budget.hold(10, wait=0.05), budget.hold(10, wait=0.05):
+            assert budget.in_use == 100
+    assert budget.in_use == 0
+    with pytest.raises(server.OverBudget):
+        async with budget.hold(81):
+            pass
+
+
+async def test_a_waiting_review_gets_room_once_another_shrinks() -> None:
+    budget = server.Budget(total=100, reserved=0, small=0)
+    order: list[str] = []
+
+    async def second() -> None:
+        async with budget.hold(60, wait=2.0):
+            order.append("second")
+
+    async with budget.hold(90) as first:
+        task = asyncio.create_task(second())
+        await asyncio.sleep(0.05)
+        assert order == []
+        await first.shrink(30)
+        await asyncio.wait_for(task, 1.0)
+        order.append("first done")
+    assert order == ["second", "first done"]
+    assert budget.in_use == 0
+    assert budget.peak == 90
+
+
+def test_a_review_of_the_largest_size_can_be_read_within_the_budget() -> None:
+    budget = server.Budget()
+    bound = intake.cost_bound(intake.MAX_REVIEW_BYTES)
+    assert bound > budget.small
+    assert bound <= budget.total - budget.reserved
+
+
+@pytest.mark.parametrize("field", ["talosVersion", "kubernetesVersion", "versionContract"], ids=str)
+async def test_a_version_past_pythons_digit_limit_is_a_form_refusal_not_a_retry(
+    field: str,
+) -> None:
+    from ichor.webhook import validating
+    from tests.unit.webhook.fakes import FakeBackend, taloscluster, userinfo
+
+    new = taloscluster()
+    new["spec"][field] = "v1." + "9" * 10_000 + (".0" if field != "versionContract" else "")
+    result = await validating.cluster_answer(
+        new=new,
+        old=None,
+        userinfo=userinfo(),
+        operation="CREATE",
+        dryrun=False,
+        backend=FakeBackend(),
+    )
+    assert not result.allowed
+    assert result.code == 403, result.message
+    assert "retry" not in result.message
+    assert "out of range" in result.message
