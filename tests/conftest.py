@@ -3,6 +3,7 @@ so the pure unit tests (``make unit``) never touch them."""
 
 pytest_plugins = [
     "tests.fixtures.apiserver",
+    "tests.fixtures.fuzzing",
     "tests.fixtures.operator",
     "tests.fixtures.registry",
 ]

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import base64
 import binascii
-import gzip
 import json
 import re
+import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -26,10 +26,9 @@ from kubernetes_asyncio.client.api_client import ApiClient
 
 from ichor.api.taloscluster import DETECTED_CILIUM
 from ichor.kube.clients import REQUEST_TIMEOUT
-from ichor.kube.payloads import DaemonSet, Node, Secret
 from ichor.release.versions import Version, VersionError, parse
 
-_OS_IMAGE = re.compile(r"^Talos \((?P<version>[^()\s]+)\)$")
+_OS_IMAGE = re.compile(r"Talos \((?P<version>[^()\s]+)\)")
 
 #: DaemonSet names of the CNIs Ichor recognises, and the CNI each one means.
 CNI_DAEMONSETS: Mapping[str, str] = {
@@ -45,6 +44,14 @@ CNI_DAEMONSETS: Mapping[str, str] = {
 CNI_NAMESPACE = "kube-system"
 #: The agent container of the Cilium DaemonSet.
 CILIUM_AGENT = "cilium-agent"
+#: The longest text read as a version or an osImage; a longer one is unreadable.
+MAX_VERSION_TEXT = 128
+#: The longest value quoted back in a sentence (a condition message).
+MAX_QUOTE = 64
+#: Nodes named one by one in ``unreadable``; the rest are counted.
+MAX_NAMED = 10
+#: The most a Helm release may decompress to (a Secret holds at most 1 MiB).
+MAX_RELEASE_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -53,7 +60,8 @@ class NodesObservation:
     #: Distinct versions, lowest first (normalised with a leading v).
     talos_versions: tuple[str, ...]
     kubernetes_versions: tuple[str, ...]
-    #: One sentence per Node whose versions could not be read.
+    #: One sentence per Node whose versions could not be read (the first
+    #: ``MAX_NAMED``, then one counting the rest), or one saying the list is unreadable.
     unreadable: tuple[str, ...]
 
     @property
@@ -85,11 +93,57 @@ class Observation:
     cni: CNIObservation
 
 
+# Everything below reads JSON a workload cluster sent: any key may be missing or of
+# another type, any text may be huge. Each reader returns what it can read, or None;
+# none of them raises.
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _quote(value: object) -> str:
+    """``value`` quoted for a sentence, cut to ``MAX_QUOTE`` characters."""
+    if value is None:
+        return "nothing"
+    if not isinstance(value, str):
+        return f"a {type(value).__name__}, not text"
+    if len(value) > MAX_QUOTE:
+        return f'"{value[:MAX_QUOTE]}..." ({len(value):,} characters)'
+    return f'"{value}"'
+
+
+def _version(text: str | None) -> Version | None:
+    if text is None or len(text) > MAX_VERSION_TEXT:
+        return None
+    try:
+        return parse(text)
+    except VersionError:
+        return None
+
+
+def _items(payload: object) -> list[object] | None:
+    """The ``items`` of a list response, or None when it is not a list response."""
+    items = _mapping(payload).get("items")
+    return items if isinstance(items, list) else None
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    name = _text(_mapping(obj.get("metadata")).get("name"))
+    if not name:
+        return "?"
+    return name if len(name) <= MAX_QUOTE else f"{name[:MAX_QUOTE]}..."
+
+
 def _tagged(version: Version) -> str:
     return version.tag
 
 
-def nodes_observation(nodes: Iterable[Node]) -> NodesObservation:
+def nodes_observation(nodes: Iterable[object]) -> NodesObservation:
     """The versions the Nodes run: distinct values, lowest first, and unreadable Nodes."""
     talos: dict[Version, str] = {}
     kubelet: dict[Version, str] = {}
@@ -97,28 +151,41 @@ def nodes_observation(nodes: Iterable[Node]) -> NodesObservation:
     count = 0
     for node in nodes:
         count += 1
-        name = node.get("metadata", {}).get("name", "?")
-        info = node.get("status", {}).get("nodeInfo", {})
-        os_image = info.get("osImage", "")
-        match = _OS_IMAGE.match(os_image)
-        try:
-            if match is None:
-                raise VersionError(os_image, expected='an osImage of the form "Talos (vX.Y.Z)"')
-            version = parse(match["version"])
+        obj = _mapping(node)
+        name = _name(obj)
+        info = _mapping(_mapping(obj.get("status")).get("nodeInfo"))
+        os_image = info.get("osImage")
+        text = _text(os_image)
+        match = _OS_IMAGE.fullmatch(text) if text and len(text) <= MAX_VERSION_TEXT else None
+        version = _version(match["version"]) if match is not None else None
+        if version is not None:
             talos.setdefault(version, _tagged(version))
-        except VersionError:
-            unreadable.append(f'Node {name} runs osImage "{os_image}", not "Talos (vX.Y.Z)"')
-        kubelet_version = info.get("kubeletVersion", "")
-        try:
-            version = parse(kubelet_version)
+        else:
+            unreadable.append(f'Node {name} runs osImage {_quote(os_image)}, not "Talos (vX.Y.Z)"')
+        kubelet_version = info.get("kubeletVersion")
+        version = _version(_text(kubelet_version))
+        if version is not None:
             kubelet.setdefault(version, _tagged(version))
-        except VersionError:
-            unreadable.append(f'Node {name} reports kubeletVersion "{kubelet_version}"')
+        else:
+            unreadable.append(f"Node {name} reports kubeletVersion {_quote(kubelet_version)}")
+    if len(unreadable) > MAX_NAMED:
+        rest = len(unreadable) - MAX_NAMED
+        unreadable[MAX_NAMED:] = [f"and {rest:,} more versions of Nodes that cannot be read"]
     return NodesObservation(
         count=count,
         talos_versions=tuple(talos[v] for v in sorted(talos)),
         kubernetes_versions=tuple(kubelet[v] for v in sorted(kubelet)),
         unreadable=tuple(unreadable),
+    )
+
+
+def unreadable_nodes(what: str) -> NodesObservation:
+    """The observation of a Node list that could not be read at all."""
+    return NodesObservation(
+        count=0,
+        talos_versions=(),
+        kubernetes_versions=(),
+        unreadable=(f"the workload cluster's Node list cannot be read: {what}",),
     )
 
 
@@ -130,49 +197,65 @@ def image_version(image: str) -> str | None:
     name, _, tag = reference.rpartition(":")
     if not name or "/" in tag or not tag:
         return None
-    try:
-        parse(tag)
-    except VersionError:
+    if _version(tag) is None:
         return None
     return tag[1:] if tag.startswith("v") else tag
 
 
-def helm_chart_version(secret: Secret) -> str | None:
-    """The chart version recorded in a Helm release Secret (``sh.helm.release.v1.*``)."""
-    encoded = secret.get("data", {}).get("release")
+def _decompress(raw: bytes) -> bytes | None:
+    """gzip ``raw`` inflated to at most ``MAX_RELEASE_BYTES``, or None (a bomb, or bad)."""
+    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
+    try:
+        out = inflate.decompress(raw, MAX_RELEASE_BYTES)
+    except zlib.error:
+        return None
+    return None if inflate.unconsumed_tail else out
+
+
+def helm_chart_version(secret: object) -> str | None:
+    """The chart version recorded in a Helm release Secret (``sh.helm.release.v1.*``),
+    without a leading v; None when it is not there or not a version."""
+    encoded = _text(_mapping(_mapping(secret).get("data")).get("release"))
     if not encoded:
         return None
     try:
         raw = base64.b64decode(base64.b64decode(encoded))
         if raw[:2] == b"\x1f\x8b":
-            raw = gzip.decompress(raw)
+            inflated = _decompress(raw)
+            if inflated is None:
+                return None
+            raw = inflated
         release: Any = json.loads(raw)
-        version = release["chart"]["metadata"]["version"]
-    except (binascii.Error, OSError, ValueError, KeyError, TypeError):
+    except (binascii.Error, ValueError, RecursionError):
         return None
-    return str(version) if version else None
+    chart = _mapping(_mapping(_mapping(release).get("chart")).get("metadata"))
+    version = _text(chart.get("version"))
+    if version is None or _version(version) is None:
+        return None
+    return version[1:] if version.startswith("v") else version
 
 
-def _agent_image(daemonset: DaemonSet) -> str | None:
-    containers = daemonset.get("spec", {}).get("template", {}).get("spec", {}).get("containers")
-    if not containers:
+def _agent_image(daemonset: Mapping[str, Any]) -> str | None:
+    spec = _mapping(_mapping(_mapping(daemonset.get("spec")).get("template")).get("spec"))
+    containers = spec.get("containers")
+    if not isinstance(containers, list) or not containers:
         return None
-    for container in containers:
-        if container.get("name") == CILIUM_AGENT:
-            return container.get("image")
-    return containers[0].get("image")
+    readable = [_mapping(c) for c in containers]
+    agent = next((c for c in readable if c.get("name") == CILIUM_AGENT), readable[0])
+    return _text(agent.get("image"))
 
 
 def cni_observation(
-    daemonsets: Iterable[DaemonSet], helm_releases: Iterable[Secret] = ()
+    daemonsets: Iterable[object], helm_releases: Iterable[object] = ()
 ) -> CNIObservation:
     """The CNI the DaemonSets show; Cilium wins over another CNI, ``kube-system`` over
     other namespaces. ``helm_releases`` are the deployed Helm release Secrets of the
     ``cilium`` release, read when the agent's image tag carries no version."""
-    found: list[tuple[int, int, str, DaemonSet]] = []
-    for daemonset in daemonsets:
-        meta = daemonset.get("metadata", {})
-        kind = CNI_DAEMONSETS.get(meta.get("name", ""))
+    found: list[tuple[int, int, str, Mapping[str, Any]]] = []
+    for item in daemonsets:
+        daemonset = _mapping(item)
+        meta = _mapping(daemonset.get("metadata"))
+        kind = CNI_DAEMONSETS.get(_text(meta.get("name")) or "")
         if kind is None:
             continue
         rank = (
@@ -182,53 +265,66 @@ def cni_observation(
         found.append((*rank, kind, daemonset))
     if not found:
         return CNIObservation(detected=None, version=None)
-    found.sort(key=lambda item: item[:2])
+    found.sort(key=lambda entry: entry[:2])
     _, _, kind, daemonset = found[0]
-    meta = daemonset.get("metadata", {})
-    source = f"DaemonSet {meta.get('namespace', '?')}/{meta.get('name', '?')}"
+    meta = _mapping(daemonset.get("metadata"))
+    namespace = _text(meta.get("namespace")) or "?"
+    source = f"DaemonSet {namespace[:MAX_QUOTE]}/{_name(daemonset)}"
     image = _agent_image(daemonset)
     version = image_version(image) if image else None
     if version is None and kind == DETECTED_CILIUM:
         for secret in helm_releases:
             version = helm_chart_version(secret)
             if version is not None:
-                source = f"Helm release Secret {secret.get('metadata', {}).get('name', '?')}"
+                source = f"Helm release Secret {_name(_mapping(secret))}"
                 break
     return CNIObservation(detected=kind, version=version, source=source)
 
 
-async def _get_json(method: Any, *args: Any, **params: Any) -> Any:
+def cilium_namespace(daemonsets: Iterable[object]) -> str:
+    """The namespace of the ``cilium`` DaemonSet, where its Helm release lives."""
+    for item in daemonsets:
+        meta = _mapping(_mapping(item).get("metadata"))
+        if meta.get("name") == "cilium":
+            namespace = _text(meta.get("namespace"))
+            return namespace if namespace else CNI_NAMESPACE
+    return CNI_NAMESPACE
+
+
+async def _get_json(method: Any, *args: Any, **params: Any) -> object:
+    """The JSON a list call returns, or None when the body is not JSON the reader takes."""
     params.update(_preload_content=False, _request_timeout=REQUEST_TIMEOUT)
     response = await method(*args, **params)
-    return json.loads(await response.read())
+    body = await response.read()
+    try:
+        payload: object = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return payload
 
 
 async def observe(api: ApiClient) -> Observation:
     """Read the Nodes and the CNI of the workload cluster behind ``api``.
 
     Raises the client's errors (ApiException, aiohttp errors, timeouts) for the caller to
-    turn into a condition.
+    turn into a condition; whatever the cluster answers is read as data, never raised:
+    an unreadable Node list or Node is named in ``nodes.unreadable``, an unreadable CNI
+    version is None.
     """
     core = client.CoreV1Api(api)
     apps = client.AppsV1Api(api)
-    node_list = await _get_json(core.list_node)
-    nodes = nodes_observation(node_list.get("items", []))
-    daemonset_list = await _get_json(apps.list_daemon_set_for_all_namespaces)
-    daemonsets: list[DaemonSet] = daemonset_list.get("items", [])
+    node_items = _items(await _get_json(core.list_node))
+    if node_items is None:
+        nodes = unreadable_nodes("the answer is not a JSON object with a list of items")
+    else:
+        nodes = nodes_observation(node_items)
+    daemonsets = _items(await _get_json(apps.list_daemon_set_for_all_namespaces)) or []
     cni = cni_observation(daemonsets)
     if cni.detected == DETECTED_CILIUM and cni.version is None:
-        namespace = next(
-            (
-                d.get("metadata", {}).get("namespace", CNI_NAMESPACE)
-                for d in daemonsets
-                if d.get("metadata", {}).get("name") == "cilium"
-            ),
-            CNI_NAMESPACE,
-        )
         secrets = await _get_json(
             core.list_namespaced_secret,
-            namespace,
+            cilium_namespace(daemonsets),
             label_selector="owner=helm,name=cilium,status=deployed",
         )
-        cni = cni_observation(daemonsets, secrets.get("items", []))
+        cni = cni_observation(daemonsets, _items(secrets) or [])
     return Observation(nodes=nodes, cni=cni)

@@ -179,11 +179,11 @@ def _ready(
             builder.add(Type.READY, U, Reason.WORKLOAD_UNREACHABLE, message)
         return
     nodes = observation.nodes
+    if nodes.unreadable:  # before NoNodes: a Node list that cannot be read counts none
+        builder.add(Type.READY, F, Reason.NODE_VERSION_UNREADABLE, "; ".join(nodes.unreadable))
+        return
     if nodes.count == 0:
         builder.add(Type.READY, F, Reason.NO_NODES, "the workload cluster has no Nodes")
-        return
-    if nodes.unreadable:
-        builder.add(Type.READY, F, Reason.NODE_VERSION_UNREADABLE, "; ".join(nodes.unreadable))
         return
     if nodes.differ:
         message = (
