@@ -1,7 +1,9 @@
-"""The HTTPS endpoint on loopback, without an API server: TLS, paths and odd bodies."""
+"""The HTTPS endpoint on loopback, without an API server: TLS, mutual TLS, paths, odd
+bodies, bodies over the cap and methods other than POST."""
 
 from __future__ import annotations
 
+import io
 import json
 import ssl
 from pathlib import Path
@@ -33,6 +35,13 @@ REVIEW: dict[str, Any] = {
 }
 
 
+OPERATION_REVIEW: dict[str, Any] = json.loads(
+    json.dumps(REVIEW)
+    .replace("TalosCluster", "TalosOperation")
+    .replace("talosclusters", "talosoperations")
+)
+
+
 async def refuse_everything(request: Any, **kwargs: Any) -> Any:
     return {
         "apiVersion": "admission.k8s.io/v1",
@@ -49,13 +58,23 @@ async def refuse_everything(request: Any, **kwargs: Any) -> Any:
     ("path", "body", "words"),
     [
         ("taloscluster", json.dumps(REVIEW).encode(), "refused at taloscluster"),
-        ("talosoperation", json.dumps(REVIEW).encode(), "refused at talosoperation"),
+        ("talosoperation", json.dumps(OPERATION_REVIEW).encode(), "refused at talosoperation"),
         ("elsewhere", json.dumps(REVIEW).encode(), "no handler at /elsewhere"),
         ("taloscluster", b"\xff\xfe not json", "not JSON"),
         ("taloscluster", b'{"kind": "AdmissionReview"}', "expected apiVersion"),
+        ("talosoperation", json.dumps(REVIEW).encode(), "not talosclusters.ichor.dev"),
+        ("taloscluster", json.dumps(OPERATION_REVIEW).encode(), "not talosoperations.ichor.dev"),
+        ("taloscluster", b'{"a":' * 5_000 + b"1" + b"}" * 5_000, "deeper than 64 levels"),
+        (
+            "taloscluster",
+            b'{"request": {"uid": "u-9"}, "pad": "' + b"x" * server.MAX_REVIEW_BYTES + b'"}',
+            "more than the 8,388,608",
+        ),
     ],
-    ids=["cluster-path", "operation-path", "unknown-path", "binary-body", "wrong-shape"],
-)
+    ids=["cluster-path", "operation-path", "unknown-path", "binary-body", "wrong-shape",
+         "cluster-review-at-operation-path", "operation-review-at-cluster-path",
+         "5000-deep", "over-the-cap"],
+)  # fmt: skip
 async def test_every_request_over_tls_gets_a_review(
     tmp_path: Path, path: str, body: bytes, words: str
 ) -> None:
@@ -70,7 +89,7 @@ async def test_every_request_over_tls_gets_a_review(
         assert config.get("url") == endpoint.url
         async with (
             aiohttp.ClientSession() as session,
-            session.post(f"{endpoint.url}/{path}", data=body, ssl=context) as response,
+            session.post(f"{endpoint.url}/{path}", data=io.BytesIO(body), ssl=context) as response,
         ):
             assert response.status == 200
             answer = await response.json()
@@ -79,3 +98,106 @@ async def test_every_request_over_tls_gets_a_review(
     assert answer["kind"] == "AdmissionReview"
     assert answer["response"]["allowed"] is False
     assert words in answer["response"]["status"]["message"]
+
+
+async def test_another_method_gets_a_review_too(tmp_path: Path) -> None:
+    files = certs.write_serving_certificate(tmp_path)
+    endpoint = server.AdmissionServer(
+        port=controlplane.free_port(), certfile=files.cert, pkeyfile=files.key, cafile=files.ca
+    )
+    context = ssl.create_default_context(cafile=str(files.ca))
+    configs = endpoint(refuse_everything)
+    try:
+        await anext(configs)
+        async with aiohttp.ClientSession() as session:
+            for method in ("GET", "PUT", "DELETE"):
+                async with session.request(
+                    method, f"{endpoint.url}/taloscluster", ssl=context
+                ) as response:
+                    assert response.status == 200
+                    answer = await response.json()
+                assert answer["response"]["allowed"] is False
+                assert f"{method} is not POST" in answer["response"]["status"]["message"]
+    finally:
+        await configs.aclose()
+
+
+class MutualTLS:
+    """An endpoint that requires a client certificate signed by ``client``."""
+
+    def __init__(self, tmp_path: Path, *, names: tuple[str, ...] = ()) -> None:
+        self.files = certs.write_serving_certificate(tmp_path / "serving")
+        self.client = certs.Authority.create("api-server-client-ca")
+        self.client_ca = tmp_path / "client-ca.crt"
+        self.client_ca.write_bytes(self.client.cert_pem)
+        self.endpoint = server.AdmissionServer(
+            port=controlplane.free_port(),
+            certfile=self.files.cert,
+            pkeyfile=self.files.key,
+            cafile=self.files.ca,
+            client_ca=self.client_ca,
+            client_names=names,
+        )
+        self.tmp = tmp_path
+
+    def context(self, signer: certs.Authority | None, *, name: str = "kube-apiserver") -> Any:
+        context = ssl.create_default_context(cafile=str(self.files.ca))
+        if signer is not None:
+            pem = signer.issue_client(user=name)
+            pem.write(cert_path=self.tmp / f"{name}.crt", key_path=self.tmp / f"{name}.key")
+            context.load_cert_chain(self.tmp / f"{name}.crt", self.tmp / f"{name}.key")
+        return context
+
+
+async def _post(url: str, context: Any, body: bytes) -> Any:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, data=body, ssl=context) as response,
+    ):
+        assert response.status == 200
+        return await response.json()
+
+
+async def test_with_mutual_tls_only_the_client_certificate_gets_a_review_read(
+    tmp_path: Path,
+) -> None:
+    served = MutualTLS(tmp_path)
+    seen: list[Any] = []
+
+    async def recording(request: Any, **kwargs: Any) -> Any:
+        seen.append(request)
+        return await refuse_everything(request, **kwargs)
+
+    configs = served.endpoint(recording)
+    url = f"{served.endpoint.url}/taloscluster"
+    body = json.dumps(REVIEW).encode()
+    try:
+        await anext(configs)
+        stranger = certs.Authority.create("someone-else")
+        for context in (served.context(None), served.context(stranger)):
+            with pytest.raises((aiohttp.ClientError, ssl.SSLError, ConnectionError)):
+                await _post(url, context, body)
+        assert seen == []  # refused in the handshake: no review was read
+        answer = await _post(url, served.context(served.client), body)
+    finally:
+        await configs.aclose()
+    assert answer["response"]["status"]["message"] == "refused at taloscluster"
+    assert len(seen) == 1
+
+
+async def test_client_names_limit_the_certificates_the_ca_signed(tmp_path: Path) -> None:
+    served = MutualTLS(tmp_path, names=("kube-apiserver",))
+    configs = served.endpoint(refuse_everything)
+    url = f"{served.endpoint.url}/taloscluster"
+    try:
+        await anext(configs)
+        other = await _post(
+            url, served.context(served.client, name="alice"), json.dumps(REVIEW).encode()
+        )
+        ours = await _post(url, served.context(served.client), json.dumps(REVIEW).encode())
+    finally:
+        await configs.aclose()
+    assert other["response"]["allowed"] is False
+    assert "'alice' is not one of kube-apiserver" in other["response"]["status"]["message"]
+    assert other["response"]["uid"] == "u-7"
+    assert ours["response"]["status"]["message"] == "refused at taloscluster"
