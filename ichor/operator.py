@@ -8,6 +8,9 @@ Settings come from the environment, so the chart's Deployment sets them:
 ``ICHOR_OBSERVE_INTERVAL`` and friends (see ``ControllerSettings.from_env``), and for the
 webhook ``ICHOR_WEBHOOK_CERT``, ``ICHOR_WEBHOOK_KEY`` (paths), ``ICHOR_WEBHOOK_PORT``
 (default 9443) and ``ICHOR_WEBHOOK_ADDR`` (default 127.0.0.1; the chart sets 0.0.0.0),
+``ICHOR_WEBHOOK_CLIENT_CA`` (a path: mutual TLS, only a client certificate this CA signed
+may call the webhook) and ``ICHOR_WEBHOOK_CLIENT_NAMES`` (comma-separated common names the
+client certificate must have),
 and ``ICHOR_LIVENESS_ENDPOINT`` (for example ``http://0.0.0.0:8080/healthz``). Without a
 certificate the webhook server is not started (a local run of the controller alone).
 ``ICHOR_METRICS_PORT`` (and ``ICHOR_METRICS_ADDR``, default 0.0.0.0) serves Prometheus
@@ -62,12 +65,17 @@ def _configure_webhook(registry: kopf.OperatorRegistry) -> None:
         return
     server = importlib.import_module("ichor.webhook.server")
 
+    client_ca = os.environ.get("ICHOR_WEBHOOK_CLIENT_CA") or None
+    names = [n for n in (os.environ.get("ICHOR_WEBHOOK_CLIENT_NAMES") or "").split(",") if n]
+
     async def configure_webhook(settings: kopf.OperatorSettings, **_: Any) -> None:
         server.configure(
             settings,
             port=int(os.environ.get("ICHOR_WEBHOOK_PORT") or 9443),
             certfile=Path(cert),
             pkeyfile=Path(key),
+            client_ca=Path(client_ca) if client_ca else None,
+            client_names=names,
             addr=os.environ.get("ICHOR_WEBHOOK_ADDR") or "127.0.0.1",
         )
 

@@ -5,6 +5,12 @@ only proven against the real API server, so that is what this starts: the binari
 ``make testenv`` builds, on free 127.0.0.1 ports, with a fresh certificate authority,
 an admin client certificate (``system:masters``) and a service-account key pair.
 
+The API server presents a client certificate of its own to every admission webhook it
+calls (an ``AdmissionConfiguration`` whose kubeconfig names it for ``*``), signed by a
+second CA, ``webhook_client_ca``: a webhook started with that CA runs with mutual TLS,
+as the chart's ``webhook.clientAuth`` sets it up, and a caller without the certificate
+is refused at the handshake.
+
 It refuses to be a cluster: there is no kubelet, controller manager or scheduler, so
 Pods never run, namespaces deleted stay ``Terminating`` and nothing is garbage-collected.
 Other users are impersonated (``kubectl --as``) or given a client certificate of their
@@ -43,6 +49,8 @@ from ichor.testing import binaries, certs
 
 ADMIN_USER = "ichor-admin"
 ADMIN_GROUPS = ("system:masters",)
+#: The common name of the certificate the API server presents to admission webhooks.
+WEBHOOK_CLIENT = "kube-apiserver-webhook-client"
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 
 _ETCD_READY_TIMEOUT = 30.0
@@ -203,6 +211,11 @@ class ControlPlane:
         self.logs = workdir / "logs"
         self.kubeconfig = workdir / "kubeconfig"
         self.ca_file = self.pki / "ca.crt"
+        #: The CA that signed the API server's webhook client certificate (give it to a
+        #: webhook as its client CA), and that certificate with its key.
+        self.webhook_client_ca = self.pki / "webhook-client-ca.crt"
+        self.webhook_client_cert = self.pki / "webhook-client.crt"
+        self.webhook_client_key = self.pki / "webhook-client.key"
         self.server = ""
         self.etcd_url = ""
         self.etcd_start_seconds = 0.0
@@ -349,6 +362,13 @@ class ControlPlane:
         context.load_cert_chain(self.pki / "admin.crt", self.pki / "admin.key")
         return context
 
+    def webhook_caller_context(self, *, serving_ca: Path) -> ssl.SSLContext:
+        """Calls a webhook as this API server does: verifies the webhook's serving
+        certificate against ``serving_ca`` and presents the webhook client certificate."""
+        context = ssl.create_default_context(cafile=str(serving_ca))
+        context.load_cert_chain(self.webhook_client_cert, self.webhook_client_key)
+        return context
+
     # -- internals -------------------------------------------------------------------
 
     def _write_pki(self) -> None:
@@ -369,12 +389,53 @@ class ControlPlane:
         serving.write(cert_path=self.pki / "apiserver.crt", key_path=self.pki / "apiserver.key")
         admin = authority.issue_client(user=ADMIN_USER, groups=ADMIN_GROUPS)
         admin.write(cert_path=self.pki / "admin.crt", key_path=self.pki / "admin.key")
+        webhook_authority = certs.Authority.create("ichor-local-webhook-client-ca")
+        self.webhook_client_ca.write_bytes(webhook_authority.cert_pem)
+        webhook_client = webhook_authority.issue_client(user=WEBHOOK_CLIENT)
+        webhook_client.write(cert_path=self.webhook_client_cert, key_path=self.webhook_client_key)
+        self._write_admission_configuration()
         signing = certs.SigningKey.create()
         (self.pki / "sa.key").write_bytes(signing.private)
         (self.pki / "sa.key").chmod(0o600)
         (self.pki / "sa.pub").write_bytes(signing.public)
         self._authority = authority
         self._admin = admin
+
+    def _write_admission_configuration(self) -> None:
+        """The kube-apiserver admission configuration that presents the webhook client
+        certificate to every webhook (user ``*`` of its kubeconfig), as the README's
+        "Install" shows for a real API server."""
+        kubeconfig = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "users": [
+                {
+                    "name": "*",
+                    "user": {
+                        "client-certificate": str(self.webhook_client_cert),
+                        "client-key": str(self.webhook_client_key),
+                    },
+                }
+            ],
+        }
+        (self.pki / "webhook-client.kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+        plugins = [
+            {
+                "name": name,
+                "configuration": {
+                    "apiVersion": "apiserver.config.k8s.io/v1",
+                    "kind": "WebhookAdmissionConfiguration",
+                    "kubeConfigFile": str(self.pki / "webhook-client.kubeconfig"),
+                },
+            }
+            for name in ("ValidatingAdmissionWebhook", "MutatingAdmissionWebhook")
+        ]
+        configuration = {
+            "apiVersion": "apiserver.config.k8s.io/v1",
+            "kind": "AdmissionConfiguration",
+            "plugins": plugins,
+        }
+        (self.pki / "admission.yaml").write_text(yaml.safe_dump(configuration))
 
     def _retry_ports(self, start: Callable[[], None]) -> None:
         """Run ``start`` again with fresh ports if another process took one meanwhile."""
@@ -479,6 +540,7 @@ class ControlPlane:
                 f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
                 "--allow-privileged=true",
                 "--disable-admission-plugins=ServiceAccount",
+                f"--admission-control-config-file={self.pki / 'admission.yaml'}",
                 f"--service-account-issuer={server}/",
                 f"--service-account-key-file={self.pki / 'sa.pub'}",
                 f"--service-account-signing-key-file={self.pki / 'sa.key'}",

@@ -3,7 +3,8 @@
 kopf runs in a thread with its own event loop: tests call kubectl (blocking) and the API
 server calls back into the webhook during that call, so the webhook must not share the
 test's loop. The ValidatingWebhookConfiguration is the fixed one ``render_configuration``
-gives, pointing at 127.0.0.1 over TLS with a CA generated here.
+gives, pointing at 127.0.0.1 over TLS with a CA generated here; the webhook requires the
+API server's client certificate (mutual TLS, the test control plane presents it).
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ class Credentials:
     cert: Path
     key: Path
     kubeconfig: Path
+    #: The CA of the API server's webhook client certificate: the webhook runs with
+    #: mutual TLS, as the chart's ``webhook.clientAuth`` sets it up.
+    webhook_client_ca: Path
 
     @classmethod
     def admin(cls, plane: controlplane.ControlPlane) -> Credentials:
@@ -83,6 +87,7 @@ class Credentials:
             cert=plane.pki / "admin.crt",
             key=plane.pki / "admin.key",
             kubeconfig=plane.kubeconfig,
+            webhook_client_ca=plane.webhook_client_ca,
         )
 
 
@@ -104,7 +109,13 @@ def build(
 
     settings = kopf.OperatorSettings()
     admission_server = server.configure(
-        settings, port=port, certfile=files.cert, pkeyfile=files.key, cafile=files.ca
+        settings,
+        port=port,
+        certfile=files.cert,
+        pkeyfile=files.key,
+        cafile=files.ca,
+        client_ca=credentials.webhook_client_ca,
+        client_names=[controlplane.WEBHOOK_CLIENT],
     )
     settings.posting.enabled = False
     return registry, settings, admission_server
