@@ -26,6 +26,7 @@ import pytest
 
 from ichor.testing import controlplane
 from tests.component.chart import helm, release
+from tests.component.chart import release as release_module
 from tests.component.chart.release import secret_files
 from tests.component.webhook import harness
 
@@ -61,6 +62,8 @@ def _operator_env(
     """The Deployment's environment for the Pod ``pod``, with loopback addresses and local
     paths."""
     env = helm.env(manifest, pod=pod, namespace=namespace)
+    if "ICHOR_WEBHOOK_CLIENT_CA" in env:
+        env["ICHOR_WEBHOOK_CLIENT_CA"] = str(tls.parent / "webhook-client" / "ca.crt")
     env.update(
         ICHOR_WEBHOOK_CERT=str(tls / "tls.crt"),
         ICHOR_WEBHOOK_KEY=str(tls / "tls.key"),
@@ -100,6 +103,8 @@ def start_operator(
         groups=["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
     )
     tls = secret_files(plane, namespace, workdir, release=release)
+    if helm.find(manifest, "ConfigMap", f"{release}-webhook-client-ca"):
+        release_module.client_ca_files(plane, namespace, workdir, release=release)
     log = workdir / f"operator-{ports['webhook']}.log"
     with log.open("w") as sink:
         operator = subprocess.Popen(
@@ -151,7 +156,9 @@ def installed(
 ) -> Iterator[Installed]:
     workdir = tmp_path_factory.mktemp("chart")
     ports = {name: controlplane.free_port() for name in ("webhook", "healthz", "metrics")}
-    with release.installed(control_plane, workdir=workdir, webhook_port=ports["webhook"]) as rel:
+    with release.installed(
+        control_plane, workdir=workdir, webhook_port=ports["webhook"], mutual_tls=True
+    ) as rel:
         operator: subprocess.Popen[str] | None = None
         try:
             operator, log = start_operator(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import shlex
 from pathlib import Path
@@ -25,3 +26,14 @@ def command(prefix: str) -> list[str]:
             if line.startswith(prefix):
                 return shlex.split(line, comments=True)
     raise AssertionError(f"README's Install section has no command starting {prefix!r}")
+
+
+def set_flags(prefix: str) -> list[tuple[str, str]]:
+    """The ``--set``/``--set-file`` flags of the section's command starting with ``prefix``,
+    as (flag, value) pairs in order."""
+    words = command(prefix)
+    return [
+        (flag, value)
+        for flag, value in itertools.pairwise(words)
+        if flag in ("--set", "--set-file")
+    ]

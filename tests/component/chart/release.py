@@ -75,13 +75,49 @@ def _clear_leftover_installation(plane: controlplane.ControlPlane) -> None:
             plane.kubectl("delete", "ichorinstallation", "ichor", "--wait=true")
 
 
+#: The README's command that turns on mutual TLS for the webhook.
+MUTUAL_TLS = "helm upgrade ichor charts/ichor"
+
+
+def client_ca_files(
+    plane: controlplane.ControlPlane, namespace: str, workdir: Path, *, release: str = helm.RELEASE
+) -> Path:
+    """The chart's webhook client CA ConfigMap written to files, as the Pod's volume holds it."""
+    name = f"{release}-webhook-client-ca"
+    found = json.loads(
+        plane.kubectl("get", "configmap", name, "-n", namespace, "-o", "json").stdout
+    )
+    directory = workdir / "webhook-client"
+    directory.mkdir(exist_ok=True)
+    for key, value in found["data"].items():
+        (directory / key).write_text(value)
+    return directory
+
+
+def mutual_tls_flags(plane: controlplane.ControlPlane) -> list[str]:
+    """The README's mutual-TLS flags, with the test control plane's webhook client CA."""
+    flags: list[str] = []
+    for flag, value in readme.set_flags(MUTUAL_TLS):
+        if flag == "--set-file":
+            key, _, _ = value.partition("=")
+            value = f"{key}={plane.webhook_client_ca}"
+        flags += [flag, value]
+    assert "webhook.clientAuth.enabled=true" in flags, flags
+    return flags
+
+
 @contextlib.contextmanager
 def installed(
-    plane: controlplane.ControlPlane, *, workdir: Path, webhook_port: int
+    plane: controlplane.ControlPlane,
+    *,
+    workdir: Path,
+    webhook_port: int,
+    mutual_tls: bool = False,
 ) -> Iterator[Release]:
     """The README's ``helm install``, in a namespace of its own, with the webhook at
     ``https://127.0.0.1:<webhook_port>``; uninstalled afterwards (stop the operator first:
-    its role goes with the release)."""
+    its role goes with the release). ``mutual_tls`` adds the README's flags that make the
+    webhook require the API server's client certificate (``client_ca_files``)."""
     namespace = f"ichor-system-{uuid.uuid4().hex[:6]}"
     _clear_leftover_installation(plane)
     values = {
@@ -98,7 +134,10 @@ def installed(
     words = readme.command("helm install ")
     assert words[:4] == ["helm", "install", helm.RELEASE, "charts/ichor"], words
     words = [namespace if w == "ichor-system" else w for w in words]
-    run_helm(plane, "install", helm.RELEASE, str(helm.CHART), *words[4:], "-f", str(values_file))
+    flags = mutual_tls_flags(plane) if mutual_tls else []
+    run_helm(
+        plane, "install", helm.RELEASE, str(helm.CHART), *words[4:], "-f", str(values_file), *flags
+    )
     try:
         text = run_helm(plane, "get", "manifest", helm.RELEASE, "-n", namespace).stdout
         manifest = [doc for doc in yaml.safe_load_all(text) if doc]

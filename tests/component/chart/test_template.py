@@ -60,6 +60,24 @@ OPTIONS: dict[str, dict[str, Any]] = {
     },
     "digest": {"image": {"digest": "sha256:" + "a" * 64}},
     "existing-account": {"serviceAccount": {"create": False, "name": "ops"}},
+    "mutual-tls": {
+        "webhook": {
+            "clientAuth": {
+                "enabled": True,
+                "caBundle": "-----BEGIN CERTIFICATE-----\nCLIENT-CA\n-----END CERTIFICATE-----\n",
+                "commonNames": ["kube-apiserver-webhook-client", "apiserver-2"],
+            }
+        }
+    },
+    "webhook-ingress": {"networkPolicy": {"webhook": {"cidrs": ["10.5.0.0/24", "fd00::/64"]}}},
+    "webhook-ingress-policy-off": {
+        "networkPolicy": {"enabled": False, "webhook": {"cidrs": ["10.5.0.0/24"]}}
+    },
+    "webhook-ingress-no-metrics": {
+        "metrics": {"enabled": False},
+        "releaseCheck": {"enabled": False},
+        "networkPolicy": {"webhook": {"cidrs": ["10.5.0.0/24"]}},
+    },
 }
 
 
@@ -85,6 +103,9 @@ def test_lint_passes(option: str) -> None:
         ({"webhook": {"url": "http://127.0.0.1:9443"}}, "/webhook/url"),
         ({"webhook": {"timeoutSeconds": 31}}, "/webhook/timeoutSeconds"),
         ({"releaseCheck": {"pullSecretRef": {"name": "x"}}}, "/releaseCheck/pullSecretRef"),
+        ({"networkPolicy": {"webhook": {"cidrs": ["apiserver"]}}}, "/networkPolicy/webhook/cidrs"),
+        ({"webhook": {"clientAuth": {"commonNames": ["a,b"]}}}, "/webhook/clientAuth/commonNames"),
+        ({"webhook": {"clientAuth": {"ca": "PEM"}}}, "additional properties 'ca' not allowed"),
     ],
     ids=[
         "typo",
@@ -95,6 +116,9 @@ def test_lint_passes(option: str) -> None:
         "plain-http",
         "timeout",
         "secret-without-namespace",
+        "cidr-not-a-cidr",
+        "common-name-with-comma",
+        "client-auth-typo",
     ],
 )
 def test_a_wrong_value_fails_the_schema(values: dict[str, Any], words: str) -> None:
@@ -406,3 +430,61 @@ def test_existing_service_account_is_bound_not_created(rendered: dict[str, list[
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "ops", "namespace": helm.NAMESPACE}
     ]
+
+
+def test_mutual_tls_mounts_the_client_ca_and_names_it(rendered: dict[str, list[Object]]) -> None:
+    objects = rendered["mutual-tls"]
+    env = helm.env(objects)
+    configmap = helm.one(objects, "ConfigMap", "ichor-webhook-client-ca")
+    assert configmap["data"]["ca.crt"] == OPTIONS["mutual-tls"]["webhook"]["clientAuth"]["caBundle"]
+    operator = helm.container(objects)
+    mount = next(m for m in operator["volumeMounts"] if m["name"] == "webhook-client-ca")
+    assert mount["readOnly"] is True
+    assert env["ICHOR_WEBHOOK_CLIENT_CA"] == mount["mountPath"] + "/ca.crt"
+    assert env["ICHOR_WEBHOOK_CLIENT_NAMES"] == "kube-apiserver-webhook-client,apiserver-2"
+    pod = helm.one(objects, "Deployment")["spec"]["template"]["spec"]
+    volume = next(v for v in pod["volumes"] if v["name"] == "webhook-client-ca")
+    assert volume["configMap"]["name"] == configmap["metadata"]["name"]
+    # off by default: no ConfigMap, no client CA, any TLS client is served
+    assert not helm.find(rendered["defaults"], "ConfigMap")
+    assert "ICHOR_WEBHOOK_CLIENT_CA" not in helm.env(rendered["defaults"])
+
+
+def test_mutual_tls_without_a_ca_fails_the_install() -> None:
+    result = helm.run(
+        "template", "x", str(helm.CHART),
+        values={"webhook": {"clientAuth": {"enabled": True}}}, check=False,
+    )  # fmt: skip
+    assert result.returncode != 0
+    assert "webhook.clientAuth.caBundle" in result.stderr
+    assert "is required when webhook.clientAuth.enabled is true" in result.stderr
+
+
+def test_the_webhook_port_is_admitted_only_from_the_configured_cidrs(
+    rendered: dict[str, list[Object]],
+) -> None:
+    ingress = helm.one(rendered["webhook-ingress"], "NetworkPolicy", "ichor-webhook-ingress")
+    assert ingress["spec"]["policyTypes"] == ["Ingress"]
+    webhook_port = int(helm.env(rendered["webhook-ingress"])["ICHOR_WEBHOOK_PORT"])
+    first, rest = ingress["spec"]["ingress"]
+    assert first["from"] == [
+        {"ipBlock": {"cidr": "10.5.0.0/24"}},
+        {"ipBlock": {"cidr": "fd00::/64"}},
+    ]
+    assert first["ports"] == [{"protocol": "TCP", "port": webhook_port}]
+    assert "from" not in rest  # probes and metrics from anywhere, never the webhook port
+    assert {p["port"] for p in rest["ports"]} == {8080, 8081}
+    assert webhook_port not in {p["port"] for p in rest["ports"]}
+    assert (
+        ingress["spec"]["podSelector"]
+        == helm.one(rendered["webhook-ingress"], "NetworkPolicy", "ichor-egress")["spec"][
+            "podSelector"
+        ]
+    )
+    no_metrics = helm.one(rendered["webhook-ingress-no-metrics"], "NetworkPolicy")
+    assert {p["port"] for p in no_metrics["spec"]["ingress"][1]["ports"]} == {8080}
+    assert not helm.find(rendered["webhook-ingress-policy-off"], "NetworkPolicy")
+    assert all(
+        "Ingress" not in policy["spec"]["policyTypes"]
+        for policy in helm.find(rendered["defaults"], "NetworkPolicy")
+    )
