@@ -24,11 +24,6 @@ from ichor.release import steps
 from ichor.upgrade import blocked, plan, targets
 from ichor.upgrade.target import ClusterVersions, Component
 
-CNI_NOT_OBSERVED = (
-    "no Kubernetes is offered until the cluster's CNI and its release are observed "
-    "(Cilium bounds which Kubernetes can run)"
-)
-
 
 @dataclass(frozen=True)
 class Cluster:
@@ -151,8 +146,9 @@ def choice_list(cluster: Cluster, component: Component, releases: ReleaseList) -
             choices = targets.talos_choices(cluster=versions, releases=releases.tags)
         else:
             choices = targets.kubernetes_choices(cluster=versions, releases=releases.tags)
-            if versions.cni is None or (versions.cilium_constrains and versions.cilium is None):
-                note = CNI_NOT_OBSERVED
+            hold = targets.kubernetes_hold(versions)
+            if hold is not None:
+                note = f"no Kubernetes is offered: {hold}"
         lines = blocked.blocked_releases(
             component=component, cluster=versions, releases=releases.tags
         )
@@ -259,7 +255,7 @@ def status_row(cluster: Cluster) -> StatusRow:
     cni = status.cni
     if cni is None or not cni.detected:
         cilium = "-"
-    elif cni.detected == steps.CILIUM:
+    elif steps.is_cilium(cni.detected):
         cilium = cni.detected_version or "cilium (version unread)"
     else:
         cilium = f"({cni.detected})"

@@ -35,8 +35,9 @@ from typing import Any, TypedDict
 
 from ichor.api import kinds
 from ichor.api.talosoperation import OperationType
+from ichor.release import steps
 from ichor.release.pinned import PINNED
-from ichor.release.versions import VersionError, parse
+from ichor.release.versions import VersionError
 
 #: The Image Factory schematic of a plain Talos install (no extensions, no extra args).
 DEFAULT_SCHEMATIC = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
@@ -443,11 +444,10 @@ def kubernetes_job(
 def rendered_image_override(
     override: str | None, *, chart: str = PINNED.cilium_chart
 ) -> str | None:
-    """The recorded Cilium image patch to render: only while newer than the chart."""
-    if not override:
-        return None
+    """The recorded Cilium image patch to render: only while newer than the chart
+    (``steps.frozen_patch``); one that cannot be read is never rendered."""
     try:
-        return override if parse(override) > parse(chart) else None
+        return steps.frozen_patch(override, chart=chart)
     except VersionError:
         return None
 

@@ -42,7 +42,6 @@ from pydantic import ValidationError
 from ichor.api import ichorinstallation, taloscluster
 from ichor.api.conditions import ClusterConditionType, ClusterReason, Condition, ConditionStatus
 from ichor.api.taloscluster import (
-    DETECTED_CILIUM,
     BlockedLine,
     BlockedReleases,
     ChoiceGroup,
@@ -59,7 +58,7 @@ from ichor.kube.events import EventType
 from ichor.release import steps
 from ichor.release.pinned import PINNED
 from ichor.release.refusals import Refusal, Rule
-from ichor.release.versions import VersionError, check_contract, check_spec_version, parse
+from ichor.release.versions import VersionError, check_contract, check_spec_version
 from ichor.upgrade import blocked, targets
 from ichor.upgrade.target import Component
 
@@ -288,15 +287,10 @@ def _upgrades(
         if name == "Talos":
             choices = targets.talos_choices(cluster=cluster, releases=releases or ())
         else:
-            if cluster.cni is None or (cluster.cilium_constrains and cluster.cilium is None):
+            hold = targets.kubernetes_hold(cluster)
+            if hold is not None:
                 groups[name] = _group(targets.Choices(), availability)
-                builder.add(
-                    type_,
-                    U,
-                    Reason.CNI_NOT_OBSERVED,
-                    "no Kubernetes is offered until the cluster's CNI and its release are "
-                    "observed (Cilium bounds which Kubernetes can run)",
-                )
+                builder.add(type_, U, Reason.CNI_NOT_OBSERVED, f"no Kubernetes is offered: {hold}")
                 continue
             choices = targets.kubernetes_choices(cluster=cluster, releases=releases or ())
         groups[name] = _group(choices, availability)
@@ -351,7 +345,7 @@ def _frozen_patch(override: str | None) -> tuple[str | None, str, bool]:
     if not override:
         return None, "", False
     try:
-        newer = parse(override) > parse(PINNED.cilium_chart)
+        newer = steps.frozen_patch(override) is not None
     except VersionError:
         return override, f"; a recorded image patch {override!r} cannot be read", False
     if newer:
@@ -378,7 +372,7 @@ def _cilium(
     if cni.detected is None:
         builder.add(type_, U, Reason.CNI_NOT_OBSERVED, "no CNI is observed yet" + frozen)
         return
-    if cni.detected != DETECTED_CILIUM:
+    if not steps.is_cilium(cni.detected):
         builder.add(
             type_, F, Reason.NOT_CILIUM, f"the cluster runs {cni.detected}, not Cilium" + frozen
         )
@@ -387,7 +381,7 @@ def _cilium(
     try:
         if running is None:
             raise VersionError("", expected="a Cilium release")
-        older = parse(running) < parse(chart)
+        older = steps.cilium_behind_chart(running, chart=chart)
     except VersionError:
         builder.add(
             type_,

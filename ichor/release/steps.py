@@ -35,6 +35,7 @@ __all__ = [
     "cilium_behind_chart",
     "cilium_constrains",
     "cilium_release",
+    "frozen_patch",
     "is_cilium",
     "kubernetes_step",
 ]
@@ -126,6 +127,16 @@ def cilium_behind_chart(running: str, *, chart: str = PINNED.cilium_chart) -> bo
     """Whether the running Cilium is older than the chart this Ichor embeds, so the chart
     upgrade is offered. Raises ``VersionError`` when ``running`` does not parse."""
     return parse(running) < parse(chart)
+
+
+def frozen_patch(recorded: str | None, *, chart: str = PINNED.cilium_chart) -> str | None:
+    """The Cilium image patch an earlier Ichor recorded that stays: only one newer than
+    the chart this Ichor embeds (rendered, so an Ichor upgrade never steps Cilium back);
+    None when there is none or the chart reached it (cleared). Raises ``VersionError``
+    when ``recorded`` does not parse."""
+    if not recorded:
+        return None
+    return recorded if parse(recorded) > parse(chart) else None
 
 
 def check_kubernetes_step(

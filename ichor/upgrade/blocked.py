@@ -338,26 +338,17 @@ def _kubernetes(
     running = parse(cluster.kubernetes)
     kube = Component.KUBERNETES
     if refusal is None:
-        if cluster.cni is None:
-            return _line(
-                kube,
-                version,
-                Blocker.CNI_NOT_OBSERVED,
-                reason="no CNI is observed on the cluster yet, and the CNI decides which "
-                "Kubernetes can run",
-                step="wait until the controller observes it (status.cni.detected)",
-                refusal=None,
-            )
-        if cluster.cilium_constrains and cluster.cilium is None:
-            return _line(
-                kube,
-                version,
-                Blocker.CNI_NOT_OBSERVED,
-                reason="the cluster runs Cilium and its release is not observed yet",
-                step="wait until the controller observes it (status.cni.detectedVersion)",
-                refusal=None,
-            )
-        return None
+        hold = targets.kubernetes_hold(cluster)
+        if hold is None:
+            return None
+        return _line(
+            kube,
+            version,
+            Blocker.CNI_NOT_OBSERVED,
+            reason=hold.reason,
+            step=hold.step,
+            refusal=None,
+        )
     rule = refusal.rule
     if rule is Rule.KUBERNETES_SKEW:
         if version.major != running.major:

@@ -193,17 +193,8 @@ def _next(minor: Minor) -> Minor:
 
 def _kubernetes_known(cluster: ClusterVersions) -> str | None:
     """Why Kubernetes cannot be moved yet (the choices' gate), or None."""
-    if cluster.cni is None:
-        return (
-            "no CNI is observed on the cluster yet, and the CNI decides which Kubernetes "
-            "can run; wait until the controller observes it"
-        )
-    if cluster.cilium_constrains and cluster.cilium is None:
-        return (
-            "the cluster runs Cilium and its release is not observed yet; wait until the "
-            "controller observes it"
-        )
-    return None
+    hold = targets.kubernetes_hold(cluster)
+    return str(hold) if hold is not None else None
 
 
 class _Search:

@@ -32,11 +32,13 @@ from ichor.upgrade.target import ClusterVersions, Component, check_target_versio
 __all__ = [
     "Availability",
     "Choices",
+    "KubernetesHold",
     "Unavailable",
     "availability",
     "choose",
     "finals",
     "kubernetes_choices",
+    "kubernetes_hold",
     "talos_choices",
 ]
 
@@ -156,13 +158,43 @@ def talos_choices(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class KubernetesHold:
+    """Why no Kubernetes is offered or planned yet, and the step: the CNI decides which
+    Kubernetes can run, so nothing is guessed before it is observed."""
+
+    reason: str
+    step: str
+
+    def __str__(self) -> str:
+        return f"{self.reason}; {self.step}"
+
+
+def kubernetes_hold(cluster: ClusterVersions) -> KubernetesHold | None:
+    """The one gate: no Kubernetes until the CNI is observed and, for a Cilium Ichor runs,
+    its release too. The choices, the status, the CLI, the blocked lines and the path plan
+    all ask this."""
+    if cluster.cni is None:
+        return KubernetesHold(
+            reason="no CNI is observed on the cluster yet, and the CNI decides which "
+            "Kubernetes can run",
+            step="wait until the controller observes it (status.cni.detected)",
+        )
+    if cluster.cilium_constrains and cluster.cilium is None:
+        return KubernetesHold(
+            reason="the cluster runs Cilium and its release is not observed yet",
+            step="wait until the controller observes it (status.cni.detectedVersion)",
+        )
+    return None
+
+
 def kubernetes_choices(
     *, cluster: ClusterVersions, releases: Iterable[str], recommended: str = PINNED.kubernetes
 ) -> Choices:
     """Kubernetes: newer, one minor at most, paired with the cluster's Talos, and run by
     the observed Cilium when the CNI is Cilium. An unobserved CNI, or a Cilium CNI whose
     release is not seen, offers nothing."""
-    if cluster.cni is None or (cluster.cilium_constrains and cluster.cilium is None):
+    if kubernetes_hold(cluster) is not None:
         return Choices()
     return choose(
         component=Component.KUBERNETES,
