@@ -81,7 +81,6 @@ class EventReason(StrEnum):
     TALOS_UPGRADE = "TalosUpgradeAvailable"
     KUBERNETES_UPGRADE = "KubernetesUpgradeAvailable"
     CILIUM_UPGRADE = "CiliumUpgradeAvailable"
-    CILIUM_PATCH_CLEARED = "CiliumPatchCleared"
 
 
 @dataclass(frozen=True)
@@ -340,23 +339,23 @@ def _blocked(
     )
 
 
-def _frozen_patch(override: str | None) -> tuple[str | None, str, bool]:
-    """(override to keep, sentence for the condition, whether it was cleared)."""
+def _frozen_patch(override: str | None) -> tuple[str | None, str]:
+    """(override to keep, sentence for the condition). One the chart reached is cleared
+    with no Event: the status field and ``CiliumUpgradeAvailable`` say what is."""
     if not override:
-        return None, "", False
+        return None, ""
     try:
         newer = steps.frozen_patch(override) is not None
     except VersionError:
-        return override, f"; a recorded image patch {override!r} cannot be read", False
+        return override, f"; a recorded image patch {override!r} cannot be read"
     if newer:
         chart = PINNED.cilium_chart
         return (
             override,
             f"; Cilium runs patch {override} over chart {chart} (set by an earlier Ichor); "
             f"it stays until an Ichor embedding {override} or newer",
-            False,
         )
-    return None, "", True
+    return None, ""
 
 
 def _cilium(
@@ -448,7 +447,7 @@ def evaluate(
         old_cni = previous.cni or CNIStatus()
         detected, detected_version = old_cni.detected, old_cni.detected_version
     recorded_override = previous.cni.image_override if previous.cni else None
-    kept_override, frozen, cleared = _frozen_patch(recorded_override)
+    kept_override, frozen = _frozen_patch(recorded_override)
     cni = CNIStatus(
         detected=detected, detected_version=detected_version, image_override=kept_override
     )
@@ -484,7 +483,7 @@ def evaluate(
         blocked_releases=blocked_releases,
         conditions=merged,
     )
-    events = _events(previous, status, cleared=recorded_override if cleared else None)
+    events = _events(previous, status)
     return Outcome(status=status, events=tuple(events))
 
 
@@ -496,9 +495,7 @@ _WARNING_READY = {
 }
 
 
-def _events(
-    previous: TalosClusterStatus, current: TalosClusterStatus, *, cleared: str | None
-) -> list[PlannedEvent]:
+def _events(previous: TalosClusterStatus, current: TalosClusterStatus) -> list[PlannedEvent]:
     """Events for the changes a person should see; none when nothing changed."""
     events: list[PlannedEvent] = []
     warn, normal = EventType.WARNING, EventType.NORMAL
@@ -540,12 +537,6 @@ def _events(
         if before is not None and after is not None and before != after:
             message = f"the cluster now runs {name} {after} (was {before})"
             events.append(PlannedEvent(normal, EventReason.VERSION_CHANGED, message))
-    if cleared is not None:
-        message = (
-            f"the Cilium image patch {cleared} recorded by an earlier Ichor is cleared: the "
-            f"chart {PINNED.cilium_chart} this Ichor embeds reaches it"
-        )
-        events.append(PlannedEvent(normal, EventReason.CILIUM_PATCH_CLEARED, message))
     return events
 
 
