@@ -291,3 +291,36 @@ def test_the_console_script_exits_with_the_code(args: tuple[str, ...], code: int
     )
     assert result.returncode == code, result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("contract", ["v1.13", "v1.12", "v1.14"])
+def test_adopt_takes_any_version_contract_the_running_talos_supports(
+    cli: Cli, workload: Workload, contract: str
+) -> None:
+    workload.node("c1", talos="v1.14.3", kubelet="v1.36.6")
+    result = _adopt(cli, "edge", "--version-contract", contract)
+    assert result.code == 0, result.err
+    assert cli.get("taloscluster", "edge")["spec"]["versionContract"] == contract
+
+
+@pytest.mark.parametrize(
+    ("contract", "words"),
+    [
+        ("v1.15", "the cluster runs Talos v1.14.3, which takes contracts up to v1.14"),
+        ("v2.0", "the cluster runs Talos v1.14.3, which takes contracts up to v1.14"),
+        ("1.14", "is not a version contract vX.Y"),
+        ("v1.14.0", "is not a version contract vX.Y"),
+    ],
+    ids=["next-minor", "next-major", "without-v", "a-full-version"],
+)
+def test_adopt_refuses_a_contract_the_running_talos_does_not_take_and_writes_nothing(
+    cli: Cli, workload: Workload, contract: str, words: str
+) -> None:
+    workload.node("c1", talos="v1.14.3", kubelet="v1.36.6")
+    result = _adopt(cli, "edge", "--version-contract", contract)
+    assert result.code == 1
+    assert result.err.startswith("Refused:")
+    assert words in result.err
+    assert "Nothing was written" in result.err
+    assert cli.get("taloscluster", "edge") is None
+    assert cli.get("secret", "edge-kubeconfig") is None

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ichor.release.pinned import check_adopt_compat
-from ichor.release.refusals import Rule
+from ichor.release.pinned import adopt_contract, check_adopt_compat
+from ichor.release.refusals import Refusal, Rule
 
 
 @pytest.mark.parametrize(
@@ -89,3 +89,42 @@ def test_the_adopt_floor_names_the_step() -> None:
         "Talos v1.11.5 is refused: Ichor adopts Talos 1.12 or newer, so upgrade the cluster "
         "to Talos 1.12 with talosctl, then adopt it."
     )
+
+
+@pytest.mark.parametrize(
+    ("contract", "talos", "accepted"),
+    [
+        (None, "v1.14.3", "v1.14"),  # the default: probed from the running Talos
+        (None, "v1.12.4", "v1.12"),
+        ("v1.14", "v1.14.3", "v1.14"),
+        ("v1.13", "v1.14.3", "v1.13"),
+        ("v1.2", "v1.14.3", "v1.2"),
+        ("v1.14", "v1.14.0-beta.1", "v1.14"),
+    ],
+)
+def test_adopt_takes_any_contract_the_running_talos_supports(
+    contract: str | None, talos: str, accepted: str
+) -> None:
+    assert adopt_contract(contract=contract, talos=talos) == accepted
+
+
+@pytest.mark.parametrize(
+    ("contract", "talos", "rule", "words"),
+    [
+        ("v1.15", "v1.14.3", Rule.CONTRACT, "which takes contracts up to v1.14"),
+        ("v2.0", "v1.14.3", Rule.CONTRACT, "choose v1.14 or older"),
+        ("v1.14", "v1.13.9", Rule.CONTRACT, "leave --version-contract out to use v1.13"),
+        ("1.14", "v1.14.3", Rule.FORM, "is not a version contract vX.Y"),
+        ("v1.14.0", "v1.14.3", Rule.FORM, "is not a version contract vX.Y"),
+        ("", "v1.14.3", Rule.FORM, "is not a version contract vX.Y"),
+    ],
+)
+def test_adopt_refuses_a_contract_above_the_running_talos_minor(
+    contract: str, talos: str, rule: Rule, words: str
+) -> None:
+    refusal = adopt_contract(contract=contract, talos=talos)
+    assert isinstance(refusal, Refusal)
+    assert refusal.rule is rule
+    assert not refusal.overridable
+    assert words in refusal.message
+    assert refusal.message.startswith(f"--version-contract {contract!r} is refused")
