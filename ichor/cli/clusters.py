@@ -24,6 +24,7 @@ from ichor.api import kinds
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, CNIPreset
 from ichor.cli import common, kube, output, views
 from ichor.release import pinned
+from ichor.release.refusals import Refusal
 from ichor.release.versions import Version, VersionError, parse
 
 _OS_IMAGE = re.compile(r"^Talos \((?P<version>[^()\s]+)\)$")
@@ -277,6 +278,11 @@ def adopt_versions(nodes: list[dict[str, Any]]) -> tuple[Version, Version, list[
     help="The cluster keeps its own CNI: Ichor installs no Cilium and judges only the "
     "Talos/Kubernetes pair.",
 )
+@click.option(
+    "--version-contract",
+    help="Version contract to record (vX.Y): any the running Talos supports, its own minor "
+    "or older. Default: probed from the running Talos.",
+)
 @click.option("--talosconfig-secret", help="Secret (key talosconfig) the executors mount.")
 @click.option("--schematic", help="Image Factory schematic ID of the installer.")
 @click.option("--dry-run", is_flag=True, help="Judge and ask the server, write nothing.")
@@ -289,6 +295,7 @@ def adopt(
     workload_kubeconfig: str,
     workload_context: str | None,
     cni_unmanaged: bool,
+    version_contract: str | None,
     talosconfig_secret: str | None,
     schematic: str | None,
     dry_run: bool,
@@ -323,6 +330,9 @@ def adopt(
     )
     if verdict.refusal is not None:
         common.refused(verdict.refusal.message + " Nothing was written.")
+    contract = pinned.adopt_contract(contract=version_contract, talos=talos)
+    if isinstance(contract, Refusal):
+        common.refused(contract.message + " Nothing was written.")
     for warning in verdict.warnings:
         common.warn(warning)
     target = common.target(ctx)
@@ -331,7 +341,7 @@ def adopt(
         name,
         talos=talos.tag,
         kubernetes=kubernetes.tag,
-        contract=f"v{talos.major}.{talos.minor}",
+        contract=contract,
         cni=(CNIPreset.UNMANAGED if cni_unmanaged else CNIPreset.CILIUM).value,
         talosconfig_secret=talosconfig_secret,
         kubeconfig_secret=secret,

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 from ichor.release import compat
 from ichor.release.refusals import Refusal, Rule, judge, refuse
-from ichor.release.versions import Version, VersionError, check_contract, parse
+from ichor.release.versions import Version, VersionError, as_version, check_contract, parse
 
 __all__ = [
     "ADOPT_MIN_TALOS",
     "PINNED",
     "AdoptVerdict",
     "ReleaseSet",
+    "adopt_contract",
     "check_adopt_compat",
     "check_init_compat",
     "check_pinned_flags",
@@ -151,6 +152,34 @@ def check_adopt_compat(*, talos: str, kubernetes: str, managed_cni: bool) -> Ado
     return AdoptVerdict(
         refusal=None, warnings=tuple(refusal.message + _ADOPTED for refusal in verdict.overridable)
     )
+
+
+def adopt_contract(*, contract: str | None, talos: str | Version) -> str | Refusal:
+    """The version contract adopt writes, or why the one given is refused.
+
+    Without ``--version-contract`` it is probed from the running Talos (its minor). Any
+    contract the running Talos supports is accepted: its own minor or an older one. One
+    above the running minor is refused (never overridable), as is one not in the form
+    ``vX.Y``. Raises ``VersionError`` when ``talos`` does not parse.
+    """
+    talos_v = as_version(talos)
+    probed = f"v{talos_v.major}.{talos_v.minor}"
+    if contract is None:
+        return probed
+    try:
+        wanted = check_contract(contract)
+    except VersionError as error:
+        return refuse(Rule.FORM, f"--version-contract {contract!r} is refused: {error}.")
+    if wanted > talos_v.minor_key:
+        return refuse(
+            Rule.CONTRACT,
+            f"--version-contract {contract!r} is refused: the cluster runs Talos "
+            f"{talos_v.tag}, which takes contracts up to {probed} (a contract names the "
+            f"machine configuration features of a Talos minor, and a Talos does not know a "
+            f"newer minor's), so choose {probed} or older, or leave --version-contract out "
+            f"to use {probed}, probed from the running Talos.",
+        )
+    return contract
 
 
 def pinned_versions() -> tuple[Version, Version]:

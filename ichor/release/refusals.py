@@ -38,6 +38,7 @@ class Rule(StrEnum):
     UNKNOWN_VERSION = "UnknownVersion"  # neither machinery nor the table knows it
     PINNED = "Pinned"  # a first install with versions other than the release set
     ADOPT_FLOOR = "AdoptFloor"  # adopt of a Talos below v1.12
+    CONTRACT = "VersionContract"  # a version contract the running Talos does not take
     CNI_VERSION = "CniVersion"  # a Cilium version other than the embedded chart
     NOT_CILIUM = "NotCilium"  # a cni operation for a CNI Ichor does not run (unmanaged, other)
 
