@@ -66,6 +66,9 @@ SMALL_RESERVE = 16 * 1024 * 1024
 SMALL_COST = 4 * 1024 * 1024
 #: How long a review waits for room in the budget (the API server waits 5 s).
 QUEUE_SECONDS = 3.0
+#: How long a body may take to arrive once its room is held: the API server sends it at
+#: once and gives up after 5 s, so a slower sender only holds room others need.
+READ_SECONDS = 5.0
 
 
 def _clean(response: object, *, uid: str) -> dict[str, Any]:
@@ -351,7 +354,13 @@ class AdmissionServer:
         bound = intake.cost_bound(length if length is not None else MAX_REVIEW_BYTES)
         try:
             async with self.budget.hold(bound) as held:
-                payload = await _read(request.content, limit=MAX_REVIEW_BYTES)
+                try:
+                    async with asyncio.timeout(READ_SECONDS):
+                        payload = await _read(request.content, limit=MAX_REVIEW_BYTES)
+                except TimeoutError:
+                    return intake.unreadable(
+                        "", f"the body did not arrive within {READ_SECONDS:.0f} s"
+                    ), True
                 if payload is None:
                     return intake.unreadable(
                         "", intake.too_large_problem(MAX_REVIEW_BYTES + 1)

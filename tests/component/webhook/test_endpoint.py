@@ -3,9 +3,11 @@ bodies, bodies over the cap and methods other than POST."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import ssl
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import pytest
 
 from ichor.testing import certs, controlplane
 from ichor.webhook import server
+from tests.component.webhook import rawhttp
 
 pytestmark = pytest.mark.component
 
@@ -201,3 +204,36 @@ async def test_client_names_limit_the_certificates_the_ca_signed(tmp_path: Path)
     assert "'alice' is not one of kube-apiserver" in other["response"]["status"]["message"]
     assert other["response"]["uid"] == "u-7"
     assert ours["response"]["status"]["message"] == "refused at taloscluster"
+
+
+async def test_a_body_that_does_not_arrive_is_denied_and_gives_its_room_back(
+    tmp_path: Path,
+) -> None:
+    """A caller declares a large body and sends ten bytes: the room it holds in the budget
+    is given back after ``READ_SECONDS``, with a denial, and others are answered meanwhile."""
+    files = certs.write_serving_certificate(tmp_path)
+    endpoint = server.AdmissionServer(
+        port=controlplane.free_port(), certfile=files.cert, pkeyfile=files.key, cafile=files.ca
+    )
+    context = ssl.create_default_context(cafile=str(files.ca))
+    configs = endpoint(refuse_everything)
+    try:
+        await anext(configs)
+        head = b"POST /taloscluster HTTP/1.1\r\nHost: x\r\nContent-Length: 4000000"
+        slow = asyncio.create_task(
+            rawhttp.exchange("127.0.0.1", endpoint.port, context=context, head=head, body=b"{" * 10)
+        )
+        await asyncio.sleep(0.5)
+        assert endpoint.budget.in_use > 0
+        started = time.monotonic()
+        other = await _post(f"{endpoint.url}/taloscluster", context, json.dumps(REVIEW).encode())
+        assert other["response"]["status"]["message"] == "refused at taloscluster"
+        assert time.monotonic() - started < 2
+        reply = await slow
+    finally:
+        await configs.aclose()
+    answer = json.loads(reply.body)
+    assert reply.status == 200
+    assert answer["response"]["allowed"] is False
+    assert "did not arrive within 5 s" in answer["response"]["status"]["message"]
+    assert endpoint.budget.in_use == 0
