@@ -11,12 +11,14 @@ with a pre-release, whitespace, garbage and unknown minors (1.15, 1.16, 2.x).
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable
 from itertools import product
 from typing import TypeVar
 
 __all__ = [
     "ODD",
     "kubernetes_pairs",
+    "quoting",
     "scrambled",
     "talos_versions",
     "upgrade_pairs",
@@ -205,6 +207,49 @@ def vocabulary() -> list[str]:
     parse of a pair's Talos side tells which machinery row the pair is about)."""
     sides = [s for pair in upgrade_pairs() + kubernetes_pairs() for s in pair]
     return _unique(talos_versions() + kubernetes_versions() + scrambled() + sides)
+
+
+#: Characters Go's %q escapes by name, and ones it escapes as \x, \u and \U.
+ESCAPED = (
+    "\a",
+    "\b",
+    "\f",
+    "\v",
+    "\x00",
+    "\x1b",
+    "\x7f",
+    "\x85",
+    "\xa0",
+    "\xad",
+    "\u2028",
+    "\u200e",
+    "\ufeff",
+    "\U000e0001",
+    "\U0010ffff",
+)
+
+
+def quoting(go_printable: Iterable[tuple[int, int]]) -> list[str]:
+    """Strings whose parse error quotes a character where Go's %q and Python differ.
+
+    ``go_printable``: the printable ranges the oracle's Go reports. Every code point on
+    which Go and this Python's ``str.isprintable`` disagree (Unicode 15.0's additions for
+    Go 1.26 against Python 3.11), and the escapes of ``ESCAPED``, each where a number,
+    a pre-release and build metadata are quoted; surrogates are left out (no UTF-8
+    string holds one)."""
+    printable: set[int] = set()
+    for first, last in go_printable:
+        printable.update(range(first, last + 1))
+    differ = [
+        chr(code)
+        for code in range(0x110000)
+        if not 0xD800 <= code <= 0xDFFF and (code in printable) != chr(code).isprintable()
+    ]
+    texts: list[str] = []
+    for ch in [*ESCAPED, *differ]:
+        # inside the text, as Go's TrimSpace strips some of them at the ends
+        texts += [f"1.{ch}.0", f"1.2.3-{ch}x", f"1.2.3+{ch}b"]
+    return _unique(texts)
 
 
 _T = TypeVar("_T")

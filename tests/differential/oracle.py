@@ -27,12 +27,14 @@ __all__ = [
     "Answer",
     "BenchResult",
     "Info",
+    "Printable",
     "Request",
     "ask",
     "bench",
     "find_oracle",
     "info",
     "pinned_version",
+    "printable",
 ]
 
 MODULE = "github.com/siderolabs/talos/pkg/machinery"
@@ -70,6 +72,15 @@ class Info(TypedDict):
     upgrade_minors: list[str]
     kubernetes_minors: list[str]
     replaced: NotRequired[str]
+
+
+class Printable(TypedDict):
+    """strconv.IsPrint over every code point, as the oracle's Go answers it."""
+
+    verdict: str
+    go: str
+    unicode: str
+    ranges: list[list[int]]
 
 
 class BenchResult(TypedDict):
@@ -154,6 +165,12 @@ def ask(requests: Sequence[Request], *, timeout: float = 120.0) -> list[Answer]:
 def info() -> Info:
     """The module version the oracle was built with and the minors it knows."""
     result: Info = json.loads(_run(["version"], "", timeout=30.0))
+    return result
+
+
+def printable() -> Printable:
+    """The Go version and Unicode version of the oracle, and its printable ranges."""
+    result: Printable = json.loads(_run(["printable"], "", timeout=60.0))
     return result
 
 

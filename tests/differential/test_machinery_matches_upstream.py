@@ -37,7 +37,7 @@ from functools import partial
 
 import pytest
 
-from ichor.release import machinery, versions
+from ichor.release import go_printable, machinery, versions
 from ichor.release.versions import VersionError
 from tests.differential import cases, oracle
 
@@ -69,6 +69,8 @@ class Judged:
     upgrades: Questions
     kubernetes: Questions
     parses: list[tuple[str, oracle.Answer]]
+    printable: oracle.Printable
+    quoting: list[tuple[str, oracle.Answer]]
 
 
 def _minors(names: Sequence[str]) -> frozenset[Minor]:
@@ -114,14 +116,17 @@ def judged() -> Judged:
     upgrades = cases.upgrade_pairs()
     kubernetes = cases.kubernetes_pairs()
     vocabulary = cases.vocabulary()
+    printable = oracle.printable()
+    quoting = cases.quoting((first, last) for first, last in printable["ranges"])
     requests: list[oracle.Request] = []
     requests += [{"op": "upgrade", "host": h, "target": t} for h, t in upgrades]
     requests += [{"op": "k8s", "kubernetes": k, "talos": t} for k, t in kubernetes]
     requests += [{"op": "parse", "version": v} for v in vocabulary]
+    requests += [{"op": "parse", "version": v} for v in quoting]
     rest = oracle.ask(requests)
-    n_up, n_k8s = len(upgrades), len(kubernetes)
+    n_up, n_k8s, n_parse = len(upgrades), len(kubernetes), len(vocabulary)
     info = oracle.info()
-    parses = list(zip(vocabulary, rest[n_up + n_k8s :], strict=True))
+    parses = list(zip(vocabulary, rest[n_up + n_k8s : n_up + n_k8s + n_parse], strict=True))
     minor_of = {text: _minor(answer) for text, answer in parses}
     return Judged(
         info=info,
@@ -136,6 +141,8 @@ def judged() -> Judged:
             oracle_knows=_minors(info["kubernetes_minors"]),
         ),
         parses=parses,
+        printable=printable,
+        quoting=list(zip(quoting, rest[n_up + n_k8s + n_parse :], strict=True)),
     )
 
 
@@ -269,3 +276,34 @@ def test_the_cases_reach_every_verdict_and_every_message(
         }
     )
     assert expected <= wordings, wordings
+
+
+def test_the_committed_printable_table_is_the_oracles(judged: Judged) -> None:
+    """ichor/release/go_printable.py is what `make printable` writes from this oracle: a Go
+    whose strconv.IsPrint differs fails here until the table is generated again."""
+    table = judged.printable
+    assert table["unicode"] == go_printable.UNICODE_VERSION
+    assert [tuple(r) for r in table["ranges"]] == list(go_printable.RANGES), (
+        f"the oracle's {table['go']} (Unicode {table['unicode']}) has another printable "
+        f"table than the committed one ({go_printable.SOURCE}): run `make printable`"
+    )
+
+
+def test_a_parse_error_quotes_every_character_as_gos_percent_q(judged: Judged) -> None:
+    """The characters where Go's %q and Python's str.isprintable differ, and the escapes
+    Go names (\\a, \\b) or writes as \\x, \\u, \\U: the message is the oracle's, byte for
+    byte."""
+    assert len(judged.quoting) > 3 * 4000  # the Unicode 15.0 additions are all there
+    mismatches = []
+    for text, answer in judged.quoting:
+        assert answer["verdict"] == "parse_error", (text, answer)
+        want = answer.get("errors", {}).get("version", "")
+        try:
+            versions.parse(text)
+        except VersionError as rejected:
+            got = rejected.detail
+        else:
+            got = "<accepted>"
+        if got != want:
+            mismatches.append(f"  {text!r}: port {got!r}, upstream {want!r}")
+    assert not mismatches, _report(mismatches, len(judged.quoting))

@@ -15,6 +15,11 @@
 // {"verdict":"parse_error","errors":{<field>:<blang/semver's text>}} (every field that
 // failed). A line that is not one of these is answered {"verdict":"bad_request",...}.
 //
+// Printable mode (`oracle printable`) writes one JSON object: the Go version it was built
+// with, its Unicode version, and strconv.IsPrint over every code point as ranges of
+// consecutive printable runes: the characters %q, and so every blang/semver error,
+// writes as they are. `make printable` commits it as ichor/release/go_printable.py.
+//
 // Bench mode (`oracle bench [-rounds N]`) reads the same upgrade/k8s lines, decodes them
 // all first, then judges the whole batch N times (parse and rule, as the Python port does
 // from strings) and prints one JSON line with the best and median round in nanoseconds,
@@ -30,11 +35,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/blang/semver/v4"
 
@@ -151,6 +159,41 @@ func knownMinors() (upgrades, k8s []string) {
 	}
 
 	return upgrades, k8s
+}
+
+type printable struct {
+	Verdict string    `json:"verdict"`
+	Go      string    `json:"go"`
+	Unicode string    `json:"unicode"`
+	Ranges  [][2]rune `json:"ranges"`
+}
+
+// printableTable asks strconv.IsPrint, the test strconv.Quote (%q) applies to each rune,
+// about every code point, and groups the printable ones into inclusive ranges.
+func printableTable() printable {
+	out := printable{Verdict: "ok", Go: runtime.Version(), Unicode: unicode.Version}
+	start := rune(-1)
+
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if strconv.IsPrint(r) {
+			if start < 0 {
+				start = r
+			}
+
+			continue
+		}
+
+		if start >= 0 {
+			out.Ranges = append(out.Ranges, [2]rune{start, r - 1})
+			start = -1
+		}
+	}
+
+	if start >= 0 {
+		out.Ranges = append(out.Ranges, [2]rune{start, unicode.MaxRune})
+	}
+
+	return out
 }
 
 func describe() info {
@@ -384,8 +427,10 @@ func main() {
 		err = bench(os.Args[2:], os.Stdin, os.Stdout)
 	case len(os.Args) > 1 && (os.Args[1] == "version" || os.Args[1] == "info"):
 		err = json.NewEncoder(os.Stdout).Encode(describe())
+	case len(os.Args) > 1 && os.Args[1] == "printable":
+		err = json.NewEncoder(os.Stdout).Encode(printableTable())
 	case len(os.Args) > 1:
-		err = fmt.Errorf("usage: oracle [bench [-rounds N] | version] < requests.jsonl")
+		err = fmt.Errorf("usage: oracle [bench [-rounds N] | version | printable] < requests.jsonl")
 	default:
 		err = serve(os.Stdin, os.Stdout)
 	}
