@@ -10,7 +10,7 @@ export ICHOR_CACHE ?= $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/ichor
 export GOTOOLCHAIN := local
 STAMP := $(VENV)/.installed
 
-.PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle \
+.PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle printable \
         bench demo demo-down cluster-up cluster-down image clean
 
 help:
@@ -49,6 +49,11 @@ testenv:
 
 oracle:
 	@bash hack/oracle.sh
+
+# Go's printable characters (the %q table of parse errors) from the oracle, committed as
+# ichor/release/go_printable.py; the differential test checks it against the oracle.
+printable: $(STAMP) oracle
+	$(BIN)/python hack/printable.py
 
 component: $(STAMP) testenv
 	$(BIN)/pytest -q -rs tests/component

@@ -15,8 +15,11 @@ quotes the input and names the form expected; nothing here returns a half-parsed
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+from ichor.release import go_printable
 
 __all__ = [
     "Version",
@@ -161,26 +164,46 @@ class _Reject(Exception):
     """blang/semver's reason for rejecting a string (internal)."""
 
 
+_PRINTABLE_STARTS = tuple(first for first, _ in go_printable.RANGES)
+_GO_NAMED = {
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\v": "\\v",
+}
+
+
+def _go_printable(code: int) -> bool:
+    """strconv.IsPrint, from the table the oracle's Go wrote (``go_printable``), not
+    ``str.isprintable``, which follows the Unicode version of the running Python."""
+    index = bisect_right(_PRINTABLE_STARTS, code) - 1
+    return index >= 0 and code <= go_printable.RANGES[index][1]
+
+
 def _goquote(text: str) -> str:
-    """Go's %q for the printable text these messages quote."""
+    """Go's %q (strconv.Quote) of the text blang/semver's messages quote."""
     out = []
     for ch in text:
-        if ch == '"':
-            out.append('\\"')
-        elif ch == "\\":
-            out.append("\\\\")
-        elif ch.isprintable():
+        code = ord(ch)
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif _go_printable(code):
             out.append(ch)
-        elif ord(ch) < 0x80:
-            out.append(
-                {"\n": "\\n", "\t": "\\t", "\r": "\\r", "\v": "\\v", "\f": "\\f"}.get(
-                    ch, f"\\x{ord(ch):02x}"
-                )
-            )
-        elif ord(ch) <= 0xFFFF:
-            out.append(f"\\u{ord(ch):04x}")
+        elif ch in _GO_NAMED:
+            out.append(_GO_NAMED[ch])
+        elif code < 0x20 or code == 0x7F:
+            out.append(f"\\x{code:02x}")
+        elif 0xD800 <= code <= 0xDFFF:
+            # No UTF-8 string holds a surrogate: Go sees its three bytes, each invalid,
+            # and writes each as \xHH.
+            out.extend(f"\\x{byte:02x}" for byte in ch.encode("utf-8", "surrogatepass"))
+        elif code <= 0xFFFF:
+            out.append(f"\\u{code:04x}")
         else:
-            out.append(f"\\U{ord(ch):08x}")
+            out.append(f"\\U{code:08x}")
     return '"' + "".join(out) + '"'
 
 
