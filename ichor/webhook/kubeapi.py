@@ -1,4 +1,5 @@
-"""The three API calls the webhook makes: read a cluster, ask for the verb, record an override.
+"""The API calls the webhook makes: who the operator is, read a cluster, ask for the verb,
+record an override.
 
 Kept behind the small ``Backend`` protocol so the handlers are tested (and fuzzed) with a
 fake, and the real one is async (kubernetes_asyncio) so a call never blocks the event loop
@@ -22,7 +23,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
-from ichor.kube import clients, events
+from ichor.kube import clients, events, identity
 from ichor.kube.payloads import ObjectReference
 from ichor.webhook import admission
 from ichor.webhook.reviews import ClusterRef, Requester
@@ -38,6 +39,9 @@ class ApiUnavailable(RuntimeError):
 
 
 class Backend(Protocol):
+    async def own_identity(self) -> identity.Identity:
+        """The identity the operator's own requests carry (raises ``ApiUnavailable``)."""
+
     async def read_cluster(self, ref: ClusterRef) -> Mapping[str, Any] | None:
         """The TalosCluster object, or None when it does not exist."""
 
@@ -126,6 +130,8 @@ class KubeBackend:
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
+        #: Asked once; an answer never changes while the credentials do not.
+        self._identity: identity.Identity | None = None
 
     async def _api(self) -> client.ApiClient:
         loop = asyncio.get_running_loop()
@@ -152,6 +158,15 @@ class KubeBackend:
         found = self._clients.pop(asyncio.get_running_loop(), None)
         if found is not None:
             await found.close()
+
+    async def own_identity(self) -> identity.Identity:
+        """The SelfSubjectReview of this backend's credentials, which are the operator's."""
+        if self._identity is None:
+            try:
+                self._identity = await identity.who_am_i(await self._api())
+            except identity.IdentityUnknown as error:
+                raise ApiUnavailable(f"the operator's own identity is unknown: {error}") from None
+        return self._identity
 
     async def read_cluster(self, ref: ClusterRef) -> Mapping[str, Any] | None:
         api = client.CustomObjectsApi(await self._api())

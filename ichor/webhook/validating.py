@@ -200,6 +200,21 @@ async def validate_talosoperation(
     deliver(answer, warnings)
 
 
+async def identify(
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log, **_: Any
+) -> None:
+    """kopf startup: ask once who the operator is and say so; a failure is asked again at
+    the first review that needs it (that review is undecided meanwhile)."""
+    try:
+        own = await _backend.own_identity()
+    except kubeapi.ApiUnavailable as error:
+        logger.warning("%s; asked again at the first status write", error)
+        return
+    logger.info(
+        "the operator authenticates as %s: only it may write the status of ichor.dev kinds", own
+    )
+
+
 async def close_backend(**_: Any) -> None:
     """kopf cleanup: close the API client of the backend, if it has one."""
     close = getattr(_backend, "close", None)
@@ -227,4 +242,5 @@ def register(registry: kopf.OperatorRegistry) -> None:
         side_effects=True,
         registry=registry,
     )(validate_talosoperation)
+    kopf.on.startup(id="webhook-identity", registry=registry)(identify)
     kopf.on.cleanup(id="webhook-backend", registry=registry)(close_backend)

@@ -32,6 +32,7 @@ def found() -> set[apicalls.Permission]:
     "expected",
     [
         apicalls.Permission("authorization.k8s.io", "subjectaccessreviews", "create"),
+        apicalls.Permission("authentication.k8s.io", "selfsubjectreviews", "create"),
         apicalls.Permission("ichor.dev", "talosclusters/status", "patch"),
         apicalls.Permission("ichor.dev", "ichorinstallations", "watch"),
         apicalls.Permission("batch", "jobs", "watch"),

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ichor.kube import identity
 from ichor.webhook import kubeapi
 from ichor.webhook.reviews import ClusterRef, Requester
 
@@ -15,12 +16,17 @@ class FakeBackend:
     clusters: dict[ClusterRef, Mapping[str, Any]] = field(default_factory=dict)
     holders: set[str] = field(default_factory=set)
     fail: bool = False
+    operator: str = "system:serviceaccount:ichor-system:ichor"
     reviews: list[tuple[Requester, ClusterRef]] = field(default_factory=list)
     events: list[tuple[ClusterRef, str, str | None]] = field(default_factory=list)
 
     def _check(self) -> None:
         if self.fail:
             raise kubeapi.ApiUnavailable("the API server did not answer")
+
+    async def own_identity(self) -> identity.Identity:
+        self._check()
+        return identity.Identity(username=self.operator)
 
     async def read_cluster(self, ref: ClusterRef) -> Mapping[str, Any] | None:
         self._check()
