@@ -305,6 +305,32 @@ def answer_operation(
     )
 
 
+def answer_status(
+    *, kind: str, namespace: str, name: str, requester: Requester, operator: str
+) -> Answer:
+    """A write of the status subresource: the operator's own, or refused.
+
+    Status is what the operator observed (the Nodes' versions, the CNI it detected) and
+    decided (an operation's phase, the release lists); every rule reads it as that. A
+    person who may write it could make a rule read a value nobody observed, so only the
+    identity the operator's own requests carry (``operator``) writes it, whatever a role
+    grants on ``<kind>/status``.
+    """
+    if requester.username == operator:
+        return Answer(allowed=True)
+    what = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
+    return Answer(
+        allowed=False,
+        message=(
+            f"the status of {what} is refused for user {requester.username!r}: status is "
+            f"what the ichor operator observed and decided, and only the operator "
+            f"({operator}) writes it, whatever a role grants on the status subresource; "
+            f"change the spec instead, or let the operator write the status"
+        ),
+        code=Code.FORBIDDEN,
+    )
+
+
 def missing_cluster(spec: OperationSpec) -> Answer:
     """The plan of an operation whose cluster does not exist."""
     return Answer(

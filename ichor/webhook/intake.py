@@ -28,7 +28,7 @@ from typing import Any
 
 from ichor.api import kinds
 from ichor.webhook.admission import Code
-from ichor.webhook.validating import CLUSTER_HANDLER, OPERATION_HANDLER
+from ichor.webhook.validating import CLUSTER_HANDLER, OPERATION_HANDLER, STATUS_HANDLERS
 
 REVIEW_VERSION = "admission.k8s.io/v1"
 PREFIX = "the ichor admission webhook"
@@ -72,6 +72,11 @@ class Claim:
     def plural(self) -> kinds.Plural:
         return kinds.PLURALS[self.kind]
 
+    @property
+    def scope(self) -> str:
+        """The configuration's ``scope``: the IchorInstallation is cluster-scoped."""
+        return "Cluster" if self.kind is kinds.Kind.ICHOR_INSTALLATION else "Namespaced"
+
     def resources(self) -> list[str]:
         """The configuration's ``resources`` of this claim (``talosclusters/status``)."""
         return sorted(self.plural.value + (f"/{sub}" if sub else "") for sub in self.subresources)
@@ -89,6 +94,16 @@ CLAIMS: tuple[Claim, ...] = (
         path=OPERATION_HANDLER,
         kind=kinds.Kind.TALOS_OPERATION,
         operations=frozenset({"CREATE"}),
+    ),
+    # status is the operator's alone: a write of it by anyone else is refused
+    *(
+        Claim(
+            path=path,
+            kind=kind,
+            operations=frozenset({"UPDATE"}),
+            subresources=frozenset({"status"}),
+        )
+        for kind, path in STATUS_HANDLERS.items()
     ),
 )
 

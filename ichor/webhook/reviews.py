@@ -134,6 +134,12 @@ def _name(obj: Mapping[str, Any], *, where: str) -> tuple[str, str]:
     return namespace, name
 
 
+def object_name(body: object, *, where: str = "object") -> tuple[str, str]:
+    """(namespace, name) of any object under review; the namespace is empty for a
+    cluster-scoped kind."""
+    return _name(_mapping(body, where=where), where=where)
+
+
 def requester(userinfo: object) -> Requester:
     """The ``request.userInfo`` of a review; a username is required."""
     info = _mapping(userinfo, where="request.userInfo")

@@ -544,7 +544,7 @@ def render_configuration(
                     apiVersions=["*"],
                     operations=sorted(claim.operations),
                     resources=claim.resources(),
-                    scope="Namespaced",
+                    scope=claim.scope,
                 )
             ],
             failurePolicy="Fail",

@@ -28,6 +28,13 @@ from ichor.webhook import admission, kubeapi, reviews
 #: kopf handler ids; with a fixed configuration they are the webhook URL paths too.
 CLUSTER_HANDLER = "taloscluster"
 OPERATION_HANDLER = "talosoperation"
+#: The path (handler id) judging the status subresource of each kind: only the
+#: operator writes status.
+STATUS_HANDLERS: Mapping[kinds.Kind, str] = {
+    kinds.Kind.TALOS_CLUSTER: "taloscluster-status",
+    kinds.Kind.TALOS_OPERATION: "talosoperation-status",
+    kinds.Kind.ICHOR_INSTALLATION: "ichorinstallation-status",
+}
 
 _log = logging.getLogger(__name__)
 _backend: kubeapi.Backend = kubeapi.KubeBackend()
@@ -131,6 +138,37 @@ async def operation_answer(
     return answer
 
 
+async def status_answer(
+    *,
+    kind: kinds.Kind,
+    new: object,
+    old: object,
+    userinfo: object,
+    operation: object,
+    backend: kubeapi.Backend,
+) -> admission.Answer:
+    """The answer to a write of a status subresource; never raises."""
+    try:
+        if operation != "UPDATE":
+            return admission.malformed(
+                f"operation {operation!r} on the status of a {kind} is not validated here"
+            )
+        who = reviews.requester(userinfo)
+        namespace, name = reviews.object_name(new if new is not None else old)
+    except reviews.MalformedReview as error:
+        return admission.malformed(str(error))
+    try:
+        own = await backend.own_identity()
+    except kubeapi.ApiUnavailable as error:
+        return admission.undecided(str(error))
+    except Exception as error:
+        _log.exception("status admission failed")
+        return admission.undecided(f"internal error {type(error).__name__}")
+    return admission.answer_status(
+        kind=kind.value, namespace=namespace, name=name, requester=who, operator=own.username
+    )
+
+
 async def _record(
     answer: admission.Answer,
     *,
@@ -200,6 +238,31 @@ async def validate_talosoperation(
     deliver(answer, warnings)
 
 
+def _status_handler(kind: kinds.Kind) -> Any:
+    async def validate_status(
+        *,
+        new: object = None,
+        old: object = None,
+        userinfo: object = None,
+        operation: object = None,
+        warnings: list[str],
+        **_: Any,
+    ) -> None:
+        """kopf handler: a write of the status subresource."""
+        answer = await status_answer(
+            kind=kind,
+            new=new,
+            old=old,
+            userinfo=userinfo,
+            operation=operation,
+            backend=_backend,
+        )
+        deliver(answer, warnings)
+
+    validate_status.__qualname__ = f"validate_{kind.value.lower()}_status"
+    return validate_status
+
+
 async def identify(
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log, **_: Any
 ) -> None:
@@ -242,5 +305,15 @@ def register(registry: kopf.OperatorRegistry) -> None:
         side_effects=True,
         registry=registry,
     )(validate_talosoperation)
+    for kind, handler in STATUS_HANDLERS.items():
+        kopf.on.validate(
+            kinds.GROUP,
+            kinds.VERSION,
+            kinds.PLURALS[kind].value,
+            id=handler,
+            operations=["UPDATE"],
+            subresource="status",
+            registry=registry,
+        )(_status_handler(kind))
     kopf.on.startup(id="webhook-identity", registry=registry)(identify)
     kopf.on.cleanup(id="webhook-backend", registry=registry)(close_backend)

@@ -94,7 +94,13 @@ def test_the_configuration_fails_closed_within_five_seconds_for_our_group_only()
     config = server.render_configuration(url="https://127.0.0.1:9443/", ca_bundle=b"PEM")
     assert config["kind"] == "ValidatingWebhookConfiguration"
     hooks = {hook["name"]: hook for hook in config["webhooks"]}
-    assert set(hooks) == {"taloscluster.ichor.dev", "talosoperation.ichor.dev"}
+    assert set(hooks) == {
+        "taloscluster.ichor.dev",
+        "talosoperation.ichor.dev",
+        "taloscluster-status.ichor.dev",
+        "talosoperation-status.ichor.dev",
+        "ichorinstallation-status.ichor.dev",
+    }
     for hook in hooks.values():
         assert hook["failurePolicy"] == "Fail"
         assert hook["sideEffects"] == "NoneOnDryRun"
@@ -108,6 +114,17 @@ def test_the_configuration_fails_closed_within_five_seconds_for_our_group_only()
     assert cluster["rules"][0]["operations"] == ["CREATE", "UPDATE"]
     assert operation["rules"][0]["resources"] == ["talosoperations"]
     assert operation["rules"][0]["operations"] == ["CREATE"]
+    # status is the operator's: every kind's status subresource, cluster-scoped one included
+    for plural, scope in (
+        ("talosclusters", "Namespaced"),
+        ("talosoperations", "Namespaced"),
+        ("ichorinstallations", "Cluster"),
+    ):
+        status = hooks[f"{plural[:-1]}-status.ichor.dev"]
+        assert status["clientConfig"]["url"] == f"https://127.0.0.1:9443/{plural[:-1]}-status"
+        assert status["rules"][0]["resources"] == [f"{plural}/status"]
+        assert status["rules"][0]["operations"] == ["UPDATE"]
+        assert status["rules"][0]["scope"] == scope
 
 
 def test_a_refusal_is_logged_as_an_answer_not_an_error() -> None:
