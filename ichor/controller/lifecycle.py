@@ -11,7 +11,9 @@ decides comes from here, so the lifecycle is tested without a cluster:
   the plan and the run), with the Kubernetes pairing of a Talos target; and the ADR's
   refusal of a ``cni`` operation that names a version or an image patch.
 * ``decide``: a refusal stands unless it is overridable and the operation carries
-  ``override: true`` (the webhook already checked the creator's verb).
+  ``override: true``. The executor may rely on the flag only because the webhook asks for
+  the creator's verb whenever ``override: true`` is set, even on a plan that refuses
+  nothing at creation (a refusal can appear at execution, against what the Nodes run).
 * ``job_outcome``: a Job's state and, when it failed, why, read from its conditions and
   its pod's container statuses (the last log lines of the failed container).
 * ``pending`` / ``running`` / ``succeeded`` / ``failed``: the status each step writes.

@@ -188,8 +188,15 @@ def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
 
 
 def needs_access_review(verdict: Verdict, *, override_requested: bool) -> bool:
-    """Whether the answer depends on the verb: only then is a SubjectAccessReview sent."""
-    return verdict.blocking is None and bool(verdict.overridable) and override_requested
+    """Whether the answer depends on the verb: only then is a SubjectAccessReview sent.
+
+    An operation requests the override with ``override: true``, and then the verb is asked
+    whatever its plan says: a plan clean at creation can meet a refusal at execution, and
+    the executor passes it only because the creator's verb was checked here. A cluster
+    write requests it when it has a refusal the verb may pass. Nothing is asked when a
+    refusal no override passes decides the answer anyway.
+    """
+    return verdict.blocking is None and override_requested
 
 
 def _verb_text(cluster: ClusterRef) -> str:
@@ -274,6 +281,8 @@ def answer_operation(
             )
         return Answer(allowed=False, message=message, code=Code.FORBIDDEN, cluster=cluster)
     if not verdict.overridable:
+        if spec.override:
+            return _clean_override(spec=spec, requester=requester, holds_verb=holds_verb)
         return Answer(allowed=True, cluster=cluster)
     first = verdict.overridable[0]
     if not spec.override:
@@ -296,12 +305,11 @@ def answer_operation(
             code=Code.FORBIDDEN,
             cluster=cluster,
         )
-    target = spec.version if spec.version is not None else "the embedded chart"
     return _passed(
         verdict,
         requester=requester,
         cluster=cluster,
-        what=f"TalosOperation {spec.namespace}/{spec.name} ({spec.type} to {target})",
+        what=f"TalosOperation {spec.namespace}/{spec.name} ({spec.type} to {_target(spec)})",
     )
 
 
@@ -328,6 +336,46 @@ def answer_status(
             f"change the spec instead, or let the operator write the status"
         ),
         code=Code.FORBIDDEN,
+    )
+
+
+def _target(spec: OperationSpec) -> str:
+    return spec.version if spec.version is not None else "the embedded chart"
+
+
+def _clean_override(
+    *, spec: OperationSpec, requester: Requester, holds_verb: bool | None
+) -> Answer:
+    """``override: true`` on a plan with no refusal: it still needs the verb, because the
+    executor passes a refusal it meets at execution on this flag."""
+    cluster = spec.cluster_ref
+    what = f"TalosOperation {spec.namespace}/{spec.name}"
+    if not holds_verb:
+        return Answer(
+            allowed=False,
+            message=(
+                f"{what} is refused: `override: true` is set, but user "
+                f"{requester.username!r} does not hold {_verb_text(cluster)}, which "
+                f"`override: true` needs even when the plan refuses nothing (the executor "
+                f"would pass a refusal it meets at execution on it); the plan passes "
+                f"without it, so remove `override: true`."
+            ),
+            code=Code.FORBIDDEN,
+            cluster=cluster,
+        )
+    warning = (
+        f"override: true set by {requester.username}: the plan refuses nothing now; a "
+        f"compatibility refusal met at execution will be passed and recorded"
+    )
+    return Answer(
+        allowed=True,
+        warnings=(warning[:WARNING_LIMIT],),
+        record=(
+            f"User {requester.username} created {what} ({spec.type} to {_target(spec)}) "
+            f"with `override: true` under the verb `{VERB}`; its plan refused nothing at "
+            f"creation"
+        ),
+        cluster=cluster,
     )
 
 

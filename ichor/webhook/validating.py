@@ -81,7 +81,7 @@ async def cluster_answer(
     try:
         verdict = admission.review_cluster(new=cluster, old=before)
         holds = None
-        if admission.needs_access_review(verdict, override_requested=True):
+        if admission.needs_access_review(verdict, override_requested=bool(verdict.overridable)):
             holds = await backend.holds_override(who, cluster.ref)
         answer = admission.answer_cluster(
             verdict,

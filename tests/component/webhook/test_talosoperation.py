@@ -170,3 +170,21 @@ def test_a_cni_operation_for_an_unmanaged_cni_is_refused(api: Api) -> None:
     assert result.returncode != 0
     assert "spec.cni.preset is unmanaged" in result.stderr
     assert "never overridable" in result.stderr
+
+
+@pytest.mark.parametrize("dry_run", [False, True], ids=["create", "dry-run"])
+def test_override_on_a_plan_clean_at_creation_still_needs_the_verb(
+    running: Api, dry_run: bool
+) -> None:
+    """The executor passes a refusal it meets at execution on ``override: true`` alone, so
+    the flag needs the verb even when the plan refuses nothing."""
+    body = operation("talos", "v1.14.3", override=True)
+    clean = running.create(operation("talos", "v1.14.3"), user=PLAIN, dry_run=True)
+    assert clean.returncode == 0, clean.stderr
+    refused = running.create(body, user=PLAIN, dry_run=dry_run)
+    assert refused.returncode != 0, refused.stdout
+    assert f"user '{PLAIN}' does not hold the RBAC verb `override`" in refused.stderr
+    assert "remove `override: true`" in refused.stderr
+    passed = running.create(body, user=HOLDER, dry_run=True)
+    assert passed.returncode == 0, passed.stderr
+    assert f"override: true set by {HOLDER}" in passed.stderr

@@ -377,3 +377,29 @@ def test_the_plan_of_an_unmanaged_cni_is_bounded_by_the_talos_pair_alone() -> No
     running = _unmanaged(cluster(kubernetes="v1.36.6", cilium="1.20.4"))
     verdict = admission.review_operation(spec=operation("kubernetes", "v1.37.1"), cluster=running)
     assert verdict.clean
+
+
+@pytest.mark.parametrize(
+    ("holds", "allowed"), [(False, False), (True, True)], ids=["plain", "holder"]
+)
+def test_override_on_a_clean_plan_asks_for_the_verb(holds: bool, allowed: bool) -> None:
+    spec = operation("talos", "v1.14.3", override=True)
+    verdict = admission.review_operation(spec=spec, cluster=RUNNING)
+    assert verdict.clean
+    assert admission.needs_access_review(verdict, override_requested=True)
+    answer = admission.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=holds)
+    assert answer.allowed is allowed
+    if allowed:
+        assert answer.warnings
+        assert "refuses nothing now" in answer.warnings[0]
+        assert answer.record is not None
+        assert "refused nothing at creation" in answer.record
+    else:
+        assert "remove `override: true`" in answer.message
+        assert answer.record is None
+
+
+def test_a_clean_plan_without_override_asks_nothing() -> None:
+    spec = operation("talos", "v1.14.3")
+    verdict = admission.review_operation(spec=spec, cluster=RUNNING)
+    assert not admission.needs_access_review(verdict, override_requested=spec.override)
