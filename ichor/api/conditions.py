@@ -82,6 +82,10 @@ class OperationReason(StrEnum):
     JOB_RUNNING = "JobRunning"
     JOB_SUCCEEDED = "JobSucceeded"
     JOB_FAILED = "JobFailed"
+    #: ``Complete=False``: the Job succeeded and the executor moves the cluster's spec
+    #: next. The webhook reads it (status is the operator's alone) to let the operator's
+    #: spec write carry an override this operation was admitted under.
+    SPEC_UPDATING = "SpecUpdating"
 
 
 class InstallationConditionType(StrEnum):

@@ -474,6 +474,33 @@ def running(
     )
 
 
+def spec_updating(op: Operation, *, message: str, now: datetime) -> TalosOperationStatus:
+    """The Job succeeded; the cluster's spec moves next (still Running until it has).
+
+    Written before the spec write: the webhook lets the operator's spec write carry the
+    override this operation was admitted under only once the operator recorded its Job
+    as succeeded, and the executor resumes from here after a restart even when the Job
+    is gone by then.
+    """
+    return _status(
+        op,
+        now=now,
+        updates=[_condition(Complete, F, OperationReason.SPEC_UPDATING, message, op.generation)],
+        phase=Phase.RUNNING,
+        message=message,
+    )
+
+
+def job_succeeded(op: Operation) -> bool:
+    """Whether the executor already recorded this operation's Job as succeeded."""
+    complete = next((c for c in op.status.conditions if c.type == Complete), None)
+    return (
+        op.phase is Phase.RUNNING
+        and complete is not None
+        and complete.reason == OperationReason.SPEC_UPDATING
+    )
+
+
 def succeeded(op: Operation, *, message: str, now: datetime) -> TalosOperationStatus:
     return _status(
         op,

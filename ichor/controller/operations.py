@@ -16,9 +16,11 @@ together; the API, not memory, holds the state, so a restart resumes where it st
    existing Job of that name owned by the operation is the one created before a
    restart), then ``JobRunning``. A restart between claim and create creates the Job;
    a Job missing after ``JobRunning`` was deleted by someone and fails the operation;
-4. the Job's conditions decide the end: on success the TalosCluster's spec moves to the
-   new version (a normal, optimistic update that the webhook judges; never backwards),
-   then ``Succeeded``; on failure ``Failed`` with the Job's reason and the failed
+4. the Job's conditions decide the end: on success the operation first records it
+   (``Complete=False/SpecUpdating``, still Running), then the TalosCluster's spec moves
+   to the new version (a normal, optimistic update that the webhook judges as the
+   operator's: it carries the override the operation was admitted under, if any; never
+   backwards), then ``Succeeded``; on failure ``Failed`` with the Job's reason and the failed
    container's last log lines, and the spec untouched. Events mark start and end.
 
 Every status write carries the ``resourceVersion`` it was computed from: a 409 means the
@@ -375,6 +377,10 @@ class OperationController:
         name = op.status.job_name or jobs.job_name(
             operation=op.name, uid=op.uid, type_=op.spec.type
         )
+        if lifecycle.job_succeeded(op):
+            # the Job's success was recorded before a restart: move the spec, even if the
+            # Job is gone by now
+            return await self._finish_succeeded(op)
         job = await self._read_job(op.namespace, name)
         complete = next((c for c in op.status.conditions if c.type == lifecycle.Complete), None)
         if job is None:
@@ -437,8 +443,20 @@ class OperationController:
         note = ""
         cluster_body: Mapping[str, Any] | None = None
         spec_field = lifecycle.SPEC_FIELDS.get(op.spec.type)
-        if spec_field is not None and op.spec.version:
-            denial, cluster_body = await self._record_spec(op, spec_field, op.spec.version)
+        target = op.spec.version
+        if spec_field is not None and target:
+            op = await self._write(
+                op,
+                lifecycle.spec_updating(
+                    op,
+                    message=(
+                        f"the Job succeeded; spec.{spec_field} of TalosCluster "
+                        f"{op.spec.cluster_ref.name} moves to {target} next"
+                    ),
+                    now=_now(),
+                ),
+            )
+            denial, cluster_body = await self._record_spec(op, spec_field, target)
             if denial is not None:
                 message = (
                     f"the Job succeeded, but spec.{spec_field} of TalosCluster "

@@ -51,13 +51,15 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from ichor.api import kinds
 from ichor.release.pinned import PINNED
-from ichor.testing import binaries, certs, controlplane, stack
+from ichor.testing import account, binaries, certs, controlplane, stack
 from ichor.testing import registry as test_registry
 from ichor.webhook import server
 
 T = TypeVar("T")
 
 STACK = "demo"
+#: The demo's copy of the chart's operator ClusterRole, bound to the chart's ServiceAccount.
+OPERATOR_ROLE = "ichor-demo-operator-account"
 NAMESPACE = "default"
 CLUSTER = "prod"
 PLAIN_USER = "nadia"
@@ -309,7 +311,8 @@ class Demo:
         began = time.monotonic()
         self.operator()
         _say(
-            f"  operator running, admission webhook registered and answering ({self._since(began)})"
+            f"  operator running as {account.username()} with the chart's ClusterRole, "
+            f"admission webhook registered and answering ({self._since(began)})"
         )
         self.workload()
         self.edge_workload()
@@ -348,11 +351,20 @@ class Demo:
         self.apply(_rbac())
 
     def operator(self) -> None:
+        # The operator runs as the chart's ServiceAccount with the chart's ClusterRole,
+        # never as the admin: the admin holds every verb and would hide what it lacks.
+        assert self.state is not None
+        identity = account.issue(
+            _authority(self.dir / "pki"),
+            server=self.state["server"],
+            directory=self.dir / "operator",
+        )
+        self.apply(account.manifests(account.chart_rules(), role=OPERATOR_ROLE))
         files = certs.write_serving_certificate(self.dir / "webhook")
         port = controlplane.free_port()
         env = controlplane.loopback_env(
             {
-                "KUBECONFIG": str(self.kubeconfig),
+                "KUBECONFIG": str(identity.kubeconfig),
                 "ICHOR_WEBHOOK_CERT": str(files.cert),
                 "ICHOR_WEBHOOK_KEY": str(files.key),
                 "ICHOR_WEBHOOK_PORT": str(port),

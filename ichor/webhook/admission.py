@@ -17,6 +17,7 @@ refusal the rules mark as never overridable.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -29,6 +30,7 @@ from ichor.webhook.reviews import (
     OperationSpec,
     OperationType,
     Requester,
+    StoredOperation,
 )
 
 VERB = "override"
@@ -223,6 +225,63 @@ def _passed(verdict: Verdict, *, requester: Requester, cluster: ClusterRef, what
     )
 
 
+#: The TalosCluster spec field each operation type moves when it succeeds.
+_SPEC_FIELDS = {OperationType.TALOS: "talosVersion", OperationType.KUBERNETES: "kubernetesVersion"}
+
+
+def carried_override(
+    *, new: ClusterObject, old: ClusterObject, operations: Sequence[StoredOperation]
+) -> StoredOperation | None:
+    """The operation whose override the operator's spec write carries, if there is one.
+
+    The executor moves a cluster's spec to an operation's target once its Job succeeded;
+    when the target passed a compatibility refusal under ``override: true``, that write
+    meets the same refusal, and the operator does not hold the verb (the chart grants it
+    none). It passes only for an operation of this cluster, read from the API (never
+    from the write), that was admitted with ``override: true`` (which the webhook grants
+    only to a holder of the verb), whose Job the operator recorded as succeeded, and
+    whose target is exactly the one version field this write moves.
+    """
+    moved = [
+        (field, value)
+        for field, value, before in (
+            ("talosVersion", new.talos, old.talos),
+            ("kubernetesVersion", new.kubernetes, old.kubernetes),
+        )
+        if value != before
+    ]
+    if len(moved) != 1 or new.contract != old.contract:
+        return None
+    ((field, value),) = moved
+    for stored in operations:
+        if (
+            stored.cluster == new.ref.name
+            and stored.override
+            and stored.job_succeeded
+            and _SPEC_FIELDS.get(stored.type) == field
+            and stored.version == value
+        ):
+            return stored
+    return None
+
+
+def _carried(
+    verdict: Verdict, *, requester: Requester, cluster: ClusterRef, carried: StoredOperation
+) -> Answer:
+    field = _SPEC_FIELDS[carried.type]
+    refusals = "; ".join(f"{r.rule}: {r.message}" for r in verdict.overridable)
+    return Answer(
+        allowed=True,
+        warnings=tuple(_warning(requester, r) for r in verdict.overridable),
+        record=(
+            f"The operator ({requester.username}) moved spec.{field} of TalosCluster "
+            f"{cluster} to {carried.version} (update) under the override of TalosOperation "
+            f"{cluster.namespace}/{carried.name}, admitted under the verb `{VERB}`: {refusals}"
+        ),
+        cluster=cluster,
+    )
+
+
 def answer_cluster(
     verdict: Verdict,
     *,
@@ -230,8 +289,10 @@ def answer_cluster(
     cluster: ClusterRef,
     holds_verb: bool | None,
     operation: str,
+    carried: StoredOperation | None = None,
 ) -> Answer:
-    """A TalosCluster write: an overridable refusal passes when the user holds the verb.
+    """A TalosCluster write: an overridable refusal passes when the user holds the verb,
+    or when the operator's write carries the override of an operation (``carried``).
 
     ``holds_verb`` is the SubjectAccessReview's answer, None when none was needed.
     """
@@ -244,6 +305,8 @@ def answer_cluster(
         )
     if not verdict.overridable:
         return Answer(allowed=True, cluster=cluster)
+    if carried is not None:
+        return _carried(verdict, requester=requester, cluster=cluster, carried=carried)
     if holds_verb:
         return _passed(
             verdict,

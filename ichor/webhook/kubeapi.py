@@ -45,6 +45,9 @@ class Backend(Protocol):
     async def read_cluster(self, ref: ClusterRef) -> Mapping[str, Any] | None:
         """The TalosCluster object, or None when it does not exist."""
 
+    async def list_operations(self, namespace: str) -> list[Mapping[str, Any]]:
+        """The TalosOperations stored in ``namespace``."""
+
     async def holds_override(self, requester: Requester, ref: ClusterRef) -> bool:
         """Whether the requester holds the override verb for that cluster."""
 
@@ -186,6 +189,29 @@ class KubeBackend:
         except (TimeoutError, OSError) as error:
             raise ApiUnavailable(f"reading TalosCluster {ref} failed: {error!r}") from None
         return body
+
+    async def list_operations(self, namespace: str) -> list[Mapping[str, Any]]:
+        api = client.CustomObjectsApi(await self._api())
+        try:
+            listed: Mapping[str, Any] = await api.list_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                namespace,
+                kinds.Plural.TALOS_OPERATIONS.value,
+                _request_timeout=CALL_TIMEOUT,
+            )
+        except ApiException as error:
+            raise ApiUnavailable(
+                f"listing the TalosOperations of {namespace} failed: {error.reason}"
+            ) from None
+        except (TimeoutError, OSError) as error:
+            raise ApiUnavailable(
+                f"listing the TalosOperations of {namespace} failed: {error!r}"
+            ) from None
+        items = listed.get("items")
+        return (
+            [item for item in items if isinstance(item, Mapping)] if isinstance(items, list) else []
+        )
 
     async def holds_override(self, requester: Requester, ref: ClusterRef) -> bool:
         api = client.AuthorizationV1Api(await self._api())

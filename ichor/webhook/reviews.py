@@ -15,6 +15,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NotRequired, TypedDict
 
+from ichor.api.conditions import OperationConditionType, OperationReason
+from ichor.api.talosoperation import Phase
+
 
 class MalformedReview(ValueError):
     """The review or the object under review is not in the shape the webhook reads."""
@@ -88,6 +91,22 @@ class OperationSpec:
     @property
     def cluster_ref(self) -> ClusterRef:
         return ClusterRef(self.namespace, self.cluster)
+
+
+@dataclass(frozen=True)
+class StoredOperation:
+    """A TalosOperation as stored, read back by the webhook (never from the write it judges).
+
+    ``job_succeeded``: the operator recorded its Job as succeeded (phase Succeeded, or
+    Running while it moves the cluster's spec); status is the operator's alone.
+    """
+
+    name: str
+    cluster: str
+    type: OperationType
+    version: str | None
+    override: bool
+    job_succeeded: bool
 
 
 def _mapping(value: object, *, where: str) -> Mapping[str, Any]:
@@ -177,6 +196,39 @@ def cluster_versions(body: object, *, where: str = "object") -> ClusterObject:
         detected_cni_version=_optional_string(
             status_cni, "detectedVersion", where=f"{where}.status.cni"
         ),
+    )
+
+
+def stored_operation(body: object) -> StoredOperation | None:
+    """A stored TalosOperation, or None for one the webhook cannot read (never trusted)."""
+    try:
+        spec = operation_spec(body, where="stored TalosOperation")
+    except MalformedReview:
+        return None
+    status = body.get("status") if isinstance(body, Mapping) else None
+    status = status if isinstance(status, Mapping) else {}
+    phase = status.get("phase")
+    complete = next(
+        (
+            c
+            for c in status.get("conditions") or ()
+            if isinstance(c, Mapping) and c.get("type") == OperationConditionType.COMPLETE
+        ),
+        None,
+    )
+    updating = (
+        phase == Phase.RUNNING.value
+        and complete is not None
+        and complete.get("status") == "False"
+        and complete.get("reason") == OperationReason.SPEC_UPDATING.value
+    )
+    return StoredOperation(
+        name=spec.name,
+        cluster=spec.cluster,
+        type=spec.type,
+        version=spec.version,
+        override=spec.override,
+        job_succeeded=phase == Phase.SUCCEEDED.value or updating,
     )
 
 

@@ -80,8 +80,18 @@ async def cluster_answer(
         return admission.malformed(str(error))
     try:
         verdict = admission.review_cluster(new=cluster, old=before)
+        carried = None
+        if (
+            before is not None
+            and verdict.blocking is None
+            and verdict.overridable
+            and who.username == (await backend.own_identity()).username
+        ):
+            carried = await _carried_operation(backend, new=cluster, old=before)
         holds = None
-        if admission.needs_access_review(verdict, override_requested=bool(verdict.overridable)):
+        if carried is None and admission.needs_access_review(
+            verdict, override_requested=bool(verdict.overridable)
+        ):
             holds = await backend.holds_override(who, cluster.ref)
         answer = admission.answer_cluster(
             verdict,
@@ -89,6 +99,7 @@ async def cluster_answer(
             cluster=cluster.ref,
             holds_verb=holds,
             operation=str(operation),
+            carried=carried,
         )
         await _record(answer, dryrun=dryrun, uid=_uid(new), backend=backend, logger=logger)
     except kubeapi.ApiUnavailable as error:
@@ -97,6 +108,18 @@ async def cluster_answer(
         logger.exception("TalosCluster admission failed")
         return admission.undecided(f"internal error {type(error).__name__}")
     return answer
+
+
+async def _carried_operation(
+    backend: kubeapi.Backend, *, new: reviews.ClusterObject, old: reviews.ClusterObject
+) -> reviews.StoredOperation | None:
+    """The stored operation whose override the operator's spec write carries, if any."""
+    stored = [
+        reviews.stored_operation(body) for body in await backend.list_operations(new.ref.namespace)
+    ]
+    return admission.carried_override(
+        new=new, old=old, operations=[op for op in stored if op is not None]
+    )
 
 
 async def operation_answer(

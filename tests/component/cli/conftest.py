@@ -21,7 +21,7 @@ import yaml
 
 from ichor.api import kinds
 from ichor.cli.main import main
-from ichor.testing import controlplane
+from ichor.testing import account, controlplane
 from tests.component.webhook import harness
 from tests.support import rbac
 
@@ -53,9 +53,13 @@ KUBERNETES_TAGS = [
 
 @pytest.fixture(scope="package")
 def webhook(
-    control_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
+    control_plane: controlplane.ControlPlane,
+    tmp_path_factory: pytest.TempPathFactory,
+    operator_account: account.Account,
 ) -> Iterator[harness.Webhook]:
-    with harness.running(control_plane, tmp_path_factory.mktemp("cli-webhook")) as running:
+    with harness.running(
+        control_plane, tmp_path_factory.mktemp("cli-webhook"), operator_account
+    ) as running:
         yield running
 
 
@@ -113,11 +117,13 @@ class Cli:
         namespace: str,
         configs: dict[str, Path],
         capsys: pytest.CaptureFixture[str],
+        operator: account.Account,
     ) -> None:
         self.plane = plane
         self.namespace = namespace
         self.configs = configs
         self.capsys = capsys
+        self.operator = operator
 
     def __call__(self, *args: str, user: str = "admin") -> Result:
         self.capsys.readouterr()
@@ -149,10 +155,13 @@ class Cli:
                 status["cni"]["detectedVersion"] = cilium
             self.set_status(name, status)
 
-    def set_status(self, name: str, status: dict[str, Any]) -> None:
-        self.plane.kubectl(
-            "patch", "taloscluster", name, "-n", self.namespace, "--subresource=status",
-            "--type=merge", "-p", json.dumps({"status": status}),
+    def set_status(
+        self, name: str, status: dict[str, Any], *, plural: str = "talosclusters"
+    ) -> None:
+        """Write ``status`` as the operator would (only its account may)."""
+        self.operator.patch_status(
+            server=self.plane.server, ca_file=self.plane.ca_file, plural=plural, name=name,
+            namespace=self.namespace, status=status,
         )  # fmt: skip
 
     def get(self, kind: str, name: str | None = None) -> Any:
@@ -185,11 +194,13 @@ def cli(
     namespace: str,
     capsys: pytest.CaptureFixture[str],
 ) -> Cli:
-    return Cli(control_plane, namespace, user_configs, capsys)
+    return Cli(control_plane, namespace, user_configs, capsys, webhook.operator)
 
 
 @pytest.fixture
-def recorded(control_plane: controlplane.ControlPlane) -> Iterator[Any]:
+def recorded(
+    control_plane: controlplane.ControlPlane, operator_account: account.Account
+) -> Iterator[Any]:
     """``recorded(talos=[...], kubernetes=[...])`` writes the IchorInstallation singleton
     as the release check would have; it is removed after the test."""
 
@@ -214,9 +225,10 @@ def recorded(control_plane: controlplane.ControlPlane) -> Iterator[Any]:
             targets["kubernetes"] = list(kubernetes)
         if talos_error is not None:
             targets["talosError"] = talos_error
-        control_plane.kubectl(
-            "patch", "ichorinstallation", kinds.INSTALLATION_NAME, "--subresource=status",
-            "--type=merge", "-p", json.dumps({"status": {"upgradeTargets": targets}}),
+        operator_account.patch_status(
+            server=control_plane.server, ca_file=control_plane.ca_file,
+            plural=kinds.Plural.ICHOR_INSTALLATIONS.value, name=kinds.INSTALLATION_NAME,
+            namespace=None, status={"upgradeTargets": targets},
         )  # fmt: skip
 
     try:

@@ -4,7 +4,6 @@ its refusals, the override with and without the verb, exit codes and ``--output 
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from typing import Any
@@ -271,11 +270,8 @@ def _play(cli: Cli, phases: list[str]) -> threading.Thread:
         name = operation["metadata"]["name"]
         for phase in phases:
             time.sleep(0.6)
-            status = {"status": {"phase": phase, "message": f"the executor says {phase}"}}
-            cli.plane.kubectl(
-                "patch", "talosoperation", name, "-n", cli.namespace, "--subresource=status",
-                "--type=merge", "-p", json.dumps(status),
-            )  # fmt: skip
+            status = {"phase": phase, "message": f"the executor says {phase}"}
+            cli.set_status(name, status, plural="talosoperations")
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()

@@ -12,7 +12,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ichor.testing import controlplane
+from ichor.testing import account, controlplane
 from tests.component.operations.conftest import (
     Objects,
     Operator,
@@ -32,8 +32,11 @@ def webhook(
     control_plane: controlplane.ControlPlane,
     crds: None,
     tmp_path_factory: pytest.TempPathFactory,
+    operator_account: account.Account,
 ) -> Iterator[harness.Webhook]:
-    with harness.running(control_plane, tmp_path_factory.mktemp("operations-webhook")) as running:
+    with harness.running(
+        control_plane, tmp_path_factory.mktemp("operations-webhook"), operator_account
+    ) as running:
         yield running
 
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ichor.testing import controlplane
+from ichor.testing import account, controlplane
 from tests.component.webhook import harness
 from tests.support import rbac
 
@@ -28,9 +28,13 @@ OVERRIDE_ROLE = "ichor-webhook-test-override"
 
 @pytest.fixture(scope="package")
 def webhook(
-    control_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
+    control_plane: controlplane.ControlPlane,
+    tmp_path_factory: pytest.TempPathFactory,
+    operator_account: account.Account,
 ) -> Iterator[harness.Webhook]:
-    with harness.running(control_plane, tmp_path_factory.mktemp("webhook")) as running:
+    with harness.running(
+        control_plane, tmp_path_factory.mktemp("webhook"), operator_account
+    ) as running:
         yield running
 
 
@@ -66,9 +70,12 @@ def users(control_plane: controlplane.ControlPlane) -> Iterator[None]:
 class Api:
     """kubectl as a user, the way a person tries the webhook."""
 
-    def __init__(self, plane: controlplane.ControlPlane, namespace: str) -> None:
+    def __init__(
+        self, plane: controlplane.ControlPlane, namespace: str, operator: account.Account
+    ) -> None:
         self.plane = plane
         self.namespace = namespace
+        self.operator = operator
 
     def create(
         self,
@@ -101,10 +108,11 @@ class Api:
         return self.plane.kubectl(*args, as_user=user, as_groups=groups, check=False)
 
     def set_cilium(self, name: str, version: str) -> None:
-        status = {"status": {"cni": {"detected": "cilium", "detectedVersion": version}}}
-        self.plane.kubectl(
-            "patch", "taloscluster", name, "-n", self.namespace, "--subresource=status",
-            "--type=merge", "-p", json.dumps(status),
+        """What the operator would have observed (only its account may write status)."""
+        self.operator.patch_status(
+            server=self.plane.server, ca_file=self.plane.ca_file, plural="talosclusters",
+            name=name, namespace=self.namespace,
+            status={"cni": {"detected": "cilium", "detectedVersion": version}},
         )  # fmt: skip
 
     def cluster(self, name: str) -> dict[str, Any] | None:
@@ -130,4 +138,4 @@ class Api:
 def api(
     control_plane: controlplane.ControlPlane, webhook: harness.Webhook, users: None, namespace: str
 ) -> Api:
-    return Api(control_plane, namespace)
+    return Api(control_plane, namespace, webhook.operator)

@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from ichor.api import kinds
-from ichor.testing import certs, controlplane
+from ichor.testing import account, certs, controlplane
 from ichor.webhook import kubeapi, server, validating
 from tests.support import operator as support
 
@@ -68,7 +68,8 @@ def _probe(plane: controlplane.ControlPlane) -> str:
 
 @dataclass(frozen=True)
 class Credentials:
-    """How the webhook's kopf logs in (the admin) and where its API client reads from."""
+    """How the webhook's kopf logs in (the operator's account; the bench: the admin) and
+    where its API client reads from."""
 
     server: str
     ca_file: Path
@@ -87,6 +88,18 @@ class Credentials:
             cert=plane.pki / "admin.crt",
             key=plane.pki / "admin.key",
             kubeconfig=plane.kubeconfig,
+            webhook_client_ca=plane.webhook_client_ca,
+        )
+
+    @classmethod
+    def of(cls, plane: controlplane.ControlPlane, operator: account.Account) -> Credentials:
+        """The operator's account (the chart's ServiceAccount and ClusterRole)."""
+        return cls(
+            server=plane.server,
+            ca_file=plane.ca_file,
+            cert=operator.cert,
+            key=operator.key,
+            kubeconfig=operator.kubeconfig,
             webhook_client_ca=plane.webhook_client_ca,
         )
 
@@ -202,16 +215,20 @@ def wait_until_answering(
 
 
 class Webhook:
-    """kopf with the webhook's handlers only, in a thread; its server and configuration."""
+    """kopf with the webhook's handlers only, in a thread, as the operator's account; its
+    server and configuration."""
 
-    def __init__(self, plane: controlplane.ControlPlane, workdir: Path) -> None:
+    def __init__(
+        self, plane: controlplane.ControlPlane, workdir: Path, operator: account.Account
+    ) -> None:
         self.plane = plane
         self.workdir = workdir
+        self.operator = operator
         self.name = f"ichor-webhook-{uuid.uuid4().hex[:6]}"
         self.files = certs.write_serving_certificate(workdir / "tls")
         self.port = controlplane.free_port()
         self.registry, self.settings, self.server = build(
-            Credentials.admin(plane), port=self.port, files=self.files
+            Credentials.of(plane, operator), port=self.port, files=self.files
         )
         self.kopf = support.KopfThread(self.registry, settings=self.settings, name=self.name)
 
@@ -221,7 +238,7 @@ class Webhook:
         )
 
     def start(self) -> Webhook:
-        use_backend(self.plane.kubeconfig)
+        use_backend(self.operator.kubeconfig)
         self.kopf.start()
         apply_configuration(self.plane, self.configuration())
         try:
@@ -250,11 +267,13 @@ class Webhook:
 
 
 @contextlib.contextmanager
-def running(plane: controlplane.ControlPlane, workdir: Path) -> Iterator[Webhook]:
-    """The webhook started and registered for the ``with`` block; a start that fails
-    fails the test with its reason."""
+def running(
+    plane: controlplane.ControlPlane, workdir: Path, operator: account.Account
+) -> Iterator[Webhook]:
+    """The webhook started as ``operator`` and registered for the ``with`` block; a start
+    that fails fails the test with its reason."""
     install_crds(plane)
-    webhook = Webhook(plane, workdir)
+    webhook = Webhook(plane, workdir, operator)
     try:
         webhook.start()
     except RuntimeError as error:

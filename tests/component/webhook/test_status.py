@@ -159,12 +159,23 @@ def test_the_status_of_operations_and_the_installation_is_the_operators_too(
             api.plane.kubectl("delete", "ichorinstallation", kinds.INSTALLATION_NAME, check=False)
 
 
-def test_the_operators_own_identity_writes_status(api: Api, webhook: harness.Webhook) -> None:
-    """The identity the webhook's own credentials authenticate as is the operator."""
+def test_the_operators_own_account_writes_status_and_the_admin_does_not(
+    api: Api, webhook: harness.Webhook
+) -> None:
+    """The webhook runs as the chart's ServiceAccount: that account writes status; the
+    admin (system:masters, every RBAC verb) is refused like anyone else."""
     _cluster_with_cilium(api)
     moved = {"cni": {"detected": "cilium", "detectedVersion": "1.20.5"}}
-    result = _patch_status(api, "taloscluster", "prod", moved, user=None)
-    assert result.returncode == 0, result.stderr
+    admin = _patch_status(api, "taloscluster", "prod", moved, user=None)
+    assert admin.returncode != 0, admin.stdout
+    assert REFUSED in admin.stderr, admin.stderr
+    assert webhook.operator.username in admin.stderr
+    assert _cni(api)["detectedVersion"] == "1.20.4"
+    written = webhook.operator.patch_status(
+        server=api.plane.server, ca_file=api.plane.ca_file, plural="talosclusters",
+        name="prod", namespace=api.namespace, status=moved,
+    )  # fmt: skip
+    assert written["status"]["cni"]["detectedVersion"] == "1.20.5"
     assert _cni(api)["detectedVersion"] == "1.20.5"
 
 

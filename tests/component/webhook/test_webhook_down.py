@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ichor.testing import controlplane
+from ichor.testing import account, controlplane
 from tests.component.webhook import harness
 from tests.component.webhook.conftest import Api
 
@@ -17,12 +17,15 @@ pytestmark = pytest.mark.component
 
 @pytest.fixture
 def stopped(
-    control_plane: controlplane.ControlPlane, api: Api, tmp_path: Path
+    control_plane: controlplane.ControlPlane,
+    api: Api,
+    tmp_path: Path,
+    operator_account: account.Account,
 ) -> Iterator[harness.Webhook]:
     """A second webhook configuration whose server was started, answered, then stopped."""
     created = api.create(harness.cluster_manifest("prod", api.namespace), user=None)
     assert created.returncode == 0, created.stderr
-    second = harness.Webhook(control_plane, tmp_path)
+    second = harness.Webhook(control_plane, tmp_path, operator_account)
     try:
         second.start()
         second.stop_server()

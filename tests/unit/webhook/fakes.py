@@ -14,6 +14,7 @@ from ichor.webhook.reviews import ClusterRef, Requester
 @dataclass
 class FakeBackend:
     clusters: dict[ClusterRef, Mapping[str, Any]] = field(default_factory=dict)
+    operations: list[Mapping[str, Any]] = field(default_factory=list)
     holders: set[str] = field(default_factory=set)
     fail: bool = False
     operator: str = "system:serviceaccount:ichor-system:ichor"
@@ -31,6 +32,12 @@ class FakeBackend:
     async def read_cluster(self, ref: ClusterRef) -> Mapping[str, Any] | None:
         self._check()
         return self.clusters.get(ref)
+
+    async def list_operations(self, namespace: str) -> list[Mapping[str, Any]]:
+        self._check()
+        return [
+            op for op in self.operations if (op.get("metadata") or {}).get("namespace") == namespace
+        ]
 
     async def holds_override(self, requester: Requester, ref: ClusterRef) -> bool:
         self._check()

@@ -14,6 +14,8 @@ from ichor.webhook.reviews import (
     OperationSpec,
     OperationType,
     Requester,
+    StoredOperation,
+    stored_operation,
 )
 
 REF = ClusterRef("team-a", "prod")
@@ -403,3 +405,93 @@ def test_a_clean_plan_without_override_asks_nothing() -> None:
     spec = operation("talos", "v1.14.3")
     verdict = admission.review_operation(spec=spec, cluster=RUNNING)
     assert not admission.needs_access_review(verdict, override_requested=spec.override)
+
+
+def stored(
+    version: str = "v1.37.1",
+    *,
+    kind: str = "kubernetes",
+    override: bool = True,
+    succeeded: bool = True,
+    cluster_name: str = "prod",
+) -> StoredOperation:
+    return StoredOperation(
+        name="k8s",
+        cluster=cluster_name,
+        type=OperationType(kind),
+        version=version,
+        override=override,
+        job_succeeded=succeeded,
+    )
+
+
+OLD = cluster(kubernetes="v1.36.6", cilium="1.20.4")
+NEW = cluster(kubernetes="v1.37.1", cilium="1.20.4")
+
+
+def test_the_operators_write_carries_the_override_of_its_succeeded_operation() -> None:
+    carried = admission.carried_override(new=NEW, old=OLD, operations=[stored()])
+    assert carried == stored()
+    verdict = admission.review_cluster(new=NEW, old=OLD)
+    operator = Requester("system:serviceaccount:ichor-system:ichor")
+    answer = admission.answer_cluster(
+        verdict, requester=operator, cluster=REF, holds_verb=None, operation="UPDATE",
+        carried=carried,
+    )  # fmt: skip
+    assert answer.allowed
+    assert answer.record is not None
+    assert "under the override of TalosOperation team-a/k8s" in answer.record
+    assert "(update)" in answer.record
+
+
+@pytest.mark.parametrize(
+    ("operations", "new"),
+    [
+        ([], NEW),
+        ([stored(override=False)], NEW),
+        ([stored(succeeded=False)], NEW),
+        ([stored(cluster_name="other")], NEW),
+        ([stored("v1.37.2")], NEW),
+        ([stored("v1.37.1", kind="talos")], NEW),
+        ([stored()], cluster(talos="v1.14.4", kubernetes="v1.37.1", cilium="1.20.4")),
+        ([stored()], cluster(kubernetes="v1.37.1", contract="v1.13", cilium="1.20.4")),
+    ],
+    ids=[
+        "no-operation",
+        "no-override",
+        "job-not-succeeded",
+        "another-cluster",
+        "another-target",
+        "another-component",
+        "moves-two-fields",
+        "moves-the-contract",
+    ],
+)
+def test_nothing_else_carries_an_override(
+    operations: list[StoredOperation], new: ClusterObject
+) -> None:
+    assert admission.carried_override(new=new, old=OLD, operations=operations) is None
+
+
+def test_the_stored_operation_is_read_from_its_status_never_guessed() -> None:
+    body = {
+        "metadata": {"name": "k8s", "namespace": "team-a"},
+        "spec": {"clusterRef": {"name": "prod"}, "type": "kubernetes", "version": "v1.37.1",
+                 "override": True},
+        "status": {"phase": "Running", "conditions": [
+            {"type": "Complete", "status": "False", "reason": "SpecUpdating"}]},
+    }  # fmt: skip
+    found = stored_operation(body)
+    assert found is not None
+    assert found.job_succeeded
+    body["status"] = {"phase": "Running", "conditions": [
+        {"type": "Complete", "status": "False", "reason": "JobRunning"}]}  # fmt: skip
+    running = stored_operation(body)
+    assert running is not None
+    assert not running.job_succeeded
+    body["status"] = {"phase": "Succeeded"}
+    done = stored_operation(body)
+    assert done is not None
+    assert done.job_succeeded
+    assert stored_operation({"spec": "garbage"}) is None
+    assert stored_operation(None) is None

@@ -162,3 +162,41 @@ def test_the_override_event_is_a_warning_on_the_cluster() -> None:
         "uid": "uid-1",
     }
     assert event["metadata"]["namespace"] == "team-a"
+
+
+def _stored_operation(*, phase: str = "Succeeded") -> dict[str, Any]:
+    return {
+        "metadata": {"name": "k8s", "namespace": "team-a"},
+        "spec": {
+            "clusterRef": {"name": "prod"},
+            "type": "kubernetes",
+            "version": "v1.31.9",
+            "override": True,
+        },
+        "status": {"phase": phase},
+    }
+
+
+@pytest.mark.parametrize(
+    ("user", "phase", "carried"),
+    [("op", "Succeeded", True), ("op", "Running", False), ("alice", "Succeeded", False)],
+    ids=["operator-after-success", "operator-before-success", "person"],
+)
+async def test_only_the_operators_write_after_success_carries_an_override(
+    user: str, phase: str, carried: bool
+) -> None:
+    backend = FakeBackend(operator="op", operations=[_stored_operation(phase=phase)])
+    answer = await validating.cluster_answer(
+        new=taloscluster(kubernetes="v1.31.9"),
+        old=taloscluster(kubernetes="v1.31.4"),
+        userinfo=userinfo(user),
+        operation="UPDATE",
+        dryrun=False,
+        backend=backend,
+    )
+    assert answer.allowed is carried
+    # a carried write asks no SubjectAccessReview; any other write asks for the verb
+    assert (backend.reviews == []) is carried
+    if carried:
+        assert answer.record is not None
+        assert "under the override of TalosOperation team-a/k8s" in answer.record
