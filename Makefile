@@ -11,14 +11,17 @@ export GOTOOLCHAIN := local
 STAMP := $(VENV)/.installed
 
 .PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle printable \
-        bench demo demo-down cluster-up cluster-down image clean
+        bench demo demo-down cluster-up cluster-down image clean node
 
 help:
 	@echo "make demo     run the whole upgrade story on a local control plane"
 	@echo "make test     lint, type-check and run every test (builds the test binaries once)"
 	@echo "make unit     the pure-rule tests only (seconds, no I/O)"
 	@echo "make bench    speed and memory figures"
-	@echo "make testenv  build/cache kube-apiserver, etcd, kubectl, helm, crane, registry"
+	@echo "make testenv  build/cache kube-apiserver, etcd, kubectl, helm, crane, registry and the"
+	@echo "              one-node Kubernetes (kubelet, controller-manager, scheduler, kube-proxy,"
+	@echo "              containerd, talosctl; runc, CNI plugins, iptables, conntrack from Debian)"
+	@echo "make node     the node tier only: the chart and the operator's Jobs on a real node"
 	@echo "make cluster-up / cluster-down   a local control plane for a person"
 
 $(STAMP): pyproject.toml
@@ -60,6 +63,9 @@ component: $(STAMP) testenv
 
 e2e: $(STAMP) testenv
 	$(BIN)/pytest -q -rs tests/e2e
+
+node: $(STAMP) testenv
+	$(BIN)/pytest -q -rfEs tests/node
 
 test: check testenv oracle
 	$(BIN)/pytest -q -rfEs tests

@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
-# kube-apiserver and kubectl from the Go module k8s.io/kubernetes, built into
+# kube-apiserver and kubectl, and the node's kubelet, kube-controller-manager,
+# kube-scheduler and kube-proxy, from the Go module k8s.io/kubernetes, built into
 # $TESTENV/kubernetes/<version>/ and linked from $TESTENV/bin.
 #
 # `go install k8s.io/kubernetes/cmd/...@vX` cannot work: the module replaces its
 # staging modules (k8s.io/api, client-go, ...) with ./staging directories. So we
 # write a small wrapper module in the cache that requires k8s.io/kubernetes and
 # replaces every staging module with its published v0.<minor>.<patch>, the list
-# read from the downloaded go.mod rather than written down here. Both binaries
-# come out of one `go build`, so kubectl costs little once the apiserver is built.
+# read from the downloaded go.mod rather than written down here. All the binaries
+# come out of one `go build`, so each one after the apiserver costs little: they share
+# most packages (on top of a built apiserver, the four node binaries take minutes).
 #
 # If KUBE_VERSION does not resolve or build, the newest final of the previous
 # served minor is tried; every error is kept in $TESTENV/logs/.
@@ -21,12 +23,14 @@ mkdir -p "$LOGS"
 # outdir VERSION: where the binaries of VERSION live.
 outdir() { echo "$TESTENV/kubernetes/$1"; }
 
-# reuse VERSION: link the cached binaries of VERSION if both are there.
+TOOLS=(kube-apiserver kubectl kubelet kube-controller-manager kube-scheduler kube-proxy)
+
+# reuse VERSION: link the cached binaries of VERSION if all are there.
 reuse() {
-  local dir
+  local dir tool
   dir=$(outdir "$1")
-  [[ -x $dir/kube-apiserver && -x $dir/kubectl ]] || return 1
-  have kube-apiserver "$dir" && have kubectl "$dir"
+  for tool in "${TOOLS[@]}"; do [[ -x $dir/$tool ]] || return 1; done
+  for tool in "${TOOLS[@]}"; do have "$tool" "$dir" || return 1; done
 }
 
 # staging_replaces VERSION: `-replace` arguments for every module the upstream go.mod
@@ -44,7 +48,7 @@ staging_replaces() {
     done
 }
 
-# build VERSION: the wrapper module and one `go build` for both binaries.
+# build VERSION: the wrapper module and one `go build` for every binary.
 build() {
   local version=$1 src out minor replaces
   src=$TESTENV/src/kubernetes-$version
@@ -57,18 +61,22 @@ build() {
   mapfile -t replaces < <(staging_replaces "$version")
   ((${#replaces[@]} > 0)) || { log "no staging modules found in k8s.io/kubernetes@$version go.mod"; return 1; }
   log "kubernetes $version: ${#replaces[@]} staging modules replaced with v0.${version#v1.}"
-  go mod edit "-require=k8s.io/kubernetes@$version" "${replaces[@]}" \
-    -tool=k8s.io/kubernetes/cmd/kube-apiserver -tool=k8s.io/kubernetes/cmd/kubectl
+  local tool tools=() packages=()
+  for tool in "${TOOLS[@]}"; do
+    tools+=("-tool=k8s.io/kubernetes/cmd/$tool")
+    packages+=("k8s.io/kubernetes/cmd/$tool")
+  done
+  go mod edit "-require=k8s.io/kubernetes@$version" "${replaces[@]}" "${tools[@]}"
   with_progress "kubernetes $version: resolve modules" go mod tidy
   local pkg ldflags=""
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     ldflags+=" -X $pkg.gitTreeState=clean"
   done
-  with_progress "kubernetes $version: build kube-apiserver + kubectl" \
-    go build -p 2 -trimpath -ldflags "-s -w$ldflags" -o "$out.tmp/" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kubectl
+  with_progress "kubernetes $version: build ${TOOLS[*]}" \
+    go build -p 2 -trimpath -ldflags "-s -w$ldflags" -o "$out.tmp/" "${packages[@]}"
   "$out.tmp/kube-apiserver" --version >&2
+  "$out.tmp/kubelet" --version >&2
   rm -rf "$out" && mv "$out.tmp" "$out"
 }
 

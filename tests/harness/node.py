@@ -1,0 +1,849 @@
+"""A real one-node Kubernetes from upstream parts, inside a network namespace of its own.
+
+etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd (with runc and
+the CNI bridge plugin), kubelet and kube-proxy: the binaries ``make testenv`` builds, the
+same parts kind assembles, started here in a few seconds. Pods, Jobs, Deployments,
+Services, probes, ``kubectl logs``/``exec`` and webhooks behind a Service all work.
+
+Where things are:
+
+- Everything the node uses lives in a network namespace this harness creates
+  (:mod:`tests.harness.netns`). Its links: ``lo``, the dummy ``ichor0`` holding the node
+  address :data:`NODE_IP` (and any extra address a test asks for), and the CNI bridge of
+  the Pods. It has no route out: the only routes are the Pod range on the bridge and the
+  Service range on the dummy (so connections made in the node to a ClusterIP reach
+  kube-proxy's DNAT). The bridge does no masquerading, and a ``mangle`` rule drops
+  anything forwarded off the bridge, as a backstop.
+- The tests reach the API server at ``127.0.0.1:<port>`` of the machine through a
+  forwarder; the node reaches the machine's loopback servers (the registry, a workload
+  cluster's API server) at ``NODE_IP:<same port>`` through forwarders
+  (:meth:`Node.expose`). The machine's own interface addresses are never used.
+- Processes, containers and the shims containerd leaves behind live in the cgroup tree
+  ``/ichor-node-<id>`` (:mod:`tests.harness.cgroups`); state under
+  ``/run/ichor-node-<id>`` and the work folder.
+
+:meth:`Node.stop` leaves nothing: it kills the cgroup tree, unmounts what the kubelet
+and containerd mounted under the node's folders, removes the cgroups and the namespace
+(with it the bridge, veths, iptables chains and the namespace's own sysctls), and writes
+back the machine-wide sysctls the kubelet sets (``kernel.panic``,
+``vm.overcommit_memory``...). ``tests/node/test_node_cleanup.py`` checks each of these.
+
+What this machine needs and a laptop would not: cgroup v1 (``failCgroupV1: false``,
+``cgroupfs``), no CAP_SYS_RESOURCE (containerd ``restrict_oom_score_adj``, kubelet
+``oomScoreAdj: 0``), and relaxed eviction thresholds (the disk may be full of caches).
+
+It refuses to be a cluster for anything else: one node, no DNS (a Pod's resolver is
+127.0.0.1), no image pulls from outside (containerd knows only the node's registry), and
+certificates that last a day.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import json
+import os
+import secrets
+import shutil
+import signal
+import ssl
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ichor.testing import binaries, certs, controlplane
+from tests.harness import cgroups, netns
+
+NODE_NAME = "ichor-node"
+NODE_IP = "10.201.0.2"
+#: Extra addresses a test may put on the node (workload "nodes" such as a Talos API).
+EXTRA_RANGE = "10.201.1."
+POD_CIDR = "10.244.0.0/24"
+POD_GATEWAY = "10.244.0.1"
+SERVICE_CIDR = controlplane.SERVICE_CLUSTER_IP_RANGE
+KUBERNETES_SERVICE_IP = "10.0.0.1"
+APISERVER_PORT = 6443
+ETCD_PORT = 2379
+BRIDGE = "ichor-cni0"
+DUMMY = "ichor0"
+PAUSE_IMAGE_PATH = "ichor/pause:3.10"
+
+#: Sysctls the kubelet sets machine-wide (not per network namespace) when it starts.
+KUBELET_SYSCTLS = (
+    "vm/overcommit_memory",
+    "vm/panic_on_oom",
+    "kernel/panic",
+    "kernel/panic_on_oops",
+    "kernel/keys/root_maxkeys",
+    "kernel/keys/root_maxbytes",
+)
+
+_READY_TIMEOUT = 90.0
+_STOP_GRACE = 10.0
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class NodeError(RuntimeError):
+    """The node did not start; the message names the part and the end of its log."""
+
+
+def runc_binary() -> Path:
+    return _debian("runc", Path("/usr/sbin/runc"))
+
+
+def cni_dir() -> Path:
+    return _debian("containernetworking-plugins", Path("/usr/lib/cni/bridge")).parent
+
+
+def _debian(package: str, path: Path) -> Path:
+    if not os.access(path, os.X_OK):
+        raise binaries.MissingBinaryError(
+            f"{path} is missing: run `make testenv`, which installs the Debian package"
+            f" {package} (apt-get) with the node's other parts"
+        )
+    return path
+
+
+@dataclass
+class _Process:
+    name: str
+    popen: subprocess.Popen[bytes]
+    log: Path
+
+    def running(self) -> bool:
+        return self.popen.poll() is None
+
+    def terminate(self) -> None:
+        if self.running():
+            with contextlib.suppress(ProcessLookupError):
+                self.popen.send_signal(signal.SIGTERM)
+
+    def wait(self, timeout: float) -> None:
+        try:
+            self.popen.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.popen.kill()
+            self.popen.wait()
+
+
+def _log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _read_sysctl(name: str) -> str:
+    return Path("/proc/sys", name).read_text().strip()
+
+
+@dataclass
+class Timings:
+    etcd: float = 0.0
+    apiserver: float = 0.0
+    node_ready: float = 0.0
+    service_account: float = 0.0
+    stop: float = 0.0
+    parts: dict[str, float] = field(default_factory=dict)
+
+
+class Node(controlplane.ControlPlane):
+    """The control plane plus containerd, kubelet, controller-manager, scheduler and
+    kube-proxy, all inside the node's network namespace.
+
+    ``registry_port``: the machine's loopback port of the registry the node pulls from
+    (``NODE_IP:<port>``, plain HTTP). Client methods (``kubectl``, ``user_kubeconfig``,
+    ``kubeconfig``, ``server``) are those of :class:`ControlPlane`: ``server`` is the
+    forwarder on the machine's loopback.
+    """
+
+    def __init__(self, *, workdir: Path, registry_port: int) -> None:
+        super().__init__(workdir=workdir)
+        self.id = f"{os.getpid()}-{secrets.token_hex(3)}"
+        self.runtime = Path(f"/run/ichor-node-{self.id}")
+        self.cgroups = cgroups.CgroupTree(f"ichor-node-{self.id}")
+        self.namespace: netns.NetworkNamespace | None = None
+        self.registry_port = registry_port
+        self.timings = Timings()
+        self._processes: list[_Process] = []
+        self._forwarders: list[netns.Forwarder] = []
+        self._sysctls: dict[str, str] = {}
+        self._addresses: list[str] = []
+        self._stopped = False
+        self._lock = threading.Lock()
+
+    # -- addresses -----------------------------------------------------------------
+
+    @property
+    def registry(self) -> str:
+        """The registry host as the node and its Pods name it."""
+        return f"{NODE_IP}:{self.registry_port}"
+
+    @property
+    def pause_image(self) -> str:
+        return f"{self.registry}/{PAUSE_IMAGE_PATH}"
+
+    def image(self, path: str) -> str:
+        """``<node registry>/<path>``: how a Pod names an image pushed to the registry."""
+        return f"{self.registry}/{path}"
+
+    def expose(self, port: int, *, address: str = NODE_IP) -> str:
+        """Make the machine's ``127.0.0.1:port`` reachable in the node at ``address:port``
+        (for Pods too); returns ``address:port``."""
+        assert self.namespace is not None
+        self._forwarders.append(
+            netns.Forwarder(
+                listen=(address, port),
+                target=("127.0.0.1", port),
+                listen_ns=self.namespace.path,
+                target_ns=netns.HOST,
+            )
+        )
+        return f"{address}:{port}"
+
+    def add_address(self, address: str) -> None:
+        """One more address on the node's dummy link (must be in ``EXTRA_RANGE``)."""
+        if not address.startswith(EXTRA_RANGE):
+            raise NodeError(f"extra node addresses are in {EXTRA_RANGE}0/24, not {address}")
+        assert self.namespace is not None
+        if address not in self._addresses:
+            self.namespace.run("ip", "addr", "add", f"{address}/32", "dev", DUMMY)
+            self._addresses.append(address)
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def start(self) -> Node:
+        """Start every part and return once the Node is Ready and the default
+        ServiceAccount exists. A missing binary raises ``MissingBinaryError``."""
+        found = {
+            name: binaries.find(name)
+            for name in (
+                "etcd",
+                "kube-apiserver",
+                "kube-controller-manager",
+                "kube-scheduler",
+                "kubelet",
+                "kube-proxy",
+                "containerd",
+                "containerd-shim-runc-v2",
+                "kubectl",
+            )
+        }
+        runc_binary()
+        cni_dir()
+        if os.geteuid() != 0:
+            raise NodeError("the node needs root (network namespace, cgroups, mounts)")
+        started = time.monotonic()
+        atexit.register(self.stop)
+        try:
+            self._sysctls = {name: _read_sysctl(name) for name in KUBELET_SYSCTLS}
+            for directory in (self.pki, self.logs, self.runtime):
+                directory.mkdir(parents=True, exist_ok=True)
+            self._write_pki()
+            self._network()
+            self.cgroups.create("system")
+            self.cgroups.create("runtime")
+            self._start_etcd_in_node(found["etcd"])
+            self._start_apiserver_in_node(found["kube-apiserver"])
+            self._start_containerd(found["containerd"])
+            self._start_kubelet(found["kubelet"])
+            self._start_proxy(found["kube-proxy"])
+            self._start_controller_manager(found["kube-controller-manager"])
+            self._start_scheduler(found["kube-scheduler"])
+            self._wait_node_ready()
+            self.timings.node_ready = time.monotonic() - started
+            self._wait_service_account()
+            self.timings.service_account = time.monotonic() - started
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        """Stop everything and leave nothing behind (idempotent)."""
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+        started = time.monotonic()
+        problems: list[str] = []
+
+        def step(what: str, action: Callable[[], None]) -> None:
+            try:
+                action()
+            except Exception as error:
+                problems.append(f"{what}: {error}")
+
+        # the kubelet first, so it restarts nothing it sees dying
+        for process in self._processes:
+            if process.name == "kubelet":
+                process.terminate()
+                process.wait(_STOP_GRACE)
+        step("kill the node's cgroups", self.cgroups.kill_all)
+        for process in reversed(self._processes):
+            process.terminate()
+        for process in reversed(self._processes):
+            process.wait(_STOP_GRACE)
+        self._processes.clear()
+        step("kill the node's cgroups", self.cgroups.kill_all)
+        for forwarder in self._forwarders:
+            step("stop a forwarder", forwarder.stop)
+        self._forwarders.clear()
+        step("unmount", self._unmount)
+        step("remove the node's cgroups", self.cgroups.remove)
+        if self.namespace is not None:
+            step("remove the network namespace", self.namespace.remove)
+        step("restore sysctls", self._restore_sysctls)
+        step("remove the runtime folder", lambda: shutil.rmtree(self.runtime))
+        shutil.rmtree(self.workdir / "etcd", ignore_errors=True)
+        shutil.rmtree(self.workdir / "containerd", ignore_errors=True)
+        atexit.unregister(self.stop)
+        self.timings.stop = time.monotonic() - started
+        if problems:
+            raise NodeError("the node did not stop cleanly: " + "; ".join(problems))
+
+    @property
+    def running(self) -> bool:
+        return bool(self._processes) and all(p.running() for p in self._processes)
+
+    def process_names(self) -> list[str]:
+        return [p.name for p in self._processes if p.running()]
+
+    # -- internals -----------------------------------------------------------------
+
+    def _unmount(self) -> None:
+        roots = [self.runtime, self.workdir]
+        for _ in range(5):
+            points = netns.mounts_under(roots)
+            if self.namespace is not None:
+                points = [p for p in points if p != str(self.namespace.path)]
+            if not points:
+                return
+            for point in points:
+                with contextlib.suppress(netns.NamespaceError):
+                    netns.unmount(point)
+        left = netns.mounts_under(roots)
+        if self.namespace is not None:
+            left = [p for p in left if p != str(self.namespace.path)]
+        if left:
+            raise NodeError(f"mounts left: {left}")
+
+    def _restore_sysctls(self) -> None:
+        for name, value in self._sysctls.items():
+            path = Path("/proc/sys", name)
+            if path.read_text().strip() != value:
+                path.write_text(value)
+
+    def _network(self) -> None:
+        namespace = netns.NetworkNamespace.create(self.runtime / "net")
+        self.namespace = namespace
+        run = namespace.run
+        run("ip", "link", "add", DUMMY, "type", "dummy")
+        run("ip", "addr", "add", f"{NODE_IP}/32", "dev", DUMMY)
+        run("ip", "link", "set", DUMMY, "up")
+        # connections the node itself makes to a ClusterIP need a route before kube-proxy's
+        # OUTPUT DNAT sees them; the dummy link drops whatever is not rewritten
+        run("ip", "route", "add", SERVICE_CIDR, "dev", DUMMY)
+        for tool in ("iptables", "ip6tables"):
+            run(tool, "-t", "mangle", "-A", "FORWARD", "!", "-o", BRIDGE, "-j", "DROP")
+        # the machine's registry, for containerd (pulls) and Pods (charts)
+        self.expose(self.registry_port)
+        # the node's API server, for the tests on the machine's loopback
+        self._forwarders.append(
+            netns.Forwarder(
+                listen=("127.0.0.1", 0),
+                target=("127.0.0.1", APISERVER_PORT),
+                listen_ns=netns.HOST,
+                target_ns=namespace.path,
+            )
+        )
+        self.server = f"https://127.0.0.1:{self._forwarders[-1].port}"
+
+    def _write_pki(self) -> None:
+        super()._write_pki()
+        authority = self.authority
+        pki = self.pki
+        serving = authority.issue_server(
+            hosts=[
+                "127.0.0.1",
+                "localhost",
+                NODE_IP,
+                KUBERNETES_SERVICE_IP,
+                "kubernetes",
+                "kubernetes.default",
+                "kubernetes.default.svc",
+                "kubernetes.default.svc.cluster.local",
+            ],
+            common_name="kube-apiserver",
+        )
+        serving.write(cert_path=pki / "apiserver.crt", key_path=pki / "apiserver.key")
+        for name, user, groups in (
+            ("apiserver-kubelet-client", "kube-apiserver-kubelet-client", ("system:masters",)),
+            ("controller-manager", "system:kube-controller-manager", ()),
+            ("scheduler", "system:kube-scheduler", ()),
+            ("kubelet-client", f"system:node:{NODE_NAME}", ("system:nodes",)),
+            ("kube-proxy", "system:kube-proxy", ()),
+        ):
+            pem = authority.issue_client(user=user, groups=groups)
+            pem.write(cert_path=pki / f"{name}.crt", key_path=pki / f"{name}.key")
+            controlplane.write_kubeconfig(
+                pki / f"{name}.kubeconfig",
+                server=f"https://127.0.0.1:{APISERVER_PORT}",
+                ca_pem=authority.cert_pem,
+                user=user,
+                client=pem,
+            )
+        kubelet_serving = authority.issue_server(hosts=[NODE_IP, NODE_NAME])
+        kubelet_serving.write(
+            cert_path=pki / "kubelet-serving.crt", key_path=pki / "kubelet-serving.key"
+        )
+
+    def _launch(
+        self,
+        name: str,
+        binary: Path,
+        args: Sequence[str],
+        *,
+        cgroup: str = "system",
+        env: dict[str, str] | None = None,
+    ) -> _Process:
+        assert self.namespace is not None
+        namespace = self.namespace
+        tree = self.cgroups
+        log = self.logs / f"{name}.log"
+        main = threading.current_thread() is threading.main_thread()
+
+        def enter() -> None:
+            tree.enter(cgroup)
+            namespace.preexec()
+            if main:
+                _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+        with log.open("ab") as sink:
+            popen = subprocess.Popen(
+                [str(binary), *args],
+                stdin=subprocess.DEVNULL,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                env=controlplane.loopback_env(env),
+                cwd=self.workdir,
+                start_new_session=True,
+                preexec_fn=enter,
+            )
+        process = _Process(name=name, popen=popen, log=log)
+        self._processes.append(process)
+        return process
+
+    def _wait_for(self, process: _Process, ready: Callable[[], bool], *, what: str) -> float:
+        started = time.monotonic()
+        deadline = started + _READY_TIMEOUT
+        while time.monotonic() < deadline:
+            if not process.running():
+                raise NodeError(
+                    f"{process.name} exited with {process.popen.returncode} while starting;"
+                    f" end of {process.log}:\n{_log_tail(process.log)}"
+                )
+            if ready():
+                seconds = time.monotonic() - started
+                self.timings.parts[process.name] = seconds
+                return seconds
+            time.sleep(0.1)
+        raise NodeError(
+            f"{process.name}: {what} not reached after {_READY_TIMEOUT:.0f} s;"
+            f" end of {process.log}:\n{_log_tail(process.log)}"
+        )
+
+    def _in_node(self, probe: Callable[[], bool]) -> bool:
+        assert self.namespace is not None
+        return netns.in_thread(self.namespace.path, probe)
+
+    def _start_etcd_in_node(self, binary: Path) -> None:
+        data = self.workdir / "etcd"
+        shutil.rmtree(data, ignore_errors=True)
+        url = f"http://127.0.0.1:{ETCD_PORT}"
+        peer = "http://127.0.0.1:2380"
+        process = self._launch(
+            "etcd",
+            binary,
+            [
+                "--name=default",
+                f"--data-dir={data}",
+                f"--listen-client-urls={url}",
+                f"--advertise-client-urls={url}",
+                f"--listen-peer-urls={peer}",
+                f"--initial-advertise-peer-urls={peer}",
+                f"--initial-cluster=default={peer}",
+                "--listen-metrics-urls=http://127.0.0.1:2381",
+                "--unsafe-no-fsync",
+                "--log-level=warn",
+            ],
+        )
+        self.etcd_url = url
+        self.timings.etcd = self._wait_for(
+            process, lambda: self._in_node(lambda: _http_ok(f"{url}/health")), what="/health"
+        )
+        self.etcd_start_seconds = self.timings.etcd
+
+    def _start_apiserver_in_node(self, binary: Path) -> None:
+        pki = self.pki
+        process = self._launch(
+            "kube-apiserver",
+            binary,
+            [
+                f"--advertise-address={NODE_IP}",
+                "--bind-address=0.0.0.0",
+                f"--secure-port={APISERVER_PORT}",
+                f"--cert-dir={pki / 'apiserver-generated'}",
+                f"--tls-cert-file={pki / 'apiserver.crt'}",
+                f"--tls-private-key-file={pki / 'apiserver.key'}",
+                f"--client-ca-file={self.ca_file}",
+                f"--etcd-servers={self.etcd_url}",
+                "--authorization-mode=Node,RBAC",
+                "--enable-admission-plugins=NodeRestriction",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--allow-privileged=true",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={pki / 'sa.pub'}",
+                f"--service-account-signing-key-file={pki / 'sa.key'}",
+                f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+                f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+                f"--kubelet-certificate-authority={self.ca_file}",
+                "--kubelet-preferred-address-types=InternalIP",
+                "--profiling=false",
+            ],
+        )
+        context = self.ssl_context()
+        self.timings.apiserver = self._wait_for(
+            process, lambda: _https_ok(f"{self.server}/readyz", context), what="/readyz"
+        )
+        self.apiserver_start_seconds = self.timings.apiserver
+        controlplane.write_kubeconfig(
+            self.kubeconfig,
+            server=self.server,
+            ca_pem=self.authority.cert_pem,
+            user=controlplane.ADMIN_USER,
+            client=certs.Pem(
+                cert=(pki / "admin.crt").read_bytes(), key=(pki / "admin.key").read_bytes()
+            ),
+        )
+
+    @property
+    def containerd_socket(self) -> Path:
+        return self.runtime / "containerd.sock"
+
+    def _containerd_config(self) -> str:
+        root = self.workdir / "containerd"
+        certs_d = root / "certs.d"
+        host_dir = certs_d / self.registry
+        host_dir.mkdir(parents=True, exist_ok=True)
+        (host_dir / "hosts.toml").write_text(
+            f'server = "http://{self.registry}"\n\n'
+            f'[host."http://{self.registry}"]\n'
+            '  capabilities = ["pull", "resolve"]\n'
+            "  skip_verify = true\n"
+        )
+        cni_conf = self.workdir / "cni" / "net.d"
+        cni_conf.mkdir(parents=True, exist_ok=True)
+        (cni_conf / "10-ichor.conflist").write_text(json.dumps(self._cni_config(), indent=2))
+        runtime = "plugins.'io.containerd.cri.v1.runtime'"
+        images = "plugins.'io.containerd.cri.v1.images'"
+        state = self.runtime / "containerd"
+        # every path containerd would default to outside its root/state is set or its
+        # plugin disabled, so it writes nothing under /opt, /etc or /var
+        return f"""version = 4
+root = '{root / "root"}'
+state = '{state}'
+imports = []
+disabled_plugins = [
+  'io.containerd.nri.v1.nri',
+  'io.containerd.internal.v1.opt',
+  'io.containerd.image-verifier.v1.bindir',
+  'io.containerd.snapshotter.v1.devmapper',
+  'io.containerd.snapshotter.v1.zfs',
+  'io.containerd.snapshotter.v1.blockfile',
+  'io.containerd.tracing.processor.v1.otlp',
+  'io.containerd.internal.v1.tracing',
+]
+
+[debug]
+  level = 'info'
+
+[plugins]
+  [plugins.'io.containerd.server.v1.grpc']
+    address = '{self.containerd_socket}'
+  [plugins.'io.containerd.server.v1.ttrpc']
+    address = '{self.runtime / "containerd.sock.ttrpc"}'
+  [plugins.'io.containerd.server.v1.debug']
+    address = ''
+  [plugins.'io.containerd.server.v1.metrics']
+    address = ''
+  [plugins.'io.containerd.grpc.v1.cri']
+    disable_tcp_service = true
+    stream_server_address = '127.0.0.1'
+    stream_server_port = '0'
+  [{runtime}]
+    restrict_oom_score_adj = true
+    enable_selinux = false
+    netns_mounts_under_state_dir = true
+    enable_cdi = false
+    [{runtime}.containerd]
+      default_runtime_name = 'runc'
+      [{runtime}.containerd.runtimes.runc]
+        runtime_type = 'io.containerd.runc.v2'
+        [{runtime}.containerd.runtimes.runc.options]
+          BinaryName = '{runc_binary()}'
+          SystemdCgroup = false
+    [{runtime}.cni]
+      bin_dirs = ['{cni_dir()}']
+      conf_dir = '{cni_conf}'
+      max_conf_num = 1
+  [{images}]
+    snapshotter = 'overlayfs'
+    [{images}.pinned_images]
+      sandbox = '{self.pause_image}'
+    [{images}.registry]
+      config_path = '{certs_d}'
+  [plugins.'io.containerd.transfer.v1.local']
+    config_path = '{certs_d}'
+"""
+
+    def _cni_config(self) -> dict[str, Any]:
+        return {
+            "cniVersion": "1.0.0",
+            "name": "ichor-node",
+            "plugins": [
+                {
+                    "type": "bridge",
+                    "bridge": BRIDGE,
+                    "isGateway": True,
+                    "ipMasq": False,
+                    "hairpinMode": True,
+                    "ipam": {
+                        "type": "host-local",
+                        "ranges": [[{"subnet": POD_CIDR, "gateway": POD_GATEWAY}]],
+                        "routes": [{"dst": "0.0.0.0/0"}],
+                        "dataDir": str(self.workdir / "cni" / "ipam"),
+                    },
+                }
+            ],
+        }
+
+    def _start_containerd(self, binary: Path) -> None:
+        config = self.workdir / "containerd.toml"
+        config.write_text(self._containerd_config())
+        shim_dir = str(binary.resolve().parent)
+        env = {"PATH": f"{shim_dir}:{os.environ.get('PATH', '/usr/sbin:/usr/bin:/sbin:/bin')}"}
+        process = self._launch(
+            "containerd", binary, ["--config", str(config)], cgroup="runtime", env=env
+        )
+        ctr = binaries.find("ctr")
+
+        def ready() -> bool:
+            if not self.containerd_socket.exists():
+                return False
+            result = subprocess.run(
+                [str(ctr), "--address", str(self.containerd_socket), "version"],
+                capture_output=True,
+                timeout=10,
+                check=False,
+            )
+            return result.returncode == 0
+
+        self._wait_for(process, ready, what="its socket")
+
+    def _start_kubelet(self, binary: Path) -> None:
+        pki = self.pki
+        root = self.workdir / "kubelet"
+        root.mkdir(parents=True, exist_ok=True)
+        resolv = self.workdir / "resolv.conf"
+        resolv.write_text("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+        config = {
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "kind": "KubeletConfiguration",
+            "address": NODE_IP,
+            "port": 10250,
+            "readOnlyPort": 0,
+            "healthzBindAddress": "127.0.0.1",
+            "healthzPort": 10248,
+            "tlsCertFile": str(pki / "kubelet-serving.crt"),
+            "tlsPrivateKeyFile": str(pki / "kubelet-serving.key"),
+            "authentication": {
+                "anonymous": {"enabled": False},
+                "webhook": {"enabled": True},
+                "x509": {"clientCAFile": str(self.ca_file)},
+            },
+            "authorization": {"mode": "Webhook"},
+            "cgroupDriver": "cgroupfs",
+            "cgroupRoot": self.cgroups.path,
+            "failCgroupV1": False,
+            "failSwapOn": False,
+            "oomScoreAdj": 0,
+            "resolvConf": str(resolv),
+            "podLogsDir": str(self.workdir / "pod-logs"),
+            "podCIDR": POD_CIDR,
+            "containerRuntimeEndpoint": f"unix://{self.containerd_socket}",
+            "volumePluginDir": str(root / "volume-plugins"),
+            "evictionHard": {
+                "memory.available": "1Mi",
+                "nodefs.available": "1%",
+                "nodefs.inodesFree": "1%",
+                "imagefs.available": "1%",
+            },
+            "imageGCHighThresholdPercent": 100,
+            "imageGCLowThresholdPercent": 99,
+            "serializeImagePulls": False,
+            "clusterDomain": "cluster.local",
+            "protectKernelDefaults": False,
+            "shutdownGracePeriod": "0s",
+            "syncFrequency": "10s",
+            "fileCheckFrequency": "60s",
+            "nodeStatusReportFrequency": "10s",
+            "runtimeRequestTimeout": "2m",
+            "logging": {"format": "text"},
+        }
+        path = self.workdir / "kubelet.yaml"
+        path.write_text(yaml.safe_dump(config))
+        process = self._launch(
+            "kubelet",
+            binary,
+            [
+                f"--config={path}",
+                f"--kubeconfig={pki / 'kubelet-client.kubeconfig'}",
+                f"--root-dir={root}",
+                f"--cert-dir={pki / 'kubelet-generated'}",
+                f"--node-ip={NODE_IP}",
+                f"--hostname-override={NODE_NAME}",
+                "--v=1",
+            ],
+        )
+        self._wait_for(
+            process,
+            lambda: self._in_node(lambda: _http_ok("http://127.0.0.1:10248/healthz")),
+            what="/healthz",
+        )
+
+    def _start_proxy(self, binary: Path) -> None:
+        config = {
+            "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+            "kind": "KubeProxyConfiguration",
+            "clientConnection": {"kubeconfig": str(self.pki / "kube-proxy.kubeconfig")},
+            "mode": "iptables",
+            "clusterCIDR": POD_CIDR,
+            "hostnameOverride": NODE_NAME,
+            "healthzBindAddress": "127.0.0.1:10256",
+            "metricsBindAddress": "127.0.0.1:10249",
+            # localhost NodePorts would set route_localnet; 0 leaves conntrack sysctls as
+            # they are (nf_conntrack_max is machine-wide)
+            "iptables": {"localhostNodePorts": False, "masqueradeAll": False},
+            "conntrack": {
+                "maxPerCore": 0,
+                "min": 0,
+                "tcpEstablishedTimeout": "0s",
+                "tcpCloseWaitTimeout": "0s",
+            },
+            "nodePortAddresses": [f"{NODE_IP}/32"],
+        }
+        path = self.workdir / "kube-proxy.yaml"
+        path.write_text(yaml.safe_dump(config))
+        process = self._launch("kube-proxy", binary, [f"--config={path}"])
+        self._wait_for(
+            process,
+            lambda: self._in_node(lambda: _http_ok("http://127.0.0.1:10256/livez")),
+            what="/livez",
+        )
+
+    def _component_args(self, name: str) -> list[str]:
+        kubeconfig = self.pki / f"{name}.kubeconfig"
+        return [
+            f"--kubeconfig={kubeconfig}",
+            f"--authentication-kubeconfig={kubeconfig}",
+            f"--authorization-kubeconfig={kubeconfig}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+        ]
+
+    def _start_controller_manager(self, binary: Path) -> None:
+        pki = self.pki
+        self._launch(
+            "kube-controller-manager",
+            binary,
+            [
+                *self._component_args("controller-manager"),
+                "--use-service-account-credentials=true",
+                f"--service-account-private-key-file={pki / 'sa.key'}",
+                f"--root-ca-file={self.ca_file}",
+                f"--cluster-signing-cert-file={self.ca_file}",
+                f"--cluster-signing-key-file={pki / 'ca.key'}",
+                f"--service-cluster-ip-range={SERVICE_CIDR}",
+                "--allocate-node-cidrs=false",
+                "--controllers=*,-cloud-node-lifecycle,-service-lb-controller",
+                "--secure-port=10257",
+            ],
+        )
+
+    def _start_scheduler(self, binary: Path) -> None:
+        self._launch(
+            "kube-scheduler", binary, [*self._component_args("scheduler"), "--secure-port=10259"]
+        )
+
+    def _wait_node_ready(self) -> None:
+        kubelet = next(p for p in self._processes if p.name == "kubelet")
+
+        def ready() -> bool:
+            for process in self._processes:
+                if not process.running():
+                    raise NodeError(
+                        f"{process.name} exited with {process.popen.returncode};"
+                        f" end of {process.log}:\n{_log_tail(process.log)}"
+                    )
+            result = self.kubectl(
+                "get",
+                "node",
+                NODE_NAME,
+                "-o",
+                "jsonpath={.status.conditions[?(@.type=='Ready')].status}",
+                check=False,
+            )
+            return result.stdout.strip() == "True"
+
+        self._wait_for(kubelet, ready, what=f"Node {NODE_NAME} Ready")
+
+    def _wait_service_account(self) -> None:
+        manager = next(p for p in self._processes if p.name == "kube-controller-manager")
+        self._wait_for(
+            manager,
+            lambda: self.kubectl("get", "serviceaccount", "default", check=False).returncode == 0,
+            what="the default ServiceAccount",
+        )
+
+
+_NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _http_ok(url: str) -> bool:
+    try:
+        with _NO_PROXY.open(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except (OSError, urllib.error.HTTPError):
+        return False
+
+
+def _https_ok(url: str, context: ssl.SSLContext) -> bool:
+    opener = urllib.request.build_opener(
+        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=context)
+    )
+    try:
+        with opener.open(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except (OSError, urllib.error.HTTPError):
+        return False

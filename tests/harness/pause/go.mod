@@ -1,0 +1,3 @@
+module ichor.dev/tests/harness/pause
+
+go 1.26

@@ -1,0 +1,136 @@
+"""The node starts, runs Pods behind a Service, and stops leaving the machine as it was.
+
+Its own node (not the shared one), so the whole life is inside the test: a snapshot of the
+machine before (sysctls, links, iptables and ip6tables rules, mounts, cgroups, the
+default paths of kubelet, containerd and CNI), a Pod that runs to completion with a
+projected token mounted, a long-running Pod behind a Service (so kube-proxy writes its
+chains and the CNI plugin its bridge and veths), the stop, and the snapshot again: it
+must be the same, and no process, network namespace or cgroup of the node may be left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from ichor.testing import binaries
+from tests.harness import images, machine, node
+from tests.node.conftest import NodeImages
+
+
+def _pod(name: str, image: str, args: list[str], *, restart: str) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": {"app": name}},
+        "spec": {
+            "restartPolicy": restart,
+            "terminationGracePeriodSeconds": 0,
+            "containers": [{"name": "main", "image": image, "args": args}],
+        },
+    }
+
+
+def _wait_phase(cluster: node.Node, name: str, phase: str, *, within: float = 90) -> None:
+    deadline = time.monotonic() + within
+    seen = ""
+    while time.monotonic() < deadline:
+        seen = cluster.kubectl("get", "pod", name, "-o", "jsonpath={.status.phase}").stdout
+        if seen == phase:
+            return
+        time.sleep(0.2)
+    described = cluster.kubectl("describe", "pod", name, check=False).stdout
+    raise AssertionError(f"pod {name} is {seen!r}, not {phase}, after {within} s:\n{described}")
+
+
+def _netns_inode(pid: int) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/net").st_ino
+    except OSError:
+        return None
+
+
+def _all_pids() -> list[int]:
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()]
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
+
+
+def test_a_node_runs_pods_and_leaves_nothing(
+    tmp_path: Path, node_registry: images.NodeRegistry, node_images: NodeImages
+) -> None:
+    before = machine.Snapshot.take()
+    cluster = node.Node(workdir=tmp_path / "node", registry_port=node_registry.port)
+    try:
+        cluster.start()
+    except binaries.MissingBinaryError as error:
+        pytest.fail(str(error), pytrace=False)
+    try:
+        cluster.kubectl(
+            "apply",
+            "-f",
+            "-",
+            input=json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "List",
+                    "items": [
+                        _pod("once", node_images.helm, ["version"], restart="Never"),
+                        _pod("long", node_images.pause, [], restart="Always"),
+                        {
+                            "apiVersion": "v1",
+                            "kind": "Service",
+                            "metadata": {"name": "long"},
+                            "spec": {
+                                "selector": {"app": "long"},
+                                "ports": [{"port": 80, "targetPort": 8080}],
+                            },
+                        },
+                    ],
+                }
+            ),
+        )
+        _wait_phase(cluster, "once", "Succeeded")
+        _wait_phase(cluster, "long", "Running")
+        logs = cluster.kubectl("logs", "once").stdout
+        assert "v4." in logs, logs
+
+        namespace = cluster.namespace
+        assert namespace is not None
+        routes = namespace.run("ip", "route", "show").stdout
+        assert "default" not in routes, f"the node has a route out: {routes}"
+        assert "DROP" in namespace.run("iptables", "-t", "mangle", "-S", "FORWARD").stdout
+        chains = namespace.run("iptables-save").stdout
+        assert "KUBE-SERVICES" in chains, "kube-proxy wrote no chains: the test proves nothing"
+
+        node_pids = cluster.cgroups.pids()
+        assert len(node_pids) > 8, node_pids
+        starts = {pid: _cmdline(pid) for pid in node_pids}
+        netns_inodes = {i for i in (_netns_inode(pid) for pid in node_pids) if i is not None}
+        assert len(netns_inodes) >= 3, "the node's and two Pods' namespaces"
+        assert os.stat(namespace.path).st_ino in netns_inodes
+        runtime, workdir = str(cluster.runtime), str(cluster.workdir)
+    finally:
+        cluster.stop()
+
+    after = machine.Snapshot.take()
+    assert before.diff(after) == []
+    alive = {pid: starts[pid] for pid in node_pids if _cmdline(pid) == starts[pid] != ""}
+    assert alive == {}, "processes of the node still run"
+    for pid in _all_pids():
+        assert _netns_inode(pid) not in netns_inodes, f"{pid} ({_cmdline(pid)}) holds a node netns"
+        command = _cmdline(pid)
+        assert runtime not in command, command
+        assert workdir not in command, command
+    assert not Path(runtime).exists()
+    assert cluster.cgroups.exists() == []
+    assert node.KUBELET_SYSCTLS  # the values are compared through the snapshot above
