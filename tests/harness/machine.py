@@ -32,6 +32,8 @@ VOLATILE_SYSCTLS = frozenset(
         "net/netfilter/nf_conntrack_count",
     }
 )
+#: Folders of counters (fs/quota: the quota subsystem's statistics).
+VOLATILE_PREFIXES = ("fs/quota/",)
 
 #: Where the parts write when nothing tells them otherwise.
 DEFAULT_PATHS = (
@@ -61,7 +63,7 @@ def sysctls() -> dict[str, str]:
         for name in files:
             path = os.path.join(root, name)
             key = path.removeprefix("/proc/sys/")
-            if key in VOLATILE_SYSCTLS:
+            if key in VOLATILE_SYSCTLS or key.startswith(VOLATILE_PREFIXES):
                 continue
             try:
                 with open(path) as handle:

@@ -8,7 +8,7 @@ Services, probes, ``kubectl logs``/``exec`` and webhooks behind a Service all wo
 Where things are:
 
 - Everything the node uses lives in a network namespace this harness creates
-  (:mod:`tests.harness.netns`). Its links: ``lo``, the dummy ``ichor0`` holding the node
+  (:mod:`tests.harness.netns`). Its links: ``lo``, the port-less bridge ``ichor0`` holding the node
   address :data:`NODE_IP` (and any extra address a test asks for), and the CNI bridge of
   the Pods. It has no route out: the only routes are the Pod range on the bridge and the
   Service range on the dummy (so connections made in the node to a ClusterIP reach
@@ -77,6 +77,13 @@ BRIDGE = "ichor-cni0"
 DUMMY = "ichor0"
 PAUSE_IMAGE_PATH = "ichor/pause:3.10"
 
+#: The one path the kubelet writes whatever its flags say (the device plugins' folder is a
+#: constant in its code), and the CNI library's result cache (containerd sets no other):
+#: removed at stop when the node made them, else only the node's own entries.
+KUBELET_FIXED_PATH = Path("/var/lib/kubelet")
+CNI_CACHE = Path("/var/lib/cni")
+CNI_NETWORK = "ichor-node"
+
 #: Sysctls the kubelet sets machine-wide (not per network namespace) when it starts.
 KUBELET_SYSCTLS = (
     "vm/overcommit_memory",
@@ -91,6 +98,10 @@ _READY_TIMEOUT = 90.0
 _STOP_GRACE = 10.0
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
+
+
+_running_nodes: set[Node] = set()
+_one_at_a_time = threading.Lock()
 
 
 class NodeError(RuntimeError):
@@ -180,6 +191,8 @@ class Node(controlplane.ControlPlane):
         self._sysctls: dict[str, str] = {}
         self._addresses: list[str] = []
         self._stopped = False
+        self._made_kubelet_path = False
+        self._made_cni_cache = False
         self._lock = threading.Lock()
 
     # -- addresses -----------------------------------------------------------------
@@ -212,7 +225,7 @@ class Node(controlplane.ControlPlane):
         return f"{address}:{port}"
 
     def add_address(self, address: str) -> None:
-        """One more address on the node's dummy link (must be in ``EXTRA_RANGE``)."""
+        """One more address on the node's own link (must be in ``EXTRA_RANGE``)."""
         if not address.startswith(EXTRA_RANGE):
             raise NodeError(f"extra node addresses are in {EXTRA_RANGE}0/24, not {address}")
         assert self.namespace is not None
@@ -243,9 +256,18 @@ class Node(controlplane.ControlPlane):
         cni_dir()
         if os.geteuid() != 0:
             raise NodeError("the node needs root (network namespace, cgroups, mounts)")
+        with _one_at_a_time:
+            if _running_nodes:
+                raise NodeError(
+                    "another node of this process is running: two kubelets on one machine"
+                    f" share {KUBELET_FIXED_PATH}/device-plugins; stop it first"
+                )
+            _running_nodes.add(self)
         started = time.monotonic()
         atexit.register(self.stop)
         try:
+            self._made_kubelet_path = not KUBELET_FIXED_PATH.exists()
+            self._made_cni_cache = not CNI_CACHE.exists()
             self._sysctls = {name: _read_sysctl(name) for name in KUBELET_SYSCTLS}
             for directory in (self.pki, self.logs, self.runtime):
                 directory.mkdir(parents=True, exist_ok=True)
@@ -305,9 +327,14 @@ class Node(controlplane.ControlPlane):
             step("remove the network namespace", self.namespace.remove)
         step("restore sysctls", self._restore_sysctls)
         step("remove the runtime folder", lambda: shutil.rmtree(self.runtime))
+        if self._made_kubelet_path:
+            step("remove the kubelet's fixed folder", lambda: shutil.rmtree(KUBELET_FIXED_PATH))
+        step("remove the CNI cache entries", self._clean_cni_cache)
         shutil.rmtree(self.workdir / "etcd", ignore_errors=True)
         shutil.rmtree(self.workdir / "containerd", ignore_errors=True)
         atexit.unregister(self.stop)
+        with _one_at_a_time:
+            _running_nodes.discard(self)
         self.timings.stop = time.monotonic() - started
         if problems:
             raise NodeError("the node did not stop cleanly: " + "; ".join(problems))
@@ -338,6 +365,13 @@ class Node(controlplane.ControlPlane):
         if left:
             raise NodeError(f"mounts left: {left}")
 
+    def _clean_cni_cache(self) -> None:
+        if self._made_cni_cache:
+            shutil.rmtree(CNI_CACHE, ignore_errors=True)
+            return
+        for entry in (CNI_CACHE / "results").glob(f"{CNI_NETWORK}-*"):
+            entry.unlink(missing_ok=True)
+
     def _restore_sysctls(self) -> None:
         for name, value in self._sysctls.items():
             path = Path("/proc/sys", name)
@@ -348,7 +382,9 @@ class Node(controlplane.ControlPlane):
         namespace = netns.NetworkNamespace.create(self.runtime / "net")
         self.namespace = namespace
         run = namespace.run
-        run("ip", "link", "add", DUMMY, "type", "dummy")
+        # a bridge without ports: this kernel has no dummy links, and a bridge with nothing
+        # attached holds addresses and swallows what is routed to it, as a dummy would
+        run("ip", "link", "add", DUMMY, "type", "bridge")
         run("ip", "addr", "add", f"{NODE_IP}/32", "dev", DUMMY)
         run("ip", "link", "set", DUMMY, "up")
         # connections the node itself makes to a ClusterIP need a route before kube-proxy's
@@ -583,6 +619,8 @@ disabled_plugins = [
     address = '{self.containerd_socket}'
   [plugins.'io.containerd.server.v1.ttrpc']
     address = '{self.runtime / "containerd.sock.ttrpc"}'
+  [plugins.'io.containerd.shim.v1.manager']
+    socket_dir = '{self.runtime / "s"}'
   [plugins.'io.containerd.server.v1.debug']
     address = ''
   [plugins.'io.containerd.server.v1.metrics']
@@ -602,6 +640,7 @@ disabled_plugins = [
         runtime_type = 'io.containerd.runc.v2'
         [{runtime}.containerd.runtimes.runc.options]
           BinaryName = '{runc_binary()}'
+          Root = '{self.runtime / "runc"}'
           SystemdCgroup = false
     [{runtime}.cni]
       bin_dirs = ['{cni_dir()}']
@@ -620,7 +659,7 @@ disabled_plugins = [
     def _cni_config(self) -> dict[str, Any]:
         return {
             "cniVersion": "1.0.0",
-            "name": "ichor-node",
+            "name": CNI_NETWORK,
             "plugins": [
                 {
                     "type": "bridge",
@@ -786,7 +825,6 @@ disabled_plugins = [
                 f"--cluster-signing-key-file={pki / 'ca.key'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allocate-node-cidrs=false",
-                "--controllers=*,-cloud-node-lifecycle,-service-lb-controller",
                 "--secure-port=10257",
             ],
         )

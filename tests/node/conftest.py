@@ -49,52 +49,56 @@ def node_registry() -> Iterator[images.NodeRegistry]:
         registry.close()
 
 
-def push_node_images(registry: images.NodeRegistry, *, node_registry_host: str) -> NodeImages:
-    """The pause, helm and talosctl images (static binaries, FROM scratch)."""
+def _push(
+    registry: images.NodeRegistry, *, binary: str, repository: str, tag: str, path: str
+) -> str:
+    """A static binary of ``make testenv`` as a FROM-scratch image; the name a Pod pulls."""
     try:
-        pause = images.push_binary_image(
-            registry,
-            repository=node.PAUSE_IMAGE_PATH.split(":")[0],
-            tag=node.PAUSE_IMAGE_PATH.split(":")[1],
-            binary=binaries.find("pause"),
-            path="/pause",
-        )
-        helm = images.push_binary_image(
-            registry,
-            repository="ichor/helm",
-            tag="test",
-            binary=binaries.find("helm"),
-            path="/usr/local/bin/helm",
-        )
-        talosctl = images.push_binary_image(
-            registry,
-            repository="ichor/talosctl",
-            tag="test",
-            binary=binaries.find("talosctl"),
-            path="/usr/local/bin/talosctl",
-        )
+        found = binaries.find(binary)
     except binaries.MissingBinaryError as error:
         _fail_missing(error)
         raise
-
-    def as_node(pushed: images.Pushed) -> str:
-        return pushed.reference.replace(registry.host, node_registry_host, 1)
-
-    return NodeImages(pause=as_node(pause), helm=as_node(helm), talosctl=as_node(talosctl))
+    started = time.monotonic()
+    pushed = images.push_binary_image(
+        registry, repository=repository, tag=tag, binary=found, path=path
+    )
+    record(f"{binary} image", f"{time.monotonic() - started:.1f} s")
+    return pushed.reference.replace(registry.host, f"{node.NODE_IP}:{registry.port}", 1)
 
 
 @pytest.fixture(scope="session")
-def node_images(node_registry: images.NodeRegistry) -> NodeImages:
-    return push_node_images(
-        node_registry, node_registry_host=f"{node.NODE_IP}:{node_registry.port}"
-    )
+def pause_image(node_registry: images.NodeRegistry) -> str:
+    """The node's sandbox image (containerd's pinned ``sandbox`` names it)."""
+    repository, _, tag = node.PAUSE_IMAGE_PATH.partition(":")
+    return _push(node_registry, binary="pause", repository=repository, tag=tag, path="/pause")
+
+
+@pytest.fixture(scope="session")
+def helm_image(node_registry: images.NodeRegistry) -> str:
+    return _push(
+        node_registry, binary="helm", repository="ichor/helm", tag="test",
+        path="/usr/local/bin/helm",
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def talosctl_image(node_registry: images.NodeRegistry) -> str:
+    return _push(
+        node_registry, binary="talosctl", repository="ichor/talosctl", tag="test",
+        path="/usr/local/bin/talosctl",
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="session")
+def node_images(pause_image: str, helm_image: str, talosctl_image: str) -> NodeImages:
+    return NodeImages(pause=pause_image, helm=helm_image, talosctl=talosctl_image)
 
 
 @pytest.fixture(scope="session")
 def one_node(
     tmp_path_factory: pytest.TempPathFactory,
     node_registry: images.NodeRegistry,
-    node_images: NodeImages,
+    pause_image: str,
 ) -> Iterator[node.Node]:
     """The shared node: control plane, containerd, kubelet, controller-manager, scheduler
     and kube-proxy, Ready, with the default ServiceAccount."""
