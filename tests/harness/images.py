@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
 import socket
 import subprocess
 import tarfile
@@ -25,6 +26,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from ichor.testing import binaries, controlplane
 from ichor.testing import registry as test_registry
@@ -156,24 +159,31 @@ def push_binary_image(
     return Pushed(reference=reference, digest=digest)
 
 
-def push_chart(registry: NodeRegistry, *, chart: Path, repository: str = "charts") -> str:
-    """Package ``chart`` and push it to ``oci://<registry>/<repository>``; returns the
-    chart's OCI reference on the machine (``oci://127.0.0.1:PORT/<repository>/<name>``)."""
+def push_chart(
+    registry: NodeRegistry, *, chart: Path, version: str, repository: str = "charts"
+) -> str:
+    """Package ``chart`` at ``version`` (its Chart.yaml's version and appVersion rewritten)
+    and push it to ``oci://<registry>/<repository>``; returns its OCI reference on the
+    machine (``oci://127.0.0.1:PORT/<repository>/<name>``)."""
     helm = str(binaries.find("helm"))
     with tempfile.TemporaryDirectory(prefix="ichor-chart-") as scratch:
+        source = Path(scratch) / chart.name
+        shutil.copytree(chart, source)
+        meta = yaml.safe_load((source / "Chart.yaml").read_text())
+        meta["version"] = meta["appVersion"] = version
+        (source / "Chart.yaml").write_text(yaml.safe_dump(meta))
         env = {
             "HELM_CACHE_HOME": f"{scratch}/cache",
             "HELM_CONFIG_HOME": f"{scratch}/config",
             "HELM_DATA_HOME": f"{scratch}/data",
         }
-        _run([helm, "package", str(chart), "--destination", scratch], env=env)
-        (archive,) = Path(scratch).glob("*.tgz")
+        _run([helm, "package", str(source), "--destination", scratch], env=env)
+        archive = Path(scratch) / f"{meta['name']}-{version}.tgz"
         _run(
             [helm, "push", str(archive), f"oci://{registry.host}/{repository}", "--plain-http"],
             env=env,
         )
-        name = archive.name.rsplit("-", 1)[0]
-    return f"oci://{registry.host}/{repository}/{name}"
+    return f"oci://{registry.host}/{repository}/{meta['name']}"
 
 
 def pause_binary() -> Path:

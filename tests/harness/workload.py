@@ -1,0 +1,70 @@
+"""A workload cluster for the node's upgrade Jobs: a second API server with Node objects.
+
+The same etcd + kube-apiserver as the component tests' (on the machine's loopback), whose
+serving certificate also names the node's address, so a Pod of the node reaches it at
+``NODE_IP:<port>`` through the node's forwarder (:meth:`tests.harness.node.Node.expose`)
+and verifies it. A kube-controller-manager running only the DaemonSet controller keeps
+DaemonSet status current, so ``helm upgrade --wait`` sees a stand-in Cilium roll out.
+There is no kubelet: its Nodes are objects the tests write (as a Talos node would report
+itself), and a DaemonSet the tests install selects none of them.
+
+It refuses to be reached from the node at any other address.
+"""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ichor.testing import binaries, controlplane
+from tests.harness import node
+
+
+class WorkloadPlane(controlplane.ControlPlane):
+    """``start()`` then ``expose(cluster)``; ``node_kubeconfig()`` is what a Secret holds."""
+
+    def __init__(self, *, workdir: Path) -> None:
+        super().__init__(workdir=workdir)
+        self.node_server = ""
+
+    def _write_pki(self) -> None:
+        super()._write_pki()
+        serving = self.authority.issue_server(
+            hosts=["127.0.0.1", "localhost", node.NODE_IP], common_name="kube-apiserver"
+        )
+        serving.write(cert_path=self.pki / "apiserver.crt", key_path=self.pki / "apiserver.key")
+
+    def start(self) -> WorkloadPlane:
+        super().start()
+        manager = binaries.find("kube-controller-manager")
+        self._spawn(
+            "kube-controller-manager",
+            manager,
+            [
+                f"--kubeconfig={self.kubeconfig}",
+                "--controllers=daemonset",
+                "--leader-elect=false",
+                "--secure-port=0",
+            ],
+        )
+        return self
+
+    def expose(self, cluster: node.Node) -> str:
+        """Make this API server reachable from the node's Pods; returns its URL there."""
+        port = int(self.server.rsplit(":", 1)[1])
+        self.node_server = f"https://{cluster.expose(port)}"
+        return self.node_server
+
+    def node_kubeconfig(self) -> str:
+        """The admin kubeconfig with the server as the node's Pods reach it."""
+        if not self.node_server:
+            raise RuntimeError("expose() the workload plane to the node first")
+        config: dict[str, Any] = yaml.safe_load(self.kubeconfig.read_text())
+        config["clusters"][0]["cluster"]["server"] = self.node_server
+        return yaml.safe_dump(config, sort_keys=False)
+
+    def node_kubeconfig_b64(self) -> str:
+        return base64.b64encode(self.node_kubeconfig().encode()).decode()
