@@ -365,6 +365,35 @@ def _failed_container(pods: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+#: Waiting reasons of a container that will not start by itself soon: the kubelet retries
+#: them (a missing tag may be pushed later), so the Job stays Running until its deadline,
+#: and the operation says why meanwhile.
+STUCK_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "ErrImageNeverPull",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+        "RunContainerError",
+        "CrashLoopBackOff",
+    }
+)
+
+
+def _stuck(pods: Sequence[Mapping[str, Any]]) -> str | None:
+    for pod in pods:
+        for container in _containers(pod):
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            reason = waiting.get("reason")
+            if reason in STUCK_REASONS:
+                head = f"container {container.get('name')} cannot start ({reason})"
+                detail = " ".join(str(waiting.get("message") or "").split())
+                return f"{head}: {detail}" if detail else head
+    return None
+
+
 def _progress(pods: Sequence[Mapping[str, Any]]) -> str | None:
     for pod in pods:
         inits = (pod.get("status") or {}).get("initContainerStatuses") or ()
@@ -390,7 +419,7 @@ def job_outcome(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] = ()) 
         if container:
             parts.append(container)
         return JobOutcome(JobState.FAILED, reason=reason, message="; ".join(parts))
-    progress = _progress(pods)
+    progress = _stuck(pods) or _progress(pods)
     return JobOutcome(JobState.RUNNING, message=progress or "")
 
 

@@ -214,6 +214,45 @@ def test_job_outcome_running_reports_the_step() -> None:
     assert lifecycle.job_outcome(job()).message == ""
 
 
+@pytest.mark.parametrize(
+    "reason", ["ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CreateContainerConfigError"]
+)
+def test_job_outcome_running_says_a_container_cannot_start_and_why(reason: str) -> None:
+    """An image tag the registry does not have keeps the Job Running until its deadline:
+    the operation's message says so meanwhile, with the kubelet's words."""
+    waiting = {
+        "name": "helm-upgrade",
+        "image": "10.201.0.2:5000/ichor/helm:missing",
+        "state": {
+            "waiting": {
+                "reason": reason,
+                "message": 'failed to pull "10.201.0.2:5000/ichor/helm:missing": not found',
+            }
+        },
+    }
+    outcome = lifecycle.job_outcome(job(), [pod(main=waiting)])
+    assert outcome.state is JobState.RUNNING
+    assert outcome.message == (
+        f"container helm-upgrade cannot start ({reason}): failed to pull "
+        '"10.201.0.2:5000/ichor/helm:missing": not found'
+    )
+
+
+def test_job_outcome_running_is_quiet_while_a_container_is_only_being_created() -> None:
+    creating = {"name": "helm-upgrade", "state": {"waiting": {"reason": "ContainerCreating"}}}
+    assert lifecycle.job_outcome(job(), [pod(main=creating)]).message == ""
+
+
+def test_job_outcome_running_names_a_waiting_init_step_before_the_progress() -> None:
+    done = {"name": "upgrade-000", "state": {"terminated": {"exitCode": 0}}}
+    stuck = {
+        "name": "upgrade-001",
+        "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling"}},
+    }
+    message = lifecycle.job_outcome(job(), [pod(done, stuck)]).message
+    assert message == "container upgrade-001 cannot start (ImagePullBackOff): Back-off pulling"
+
+
 def test_job_outcome_success() -> None:
     outcome = lifecycle.job_outcome(
         job(
