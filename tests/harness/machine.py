@@ -127,8 +127,9 @@ class Snapshot:
         )
 
     def diff(self, after: Snapshot) -> list[str]:
-        """What ``after`` changed, one line each (keys only present after are new kernel
-        modules' sysctls, not changes, and are not listed)."""
+        """What ``after`` changed, one line each: sysctl values, rules, and links, mounts
+        and cgroups that appeared (sysctl keys only present after are a newly loaded
+        kernel module's, not changes, and are not listed)."""
         changes = [
             f"sysctl {key}: {value.strip()!r} -> {after.sysctls[key].strip()!r}"
             for key, value in self.sysctls.items()
@@ -147,10 +148,10 @@ class Snapshot:
             ("mount", self.mounts, after.mounts),
             ("cgroup", self.cgroups, after.cgroups),
         ):
+            # only what appeared: the node removes nothing it did not make, and another
+            # process's mount or link may go meanwhile
             for item in sorted(set(after_items) - set(before_items)):
                 changes.append(f"new {what}: {item}")
-            for item in sorted(set(before_items) - set(after_items)):
-                changes.append(f"{what} gone: {item}")
         for path, existed in self.paths.items():
             if after.paths[path] != existed:
                 changes.append(f"{path}: {'existed' if existed else 'absent'} before, not after")

@@ -7,17 +7,21 @@ has not built fails the test with what to build; nothing here is ever skipped.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ichor.testing import binaries, controlplane
-from tests.harness import images, node
+from tests.component.chart import helm, readme
+from tests.harness import images, node, workload
 
 _figures: dict[str, str] = {}
 
@@ -157,3 +161,164 @@ def operator_image(node_registry: images.NodeRegistry) -> str:
         )
     record("operator image", f"{time.monotonic() - started:.1f} s")
     return reference.replace(node_registry.host, f"{node.NODE_IP}:{node_registry.port}", 1)
+
+
+RELEASE = helm.RELEASE
+CILIUM_CHART_PATH = Path(__file__).resolve().parent / "charts" / "cilium"
+
+
+@dataclass
+class OnNode:
+    """The chart installed on the node; its operator runs in a Pod there."""
+
+    cluster: node.Node
+    namespace: str
+    values_file: Path
+    registry: images.NodeRegistry
+
+    def kubectl(self, *args: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        return self.cluster.kubectl(*args, **kwargs)
+
+    def pods(self) -> list[dict[str, Any]]:
+        found = json.loads(
+            self.kubectl(
+                "get", "pods", "-n", self.namespace, "-l",
+                "app.kubernetes.io/name=ichor", "-o", "json",
+            ).stdout
+        )["items"]  # fmt: skip
+        return [p for p in found if not p["metadata"].get("deletionTimestamp")]
+
+    def pod(self) -> dict[str, Any]:
+        running = self.pods()
+        assert len(running) == 1, [p["metadata"]["name"] for p in running]
+        return running[0]
+
+    def exec(self, *command: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        name = self.pod()["metadata"]["name"]
+        return self.kubectl(
+            "exec", "-n", self.namespace, name, "-c", "operator", "--", *command, check=check
+        )
+
+    def logs(self) -> str:
+        return self.kubectl(
+            "logs", "-n", self.namespace, f"deployment/{RELEASE}", "--all-containers",
+            "--tail=200", check=False,
+        ).stdout  # fmt: skip
+
+
+def run_helm(cluster: node.Node, *args: str) -> str:
+    result = helm.run("--kubeconfig", str(cluster.kubeconfig), *args, check=False)
+    if result.returncode != 0:
+        raise AssertionError(f"helm {' '.join(args)} failed:\n{result.stderr}")
+    return result.stdout
+
+
+def wait_available(cluster: node.Node, namespace: str, *, within: float = 180) -> float:
+    """Wait for the operator's Deployment to roll out; the seconds it took."""
+    started = time.monotonic()
+    result = cluster.kubectl(
+        "rollout", "status", f"deployment/{RELEASE}", "-n", namespace,
+        f"--timeout={int(within)}s", check=False, timeout=within + 30,
+    )  # fmt: skip
+    if result.returncode != 0:
+        pods = cluster.kubectl("describe", "pods", "-n", namespace, check=False).stdout
+        logs = cluster.kubectl(
+            "logs", "-n", namespace, f"deployment/{RELEASE}", "--all-containers", check=False
+        ).stdout
+        raise AssertionError(
+            f"the Deployment did not become Available: {result.stderr}\n{pods}\n{logs}"
+        )
+    return time.monotonic() - started
+
+
+def install_values(
+    *, registry: images.NodeRegistry, images_: NodeImages, operator_image: str
+) -> dict[str, Any]:
+    """The chart's values on the node: the image built here, the executor's images and
+    chart in the node's registry, and fast loops. What differs from a real install: the
+    registry speaks plain HTTP (``--plain-http`` for helm) and the release check has no
+    registry to reach (a closed port)."""
+    repository, _, tag = operator_image.rpartition(":")
+    node_registry = f"{node.NODE_IP}:{registry.port}"
+    return {
+        "image": {"repository": repository, "tag": tag},
+        "releaseCheck": {
+            "registryHost": "127.0.0.1:1",
+            "talosRepository": "127.0.0.1:1/siderolabs/installer-base",
+            "kubernetesRepository": "127.0.0.1:1/siderolabs/kubelet",
+            "chartRepository": "127.0.0.1:1/ichor-dev/charts/ichor",
+        },
+        "executor": {"helmImage": images_.helm, "talosctlImage": images_.talosctl},
+        "extraEnv": [
+            {"name": "ICHOR_CILIUM_CHART", "value": f"oci://{node_registry}/charts/cilium"},
+            {
+                "name": "ICHOR_HELM_ARGS",
+                "value": "--reset-then-reuse-values --wait --timeout 5m --plain-http",
+            },
+            {"name": "ICHOR_OBSERVE_INTERVAL", "value": "2"},
+            {"name": "ICHOR_OPERATION_RESYNC", "value": "2"},
+            {"name": "ICHOR_OPERATION_RETRY", "value": "1"},
+        ],
+    }
+
+
+@pytest.fixture(scope="session")
+def on_node(
+    one_node: node.Node,
+    node_registry: images.NodeRegistry,
+    node_images: NodeImages,
+    operator_image: str,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[OnNode]:
+    """``helm install`` with the README's command, in a namespace of its own."""
+    namespace = f"ichor-system-{uuid.uuid4().hex[:6]}"
+    values_file = tmp_path_factory.mktemp("chart-on-node") / "values.yaml"
+    values = install_values(
+        registry=node_registry, images_=node_images, operator_image=operator_image
+    )
+    values_file.write_text(yaml.safe_dump(values))
+    words = readme.command("helm install ")
+    assert words[:4] == ["helm", "install", RELEASE, "charts/ichor"], words
+    words = [namespace if w == "ichor-system" else w for w in words]
+    run_helm(one_node, "install", RELEASE, str(helm.CHART), *words[4:], "-f", str(values_file))
+    record("chart Available", f"{wait_available(one_node, namespace):.1f} s")
+    yield OnNode(
+        cluster=one_node, namespace=namespace, values_file=values_file, registry=node_registry
+    )
+    run_helm(one_node, "uninstall", RELEASE, "-n", namespace, "--wait")
+
+
+@pytest.fixture
+def workload_plane(
+    one_node: node.Node, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[workload.WorkloadPlane]:
+    """A workload cluster of its own for the test, reachable from the node's Pods."""
+    plane = workload.WorkloadPlane(workdir=tmp_path_factory.mktemp("workload"))
+    try:
+        plane.start()
+    except binaries.MissingBinaryError as error:
+        _fail_missing(error)
+    try:
+        plane.expose(one_node)
+        yield plane
+    finally:
+        plane.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests that start a node of their own (``OWN_NODE = True`` in their module) run
+    before any test asks for the shared one: one node runs at a time (two kubelets on
+    one machine would share /var/lib/kubelet/device-plugins)."""
+    here = Path(__file__).resolve().parent
+
+    def own(item: pytest.Item) -> bool:
+        module = getattr(item, "module", None)
+        return bool(getattr(module, "OWN_NODE", False))
+
+    node_items = [i for i in items if Path(str(i.fspath)).resolve().parent == here]
+    if not node_items:
+        return
+    first = items.index(node_items[0])
+    ordered = [i for i in node_items if own(i)] + [i for i in node_items if not own(i)]
+    rest = [i for i in items if i not in set(node_items)]
+    items[:] = rest[:first] + ordered + rest[first:]

@@ -20,6 +20,13 @@ import pytest
 from ichor.testing import binaries
 from tests.harness import images, machine, netns, node
 
+#: The node tier's session fixtures (node start, image build) are charged to the first
+#: test that asks for them.
+pytestmark = pytest.mark.timeout(1200)
+
+#: This module starts its own node: it runs before the shared one starts (conftest.py).
+OWN_NODE = True
+
 
 def _pod(name: str, image: str, args: list[str], *, restart: str) -> dict[str, object]:
     return {
