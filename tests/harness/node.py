@@ -546,6 +546,9 @@ class Node(controlplane.ControlPlane):
                 f"--etcd-servers={self.etcd_url}",
                 "--authorization-mode=Node,RBAC",
                 "--enable-admission-plugins=NodeRestriction",
+                # the webhook client certificate, as the component tests' API server
+                # presents it (ControlPlane writes the configuration with its PKI)
+                f"--admission-control-config-file={pki / 'admission.yaml'}",
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allow-privileged=true",
                 "--service-account-issuer=https://kubernetes.default.svc",
