@@ -136,6 +136,16 @@ def _adopt(cli: Cli, name: str, *extra: str) -> Any:
     return cli("adopt", name, "--kubeconfig", str(cli.plane.kubeconfig), *extra)
 
 
+def _refused_and_nothing_written(cli: Cli, result: Any, *, name: str, words: str) -> None:
+    """Adopt refused in one sentence, and neither the TalosCluster nor its Secret exists."""
+    assert result.code == 1
+    assert result.err.startswith("Refused:")
+    assert words in result.err
+    assert "Nothing was written" in result.err
+    assert cli.get("taloscluster", name) is None
+    assert cli.get("secret", f"{name}-kubeconfig") is None
+
+
 def test_adopt_takes_the_cluster_as_it_runs(cli: Cli, workload: Workload) -> None:
     workload.node("a1", talos="v1.13.9", kubelet="v1.35.5")
     workload.node("a2", talos="v1.13.9", kubelet="v1.35.5")
@@ -173,13 +183,7 @@ def test_adopt_refuses_before_writing_anything(
     cli: Cli, workload: Workload, talos: str, kubelet: str, reason: str
 ) -> None:
     workload.node("r1", talos=talos, kubelet=kubelet)
-    result = _adopt(cli, "refused")
-    assert result.code == 1
-    assert result.err.startswith("Refused:")
-    assert reason in result.err
-    assert "Nothing was written" in result.err
-    assert cli.get("taloscluster", "refused") is None
-    assert cli.get("secret", "refused-kubeconfig") is None
+    _refused_and_nothing_written(cli, _adopt(cli, "refused"), name="refused", words=reason)
 
 
 @pytest.mark.parametrize(
@@ -318,9 +322,4 @@ def test_adopt_refuses_a_contract_the_running_talos_does_not_take_and_writes_not
 ) -> None:
     workload.node("c1", talos="v1.14.3", kubelet="v1.36.6")
     result = _adopt(cli, "edge", "--version-contract", contract)
-    assert result.code == 1
-    assert result.err.startswith("Refused:")
-    assert words in result.err
-    assert "Nothing was written" in result.err
-    assert cli.get("taloscluster", "edge") is None
-    assert cli.get("secret", "edge-kubeconfig") is None
+    _refused_and_nothing_written(cli, result, name="edge", words=words)
