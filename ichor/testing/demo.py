@@ -312,7 +312,7 @@ class Demo:
         self.operator()
         _say(
             f"  operator running as {account.username()} with the chart's ClusterRole, "
-            f"admission webhook registered and answering ({self._since(began)})"
+            f"admission webhook registered and answering over mutual TLS ({self._since(began)})"
         )
         self.workload()
         self.edge_workload()
@@ -368,6 +368,9 @@ class Demo:
                 "ICHOR_WEBHOOK_CERT": str(files.cert),
                 "ICHOR_WEBHOOK_KEY": str(files.key),
                 "ICHOR_WEBHOOK_PORT": str(port),
+                # mutual TLS: the control plane presents its webhook client certificate
+                "ICHOR_WEBHOOK_CLIENT_CA": str(self.dir / "pki" / "webhook-client-ca.crt"),
+                "ICHOR_WEBHOOK_CLIENT_NAMES": controlplane.WEBHOOK_CLIENT,
                 "ICHOR_OBSERVE_INTERVAL": "2",
                 "ICHOR_BACKOFF_INITIAL": "1",
                 "ICHOR_OPERATION_RESYNC": "2",
