@@ -42,6 +42,8 @@ class Installed:
     log: Path
     metrics_url: str
     values_file: Path
+    #: The install's flags beyond the values file (the README's mutual TLS).
+    helm_flags: tuple[str, ...] = ()
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -174,6 +176,7 @@ def installed(
                 log=log,
                 metrics_url=f"http://127.0.0.1:{ports['metrics']}/metrics",
                 values_file=rel.values_file,
+                helm_flags=rel.flags,
             )
         finally:
             # The operator stops first: its role goes with the release.

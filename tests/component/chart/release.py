@@ -31,6 +31,8 @@ class Release:
     manifest: list[helm.Object]
     values_file: Path
     name: str = helm.RELEASE
+    #: The ``--set`` flags the install had beyond the values file (an upgrade repeats them).
+    flags: tuple[str, ...] = ()
 
     @property
     def service_account(self) -> str:
@@ -141,7 +143,9 @@ def installed(
     try:
         text = run_helm(plane, "get", "manifest", helm.RELEASE, "-n", namespace).stdout
         manifest = [doc for doc in yaml.safe_load_all(text) if doc]
-        yield Release(namespace=namespace, manifest=manifest, values_file=values_file)
+        yield Release(
+            namespace=namespace, manifest=manifest, values_file=values_file, flags=tuple(flags)
+        )
     finally:
         try:
             run_helm(plane, "uninstall", helm.RELEASE, "-n", namespace, "--wait")

@@ -217,7 +217,7 @@ def test_upgrade_keeps_the_generated_certificate(installed: Installed) -> None:
     before = tls()
     run_helm(
         installed.plane, "upgrade", helm.RELEASE, str(helm.CHART), "-n", installed.namespace,
-        "-f", str(installed.values_file),
+        "-f", str(installed.values_file), *installed.helm_flags,
     )  # fmt: skip
     assert tls() == before
     harness.wait_until_answering(installed.plane, alive=lambda: installed.operator.poll() is None)

@@ -100,6 +100,13 @@ async def _post(url: str, context: ssl.SSLContext, body: dict[str, Any]) -> Any:
 def test_the_chart_turns_on_mutual_tls_with_the_readmes_flags(installed: Installed) -> None:
     configmap = helm.one(installed.manifest, "ConfigMap", f"{helm.RELEASE}-webhook-client-ca")
     assert configmap["data"]["ca.crt"] == installed.plane.webhook_client_ca.read_text()
+    stored = json.loads(
+        installed.kubectl(
+            "get", "configmap", configmap["metadata"]["name"], "-n", installed.namespace,
+            "-o", "json",
+        ).stdout
+    )  # fmt: skip
+    assert stored["data"] == configmap["data"]
     env = helm.env(installed.manifest)
     assert env["ICHOR_WEBHOOK_CLIENT_NAMES"] == controlplane.WEBHOOK_CLIENT
     assert "mutual TLS" in installed.log_text()
