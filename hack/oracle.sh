@@ -68,9 +68,11 @@ if [[ ${1:-} == newest ]]; then
   exit 0
 fi
 
-dir=$ICHOR_CACHE/oracle/$VERSION
-# The stamp ties the binary to the sources it was built from (program, go.mod, go.sum).
+# The stamp ties the binary to the sources it was built from (program, go.mod, go.sum),
+# and names its folder: checkouts with other oracle sources (another branch, another
+# worktree) each keep their own binary instead of rebuilding one over the other's.
 stamp=$(cat "$SRC/main.go" "$SRC/go.mod" "$SRC/go.sum" | sha256sum | cut -d' ' -f1)
+dir=$ICHOR_CACHE/oracle/$VERSION-${stamp:0:12}
 if [[ -x $dir/oracle && $(cat "$dir/source.sha256" 2>/dev/null) == "$stamp" ]]; then
   log "oracle: cached at $dir (machinery $VERSION)"
   exit 0

@@ -117,7 +117,9 @@ def _source_stamp() -> str:
 def find_oracle() -> Path:
     """The oracle binary for the pinned machinery version, built from the current sources."""
     version = pinned_version()
-    folder = cache_dir() / "oracle" / version
+    # The folder is named by the sources' stamp too (hack/oracle.sh), so a checkout with
+    # other oracle sources never finds, or replaces, this one's binary.
+    folder = cache_dir() / "oracle" / f"{version}-{_source_stamp()[:12]}"
     path = folder / "oracle"
     if not (path.exists() and os.access(path, os.X_OK)):
         raise MissingBinaryError(
