@@ -6,7 +6,7 @@
 # The machinery version is the one pinned in tests/oracle/go.mod, fetched through the Go
 # module proxy like any other module and checked against the committed go.sum (written by
 # the go command from the proxy and the checksum database), so every build is the same
-# code. The binary goes to $ICHOR_CACHE/oracle/<version>/oracle, outside the repo. A rerun
+# code. The binary goes to $ICHOR_CACHE/oracle/<version>-<source stamp>/oracle, outside the repo. A rerun
 # with unchanged sources is a no-op. It never resolves @latest (which may be another Talos
 # minor), and there is no other route: a version the proxy does not serve is not built.
 #
