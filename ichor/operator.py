@@ -18,11 +18,16 @@ metrics (``ichor.kube.metrics``); unset, none are served. Without ``ICHOR_PEERIN
 standalone as one replica; with it (the name of a ClusterKopfPeering, which the chart
 creates when ``replicas`` > 1) kopf's peering lets one replica run the handlers while every
 replica serves the webhook, each with a random priority so that two never tie.
+
+kopf names the process in its peering by ``POD_ID`` (the chart sets the Pod's name), else
+after its user; a user with no name (a uid without a passwd entry and no ``USER``, as an
+arbitrary ``runAsUser`` gives) is named ``uid<N>`` rather than ending the process at start.
 """
 
 from __future__ import annotations
 
 import asyncio
+import getpass
 import importlib
 import logging
 import os
@@ -107,11 +112,28 @@ async def main() -> None:
     )
 
 
+def name_the_user() -> None:
+    """Give ``getpass.getuser()`` a name when the uid has none, for kopf's identity.
+
+    kopf calls it at every start unless ``POD_ID`` is set; for a uid without a passwd entry
+    and no ``USER``/``LOGNAME`` it raises, and the operator would exit before doing anything.
+    """
+    if os.environ.get("POD_ID") is not None:
+        return
+    try:
+        getpass.getuser()
+    except (KeyError, OSError):  # KeyError up to Python 3.12, OSError from 3.13
+        uid = os.getuid()
+        os.environ["USER"] = f"uid{uid}"
+        logger.info("uid %d has no name and POD_ID is unset: kopf names it uid%d", uid, uid)
+
+
 def run() -> None:
     logging.basicConfig(
         level=os.environ.get("ICHOR_LOG_LEVEL", "INFO"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    name_the_user()
     asyncio.run(main())
 
 

@@ -30,6 +30,14 @@ def test_final_stage_runs_as_a_numeric_non_root_user() -> None:
     assert "pip install" not in final
 
 
+def test_final_stage_names_its_user() -> None:
+    """kopf asks the user's name when POD_ID is unset: uid 65532 needs a passwd entry."""
+    final = DOCKERFILE.rsplit("\nFROM ", 1)[1]
+    (uid, gid) = re.findall(r"^USER (\d+):(\d+)$", final, re.MULTILINE)[-1]
+    assert f"ichor:x:{uid}:{gid}:" in final
+    assert f"ichor:x:{gid}:" in final
+
+
 def test_make_image_tags_the_charts_default_image() -> None:
     makefile = (ROOT / "Makefile").read_text()
     built = re.search(r"^image:\n\tdocker build -t (\S+):", makefile, re.MULTILINE)
