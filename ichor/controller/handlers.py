@@ -8,6 +8,9 @@ kopf's default registry and a test its own.
 
 from __future__ import annotations
 
+import dataclasses
+import os
+from collections.abc import Mapping
 from typing import Any
 
 import kopf
@@ -52,10 +55,27 @@ async def installation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) ->
     controller.installation_event(event.get("type"), event["object"])
 
 
+def in_cluster_server(environ: Mapping[str, str]) -> str | None:
+    """The API server's address as the kubelet gives it to every container
+    (``KUBERNETES_SERVICE_HOST``/``_PORT``, which client-go reads too), or None."""
+    host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT")
+    if not (host and port):
+        return None
+    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+
+
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
-    """In a Pod its service account, else ``$KUBECONFIG`` (or ``~/.kube/config``)."""
+    """In a Pod its service account, else ``$KUBECONFIG`` (or ``~/.kube/config``).
+
+    kopf's service-account login names the server ``https://kubernetes.default.svc``,
+    which needs the cluster's DNS; the operator's own clients use the address the kubelet
+    gives, so kopf is given it too and starts even while cluster DNS does not answer.
+    """
     info: kopf.ConnectionInfo | None = kopf.login_with_service_account(**kwargs)
-    return info or kopf.login_with_kubeconfig(**kwargs)
+    if info is None:
+        return kopf.login_with_kubeconfig(**kwargs)
+    server = in_cluster_server(os.environ)
+    return dataclasses.replace(info, server=server) if server else info
 
 
 def register(registry: kopf.OperatorRegistry, *, with_login: bool = True) -> None:
