@@ -11,7 +11,7 @@ export GOTOOLCHAIN := local
 STAMP := $(VENV)/.installed
 
 .PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle printable \
-        bench demo demo-down cluster-up cluster-down image clean node
+        bench demo demo-down cluster-up cluster-down image image-base clean node
 
 help:
 	@echo "make demo     run the whole upgrade story on a local control plane"
@@ -22,6 +22,7 @@ help:
 	@echo "              one-node Kubernetes (kubelet, controller-manager, scheduler, kube-proxy,"
 	@echo "              containerd, talosctl; runc, CNI plugins, iptables, conntrack from Debian)"
 	@echo "make node     the node tier only: the chart and the operator's Jobs on a real node"
+	@echo "make image    the operator image (Docker engine or buildah; IMAGE_OUTPUT=, IMAGE_PUSH=)"
 	@echo "make cluster-up / cluster-down   a local control plane for a person"
 
 $(STAMP): pyproject.toml
@@ -67,7 +68,7 @@ e2e: $(STAMP) testenv
 node: $(STAMP) testenv
 	$(BIN)/pytest -q -rfEs tests/node
 
-test: check testenv oracle
+test: check testenv oracle image-base
 	$(BIN)/pytest -q -rfEs tests
 
 bench: $(STAMP) testenv oracle
@@ -85,8 +86,19 @@ cluster-up: $(STAMP) testenv
 cluster-down: $(STAMP)
 	$(BIN)/python -m ichor.testing.stack down --name dev
 
+# The operator image (hack/image.sh): the Docker engine when one answers, else buildah
+# (installed from Debian), on the Dockerfile's pinned base or, when that cannot be pulled,
+# one made here from Debian's packages (cached). IMAGE_OUTPUT=PATH also writes an OCI
+# archive; IMAGE_PUSH=host:port/repo:tag also pushes it. IMAGE_ENGINE, IMAGE_BASE: see the
+# script.
+IMAGE_REPOSITORY := ghcr.io/ichor-dev/ichor-operator
+IMAGE_TAG := $(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml | head -1)
 image:
-	docker build -t ghcr.io/ichor-dev/ichor-operator:$$(grep -m1 '^version' pyproject.toml | cut -d'"' -f2) .
+	@IMAGE=$(IMAGE_REPOSITORY):$(IMAGE_TAG) bash hack/image.sh build
+
+# The image tools and the Debian base the image test builds on (cached; `make test` needs it).
+image-base:
+	@IMAGE_ENGINE=buildah bash hack/image.sh base >/dev/null
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -157,7 +157,7 @@ def test_default_objects(rendered: dict[str, list[Object]]) -> None:
 def test_default_image_is_what_make_image_tags(rendered: dict[str, list[Object]]) -> None:
     version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
     makefile = (ROOT / "Makefile").read_text()
-    repository = re.search(r"docker build -t (\S+):", makefile)
+    repository = re.search(r"^IMAGE_REPOSITORY := (\S+)$", makefile, re.MULTILINE)
     assert repository is not None
     assert helm.container(rendered["defaults"])["image"] == f"{repository[1]}:{version}"
     digest = helm.container(rendered["digest"])["image"]
