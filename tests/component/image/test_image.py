@@ -26,7 +26,7 @@ import pytest
 from ichor.testing import controlplane
 from tests.component.chart import helm, release
 from tests.component.image import bundle
-from tests.component.image.conftest import Built, figure, host_network
+from tests.component.image.conftest import Built, figure, host_network, listen_port
 from tests.component.webhook import harness
 
 pytestmark = [pytest.mark.component, pytest.mark.timeout(1500)]
@@ -202,8 +202,8 @@ def test_the_image_runs_as_its_user_on_a_read_only_root_until_it_serves(
 ) -> None:
     before = host_network()
     pod = f"ichor-{uuid.uuid4().hex[:10]}-{uuid.uuid4().hex[:5]}"
-    ports = {"webhook": webhook_port, "healthz": controlplane.free_port()}
-    ports["metrics"] = controlplane.free_port()
+    ports = {"webhook": webhook_port, "healthz": listen_port(avoid=[webhook_port])}
+    ports["metrics"] = listen_port(avoid=ports.values())
     container_spec = helm.container(chart_release.manifest)
     spec = bundle.Spec(
         config=built_image.config,
