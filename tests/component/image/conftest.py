@@ -144,10 +144,13 @@ def chart_release(
     tmp_path_factory: pytest.TempPathFactory,
     webhook_port: int,
 ) -> Iterator[release.Release]:
-    """The README's install, its webhook at 127.0.0.1:<webhook_port>, where the image's
-    operator listens; one at a time runs there."""
+    """The README's install with its mutual-TLS flags (as the chart tests install it), its
+    webhook at 127.0.0.1:<webhook_port>, where the image's operator listens; one at a time
+    runs there."""
     workdir = tmp_path_factory.mktemp("image-release")
-    with release.installed(control_plane, workdir=workdir, webhook_port=webhook_port) as rel:
+    with release.installed(
+        control_plane, workdir=workdir, webhook_port=webhook_port, mutual_tls=True
+    ) as rel:
         yield rel
 
 

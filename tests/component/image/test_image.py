@@ -11,7 +11,9 @@ container gets SIGTERM, as from a kubelet, and must end cleanly, leaving nothing
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import json
 import shutil
 import subprocess
 import time
@@ -49,12 +51,6 @@ def _pod_spec(rel: release.Release) -> helm.Object:
     return spec
 
 
-def _mount_path(rel: release.Release, volume: str) -> str:
-    mounts = helm.container(rel.manifest)["volumeMounts"]
-    path: str = next(m["mountPath"] for m in mounts if m["name"] == volume)
-    return path
-
-
 def _tmp_size(rel: release.Release) -> str:
     """The chart's emptyDir at /tmp (``64Mi``) as a tmpfs size."""
     volume = next(v for v in _pod_spec(rel)["volumes"] if v["name"] == "tmp")
@@ -63,12 +59,39 @@ def _tmp_size(rel: release.Release) -> str:
     return f"{limit[:-2]}m"
 
 
+def _volume_files(
+    plane: controlplane.ControlPlane, rel: release.Release, volume: helm.Object, directory: Path
+) -> Path:
+    """A Secret or ConfigMap volume of the Pod, as the kubelet writes it: a file per key."""
+    if "secret" in volume:
+        kind, name = "secret", volume["secret"]["secretName"]
+    else:
+        assert "configMap" in volume, f"the test cannot mount volume {volume}"
+        kind, name = "configmap", volume["configMap"]["name"]
+    found = json.loads(plane.kubectl("get", kind, name, "-n", rel.namespace, "-o", "json").stdout)
+    directory.mkdir()
+    for key, value in (found.get("data") or {}).items():
+        data = base64.b64decode(value) if kind == "secret" else value.encode()
+        (directory / key).write_bytes(data)
+    return directory
+
+
 def _pod_files(
     plane: controlplane.ControlPlane, rel: release.Release, workdir: Path, pod: str
 ) -> list[bundle.Mount]:
-    """What a kubelet mounts: the webhook Secret at the chart's path, the ServiceAccount's
-    token with the cluster's CA, and /etc/hosts and /etc/resolv.conf (loopback only)."""
-    tls = release.secret_files(plane, rel.namespace, workdir)
+    """What a kubelet mounts: each of the chart's Secret and ConfigMap volumes at its mount
+    path (its emptyDir is the tmpfs at /tmp), the ServiceAccount's token with the cluster's
+    CA, and /etc/hosts and /etc/resolv.conf (loopback only)."""
+    volumes = {v["name"]: v for v in _pod_spec(rel)["volumes"]}
+    binds = []
+    for mount in helm.container(rel.manifest)["volumeMounts"]:
+        volume = volumes[mount["name"]]
+        if "emptyDir" in volume:
+            assert mount["mountPath"] == "/tmp", f"an emptyDir the test does not give: {mount}"
+            continue
+        assert mount.get("readOnly") is True, f"a writable volume outside /tmp: {mount}"
+        source = _volume_files(plane, rel, volume, workdir / f"volume-{mount['name']}")
+        binds.append(bundle.Mount(source=source, target=mount["mountPath"]))
     account = workdir / "serviceaccount"
     account.mkdir()
     token = plane.kubectl(
@@ -82,7 +105,7 @@ def _pod_files(
     resolv = workdir / "resolv.conf"
     resolv.write_text("nameserver 127.0.0.1\n")
     return [
-        bundle.Mount(source=tls, target=_mount_path(rel, "webhook-tls")),
+        *binds,
         bundle.Mount(source=account, target=SERVICE_ACCOUNT_DIR),
         bundle.Mount(source=hosts, target="/etc/hosts"),
         bundle.Mount(source=resolv, target="/etc/resolv.conf"),
