@@ -129,8 +129,13 @@ restore_host() {
   fi
   local table chain
   while read -r table chain; do
-    [[ -n $chain ]] || continue
+    [[ -n $chain && ! $chain =~ ^(INPUT|OUTPUT|FORWARD|PREROUTING|POSTROUTING)$ ]] || continue
     table=${table#\*}
+    # Only a container network backend's own chains; another program's are not ours.
+    if [[ ! $chain =~ ^(NETAVARK|CNI-|PODMAN) ]]; then
+      log "iptables chain $chain ($table) appeared during the build; not a build's, left alone"
+      continue
+    fi
     log "iptables chain $chain ($table) appeared during the build: removed"
     iptables -t "$table" -S | grep -E -- "-j $chain( |$)" | sed 's/^-A /-D /' \
       | while read -r rule; do eval "iptables -t $table $rule"; done
