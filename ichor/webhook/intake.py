@@ -257,13 +257,34 @@ def shape_problem(data: object) -> str | None:
         return "request.operation is missing"
     if not isinstance(request.get("userInfo"), Mapping):
         return "request.userInfo is missing"
-    if not isinstance(request.get("object"), Mapping) and not isinstance(
-        request.get("oldObject"), Mapping
-    ):
+    bodies = {key: request.get(key) for key in ("object", "oldObject")}
+    if all(body is None for body in bodies.values()):
         return "request.object and request.oldObject are both missing"
+    for key, body in bodies.items():
+        problem = _body_problem(body, where=f"request.{key}")
+        if problem is not None:
+            return problem
     sub = request.get("subResource")
     if sub is not None and not isinstance(sub, str):
         return "request.subResource must be a string"
+    return None
+
+
+def _body_problem(body: object, *, where: str) -> str | None:
+    """What kopf reads of an object before any handler (its metadata's uid, name and
+    namespace, to key its memory and name its logs) must be of the right type."""
+    if body is None:
+        return None
+    if not isinstance(body, Mapping):
+        return f"{where} must be an object"
+    metadata = body.get("metadata")
+    if metadata is None:
+        return None
+    if not isinstance(metadata, Mapping):
+        return f"{where}.metadata must be an object"
+    for key in ("uid", "name", "namespace"):
+        if metadata.get(key) is not None and not isinstance(metadata.get(key), str):
+            return f"{where}.metadata.{key} must be a string"
     return None
 
 

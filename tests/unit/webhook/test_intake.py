@@ -326,3 +326,28 @@ async def test_a_version_past_pythons_digit_limit_is_a_form_refusal_not_a_retry(
     assert result.code == 403, result.message
     assert "retry" not in result.message
     assert "out of range" in result.message
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ({"object": [1, 2], "oldObject": {"metadata": {}}}, "request.object must be an object"),
+        ({"object": {"metadata": ["x"]}}, "request.object.metadata must be an object"),
+        ({"object": {"metadata": {"uid": ["x"]}}}, "request.object.metadata.uid must be a string"),
+        ({"oldObject": {"metadata": {"name": 7}}}, "request.oldObject.metadata.name must be"),
+        ({"object": None, "oldObject": None}, "both missing"),
+    ],
+    ids=["object-a-list", "metadata-a-list", "uid-a-list", "old-name-a-number", "no-objects"],
+)
+async def test_what_kopf_reads_before_a_handler_must_be_of_its_type(
+    change: dict[str, Any], words: str
+) -> None:
+    """kopf keys its memory by metadata.uid and names its logs by name and namespace
+    before any handler runs: another type there made kopf raise (a 503 "could not
+    decide", found by the HTTPS fuzz), so it is refused as unreadable first."""
+    body = review(CLUSTER)
+    body["request"].update(change)
+    result, kopf = await answer(body, "taloscluster")
+    assert words in denied(result)
+    assert result["response"]["status"]["code"] == 400
+    assert kopf.seen == []
