@@ -100,6 +100,60 @@ _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
+SYSCTLS_FILE = "sysctls.json"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale() -> list[str]:
+    """End what a node of a process that died without its stop left (a SIGKILLed test
+    run): its cgroup tree (the shims and containers outlive it), its mounts, its network
+    namespace, its runtime folder, and the machine-wide sysctls it recorded. A node whose
+    process still runs is left alone. Returns the ids swept."""
+    swept = []
+    for runtime in sorted(Path("/run").glob("ichor-node-*")):
+        node_id = runtime.name.removeprefix("ichor-node-")
+        owner = node_id.split("-", 1)[0]
+        if not owner.isdigit() or _alive(int(owner)):
+            continue
+        tree = cgroups.CgroupTree(f"ichor-node-{node_id}")
+        tree.kill_all()
+        roots = [runtime]
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            roots.append(Path(json.loads((runtime / SYSCTLS_FILE).read_text())["workdir"]))
+        for point in netns.mounts_under(roots):
+            with contextlib.suppress(netns.NamespaceError):
+                netns.unmount(point)
+        tree.remove()
+        recorded = runtime / SYSCTLS_FILE
+        with contextlib.suppress(OSError, ValueError):
+            state = json.loads(recorded.read_text())
+            for name, value in state["sysctls"].items():
+                if name in KUBELET_SYSCTLS:
+                    Path("/proc/sys", name).write_text(value)
+            for made in state["made"]:
+                if Path(made) in (KUBELET_FIXED_PATH, CNI_CACHE):
+                    shutil.rmtree(made, ignore_errors=True)
+        shutil.rmtree(runtime, ignore_errors=True)
+        swept.append(node_id)
+    for hierarchy in cgroups.hierarchies():
+        for stale in hierarchy.glob("ichor-node-*"):
+            owner = stale.name.removeprefix("ichor-node-").split("-", 1)[0]
+            if owner.isdigit() and not _alive(int(owner)):
+                tree = cgroups.CgroupTree(stale.name)
+                tree.kill_all()
+                tree.remove()
+    return swept
+
+
 _running_nodes: set[Node] = set()
 _one_at_a_time = threading.Lock()
 
@@ -263,6 +317,7 @@ class Node(controlplane.ControlPlane):
                     f" share {KUBELET_FIXED_PATH}/device-plugins; stop it first"
                 )
             _running_nodes.add(self)
+        sweep_stale()
         started = time.monotonic()
         atexit.register(self.stop)
         try:
@@ -271,6 +326,18 @@ class Node(controlplane.ControlPlane):
             self._sysctls = {name: _read_sysctl(name) for name in KUBELET_SYSCTLS}
             for directory in (self.pki, self.logs, self.runtime):
                 directory.mkdir(parents=True, exist_ok=True)
+            # for a later run to put back if this process is killed before its stop
+            made = [
+                str(path)
+                for path, flag in (
+                    (KUBELET_FIXED_PATH, self._made_kubelet_path),
+                    (CNI_CACHE, self._made_cni_cache),
+                )
+                if flag
+            ]
+            (self.runtime / SYSCTLS_FILE).write_text(
+                json.dumps({"sysctls": self._sysctls, "made": made, "workdir": str(self.workdir)})
+            )
             self._write_pki()
             self._network()
             self.cgroups.create("system")

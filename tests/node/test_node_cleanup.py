@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -151,3 +153,49 @@ def test_a_forwarder_refuses_a_machine_address_that_is_not_loopback() -> None:
             listen_ns=netns.HOST,
             target_ns=netns.HOST,
         )
+
+
+KILLED_RUN = """
+import json, sys, time
+from pathlib import Path
+from tests.harness import node
+cluster = node.Node(workdir=Path(sys.argv[1]), registry_port=int(sys.argv[2])).start()
+cluster.kubectl("run", "long", "--image", sys.argv[3], "--restart=Never")
+for _ in range(300):
+    if cluster.kubectl("get", "pod", "long", "-o", "jsonpath={.status.phase}").stdout == "Running":
+        break
+    time.sleep(0.2)
+print(json.dumps({"id": cluster.id, "pids": sorted(cluster.cgroups.pids())}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_run_is_swept_by_the_next(
+    tmp_path: Path, node_registry: images.NodeRegistry, pause_image: str
+) -> None:
+    """A run killed before its stop (SIGKILL: no atexit) leaves shims, containers, mounts,
+    cgroups, a namespace and changed sysctls; the next node's start sweeps them."""
+    before = machine.Snapshot.take()
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_RUN, str(tmp_path / "node"), str(node_registry.port),
+         pause_image],
+        stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2],
+    )  # fmt: skip
+    try:
+        assert child.stdout is not None
+        line = child.stdout.readline()
+        assert line, "the killed run did not start its node"
+        state = json.loads(line)
+    finally:
+        child.kill()
+        child.wait()
+        if child.stdout is not None:
+            child.stdout.close()
+    runtime = Path(f"/run/ichor-node-{state['id']}")
+    assert runtime.exists(), "nothing left to sweep: the test proves nothing"
+    survivors = [pid for pid in state["pids"] if _cmdline(pid)]
+    assert survivors, "no shim or container outlived the run: the test proves nothing"
+    assert node.sweep_stale() == [state["id"]]
+    assert not runtime.exists()
+    assert [pid for pid in state["pids"] if _cmdline(pid)] == []
+    assert before.diff(machine.Snapshot.take()) == []
