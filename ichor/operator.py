@@ -44,7 +44,11 @@ logger = logging.getLogger("ichor.operator")
 
 #: Modules that register their handlers in the default registry when imported, or expose
 #: ``register(registry)``; a module not present in this build is skipped.
-OPTIONAL_MODULES = ("ichor.controller.releasecheck", "ichor.controller.operations")
+OPTIONAL_MODULES = (
+    "ichor.controller.releasecheck",
+    "ichor.controller.operations",
+    "ichor.controller.records",
+)
 WEBHOOK_MODULE = "ichor.webhook.handlers"
 
 

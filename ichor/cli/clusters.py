@@ -20,7 +20,7 @@ import click
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
-from ichor.api import kinds
+from ichor.api import kinds, records
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, CNIPreset
 from ichor.cli import common, kube, output, views
 from ichor.release import pinned
@@ -78,7 +78,10 @@ def cluster_body(
     talosconfig_secret: str | None,
     kubeconfig_secret: str | None,
     schematic: str | None,
+    adoption: bool = False,
 ) -> dict[str, Any]:
+    """The TalosCluster to create; ``adoption`` marks the create as an adoption (the
+    webhook then takes an incompatible pair as it runs, with a warning and an Event)."""
     spec: dict[str, Any] = {
         "talosVersion": talos,
         "kubernetesVersion": kubernetes,
@@ -92,10 +95,13 @@ def cluster_body(
     ):
         if value is not None:
             spec[key] = value
+    metadata: dict[str, Any] = {"name": name}
+    if adoption:
+        metadata["annotations"] = {records.ADOPTION: "true"}
     return {
         "apiVersion": kinds.API_VERSION,
         "kind": kinds.Kind.TALOS_CLUSTER.value,
-        "metadata": {"name": name},
+        "metadata": metadata,
         "spec": spec,
     }
 
@@ -346,6 +352,7 @@ def adopt(
         talosconfig_secret=talosconfig_secret,
         kubeconfig_secret=secret,
         schematic=schematic,
+        adoption=True,
     )
     _write_cluster(target, body, dry_run=True)
     if dry_run:

@@ -11,9 +11,10 @@ decides comes from here, so the lifecycle is tested without a cluster:
   the plan and the run), with the Kubernetes pairing of a Talos target; and the ADR's
   refusal of a ``cni`` operation that names a version or an image patch.
 * ``decide``: a refusal stands unless it is overridable and the operation carries
-  ``override: true``. The executor may rely on the flag only because the webhook asks for
-  the creator's verb whenever ``override: true`` is set, even on a plan that refuses
-  nothing at creation (a refusal can appear at execution, against what the Nodes run).
+  ``override: true`` with the webhook's stamp (``ichor.dev/override-by``). The executor
+  may rely on the override only because the webhook asks for the creator's verb whenever
+  ``override: true`` is set, even on a plan that refuses nothing at creation (a refusal
+  can appear at execution, against what the Nodes run), and stamps the operation then.
 * ``job_outcome``: a Job's state and, when it failed, why, read from its conditions and
   its pod's container statuses (the last log lines of the failed container).
 * ``pending`` / ``running`` / ``succeeded`` / ``failed``: the status each step writes.
@@ -32,7 +33,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ichor.api import taloscluster
+from ichor.api import records, taloscluster
 from ichor.api.conditions import (
     Condition,
     ConditionStatus,
@@ -121,6 +122,13 @@ class Operation:
     status: TalosOperationStatus
     raw_status: Mapping[str, Any]
     body: Mapping[str, Any]
+    #: The user the webhook admitted ``override: true`` for (``ichor.dev/override-by``).
+    override_by: str | None = None
+
+    @property
+    def override_admitted(self) -> bool:
+        """``override: true`` and the webhook's stamp that its creator held the verb."""
+        return self.spec.override and self.override_by is not None
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any]) -> Operation:
@@ -149,6 +157,7 @@ class Operation:
             status=status,
             raw_status=raw_status,
             body=body,
+            override_by=_override_by(meta),
         )
 
     @property
@@ -168,6 +177,11 @@ class Operation:
 
     def __str__(self) -> str:
         return f"TalosOperation {self.namespace}/{self.name}"
+
+
+def _override_by(meta: Mapping[str, Any]) -> str | None:
+    found = (meta.get("annotations") or {}).get(records.OVERRIDE_BY)
+    return found if isinstance(found, str) and found else None
 
 
 def run_order(operations: Iterable[Operation]) -> list[Operation]:
@@ -308,12 +322,24 @@ def decide(found: Refusal | Verdict | None, *, override: bool) -> Decision:
     return Decision(refusal=verdict.refusal)
 
 
-def refusal_message(refusal: Refusal, *, override: bool) -> str:
-    """The refusal, and the override's part in it, for the operation's status."""
+def refusal_message(refusal: Refusal, *, override: bool, flag: bool = False) -> str:
+    """The refusal, and the override's part in it, for the operation's status.
+
+    ``override``: the override was admitted (flag and stamp); ``flag``: only
+    ``override: true`` is set, without the webhook's stamp that its creator held the verb
+    (created before this Ichor recorded it, or with the webhook not in place).
+    """
     if not refusal.overridable:
         return f"Refused at execution ({refusal.rule}): {refusal.message}"
     if override:  # pragma: no cover - decide() passes these
         return refusal.message
+    if flag:
+        return (
+            f"Refused at execution ({refusal.rule}): {refusal.message} `override: true` is "
+            f"set, but the operation carries no record that the webhook admitted it for a "
+            f"holder of the override verb ({records.OVERRIDE_BY}), so it passes nothing; "
+            f"create a new operation with override: true."
+        )
     return (
         f"Refused at execution ({refusal.rule}): {refusal.message} A new operation with "
         f"override: true, created by a holder of the override verb, would pass it."

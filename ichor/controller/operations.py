@@ -280,10 +280,12 @@ class OperationController:
             message = f"the spec of TalosCluster {op.spec.cluster_ref.name} cannot be read: {error}"
             return await self._refuse(op, Reason.INVALID_OPERATION, message), None
         decision = lifecycle.decide(
-            lifecycle.check_execution(op, cluster), override=op.spec.override
+            lifecycle.check_execution(op, cluster), override=op.override_admitted
         )
         if decision.refusal is not None:
-            message = lifecycle.refusal_message(decision.refusal, override=op.spec.override)
+            message = lifecycle.refusal_message(
+                decision.refusal, override=op.override_admitted, flag=op.spec.override
+            )
             return await self._refuse(op, decision.refusal.rule, message), None
         try:
             manifest, detail = await self._manifest(op, cluster, cluster_body)

@@ -49,7 +49,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
-from ichor.api import kinds
+from ichor.api import kinds, records
 from ichor.release.pinned import PINNED
 from ichor.testing import account, binaries, certs, controlplane, stack
 from ichor.testing import registry as test_registry
@@ -384,7 +384,12 @@ class Demo:
             ca_bundle=files.ca.read_bytes(),
             name=self.webhook_name,
         )
-        self.apply([dict(configuration)])
+        mutating = server.render_mutating_configuration(
+            url=f"https://127.0.0.1:{port}",
+            ca_bundle=files.ca.read_bytes(),
+            name=self.webhook_name,
+        )
+        self.apply([dict(mutating), dict(configuration)])
         probe = {
             "apiVersion": kinds.API_VERSION,
             "kind": kinds.Kind.TALOS_CLUSTER.value,
@@ -667,6 +672,15 @@ class Demo:
         created = re.search(r"TalosOperation \S+/(\S+) created", ran.output)
         if created is None:
             raise DemoError("the override did not create an operation")
+        name = created[1]
+
+        def recorded() -> bool | None:
+            # the operator posts the webhook's record once it sees the stored operation
+            found = self.get("talosoperation", name, "-n", NAMESPACE)
+            annotations = ((found or {}).get("metadata") or {}).get("annotations") or {}
+            return True if records.RECORDS not in annotations else None
+
+        _wait_for("the operator's Override Event", recorded)
         self.run("kubectl get events --field-selector reason=Override")
         self.notice(
             "the override is recorded as a Warning Event on the TalosCluster, naming the user "

@@ -1,10 +1,12 @@
-"""kopf validating handlers: the admission rule and the plan, with the override verb.
+"""kopf admission handlers: the admission rule and the plan, with the override verb.
 
 ``reviews`` reads an AdmissionReview into small values; ``admission`` decides with the
-rules of ``ichor.release``/``ichor.upgrade`` (pure); ``kubeapi`` makes the three API
-calls (the cluster an operation names, the SubjectAccessReview, the Override Event);
-``validating`` holds the thin kopf handlers; ``handlers`` registers them on import;
-``server`` is the HTTPS endpoint and the fixed ValidatingWebhookConfiguration. Its
-certificate comes from cert-manager or the chart; the tests and the demo make a
-throwaway one with ``ichor.testing.certs``.
+rules of ``ichor.release``/``ichor.upgrade`` (pure); ``stamps`` computes the admission
+records and stamp an admitted object must carry (pure); ``kubeapi`` makes the reads
+(who the operator is, the cluster an operation names, a cluster's operations, the
+SubjectAccessReview) and writes nothing; ``validating`` holds the thin kopf handlers of
+both halves (mutating: write the stamp; validating: answer and check it); ``handlers``
+registers them on import; ``intake`` says what each path claims; ``server`` is the HTTPS
+endpoint and the fixed webhook configurations. Its certificate comes from cert-manager
+or the chart; the tests and the demo make a throwaway one with ``ichor.testing.certs``.
 """

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from ichor.api import records
 from ichor.release import compat, steps, versions
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.upgrade import target as upgrade_target
@@ -52,8 +53,9 @@ class Code(IntEnum):
 class Answer:
     """The webhook's answer to one review, before it is sent.
 
-    ``record`` is the message of the Warning Event ``Override`` to write on the cluster
-    (None when no refusal was passed); the caller writes it only when not a dry run.
+    ``admitted`` is the admission record this write adds (``ichor.api.records``: the
+    operator posts it as a Warning Event once the object is stored), ``record`` its
+    Event's sentence; both None when nothing was passed that needs recording.
     """
 
     allowed: bool
@@ -62,6 +64,29 @@ class Answer:
     warnings: tuple[str, ...] = ()
     record: str | None = None
     cluster: ClusterRef | None = field(default=None)
+    admitted: records.Record | None = None
+
+
+def _passed_refusals(verdict: Verdict) -> tuple[records.Passed, ...]:
+    return tuple(records.Passed(rule=str(r.rule), message=r.message) for r in verdict.overridable)
+
+
+def _admitting(
+    record: records.Record,
+    *,
+    kind: str,
+    namespace: str,
+    name: str,
+    cluster: ClusterRef,
+    warnings: tuple[str, ...],
+) -> Answer:
+    return Answer(
+        allowed=True,
+        warnings=warnings,
+        record=records.message(record, kind=kind, namespace=namespace, name=name),
+        cluster=cluster,
+        admitted=record,
+    )
 
 
 def _verdict(refusals: list[Refusal | Verdict]) -> Verdict:
@@ -214,14 +239,29 @@ def _warning(requester: Requester, refusal: Refusal) -> str:
     return text
 
 
-def _passed(verdict: Verdict, *, requester: Requester, cluster: ClusterRef, what: str) -> Answer:
-    refusals = "; ".join(f"{r.rule}: {r.message}" for r in verdict.overridable)
-    return Answer(
-        allowed=True,
-        warnings=tuple(_warning(requester, r) for r in verdict.overridable),
-        record=f"User {requester.username} overrode a refusal of {what} under the verb "
-        f"`{VERB}`: {refusals}",
+def _passed(
+    verdict: Verdict,
+    *,
+    requester: Requester,
+    cluster: ClusterRef,
+    kind: str,
+    namespace: str,
+    name: str,
+    detail: str,
+) -> Answer:
+    record = records.Record(
+        kind=records.RecordKind.OVERRIDE,
+        user=requester.username,
+        detail=detail,
+        passed=_passed_refusals(verdict),
+    )
+    return _admitting(
+        record,
+        kind=kind,
+        namespace=namespace,
+        name=name,
         cluster=cluster,
+        warnings=tuple(_warning(requester, r) for r in verdict.overridable),
     )
 
 
@@ -239,8 +279,9 @@ def carried_override(
     meets the same refusal, and the operator does not hold the verb (the chart grants it
     none). It passes only for an operation of this cluster, read from the API (never
     from the write), that was admitted with ``override: true`` (which the webhook grants
-    only to a holder of the verb), whose Job the operator recorded as succeeded, and
-    whose target is exactly the one version field this write moves.
+    only to a holder of the verb, and records as ``ichor.dev/override-by``), whose Job
+    the operator recorded as succeeded, and whose target is exactly the one version
+    field this write moves.
     """
     moved = [
         (field, value)
@@ -257,6 +298,7 @@ def carried_override(
         if (
             stored.cluster == new.ref.name
             and stored.override
+            and stored.override_by is not None
             and stored.job_succeeded
             and _SPEC_FIELDS.get(stored.type) == field
             and stored.version == value
@@ -268,17 +310,46 @@ def carried_override(
 def _carried(
     verdict: Verdict, *, requester: Requester, cluster: ClusterRef, carried: StoredOperation
 ) -> Answer:
-    field = _SPEC_FIELDS[carried.type]
-    refusals = "; ".join(f"{r.rule}: {r.message}" for r in verdict.overridable)
-    return Answer(
-        allowed=True,
-        warnings=tuple(_warning(requester, r) for r in verdict.overridable),
-        record=(
-            f"The operator ({requester.username}) moved spec.{field} of TalosCluster "
-            f"{cluster} to {carried.version} (update) under the override of TalosOperation "
-            f"{cluster.namespace}/{carried.name}, admitted under the verb `{VERB}`: {refusals}"
-        ),
+    record = records.Record(
+        kind=records.RecordKind.CARRIED,
+        user=carried.override_by or "",
+        detail="update",
+        passed=_passed_refusals(verdict),
+        carried_from=carried.name,
+        field=_SPEC_FIELDS[carried.type],
+        value=carried.version,
+    )
+    return _admitting(
+        record,
+        kind="TalosCluster",
+        namespace=cluster.namespace,
+        name=cluster.name,
         cluster=cluster,
+        warnings=tuple(_warning(requester, r) for r in verdict.overridable),
+    )
+
+
+def _adopted(verdict: Verdict, *, requester: Requester, cluster: ClusterRef) -> Answer:
+    record = records.Record(
+        kind=records.RecordKind.ADOPTION,
+        user=requester.username,
+        detail="create",
+        passed=_passed_refusals(verdict),
+    )
+    warnings = tuple(
+        (
+            f"adopted as it runs ({r.rule}): {r.message} Upgrades are judged as usual from "
+            f"here; one that keeps the pair incompatible needs the verb `{VERB}`."
+        )[:WARNING_LIMIT]
+        for r in verdict.overridable
+    )
+    return _admitting(
+        record,
+        kind="TalosCluster",
+        namespace=cluster.namespace,
+        name=cluster.name,
+        cluster=cluster,
+        warnings=warnings,
     )
 
 
@@ -290,9 +361,12 @@ def answer_cluster(
     holds_verb: bool | None,
     operation: str,
     carried: StoredOperation | None = None,
+    adoption: bool = False,
 ) -> Answer:
     """A TalosCluster write: an overridable refusal passes when the user holds the verb,
-    or when the operator's write carries the override of an operation (``carried``).
+    when the operator's write carries the override of an operation (``carried``), or on
+    a create marked as an adoption (``adoption``: the cluster is taken as it runs, and
+    only its compatibility refusals pass; an unknown version never does).
 
     ``holds_verb`` is the SubjectAccessReview's answer, None when none was needed.
     """
@@ -312,8 +386,13 @@ def answer_cluster(
             verdict,
             requester=requester,
             cluster=cluster,
-            what=f"TalosCluster {cluster} ({operation.lower()})",
+            kind="TalosCluster",
+            namespace=cluster.namespace,
+            name=cluster.name,
+            detail=operation.lower(),
         )
+    if adoption and operation == "CREATE":
+        return _adopted(verdict, requester=requester, cluster=cluster)
     first = verdict.overridable[0]
     return Answer(
         allowed=False,
@@ -372,7 +451,10 @@ def answer_operation(
         verdict,
         requester=requester,
         cluster=cluster,
-        what=f"TalosOperation {spec.namespace}/{spec.name} ({spec.type} to {_target(spec)})",
+        kind="TalosOperation",
+        namespace=spec.namespace,
+        name=spec.name,
+        detail=f"{spec.type} to {_target(spec)}",
     )
 
 
@@ -430,15 +512,18 @@ def _clean_override(
         f"override: true set by {requester.username}: the plan refuses nothing now; a "
         f"compatibility refusal met at execution will be passed and recorded"
     )
-    return Answer(
-        allowed=True,
-        warnings=(warning[:WARNING_LIMIT],),
-        record=(
-            f"User {requester.username} created {what} ({spec.type} to {_target(spec)}) "
-            f"with `override: true` under the verb `{VERB}`; its plan refused nothing at "
-            f"creation"
-        ),
+    record = records.Record(
+        kind=records.RecordKind.OVERRIDE,
+        user=requester.username,
+        detail=f"{spec.type} to {_target(spec)}",
+    )
+    return _admitting(
+        record,
+        kind="TalosOperation",
+        namespace=spec.namespace,
+        name=spec.name,
         cluster=cluster,
+        warnings=(warning[:WARNING_LIMIT],),
     )
 
 

@@ -28,7 +28,13 @@ from typing import Any
 
 from ichor.api import kinds
 from ichor.webhook.admission import Code
-from ichor.webhook.validating import CLUSTER_HANDLER, OPERATION_HANDLER, STATUS_HANDLERS
+from ichor.webhook.validating import (
+    CLUSTER_HANDLER,
+    CLUSTER_STAMP,
+    OPERATION_HANDLER,
+    OPERATION_STAMP,
+    STATUS_HANDLERS,
+)
 
 REVIEW_VERSION = "admission.k8s.io/v1"
 PREFIX = "the ichor admission webhook"
@@ -67,6 +73,9 @@ class Claim:
     kind: kinds.Kind
     operations: frozenset[str]
     subresources: frozenset[str] = field(default=frozenset({""}))
+    #: A path of the MutatingWebhookConfiguration: its answer may carry a JSONPatch
+    #: (only the admission records, ``ichor.api.records``); every other answer never does.
+    mutating: bool = False
 
     @property
     def plural(self) -> kinds.Plural:
@@ -90,10 +99,25 @@ CLAIMS: tuple[Claim, ...] = (
         kind=kinds.Kind.TALOS_CLUSTER,
         operations=frozenset({"CREATE", "UPDATE"}),
     ),
+    # UPDATE too: an operation's spec never changes (the CRD says so), but its admission
+    # records and the user it was admitted for must not change either
     Claim(
         path=OPERATION_HANDLER,
         kind=kinds.Kind.TALOS_OPERATION,
-        operations=frozenset({"CREATE"}),
+        operations=frozenset({"CREATE", "UPDATE"}),
+    ),
+    # the mutating half: it writes the admission records the validating half checks
+    Claim(
+        path=CLUSTER_STAMP,
+        kind=kinds.Kind.TALOS_CLUSTER,
+        operations=frozenset({"CREATE", "UPDATE"}),
+        mutating=True,
+    ),
+    Claim(
+        path=OPERATION_STAMP,
+        kind=kinds.Kind.TALOS_OPERATION,
+        operations=frozenset({"CREATE", "UPDATE"}),
+        mutating=True,
     ),
     # status is the operator's alone: a write of it by anyone else is refused
     *(

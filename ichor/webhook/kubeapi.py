@@ -1,5 +1,6 @@
-"""The API calls the webhook makes: who the operator is, read a cluster, ask for the verb,
-record an override.
+"""The API calls the webhook makes: who the operator is, read a cluster, list its
+operations, ask for the verb. It writes nothing: a review never causes a write (the
+operator posts the Events of what was admitted, once the object is stored).
 
 Kept behind the small ``Backend`` protocol so the handlers are tested (and fuzzed) with a
 fake, and the real one is async (kubernetes_asyncio) so a call never blocks the event loop
@@ -23,15 +24,12 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
-from ichor.kube import clients, events, identity
-from ichor.kube.payloads import ObjectReference
+from ichor.kube import clients, identity
 from ichor.webhook import admission
 from ichor.webhook.reviews import ClusterRef, Requester
 
 #: Seconds any one API call of the webhook may take (the configuration allows 5 in all).
 CALL_TIMEOUT = 2.0
-EVENT_REASON = "Override"
-COMPONENT = "ichor-webhook"
 
 
 class ApiUnavailable(RuntimeError):
@@ -50,9 +48,6 @@ class Backend(Protocol):
 
     async def holds_override(self, requester: Requester, ref: ClusterRef) -> bool:
         """Whether the requester holds the override verb for that cluster."""
-
-    async def record_override(self, ref: ClusterRef, *, message: str, uid: str | None) -> None:
-        """Write the Warning Event ``Override`` on the cluster."""
 
 
 class ResourceAttributes(TypedDict):
@@ -95,25 +90,6 @@ def access_review(requester: Requester, ref: ClusterRef) -> SubjectAccessReview:
                 name=ref.name,
             ),
         ),
-    )
-
-
-def override_event(ref: ClusterRef, *, message: str, uid: str | None) -> dict[str, Any]:
-    """The core/v1 Warning Event ``Override`` on the cluster (what ``kubectl describe`` shows)."""
-    involved = ObjectReference(
-        apiVersion=kinds.API_VERSION,
-        kind=kinds.Kind.TALOS_CLUSTER.value,
-        namespace=ref.namespace,
-        name=ref.name,
-    )
-    if uid:
-        involved["uid"] = uid
-    return events.event_body(
-        involved,
-        type_=events.EventType.WARNING,
-        reason=EVENT_REASON,
-        message=message,
-        component=COMPONENT,
     )
 
 
@@ -228,20 +204,3 @@ class KubeBackend:
                 f"the SubjectAccessReview for the verb `{admission.VERB}` failed: {error!r}"
             ) from None
         return bool(review.status is not None and review.status.allowed)
-
-    async def record_override(self, ref: ClusterRef, *, message: str, uid: str | None) -> None:
-        api = client.CoreV1Api(await self._api())
-        try:
-            await api.create_namespaced_event(
-                ref.namespace,
-                body=cast(Any, override_event(ref, message=message, uid=uid)),
-                _request_timeout=CALL_TIMEOUT,
-            )
-        except ApiException as error:
-            raise ApiUnavailable(
-                f"recording the Override Event on TalosCluster {ref} failed: {error.reason}"
-            ) from None
-        except (TimeoutError, OSError) as error:
-            raise ApiUnavailable(
-                f"recording the Override Event on TalosCluster {ref} failed: {error!r}"
-            ) from None

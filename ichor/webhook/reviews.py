@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NotRequired, TypedDict
 
+from ichor.api import records
 from ichor.api.conditions import OperationConditionType, OperationReason
 from ichor.api.talosoperation import Phase
 
@@ -107,6 +108,8 @@ class StoredOperation:
     version: str | None
     override: bool
     job_succeeded: bool
+    #: The user the webhook admitted it for under ``override: true`` (its stamp).
+    override_by: str | None = None
 
 
 def _mapping(value: object, *, where: str) -> Mapping[str, Any]:
@@ -229,7 +232,13 @@ def stored_operation(body: object) -> StoredOperation | None:
         version=spec.version,
         override=spec.override,
         job_succeeded=phase == Phase.SUCCEEDED.value or updating,
+        override_by=_stamp(body),
     )
+
+
+def _stamp(body: object) -> str | None:
+    found = records.annotations_of(body).get(records.OVERRIDE_BY)
+    return found if isinstance(found, str) and found else None
 
 
 def operation_spec(body: object, *, where: str = "object") -> OperationSpec:

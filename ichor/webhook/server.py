@@ -52,6 +52,7 @@ __all__ = [
     "configure",
     "denial",
     "render_configuration",
+    "render_mutating_configuration",
     "respond",
 ]
 
@@ -71,14 +72,33 @@ QUEUE_SECONDS = 3.0
 READ_SECONDS = 5.0
 
 
-def _clean(response: object, *, uid: str) -> dict[str, Any]:
+#: The largest JSONPatch a mutating answer carries (the records are a few KiB at most).
+MAX_PATCH_BYTES = 256 * 1024
+
+
+def _clean(response: object, *, uid: str, mutating: bool = False) -> dict[str, Any]:
     """kopf's answer reduced to what a validating webhook may say: allowed, a status with
-    a short message when not, and a few short warnings (never a patch, never an echo)."""
+    a short message when not, and a few short warnings (never an echo). Only an allowed
+    answer of a mutating path carries a patch, and only a JSONPatch of bounded size."""
     body = response.get("response") if isinstance(response, Mapping) else None
     if not isinstance(body, Mapping) or not isinstance(body.get("allowed"), bool):
         return denial(uid, f"{intake.PREFIX} gave no answer", code=admission.Code.UNAVAILABLE)
     allowed: bool = body["allowed"]
     out: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    patch = body.get("patch")
+    if mutating and allowed and patch is not None:
+        if (
+            body.get("patchType") != "JSONPatch"
+            or not isinstance(patch, str)
+            or len(patch) > MAX_PATCH_BYTES
+        ):
+            return denial(
+                uid,
+                f"{intake.PREFIX} made a patch it may not send; nothing was changed",
+                code=admission.Code.UNAVAILABLE,
+            )
+        out["patchType"] = "JSONPatch"
+        out["patch"] = patch
     warnings = body.get("warnings")
     if isinstance(warnings, list):
         kept = [intake.clip(w, intake.MAX_WARNING) for w in warnings if isinstance(w, str) and w]
@@ -134,7 +154,8 @@ async def respond(
             "nothing was changed",
             code=admission.Code.UNAVAILABLE,
         )
-    return _clean(response, uid=uid)
+    claim = intake.claim_at(webhook, claims)
+    return _clean(response, uid=uid, mutating=claim is not None and claim.mutating)
 
 
 class OverBudget(Exception):
@@ -517,6 +538,45 @@ class ValidatingWebhookConfiguration(TypedDict):
     webhooks: list[Webhook]
 
 
+class MutatingWebhook(Webhook):
+    reinvocationPolicy: str
+
+
+class MutatingWebhookConfiguration(TypedDict):
+    apiVersion: str
+    kind: str
+    metadata: Metadata
+    webhooks: list[MutatingWebhook]
+
+
+def _webhook(claim: Claim, *, base: str, bundle: str, timeout_seconds: int) -> Webhook:
+    return Webhook(
+        name=f"{claim.path}.{kinds.GROUP}",
+        clientConfig=ClientConfig(url=f"{base}/{claim.path}", caBundle=bundle),
+        rules=[
+            Rule(
+                apiGroups=[kinds.GROUP],
+                apiVersions=["*"],
+                operations=sorted(claim.operations),
+                resources=claim.resources(),
+                scope=claim.scope,
+            )
+        ],
+        failurePolicy="Fail",
+        matchPolicy="Equivalent",
+        sideEffects="NoneOnDryRun",
+        timeoutSeconds=timeout_seconds,
+        admissionReviewVersions=["v1"],
+    )
+
+
+def _metadata(name: str) -> Metadata:
+    return Metadata(
+        name=name,
+        labels={"app.kubernetes.io/name": "ichor", "app.kubernetes.io/component": "webhook"},
+    )
+
+
 def render_configuration(
     *,
     url: str,
@@ -533,33 +593,45 @@ def render_configuration(
     """
     base = url.rstrip("/")
     bundle = base64.b64encode(ca_bundle).decode("ascii")
-
-    def webhook(claim: Claim) -> Webhook:
-        return Webhook(
-            name=f"{claim.path}.{kinds.GROUP}",
-            clientConfig=ClientConfig(url=f"{base}/{claim.path}", caBundle=bundle),
-            rules=[
-                Rule(
-                    apiGroups=[kinds.GROUP],
-                    apiVersions=["*"],
-                    operations=sorted(claim.operations),
-                    resources=claim.resources(),
-                    scope=claim.scope,
-                )
-            ],
-            failurePolicy="Fail",
-            matchPolicy="Equivalent",
-            sideEffects="NoneOnDryRun",
-            timeoutSeconds=timeout_seconds,
-            admissionReviewVersions=["v1"],
-        )
-
     return ValidatingWebhookConfiguration(
         apiVersion="admissionregistration.k8s.io/v1",
         kind="ValidatingWebhookConfiguration",
-        metadata=Metadata(
-            name=name,
-            labels={"app.kubernetes.io/name": "ichor", "app.kubernetes.io/component": "webhook"},
-        ),
-        webhooks=[webhook(claim) for claim in CLAIMS],
+        metadata=_metadata(name),
+        webhooks=[
+            _webhook(claim, base=base, bundle=bundle, timeout_seconds=timeout_seconds)
+            for claim in CLAIMS
+            if not claim.mutating
+        ],
+    )
+
+
+def render_mutating_configuration(
+    *,
+    url: str,
+    ca_bundle: bytes,
+    name: str = "ichor-webhook",
+    timeout_seconds: int = TIMEOUT_SECONDS,
+) -> MutatingWebhookConfiguration:
+    """The MutatingWebhookConfiguration of the same server: the paths that write the
+    admission records (``ichor.api.records``) into the object under review.
+
+    It patches nothing but those annotations, and the validating half refuses an object
+    whose records are not exactly what it would have written, so a missing or reordered
+    mutating webhook fails closed. ``reinvocationPolicy: IfNeeded``: when a later mutating
+    webhook changes the object, the records are computed again for what is stored.
+    """
+    base = url.rstrip("/")
+    bundle = base64.b64encode(ca_bundle).decode("ascii")
+    return MutatingWebhookConfiguration(
+        apiVersion="admissionregistration.k8s.io/v1",
+        kind="MutatingWebhookConfiguration",
+        metadata=_metadata(name),
+        webhooks=[
+            MutatingWebhook(
+                **_webhook(claim, base=base, bundle=bundle, timeout_seconds=timeout_seconds),
+                reinvocationPolicy="IfNeeded",
+            )
+            for claim in CLAIMS
+            if claim.mutating
+        ],
     )

@@ -1,33 +1,41 @@
-"""kopf validating handlers of TalosCluster and TalosOperation, and ``register`` for them.
+"""kopf admission handlers of TalosCluster and TalosOperation, and ``register`` for them.
 
-One handler per kind, so one write meets one handler and the user sees the first refusal
-that matters. Each handler is thin: it reads the review (``reviews``), asks the pure
-decision layer (``admission``), makes the API calls the answer depends on (``kubeapi``:
-the cluster an operation names, the SubjectAccessReview, the Override Event) and hands
-the answer to kopf. Nothing here decides a rule.
+One judgement per write (``judge_cluster``, ``judge_operation``), made by two halves
+that both call it: the mutating half writes the annotations the judgement says the
+stored object must carry (the admission records, and an operation's ``override-by``
+stamp, ``ichor.api.records``), the validating half answers and refuses an object that
+does not carry exactly those. Each is thin: it reads the review (``reviews``), asks the
+pure decision layers (``admission``, ``stamps``) and makes the reads the answer depends
+on (``kubeapi``: who the operator is, the cluster an operation names, the operations of
+a cluster, the SubjectAccessReview). Nothing here decides a rule, and nothing here
+writes: the operator posts the Events of what was admitted once it sees the object
+stored (``ichor.controller.records``).
 
 A handler never lets an exception out: a review it cannot read, an API call that fails
 or a bug all become a denial with a sentence, because kopf would otherwise answer with
-the exception's text and code 500. A passed override is logged, returned as an admission
-warning and, unless the request is a dry run, recorded as a Warning Event ``Override``
-on the TalosCluster (the configuration declares ``sideEffects: NoneOnDryRun``).
+the exception's text and code 500. A passed override is logged and returned as an
+admission warning.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
+from dataclasses import dataclass
 from typing import Any
 
 import kopf
 
-from ichor.api import kinds
+from ichor.api import kinds, records
 from ichor.kube import metrics
-from ichor.webhook import admission, kubeapi, reviews
+from ichor.webhook import admission, kubeapi, reviews, stamps
 
 #: kopf handler ids; with a fixed configuration they are the webhook URL paths too.
 CLUSTER_HANDLER = "taloscluster"
 OPERATION_HANDLER = "talosoperation"
+#: The mutating half (the MutatingWebhookConfiguration): it writes the admission records.
+CLUSTER_STAMP = "taloscluster-records"
+OPERATION_STAMP = "talosoperation-records"
 #: The path (handler id) judging the status subresource of each kind: only the
 #: operator writes status.
 STATUS_HANDLERS: Mapping[kinds.Kind, str] = {
@@ -47,46 +55,56 @@ def use_backend(backend: kubeapi.Backend) -> kubeapi.Backend:
     return previous
 
 
-def _uid(body: object) -> str | None:
-    if isinstance(body, Mapping):
-        meta = body.get("metadata")
-        if isinstance(meta, Mapping):
-            uid = meta.get("uid")
-            if isinstance(uid, str) and uid:
-                return uid
-    return None
+def _annotations(body: object) -> Mapping[str, Any]:
+    return records.annotations_of(body)
 
 
-async def cluster_answer(
+def _what(kind: kinds.Kind, body: object) -> str:
+    try:
+        namespace, name = reviews.object_name(body)
+    except reviews.MalformedReview:
+        return kind.value
+    return f"{kind.value} {namespace}/{name}"
+
+
+async def _is_operator(backend: kubeapi.Backend, who: reviews.Requester) -> bool:
+    return who.username == (await backend.own_identity()).username
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One judgement of a write, shared by the two halves: the answer, and when it
+    allows the write, the annotations the stored object must carry."""
+
+    answer: admission.Answer
+    stamp: stamps.Stamp | None = None
+
+
+async def judge_cluster(
     *,
     new: object,
     old: object,
     userinfo: object,
     operation: object,
-    dryrun: bool,
     backend: kubeapi.Backend,
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
-) -> admission.Answer:
-    """The answer to a TalosCluster create or update; never raises."""
+) -> Judged:
+    """The judgement of a TalosCluster create or update; never raises."""
     try:
         if operation not in ("CREATE", "UPDATE"):
-            return admission.malformed(f"operation {operation!r} is not validated here")
+            return Judged(admission.malformed(f"operation {operation!r} is not validated here"))
         who = reviews.requester(userinfo)
         cluster = reviews.cluster_versions(new, where="object")
         before = reviews.cluster_versions(old, where="oldObject") if operation == "UPDATE" else None
         if operation == "UPDATE" and old is None:
-            return admission.malformed("an UPDATE review carries no oldObject")
+            return Judged(admission.malformed("an UPDATE review carries no oldObject"))
     except reviews.MalformedReview as error:
-        return admission.malformed(str(error))
+        return Judged(admission.malformed(str(error)))
     try:
+        operator = await _is_operator(backend, who)
         verdict = admission.review_cluster(new=cluster, old=before)
         carried = None
-        if (
-            before is not None
-            and verdict.blocking is None
-            and verdict.overridable
-            and who.username == (await backend.own_identity()).username
-        ):
+        if before is not None and verdict.blocking is None and verdict.overridable and operator:
             carried = await _carried_operation(backend, new=cluster, old=before)
         holds = None
         if carried is None and admission.needs_access_review(
@@ -100,14 +118,22 @@ async def cluster_answer(
             holds_verb=holds,
             operation=str(operation),
             carried=carried,
+            adoption=_annotations(new).get(records.ADOPTION) == "true",
         )
-        await _record(answer, dryrun=dryrun, uid=_uid(new), backend=backend, logger=logger)
     except kubeapi.ApiUnavailable as error:
-        return admission.undecided(str(error))
+        return Judged(admission.undecided(str(error)))
     except Exception as error:
         logger.exception("TalosCluster admission failed")
-        return admission.undecided(f"internal error {type(error).__name__}")
-    return answer
+        return Judged(admission.undecided(f"internal error {type(error).__name__}"))
+    if not answer.allowed:
+        return Judged(answer)
+    stamp = stamps.cluster_stamp(
+        old=_annotations(old) if operation == "UPDATE" else None,
+        given=_annotations(new),
+        operator=operator,
+        admitted=answer.admitted,
+    )
+    return Judged(answer, stamp)
 
 
 async def _carried_operation(
@@ -122,6 +148,102 @@ async def _carried_operation(
     )
 
 
+async def judge_operation(
+    *,
+    new: object,
+    old: object,
+    userinfo: object,
+    operation: object,
+    backend: kubeapi.Backend,
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+) -> Judged:
+    """The judgement of a TalosOperation create (the plan) or update (its stamp only: the
+    CRD keeps its spec as created); never raises."""
+    try:
+        if operation not in ("CREATE", "UPDATE"):
+            return Judged(admission.malformed(f"operation {operation!r} is not validated here"))
+        who = reviews.requester(userinfo)
+        spec = reviews.operation_spec(new, where="object")
+        if operation == "UPDATE" and old is None:
+            return Judged(admission.malformed("an UPDATE review carries no oldObject"))
+    except reviews.MalformedReview as error:
+        return Judged(admission.malformed(str(error)))
+    try:
+        operator = await _is_operator(backend, who)
+        if operation == "UPDATE":
+            answer = admission.Answer(allowed=True, cluster=spec.cluster_ref)
+        else:
+            body = await backend.read_cluster(spec.cluster_ref)
+            if body is None:
+                return Judged(admission.missing_cluster(spec))
+            try:
+                cluster = reviews.cluster_versions(body, where=f"TalosCluster {spec.cluster_ref}")
+            except reviews.MalformedReview as error:
+                return Judged(admission.undecided(str(error)))
+            verdict = admission.review_operation(spec=spec, cluster=cluster)
+            holds = None
+            if admission.needs_access_review(verdict, override_requested=spec.override):
+                holds = await backend.holds_override(who, spec.cluster_ref)
+            answer = admission.answer_operation(verdict, spec=spec, requester=who, holds_verb=holds)
+    except kubeapi.ApiUnavailable as error:
+        return Judged(admission.undecided(str(error)))
+    except Exception as error:
+        logger.exception("TalosOperation admission failed")
+        return Judged(admission.undecided(f"internal error {type(error).__name__}"))
+    if not answer.allowed:
+        return Judged(answer)
+    stamp = stamps.operation_stamp(
+        old=_annotations(old) if operation == "UPDATE" else None,
+        given=_annotations(new),
+        operator=operator,
+        admitted=answer.admitted,
+        override_by=who.username if spec.override else None,
+    )
+    return Judged(answer, stamp)
+
+
+def _checked(
+    judged: Judged,
+    *,
+    kind: kinds.Kind,
+    new: object,
+    dryrun: bool,
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
+) -> admission.Answer:
+    """The validating half: the judgement's answer, refused when the object does not carry
+    the stamp exactly (or would carry more records than may wait)."""
+    answer, stamp = judged.answer, judged.stamp
+    if not answer.allowed or stamp is None:
+        return answer
+    what = _what(kind, new)
+    problem = stamps.too_many(stamp, what=what) or stamps.problem(
+        stamp, _annotations(new), what=what
+    )
+    if problem is not None:
+        return admission.Answer(allowed=False, message=problem, code=admission.Code.FORBIDDEN)
+    if answer.record is not None:
+        # Recorded as an Event by the operator once it sees the object stored.
+        logger.warning("%s%s", answer.record, " (dry run)" if dryrun else "")
+    return answer
+
+
+async def cluster_answer(
+    *,
+    new: object,
+    old: object,
+    userinfo: object,
+    operation: object,
+    dryrun: bool,
+    backend: kubeapi.Backend,
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+) -> admission.Answer:
+    """The validating answer to a TalosCluster create or update; never raises."""
+    judged = await judge_cluster(
+        new=new, old=old, userinfo=userinfo, operation=operation, backend=backend, logger=logger
+    )
+    return _checked(judged, kind=kinds.Kind.TALOS_CLUSTER, new=new, dryrun=dryrun, logger=logger)
+
+
 async def operation_answer(
     *,
     new: object,
@@ -129,36 +251,14 @@ async def operation_answer(
     operation: object,
     dryrun: bool,
     backend: kubeapi.Backend,
+    old: object = None,
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
 ) -> admission.Answer:
-    """The answer to a TalosOperation create (the plan); never raises."""
-    try:
-        if operation != "CREATE":
-            return admission.malformed(f"operation {operation!r} is not validated here")
-        who = reviews.requester(userinfo)
-        spec = reviews.operation_spec(new, where="object")
-    except reviews.MalformedReview as error:
-        return admission.malformed(str(error))
-    try:
-        body = await backend.read_cluster(spec.cluster_ref)
-        if body is None:
-            return admission.missing_cluster(spec)
-        try:
-            cluster = reviews.cluster_versions(body, where=f"TalosCluster {spec.cluster_ref}")
-        except reviews.MalformedReview as error:
-            return admission.undecided(str(error))
-        verdict = admission.review_operation(spec=spec, cluster=cluster)
-        holds = None
-        if admission.needs_access_review(verdict, override_requested=spec.override):
-            holds = await backend.holds_override(who, spec.cluster_ref)
-        answer = admission.answer_operation(verdict, spec=spec, requester=who, holds_verb=holds)
-        await _record(answer, dryrun=dryrun, uid=_uid(body), backend=backend, logger=logger)
-    except kubeapi.ApiUnavailable as error:
-        return admission.undecided(str(error))
-    except Exception as error:
-        logger.exception("TalosOperation admission failed")
-        return admission.undecided(f"internal error {type(error).__name__}")
-    return answer
+    """The validating answer to a TalosOperation create (the plan) or update; never raises."""
+    judged = await judge_operation(
+        new=new, old=old, userinfo=userinfo, operation=operation, backend=backend, logger=logger
+    )
+    return _checked(judged, kind=kinds.Kind.TALOS_OPERATION, new=new, dryrun=dryrun, logger=logger)
 
 
 async def status_answer(
@@ -190,21 +290,6 @@ async def status_answer(
     return admission.answer_status(
         kind=kind.value, namespace=namespace, name=name, requester=who, operator=own.username
     )
-
-
-async def _record(
-    answer: admission.Answer,
-    *,
-    dryrun: bool,
-    uid: str | None,
-    backend: kubeapi.Backend,
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
-) -> None:
-    if answer.record is None or answer.cluster is None:
-        return
-    logger.warning("%s%s", answer.record, " (dry run, not recorded)" if dryrun else "")
-    if not dryrun:
-        await backend.record_override(answer.cluster, message=answer.record, uid=uid)
 
 
 def deliver(answer: admission.Answer, warnings: list[str]) -> None:
@@ -242,6 +327,7 @@ async def validate_taloscluster(
 async def validate_talosoperation(
     *,
     new: object = None,
+    old: object = None,
     userinfo: object = None,
     operation: object = None,
     dryrun: bool = False,
@@ -249,9 +335,10 @@ async def validate_talosoperation(
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
     **_: Any,
 ) -> None:
-    """kopf handler: TalosOperation create, the plan."""
+    """kopf handler: TalosOperation create (the plan) and update (its stamp)."""
     answer = await operation_answer(
         new=new,
+        old=old,
         userinfo=userinfo,
         operation=operation,
         dryrun=bool(dryrun),
@@ -259,6 +346,63 @@ async def validate_talosoperation(
         logger=logger,
     )
     deliver(answer, warnings)
+
+
+def stamp_patch(judged: Judged, patch: MutableMapping[str, Any]) -> None:
+    """The mutating half: write the judgement's stamp into kopf's patch of the object.
+
+    It refuses nothing a rule refuses: the API server checks the CRD's schema after the
+    mutating webhooks and before the validating ones, so a refusal here would hide the
+    schema's own message; the validating half refuses the write with the same judgement.
+    Only a judgement it could not make (an API call failed) is refused here, to be retried.
+    An allowed write gets the annotations, so it is stored with exactly what the
+    validating half checks.
+    """
+    answer = judged.answer
+    if not answer.allowed:
+        if answer.code == admission.Code.UNAVAILABLE:
+            raise kopf.AdmissionError(answer.message, code=int(answer.code))
+        return
+    if judged.stamp is None:
+        return
+    metadata = patch.setdefault("metadata", {})
+    annotations = metadata.setdefault("annotations", {})
+    for key, value in judged.stamp.annotations().items():
+        annotations[key] = value
+
+
+async def stamp_taloscluster(
+    *,
+    new: object = None,
+    old: object = None,
+    userinfo: object = None,
+    operation: object = None,
+    patch: MutableMapping[str, Any],
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    **_: Any,
+) -> None:
+    """kopf mutating handler: the admission records of a TalosCluster write."""
+    judged = await judge_cluster(
+        new=new, old=old, userinfo=userinfo, operation=operation, backend=_backend, logger=logger
+    )
+    stamp_patch(judged, patch)
+
+
+async def stamp_talosoperation(
+    *,
+    new: object = None,
+    old: object = None,
+    userinfo: object = None,
+    operation: object = None,
+    patch: MutableMapping[str, Any],
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    **_: Any,
+) -> None:
+    """kopf mutating handler: the admission records and stamp of a TalosOperation write."""
+    judged = await judge_operation(
+        new=new, old=old, userinfo=userinfo, operation=operation, backend=_backend, logger=logger
+    )
+    stamp_patch(judged, patch)
 
 
 def _status_handler(kind: kinds.Kind) -> Any:
@@ -316,7 +460,6 @@ def register(registry: kopf.OperatorRegistry) -> None:
         kinds.Plural.TALOS_CLUSTERS.value,
         id=CLUSTER_HANDLER,
         operations=["CREATE", "UPDATE"],
-        side_effects=True,
         registry=registry,
     )(validate_taloscluster)
     kopf.on.validate(
@@ -324,10 +467,25 @@ def register(registry: kopf.OperatorRegistry) -> None:
         kinds.VERSION,
         kinds.Plural.TALOS_OPERATIONS.value,
         id=OPERATION_HANDLER,
-        operations=["CREATE"],
-        side_effects=True,
+        operations=["CREATE", "UPDATE"],
         registry=registry,
     )(validate_talosoperation)
+    kopf.on.mutate(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.TALOS_CLUSTERS.value,
+        id=CLUSTER_STAMP,
+        operations=["CREATE", "UPDATE"],
+        registry=registry,
+    )(stamp_taloscluster)
+    kopf.on.mutate(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.TALOS_OPERATIONS.value,
+        id=OPERATION_STAMP,
+        operations=["CREATE", "UPDATE"],
+        registry=registry,
+    )(stamp_talosoperation)
     for kind, handler in STATUS_HANDLERS.items():
         kopf.on.validate(
             kinds.GROUP,

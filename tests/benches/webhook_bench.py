@@ -82,7 +82,8 @@ def _probe_passes(plane: controlplane.ControlPlane) -> bool:
 
 
 def _webhook_off(plane: controlplane.ControlPlane, name: str) -> None:
-    plane.kubectl("delete", "validatingwebhookconfiguration", name, "--ignore-not-found")
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        plane.kubectl("delete", kind, name, "--ignore-not-found")
     deadline = time.monotonic() + 30
     while not _probe_passes(plane):
         if time.monotonic() > deadline:
@@ -138,6 +139,12 @@ def run() -> list[str]:
                 ca_bundle=files.ca.read_bytes(),
                 name="ichor-webhook-bench",
             )
+            # both halves, as the chart installs them: a write meets the mutating one first
+            mutating = server.render_mutating_configuration(
+                url=f"https://127.0.0.1:{port}",
+                ca_bundle=files.ca.read_bytes(),
+                name="ichor-webhook-bench",
+            )
             try:
                 per_round = REQUESTS // ROUNDS
                 for index in range(ROUNDS):
@@ -145,6 +152,7 @@ def run() -> list[str]:
                     if index == 0:
                         _run(plane.kubeconfig, WARMUP)
                     without += _run(plane.kubeconfig, per_round)
+                    harness.apply_configuration(plane, mutating)
                     harness.apply_configuration(plane, configuration)
                     harness.wait_until_answering(plane, alive=child.is_alive)
                     if index == 0:
@@ -153,10 +161,11 @@ def run() -> list[str]:
                 time.sleep(1.2)  # the child writes its timings twice a second
                 served: list[float] = json.loads(timings.read_text())
             finally:
-                plane.kubectl(
-                    "delete", "validatingwebhookconfiguration",
-                    configuration["metadata"]["name"], "--ignore-not-found", check=False,
-                )  # fmt: skip
+                for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+                    plane.kubectl(
+                        "delete", kind, configuration["metadata"]["name"], "--ignore-not-found",
+                        check=False,
+                    )  # fmt: skip
                 child.terminate()
                 child.join(10)
     handler = _quantiles(asyncio.run(_handler_times(REQUESTS)))

@@ -19,6 +19,7 @@ from tests.component.chart import helm, readme
 from tests.component.chart.conftest import Installed
 from tests.component.chart.release import run_helm
 from tests.component.webhook import harness
+from tests.component.webhook.conftest import records_pending
 
 pytestmark = pytest.mark.component
 
@@ -30,6 +31,7 @@ CLUSTER_SCOPED = {
     "ClusterRole",
     "ClusterRoleBinding",
     "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
     "IchorInstallation",
     "CustomResourceDefinition",
 }
@@ -75,6 +77,11 @@ def _create(
 
 
 def _override_events(installed: Installed, name: str) -> list[dict[str, Any]]:
+    """The Override Events of ``name``, once the operator posted every admission record."""
+    deadline = time.monotonic() + 30
+    while records_pending(installed.plane, installed.namespace):
+        assert time.monotonic() < deadline, "the operator did not post the admission records"
+        time.sleep(0.2)
     result = installed.kubectl(
         "get", "events", "-n", installed.namespace, "-o", "json",
         f"--field-selector=involvedObject.name={name},reason=Override",
@@ -108,6 +115,7 @@ def test_every_object_of_the_chart_is_stored(installed: Installed) -> None:
         "Service",
         "Deployment",
         "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
         "NetworkPolicy",
         "IchorInstallation",
     }

@@ -149,6 +149,7 @@ def test_default_objects(rendered: dict[str, list[Object]]) -> None:
         "Service",
         "Deployment",
         "ValidatingWebhookConfiguration",
+        "MutatingWebhookConfiguration",
         "NetworkPolicy",
         "IchorInstallation",
     }
@@ -222,13 +223,19 @@ def test_operator_serves_webhook_and_metrics_with_the_mounted_files(
 
 
 def _webhooks(objects: list[Object]) -> list[dict[str, Any]]:
-    hooks: list[dict[str, Any]] = helm.one(objects, "ValidatingWebhookConfiguration")["webhooks"]
+    """Every webhook of both configurations (validating and mutating)."""
+    hooks: list[dict[str, Any]] = []
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        hooks += helm.one(objects, kind)["webhooks"]
     return hooks
 
 
 def test_webhook_configuration_is_the_webhooks_own(rendered: dict[str, list[Object]]) -> None:
     """Everything but the client configuration is what render_configuration gives."""
-    own = server.render_configuration(url="https://x", ca_bundle=b"x")["webhooks"]
+    own: list[Any] = [
+        *server.render_configuration(url="https://x", ca_bundle=b"x")["webhooks"],
+        *server.render_mutating_configuration(url="https://x", ca_bundle=b"x")["webhooks"],
+    ]
     chart = _webhooks(rendered["defaults"])
 
     def without_client(hooks: Any) -> list[dict[str, Any]]:
@@ -322,10 +329,11 @@ def test_cert_manager_issues_and_injects(rendered: dict[str, list[Object]]) -> N
     objects = rendered["cert-manager"]
     assert not helm.find(objects, "Secret")
     certificate = helm.one(objects, "Certificate", "ichor-webhook")
-    configuration = helm.one(objects, "ValidatingWebhookConfiguration")
-    annotation = configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
-    assert annotation == f"{helm.NAMESPACE}/ichor-webhook"
-    assert all("caBundle" not in hook["clientConfig"] for hook in configuration["webhooks"])
+    for kind in ("ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"):
+        configuration = helm.one(objects, kind)
+        annotation = configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"]
+        assert annotation == f"{helm.NAMESPACE}/ichor-webhook"
+        assert all("caBundle" not in hook["clientConfig"] for hook in configuration["webhooks"])
     assert f"{SERVICE}.{helm.NAMESPACE}.svc" in certificate["spec"]["dnsNames"]
     pod = helm.one(objects, "Deployment")["spec"]["template"]["spec"]
     volume = next(v for v in pod["volumes"] if v["name"] == "webhook-tls")

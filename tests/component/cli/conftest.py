@@ -11,6 +11,7 @@ would have recorded (``IchorInstallation.status.upgradeTargets``) itself.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from ichor.api import kinds
 from ichor.cli.main import main
 from ichor.testing import account, controlplane
 from tests.component.webhook import harness
+from tests.component.webhook.conftest import records_pending
 from tests.support import rbac
 
 PLAIN = "nadia"
@@ -71,7 +73,9 @@ def _rbac() -> list[dict[str, Any]]:
                 "apiGroups": [kinds.GROUP],
                 "resources": ["talosclusters", "talosoperations", "ichorinstallations"],
                 "verbs": ["get", "list", "watch", "create"],
-            }
+            },
+            # `ichor adopt` stores the workload's kubeconfig in a Secret
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
         ],
     )
     return [
@@ -178,6 +182,11 @@ class Cli:
         return list((found or {}).get("items") or [])
 
     def events(self, reason: str) -> list[dict[str, Any]]:
+        """Events of the namespace, once the operator posted every admission record."""
+        deadline = time.monotonic() + 30
+        while records_pending(self.plane, self.namespace):
+            assert time.monotonic() < deadline, "the admission records were not posted"
+            time.sleep(0.2)
         result = self.plane.kubectl(
             "get", "events", "-n", self.namespace, "-o", "json",
             f"--field-selector=reason={reason}",

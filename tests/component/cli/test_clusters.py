@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from ichor.api import records
 from ichor.cli.main import main
 from ichor.release.pinned import PINNED
 from ichor.testing import controlplane
@@ -211,6 +212,33 @@ def test_adopt_of_an_incompatible_pair_warns_and_the_admin_passes_the_webhook(
     assert "Warning: Kubernetes v1.32.4 is refused with Talos v1.14.3" in result.err
     assert "override by ichor-admin" in result.err
     assert cli.get("taloscluster", "edge") is not None
+
+
+def test_adopt_of_an_incompatible_pair_works_for_a_user_without_the_verb(
+    cli: Cli, workload: Workload
+) -> None:
+    """Any user who may create TalosClusters adopts a cluster as it runs: the pair the
+    rules refuse is stored with a warning and a Warning Event naming the user."""
+    workload.node("w1", talos="v1.14.3", kubelet="v1.32.4")
+    result = cli("adopt", "edge", "--kubeconfig", str(cli.plane.kubeconfig), user=PLAIN)
+    assert result.code == 0, result.err
+    assert "Warning: Kubernetes v1.32.4 is refused with Talos v1.14.3" in result.err
+    assert "adopted as it runs (TalosKubernetes)" in result.err
+    body = cli.get("taloscluster", "edge")
+    assert body["spec"]["kubernetesVersion"] == "v1.32.4"
+    assert body["metadata"]["annotations"][records.ADOPTION] == "true"
+    (event,) = cli.events("AdoptedIncompatible")
+    assert event["type"] == "Warning"
+    assert event["involvedObject"]["name"] == "edge"
+    assert f"User {PLAIN} adopted TalosCluster {cli.namespace}/edge" in event["message"]
+
+
+def test_an_unknown_version_is_refused_for_an_adoption_too(cli: Cli, workload: Workload) -> None:
+    workload.node("w1", talos="v1.15.0", kubelet="v1.36.6")
+    result = cli("adopt", "edge", "--kubeconfig", str(cli.plane.kubeconfig), user=PLAIN)
+    assert result.code == 1, result.out
+    assert "Talos v1.15.0 is refused" in result.err + result.out
+    assert cli.get("taloscluster", "edge") is None
 
 
 # --- status and failures ------------------------------------------------------------------

@@ -24,8 +24,9 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
+from ichor.api import records as admission_records
 from ichor.controller import handlers as cluster_handlers
-from ichor.controller import jobs, operations
+from ichor.controller import jobs, operations, records
 from ichor.controller.clusters import ControllerSettings
 from ichor.testing import controlplane
 from tests.support import nodes
@@ -50,6 +51,7 @@ class Operator:
         self.registry = kopf.OperatorRegistry()
         cluster_handlers.register(self.registry)
         operations.register(self.registry)
+        records.register(self.registry)
         self.memo = kopf.Memo()
         self.kopf = support.KopfThread(self.registry, memo=self.memo)
 
@@ -207,16 +209,23 @@ class Objects:
         *,
         cluster: str = "prod",
         override: bool = False,
+        override_by: str | None = "olivia",
     ) -> dict[str, Any]:
+        """An operation as stored; with ``override`` it carries the stamp the webhook
+        leaves on an operation it admitted under the verb (``override_by``; None: none,
+        as on an operation that never met the webhook)."""
         spec: dict[str, Any] = {"clusterRef": {"name": cluster}, "type": type_}
         if version is not None:
             spec["version"] = version
+        metadata: dict[str, Any] = {"name": name}
         if override:
             spec["override"] = True
+            if override_by is not None:
+                metadata["annotations"] = {admission_records.OVERRIDE_BY: override_by}
         body = {
             "apiVersion": kinds.API_VERSION,
             "kind": kinds.Kind.TALOS_OPERATION,
-            "metadata": {"name": name},
+            "metadata": metadata,
             "spec": spec,
         }
         created: dict[str, Any] = await self.custom.create_namespaced_custom_object(

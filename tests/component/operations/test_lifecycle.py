@@ -200,6 +200,30 @@ async def test_an_overridable_refusal_runs_only_under_override(
         assert await objects.jobs() == []
 
 
+async def test_override_true_without_the_webhooks_stamp_passes_nothing(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    """The executor relies on an override only because the webhook asked for the
+    creator's verb and stamped the operation: the flag alone passes nothing."""
+    for name in list(workload.nodes):
+        await workload.core.patch_node_status(
+            name, {"status": {"nodeInfo": {"kubeletVersion": "v1.32.4"}}}
+        )
+    await objects.create_cluster()
+    await eventually(
+        objects.cluster,
+        lambda c: (c.get("status") or {}).get("kubernetesVersion") == "v1.32.4",
+        what="the old kubelets observed",
+    )
+    await objects.create_operation("up", "talos", "v1.14.4", override=True, override_by=None)
+    body = await eventually(
+        lambda: objects.operation("up"), lambda b: phase(b) == "Failed", what="refused"
+    )
+    assert condition(body, "Accepted")["reason"] == "TalosKubernetes"
+    assert "carries no record that the webhook admitted it" in body["status"]["message"]
+    assert await objects.jobs() == []
+
+
 async def test_deleting_a_running_operation_stops_its_job(
     operator: Operator, workload: Workload, objects: Objects
 ) -> None:

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 import pytest_asyncio
+import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ichor.api import records
 from ichor.testing import account, controlplane
 from tests.component.operations.conftest import (
     Objects,
@@ -23,6 +26,7 @@ from tests.component.operations.conftest import (
     running_job,
 )
 from tests.component.webhook import harness
+from tests.support import rbac
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
 
@@ -34,9 +38,11 @@ def webhook(
     tmp_path_factory: pytest.TempPathFactory,
     operator_account: account.Account,
 ) -> Iterator[harness.Webhook]:
+    # the operator of these tests runs the recorder itself, as the real one does
     with harness.running(
-        control_plane, tmp_path_factory.mktemp("operations-webhook"), operator_account
-    ) as running:
+        control_plane, tmp_path_factory.mktemp("operations-webhook"), operator_account,
+        recorder=False,
+    ) as running:  # fmt: skip
         yield running
 
 
@@ -133,3 +139,157 @@ async def test_an_overridden_operation_runs_and_the_operator_records_the_spec_th
         what="the Override Event of the operator's spec update",
     )
     assert sum(e["reason"] == "Override" for e in events) >= 2
+
+
+async def test_an_override_admitted_while_the_operator_is_down_is_recorded_when_it_returns(
+    webhook: harness.Webhook,
+    operator: Operator,
+    objects: Objects,
+    control_plane: controlplane.ControlPlane,
+) -> None:
+    """The record travels with the stored object: the replica that admitted the write
+    (the webhook) is not the one that posts it (the operator's recorder), and an operator
+    that was down when the write was stored posts it when it starts again."""
+
+    def overrides(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [e for e in events if e["reason"] == "Override"]
+
+    # stored under override (the admin holds every verb): Talos 1.14 runs 1.33 to 1.37
+    await objects.create_cluster(kubernetesVersion="v1.31.5")
+    await eventually(
+        objects.cluster,
+        lambda c: records.RECORDS not in records.annotations_of(c),
+        what="the create's record posted",
+    )
+    before = len(overrides(await objects.events("prod")))
+    await operator.stop()
+    patched = control_plane.kubectl(
+        "patch", "taloscluster", "prod", "-n", objects.namespace, "--type=merge",
+        "-p", json.dumps({"spec": {"kubernetesVersion": "v1.32.0"}}),
+    )  # fmt: skip
+    assert "override by" in patched.stderr, patched.stderr
+    stored = await objects.cluster()
+    pending = records.read(records.annotations_of(stored))
+    assert [r.kind for r in pending] == [records.RecordKind.OVERRIDE]
+    assert len(overrides(await objects.events("prod"))) == before
+
+    await operator.start()
+    found = await eventually(
+        lambda: objects.events("prod"),
+        lambda events: len(overrides(events)) == before + 1,
+        what="the Override Event posted once the operator runs again",
+    )
+    (event,) = [e for e in overrides(found) if "v1.32.0" in e["message"]]
+    assert event["type"] == "Warning"
+    assert "overrode a refusal of TalosCluster" in event["message"]
+    cleared = await eventually(
+        objects.cluster,
+        lambda c: records.RECORDS not in records.annotations_of(c),
+        what="the posted record removed",
+    )
+    assert cleared["spec"]["kubernetesVersion"] == "v1.32.0"
+
+
+ADOPTER = "ada"
+
+
+@pytest.fixture
+def adopter(control_plane: controlplane.ControlPlane) -> Iterator[str]:
+    """A user who may create and update TalosClusters, without the override verb."""
+    role = "ichor-operations-test-adopter"
+    manifest = yaml.safe_dump_all(
+        [
+            rbac.cluster_role(
+                role,
+                [
+                    {
+                        "apiGroups": ["ichor.dev"],
+                        "resources": ["talosclusters"],
+                        "verbs": ["get", "list", "create", "update", "patch"],
+                    }
+                ],
+            ),
+            rbac.binding(role, [ADOPTER]),
+        ]
+    )
+    control_plane.kubectl("apply", "-f", "-", input=manifest)
+    try:
+        yield ADOPTER
+    finally:
+        control_plane.kubectl("delete", "--ignore-not-found", "-f", "-", input=manifest)
+
+
+async def test_an_adopted_incompatible_pair_is_stored_as_it_runs_and_shown_incompatible(
+    webhook: harness.Webhook,
+    operator: Operator,
+    workload: Workload,
+    objects: Objects,
+    control_plane: controlplane.ControlPlane,
+    adopter: str,
+) -> None:
+    """An adoption by a user without the verb stores the pair the Nodes run (Talos
+    v1.14.3, Kubernetes v1.32.4, which Talos 1.14 does not support), with a Warning
+    Event naming the user; the status says VersionsCompatible=False with the reason; a
+    later update is judged as any other."""
+    for name in list(workload.nodes):
+        await workload.core.patch_node_status(
+            name, {"status": {"nodeInfo": {"kubeletVersion": "v1.32.4"}}}
+        )
+    body: dict[str, Any] = {
+        "apiVersion": "ichor.dev/v1alpha1",
+        "kind": "TalosCluster",
+        "metadata": {
+            "name": "edge",
+            "namespace": objects.namespace,
+            "annotations": {records.ADOPTION: "true"},
+        },
+        "spec": {
+            "talosVersion": "v1.14.3",
+            "kubernetesVersion": "v1.32.4",
+            "versionContract": "v1.14",
+        },
+    }
+    marked = json.loads(json.dumps(body))
+    del marked["metadata"]["annotations"]
+    plain = control_plane.kubectl(
+        "create", "-f", "-", input=json.dumps(marked), as_user=adopter, check=False
+    )
+    assert plain.returncode != 0, "without the marker the pair needs the verb"
+    adopted = control_plane.kubectl(
+        "create", "-f", "-", input=json.dumps(body), as_user=adopter, check=False
+    )
+    assert adopted.returncode == 0, adopted.stderr
+    assert "adopted as it runs (TalosKubernetes)" in adopted.stderr
+    found = await eventually(
+        lambda: objects.events("edge"),
+        lambda events: any(e["reason"] == "AdoptedIncompatible" for e in events),
+        what="the adoption's Warning Event",
+    )
+    (event,) = [e for e in found if e["reason"] == "AdoptedIncompatible"]
+    assert event["type"] == "Warning"
+    assert f"User {adopter} adopted TalosCluster {objects.namespace}/edge" in event["message"]
+    observed = await eventually(
+        lambda: objects.cluster("edge"),
+        lambda c: condition(c, "VersionsCompatible").get("status") == "False",
+        what="VersionsCompatible=False",
+    )
+    compatible = condition(observed, "VersionsCompatible")
+    assert compatible["reason"] == "TalosKubernetesIncompatible"
+    assert "1.33 to 1.37" in compatible["message"]
+    # every later update is judged as today: still incompatible, so refused without the verb
+    later = control_plane.kubectl(
+        "patch", "taloscluster", "edge", "-n", objects.namespace, "--type=merge",
+        "-p", json.dumps({"spec": {"kubernetesVersion": "v1.32.5"}}),
+        as_user=adopter, check=False,
+    )  # fmt: skip
+    assert later.returncode != 0, later.stdout
+    assert f"user '{adopter}' does not" in later.stderr
+    # an unknown version is refused for an adoption too
+    unknown = json.loads(json.dumps(body))
+    unknown["metadata"]["name"] = "newer"
+    unknown["spec"]["talosVersion"] = "v1.15.0"
+    refused = control_plane.kubectl(
+        "create", "-f", "-", input=json.dumps(unknown), as_user=adopter, check=False
+    )
+    assert refused.returncode != 0
+    assert "Talos v1.15.0 is refused" in refused.stderr

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 import yaml
 
+from ichor.api import records
 from ichor.testing import account, controlplane
 from tests.component.webhook import harness
 from tests.support import rbac
@@ -125,13 +127,33 @@ class Api:
         found: dict[str, Any] = json.loads(result.stdout)
         return found
 
+    def settle(self, *, within: float = 20.0) -> None:
+        """Until no object of the namespace holds an admission record the operator has not
+        posted yet: every Event of what was stored is there by then."""
+        deadline = time.monotonic() + within
+        while pending := records_pending(self.plane, self.namespace):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"admission records not posted within {within} s: {pending}")
+            time.sleep(0.2)
+
     def override_events(self, name: str) -> list[dict[str, Any]]:
+        self.settle()
         result = self.plane.kubectl(
             "get", "events", "-n", self.namespace, "-o", "json",
             f"--field-selector=involvedObject.name={name},reason=Override",
         )  # fmt: skip
         items: list[dict[str, Any]] = json.loads(result.stdout)["items"]
         return items
+
+
+def records_pending(plane: controlplane.ControlPlane, namespace: str) -> list[str]:
+    """Objects of ``namespace`` that still hold admission records."""
+    listed = plane.kubectl("get", "talosclusters,talosoperations", "-n", namespace, "-o", "json")
+    return [
+        f"{item['kind']} {item['metadata']['name']}"
+        for item in json.loads(listed.stdout)["items"]
+        if records.RECORDS in (item["metadata"].get("annotations") or {})
+    ]
 
 
 @pytest.fixture

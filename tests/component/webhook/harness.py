@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from ichor.api import kinds
+from ichor.controller import records
 from ichor.testing import account, certs, controlplane
 from ichor.webhook import kubeapi, server, validating
 from tests.support import operator as support
@@ -105,11 +106,19 @@ class Credentials:
 
 
 def build(
-    credentials: Credentials, *, port: int, files: certs.ServingFiles
+    credentials: Credentials,
+    *,
+    port: int,
+    files: certs.ServingFiles,
+    recorder: bool = False,
 ) -> tuple[kopf.OperatorRegistry, kopf.OperatorSettings, server.AdmissionServer]:
-    """kopf's registry (the webhook's handlers only) and settings (our server, fixed config)."""
+    """kopf's registry (the webhook's handlers, and with ``recorder`` the operator's part
+    that posts what the webhook admitted as Events) and settings (our server, fixed
+    configurations)."""
     registry = kopf.OperatorRegistry()
     validating.register(registry)
+    if recorder:
+        records.register(registry)
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
@@ -193,7 +202,8 @@ def serve(
 
 
 def apply_configuration(
-    plane: controlplane.ControlPlane, configuration: server.ValidatingWebhookConfiguration
+    plane: controlplane.ControlPlane,
+    configuration: server.ValidatingWebhookConfiguration | server.MutatingWebhookConfiguration,
 ) -> None:
     plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(dict(configuration)))
 
@@ -219,7 +229,12 @@ class Webhook:
     server and configuration."""
 
     def __init__(
-        self, plane: controlplane.ControlPlane, workdir: Path, operator: account.Account
+        self,
+        plane: controlplane.ControlPlane,
+        workdir: Path,
+        operator: account.Account,
+        *,
+        recorder: bool = True,
     ) -> None:
         self.plane = plane
         self.workdir = workdir
@@ -228,18 +243,28 @@ class Webhook:
         self.files = certs.write_serving_certificate(workdir / "tls")
         self.port = controlplane.free_port()
         self.registry, self.settings, self.server = build(
-            Credentials.of(plane, operator), port=self.port, files=self.files
+            Credentials.of(plane, operator), port=self.port, files=self.files, recorder=recorder
         )
-        self.kopf = support.KopfThread(self.registry, settings=self.settings, name=self.name)
+        memo = kopf.Memo()
+        memo[records.KUBECONFIG] = operator.kubeconfig
+        self.kopf = support.KopfThread(
+            self.registry, settings=self.settings, memo=memo, name=self.name
+        )
 
     def configuration(self) -> server.ValidatingWebhookConfiguration:
         return server.render_configuration(
             url=self.server.url, ca_bundle=self.files.ca.read_bytes(), name=self.name
         )
 
+    def mutating_configuration(self) -> server.MutatingWebhookConfiguration:
+        return server.render_mutating_configuration(
+            url=self.server.url, ca_bundle=self.files.ca.read_bytes(), name=self.name
+        )
+
     def start(self) -> Webhook:
         use_backend(self.operator.kubeconfig)
         self.kopf.start()
+        apply_configuration(self.plane, self.mutating_configuration())
         apply_configuration(self.plane, self.configuration())
         try:
             wait_until_answering(self.plane, alive=lambda: self.kopf.alive)
@@ -255,9 +280,8 @@ class Webhook:
             raise RuntimeError(str(error)) from None
 
     def delete_configuration(self) -> None:
-        self.plane.kubectl(
-            "delete", "validatingwebhookconfiguration", self.name, "--ignore-not-found"
-        )
+        for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+            self.plane.kubectl("delete", kind, self.name, "--ignore-not-found")
 
     def close(self) -> None:
         try:
@@ -268,12 +292,17 @@ class Webhook:
 
 @contextlib.contextmanager
 def running(
-    plane: controlplane.ControlPlane, workdir: Path, operator: account.Account
+    plane: controlplane.ControlPlane,
+    workdir: Path,
+    operator: account.Account,
+    *,
+    recorder: bool = True,
 ) -> Iterator[Webhook]:
-    """The webhook started as ``operator`` and registered for the ``with`` block; a start
-    that fails fails the test with its reason."""
+    """The webhook started as ``operator`` and registered for the ``with`` block (with
+    ``recorder``, also the operator's recorder of admitted overrides); a start that fails
+    fails the test with its reason."""
     install_crds(plane)
-    webhook = Webhook(plane, workdir, operator)
+    webhook = Webhook(plane, workdir, operator, recorder=recorder)
     try:
         webhook.start()
     except RuntimeError as error:

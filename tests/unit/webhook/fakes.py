@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ichor.kube import identity
-from ichor.webhook import kubeapi
+from ichor.webhook import kubeapi, validating
 from ichor.webhook.reviews import ClusterRef, Requester
 
 
@@ -19,6 +21,8 @@ class FakeBackend:
     fail: bool = False
     operator: str = "system:serviceaccount:ichor-system:ichor"
     reviews: list[tuple[Requester, ClusterRef]] = field(default_factory=list)
+    #: Events the webhook wrote: it has no call that writes one (the operator posts the
+    #: Events of what it admitted once the object is stored), so this stays empty.
     events: list[tuple[ClusterRef, str, str | None]] = field(default_factory=list)
 
     def _check(self) -> None:
@@ -43,10 +47,6 @@ class FakeBackend:
         self._check()
         self.reviews.append((requester, ref))
         return requester.username in self.holders
-
-    async def record_override(self, ref: ClusterRef, *, message: str, uid: str | None) -> None:
-        self._check()
-        self.events.append((ref, message, uid))
 
 
 def taloscluster(
@@ -89,3 +89,30 @@ def talosoperation(
 
 def userinfo(name: str = "alice") -> dict[str, Any]:
     return {"username": name, "uid": "u-1", "groups": ["ops"], "extra": {"scopes": ["a"]}}
+
+
+async def stamped(
+    new: Mapping[str, Any],
+    *,
+    old: Mapping[str, Any] | None,
+    userinfo: Mapping[str, Any],
+    operation: str,
+    backend: FakeBackend,
+    kind: str = "TalosCluster",
+) -> dict[str, Any]:
+    """``new`` as the webhook's mutating half leaves it: judged with a twin of ``backend``
+    (so the calls of that half are not counted), its stamp set into the annotations."""
+    twin = dataclasses.replace(backend, reviews=[])
+    judge = validating.judge_cluster if kind == "TalosCluster" else validating.judge_operation
+    judged = await judge(new=new, old=old, userinfo=userinfo, operation=operation, backend=twin)
+    body = copy.deepcopy(dict(new))
+    if judged.stamp is not None:
+        annotations = body.setdefault("metadata", {}).setdefault("annotations", {})
+        for key, value in judged.stamp.annotations().items():
+            if value is None:
+                annotations.pop(key, None)
+            else:
+                annotations[key] = value
+        if not annotations:
+            body["metadata"].pop("annotations")
+    return body

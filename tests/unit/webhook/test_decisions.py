@@ -414,6 +414,7 @@ def stored(
     override: bool = True,
     succeeded: bool = True,
     cluster_name: str = "prod",
+    override_by: str | None = "olivia",
 ) -> StoredOperation:
     return StoredOperation(
         name="k8s",
@@ -422,6 +423,7 @@ def stored(
         version=version,
         override=override,
         job_succeeded=succeeded,
+        override_by=override_by,
     )
 
 
@@ -449,6 +451,7 @@ def test_the_operators_write_carries_the_override_of_its_succeeded_operation() -
     [
         ([], NEW),
         ([stored(override=False)], NEW),
+        ([stored(override_by=None)], NEW),
         ([stored(succeeded=False)], NEW),
         ([stored(cluster_name="other")], NEW),
         ([stored("v1.37.2")], NEW),
@@ -459,6 +462,7 @@ def test_the_operators_write_carries_the_override_of_its_succeeded_operation() -
     ids=[
         "no-operation",
         "no-override",
+        "no-stamp-of-the-webhook",
         "job-not-succeeded",
         "another-cluster",
         "another-target",

@@ -7,33 +7,52 @@ from typing import Any
 import kopf
 import pytest
 
+from ichor.api import records
+from ichor.controller import records as recorder
+from ichor.kube import events
 from ichor.webhook import kubeapi, validating
 from ichor.webhook.reviews import ClusterRef, Requester
-from tests.unit.webhook.fakes import FakeBackend, taloscluster, talosoperation, userinfo
+from tests.unit.webhook.fakes import (
+    FakeBackend,
+    stamped,
+    taloscluster,
+    talosoperation,
+    userinfo,
+)
 
 REF = ClusterRef("team-a", "prod")
 
 
 @pytest.mark.parametrize("dryrun", [False, True], ids=["write", "dry-run"])
-async def test_a_holder_passes_and_the_override_is_recorded_unless_dry_run(dryrun: bool) -> None:
+async def test_a_holder_passes_and_the_override_travels_with_the_object(dryrun: bool) -> None:
+    """The webhook writes no Event, dry run or not: the record of the override is in the
+    object it admits, and the operator posts it once that object is stored."""
     backend = FakeBackend(holders={"alice"})
-    answer = await validating.cluster_answer(
-        new=taloscluster(kubernetes="v1.31.9"),
-        old=taloscluster(kubernetes="v1.31.4"),
-        userinfo=userinfo(),
-        operation="UPDATE",
-        dryrun=dryrun,
+    old = taloscluster(kubernetes="v1.31.4")
+    new = await stamped(
+        taloscluster(kubernetes="v1.31.9"), old=old, userinfo=userinfo(), operation="UPDATE",
         backend=backend,
+    )  # fmt: skip
+    answer = await validating.cluster_answer(
+        new=new, old=old, userinfo=userinfo(), operation="UPDATE", dryrun=dryrun, backend=backend
     )
-    assert answer.allowed
+    assert answer.allowed, answer.message
     assert answer.warnings
     assert backend.reviews == [(Requester("alice", "u-1", ("ops",), (("scopes", ("a",)),)), REF)]
-    assert len(backend.events) == (0 if dryrun else 1)
-    if not dryrun:
-        ref, message, uid = backend.events[0]
-        assert (ref, uid) == (REF, "uid-1")
-        assert "User alice overrode" in message
-        assert "v1.31.9" in message
+    assert backend.events == []
+    (record,) = records.read(records.annotations_of(new))
+    assert record == answer.admitted
+    assert (record.kind, record.user) == (records.RecordKind.OVERRIDE, "alice")
+    message = records.message(record, kind="TalosCluster", namespace="team-a", name="prod")
+    assert "User alice overrode" in message
+    assert "v1.31.9" in message
+    # the same write without the record the mutating half adds is refused
+    bare = await validating.cluster_answer(
+        new=taloscluster(kubernetes="v1.31.9"), old=old, userinfo=userinfo(), operation="UPDATE",
+        dryrun=dryrun, backend=backend,
+    )  # fmt: skip
+    assert not bare.allowed
+    assert records.RECORDS in bare.message
 
 
 async def test_a_compatible_write_asks_nothing_of_the_api() -> None:
@@ -50,6 +69,7 @@ async def test_a_compatible_write_asks_nothing_of_the_api() -> None:
     assert not answer.warnings
     assert backend.reviews == []
     assert backend.events == []
+    assert answer.admitted is None
 
 
 async def test_a_failing_api_gives_a_denial_that_says_to_retry() -> None:
@@ -100,8 +120,12 @@ async def test_an_operation_asks_for_the_verb_only_under_override(
         clusters={REF: taloscluster(talos="v1.14.3", kubernetes="v1.35.4", cilium="1.19.10")},
         holders=holders,
     )
+    new = await stamped(
+        talosoperation("kubernetes", "v1.36.2", override=override), old=None,
+        userinfo=userinfo(), operation="CREATE", backend=backend, kind="TalosOperation",
+    )  # fmt: skip
     answer = await validating.operation_answer(
-        new=talosoperation("kubernetes", "v1.36.2", override=override),
+        new=new,
         userinfo=userinfo(),
         operation="CREATE",
         dryrun=True,
@@ -109,6 +133,8 @@ async def test_an_operation_asks_for_the_verb_only_under_override(
     )
     assert answer.allowed is allowed
     assert len(backend.reviews) == reviews
+    if allowed:
+        assert records.annotations_of(new)[records.OVERRIDE_BY] == "alice"
     assert backend.events == []  # a dry run records nothing
 
 
@@ -152,7 +178,14 @@ def test_the_access_review_carries_the_whole_identity() -> None:
 
 
 def test_the_override_event_is_a_warning_on_the_cluster() -> None:
-    event = kubeapi.override_event(REF, message="User alice overrode ...", uid="uid-1")
+    """What the recorder posts for an override record of a stored cluster."""
+    body = taloscluster()
+    event = events.event_body(
+        events.reference(body),
+        type_=events.EventType.WARNING,
+        reason=recorder.REASONS[records.RecordKind.OVERRIDE],
+        message="User alice overrode ...",
+    )
     assert (event["type"], event["reason"]) == ("Warning", "Override")
     assert event["involvedObject"] == {
         "apiVersion": "ichor.dev/v1alpha1",
@@ -166,7 +199,11 @@ def test_the_override_event_is_a_warning_on_the_cluster() -> None:
 
 def _stored_operation(*, phase: str = "Succeeded") -> dict[str, Any]:
     return {
-        "metadata": {"name": "k8s", "namespace": "team-a"},
+        "metadata": {
+            "name": "k8s",
+            "namespace": "team-a",
+            "annotations": {records.OVERRIDE_BY: "olivia"},
+        },
         "spec": {
             "clusterRef": {"name": "prod"},
             "type": "kubernetes",
@@ -186,9 +223,14 @@ async def test_only_the_operators_write_after_success_carries_an_override(
     user: str, phase: str, carried: bool
 ) -> None:
     backend = FakeBackend(operator="op", operations=[_stored_operation(phase=phase)])
+    old = taloscluster(kubernetes="v1.31.4")
+    new = await stamped(
+        taloscluster(kubernetes="v1.31.9"), old=old, userinfo=userinfo(user), operation="UPDATE",
+        backend=backend,
+    )  # fmt: skip
     answer = await validating.cluster_answer(
-        new=taloscluster(kubernetes="v1.31.9"),
-        old=taloscluster(kubernetes="v1.31.4"),
+        new=new,
+        old=old,
         userinfo=userinfo(user),
         operation="UPDATE",
         dryrun=False,

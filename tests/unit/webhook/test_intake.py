@@ -80,7 +80,8 @@ def denied(result: dict[str, Any]) -> str:
         (review(OPERATION), "taloscluster", "not talosoperations.ichor.dev"),
         (review(CLUSTER, operation="DELETE"), "taloscluster", "not DELETE"),
         (review(CLUSTER, operation="CONNECT"), "taloscluster", "not CONNECT"),
-        (review(OPERATION, operation="UPDATE"), "talosoperation", "not UPDATE"),
+        # an operation's UPDATE is judged (its stamp must not change); DELETE is not
+        (review(OPERATION, operation="DELETE"), "talosoperation", "not DELETE"),
         (review(CLUSTER, sub="scale"), "taloscluster", "scale subresource"),
         (review(OPERATION, sub="status"), "taloscluster", "not talosoperations"),
         (review(CLUSTER, group="apps"), "taloscluster", "not talosclusters.apps"),
@@ -99,7 +100,7 @@ def denied(result: dict[str, Any]) -> str:
         "operation-at-cluster-path",
         "delete",
         "connect",
-        "operation-update",
+        "operation-delete",
         "scale-subresource",
         "operation-status-at-cluster-path",
         "other-group",
@@ -350,4 +351,18 @@ async def test_what_kopf_reads_before_a_handler_must_be_of_its_type(
     result, kopf = await answer(body, "taloscluster")
     assert words in denied(result)
     assert result["response"]["status"]["code"] == 400
+    assert kopf.seen == []
+
+
+@pytest.mark.parametrize("key", ["object", "oldObject"])
+@pytest.mark.parametrize("value", [[], ["a"], "prod", 7, True])
+async def test_an_object_that_is_not_an_object_is_denied_before_kopf(
+    key: str, value: object
+) -> None:
+    """kopf reads ``object`` and ``oldObject`` as mappings; any other value is refused
+    here (with the other one a good object) instead of failing inside kopf."""
+    body = review(CLUSTER, operation="UPDATE")
+    body["request"][key] = value
+    result, kopf = await answer(body, "taloscluster")
+    assert f"request.{key} must be an object" in denied(result)
     assert kopf.seen == []

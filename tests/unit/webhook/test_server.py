@@ -113,7 +113,8 @@ def test_the_configuration_fails_closed_within_five_seconds_for_our_group_only()
     assert cluster["rules"][0]["resources"] == ["talosclusters"]
     assert cluster["rules"][0]["operations"] == ["CREATE", "UPDATE"]
     assert operation["rules"][0]["resources"] == ["talosoperations"]
-    assert operation["rules"][0]["operations"] == ["CREATE"]
+    # UPDATE too: an operation's spec never changes, and its admission stamp must not either
+    assert operation["rules"][0]["operations"] == ["CREATE", "UPDATE"]
     # status is the operator's: every kind's status subresource, cluster-scoped one included
     for plural, scope in (
         ("talosclusters", "Namespaced"),

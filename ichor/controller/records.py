@@ -1,0 +1,245 @@
+"""The recorder: admission records on stored objects become Warning Events, then go.
+
+The webhook writes no Event: a review may never cause a write unless the object it
+admitted was then stored. Its mutating half puts a record of each passed override or
+adoption into the object under review (``ichor.api.records``); this controller sees the
+stored object through its watch, posts each record as a Warning Event naming the user
+(on the TalosCluster; for a TalosOperation, on the cluster it names), and then removes
+the records it posted, with the object's resourceVersion, through the webhook, which
+lets only the operator drop records and only from the front of the list.
+
+What is never lost: the record is in etcd with the object until it was posted, so an
+operator restart, a replica that stops or a leadership change between the write and the
+Event only delays the Event; the replica that runs the handlers next posts it. A crash
+between posting and removing posts that record again once (a duplicate, never a gap). A
+forged review, a dry run or a write a later admission step refused stores no object, so
+there is nothing to post.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, cast
+
+import aiohttp
+import kopf
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ichor.api import kinds, records
+from ichor.controller.queue import WorkQueue
+from ichor.kube import events
+from ichor.kube.clients import REQUEST_TIMEOUT, client_from_kubeconfig, operator_client
+from ichor.kube.patching import MERGE_PATCH
+
+logger = logging.getLogger(__name__)
+
+#: memo keys: the running recorder, and a kubeconfig to use instead of the operator's
+#: own credentials (a test that runs the webhook alone passes the operator's account).
+RECORDER = "ichor_recorder"
+KUBECONFIG = "ichor_recorder_kubeconfig"
+#: Attempts to remove the posted records when the object keeps moving.
+ATTEMPTS = 5
+#: Seconds before a failed attempt (API down) runs again.
+RETRY_SECONDS = 5.0
+
+Key = tuple[kinds.Plural, str, str]  # (plural, namespace, name)
+
+#: The Event reason of each kind of record.
+REASONS: Mapping[records.RecordKind, str] = {
+    records.RecordKind.OVERRIDE: "Override",
+    records.RecordKind.CARRIED: "Override",
+    records.RecordKind.ADOPTION: "AdoptedIncompatible",
+}
+
+
+def has_records(body: Mapping[str, Any]) -> bool:
+    return records.RECORDS in records.annotations_of(body)
+
+
+class Recorder:
+    def __init__(self, api: ApiClient) -> None:
+        self.api = api
+        self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=2)
+        self._objects = client.CustomObjectsApi(api)
+        #: records posted from the front of an object's list and not yet removed, by uid
+        self._posted: dict[str, int] = {}
+
+    def start(self) -> None:
+        self.queue.start()
+
+    async def stop(self) -> None:
+        await self.queue.stop()
+
+    def event(self, plural: kinds.Plural, body: Mapping[str, Any]) -> None:
+        if has_records(body):
+            meta = body.get("metadata") or {}
+            self.queue.add((plural, str(meta.get("namespace", "")), str(meta.get("name", ""))))
+
+    async def reconcile(self, key: Key) -> None:
+        try:
+            await self._reconcile(key)
+        except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as error:
+            logger.warning("records of %s %s/%s not posted yet: %s", *key, error)
+            self.queue.add_after(key, RETRY_SECONDS)
+
+    async def _read(self, key: Key) -> dict[str, Any] | None:
+        plural, namespace, name = key
+        if plural is kinds.Plural.TALOS_OPERATIONS:
+            return await self._get(namespace, name, kind=kinds.Kind.TALOS_OPERATION)
+        return await self._get(namespace, name, kind=kinds.Kind.TALOS_CLUSTER)
+
+    async def _get(self, namespace: str, name: str, *, kind: kinds.Kind) -> dict[str, Any] | None:
+        try:
+            body = await self._objects.get_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                namespace,
+                kinds.PLURALS[kind],
+                name,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return cast(dict[str, Any], body)
+
+    async def _reconcile(self, key: Key) -> None:
+        for _ in range(ATTEMPTS):
+            body = await self._read(key)
+            if body is None:
+                return
+            uid = str((body.get("metadata") or {}).get("uid", ""))
+            try:
+                found = records.read(records.annotations_of(body))
+            except records.RecordsUnreadable as error:
+                # never written by the webhook (which refuses it): nothing to post
+                logger.warning("%s %s/%s: %s", key[0], key[1], key[2], error)
+                self._posted.pop(uid, None)
+                return
+            if not found:
+                self._posted.pop(uid, None)
+                return
+            done = min(self._posted.get(uid, 0), len(found))
+            for record in found[done:]:
+                await self._post(key, body, record)
+                done += 1
+                self._posted[uid] = done
+            if await self._remove(key, body, rest=found[done:]):
+                self._posted.pop(uid, None)
+                return
+        raise TimeoutError(f"{key[0]} {key[1]}/{key[2]} kept moving")
+
+    async def _remove(
+        self, key: Key, body: Mapping[str, Any], *, rest: tuple[records.Record, ...]
+    ) -> bool:
+        """Drop the posted records (those before ``rest``); False when the object moved."""
+        plural, namespace, name = key
+        meta = body.get("metadata") or {}
+        patch = {
+            "metadata": {
+                "resourceVersion": meta.get("resourceVersion"),
+                "annotations": {records.RECORDS: records.dump(rest)},
+            }
+        }
+        if plural is kinds.Plural.TALOS_OPERATIONS:
+            return await self._patch(namespace, name, patch, kind=kinds.Kind.TALOS_OPERATION)
+        return await self._patch(namespace, name, patch, kind=kinds.Kind.TALOS_CLUSTER)
+
+    async def _patch(
+        self, namespace: str, name: str, patch: Mapping[str, Any], *, kind: kinds.Kind
+    ) -> bool:
+        try:
+            await self._objects.patch_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                namespace,
+                kinds.PLURALS[kind],
+                name,
+                patch,
+                _content_type=MERGE_PATCH,  # type: ignore[call-arg]
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except ApiException as error:
+            if error.status == 409:
+                return False
+            if error.status == 404:
+                return True
+            raise
+        return True
+
+    async def _post(self, key: Key, body: Mapping[str, Any], record: records.Record) -> None:
+        plural, namespace, name = key
+        involved: Mapping[str, Any] = body
+        kind = kinds.Kind.TALOS_CLUSTER.value
+        if plural is kinds.Plural.TALOS_OPERATIONS:
+            kind = kinds.Kind.TALOS_OPERATION.value
+            cluster = ((body.get("spec") or {}).get("clusterRef") or {}).get("name")
+            found = await self._read((kinds.Plural.TALOS_CLUSTERS, namespace, str(cluster)))
+            involved = found if found is not None else body
+        message = records.message(record, kind=kind, namespace=namespace, name=name)
+        await events.emit(
+            self.api,
+            events.reference(involved),
+            type_=events.EventType.WARNING,
+            reason=REASONS[record.kind],
+            message=message,
+        )
+        logger.warning("recorded: %s", message)
+
+
+# --- kopf wiring ------------------------------------------------------------------------
+
+
+async def start(memo: kopf.Memo, **_: Any) -> None:
+    kubeconfig = memo.get(KUBECONFIG)
+    if isinstance(kubeconfig, Path):
+        api = await client_from_kubeconfig(kubeconfig.read_bytes(), origin=str(kubeconfig))
+    else:
+        api = await operator_client()
+    recorder = Recorder(api)
+    recorder.start()
+    memo[RECORDER] = recorder
+
+
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    recorder = memo.get(RECORDER)
+    if isinstance(recorder, Recorder):
+        await recorder.stop()
+        await recorder.api.close()
+
+
+async def cluster_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    recorder = memo.get(RECORDER)
+    if isinstance(recorder, Recorder) and event.get("type") != "DELETED":
+        recorder.event(kinds.Plural.TALOS_CLUSTERS, event["object"])
+
+
+async def operation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    recorder = memo.get(RECORDER)
+    if isinstance(recorder, Recorder) and event.get("type") != "DELETED":
+        recorder.event(kinds.Plural.TALOS_OPERATIONS, event["object"])
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    """Put the recorder's handlers into ``registry`` (the operator and the webhook tests)."""
+    kopf.on.startup(id="records-start", registry=registry)(start)
+    kopf.on.cleanup(id="records-stop", registry=registry)(stop)
+    kopf.on.event(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.TALOS_CLUSTERS,
+        id="records-cluster-event",
+        registry=registry,
+    )(cluster_event)
+    kopf.on.event(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.TALOS_OPERATIONS,
+        id="records-operation-event",
+        registry=registry,
+    )(operation_event)
