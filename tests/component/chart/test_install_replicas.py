@@ -4,7 +4,10 @@ The release brings kopf's peering CRD, the ClusterKopfPeering the operators are 
 (a post-install hook, since its CRD comes with the same release) and a
 PodDisruptionBudget. Two operator processes then run with the Deployment's environment as
 the chart's ServiceAccount: one runs the handlers while the other pauses, both serve the
-webhook, and when the active one stops the other takes over.
+webhook, and when the active one stops the other takes over. An override the standby's
+webhook admits is posted as an Event by the leader, and one admitted while no replica
+runs the handlers (the handover) is posted by the new leader: the record waits in the
+stored object, not in a replica's memory.
 
 A second release of its own, without the cluster-wide singletons the first one holds
 (``ichor-override``, the IchorInstallation); its webhook configuration points at the first
@@ -90,6 +93,31 @@ def _wait(what: str, ready: Any, logs: list[Path], processes: list[subprocess.Po
         time.sleep(0.3)
 
 
+def _point_webhooks_at(plane: controlplane.ControlPlane, name: str, port: int) -> None:
+    for kind in ("validatingwebhookconfiguration", "mutatingwebhookconfiguration"):
+        found = json.loads(plane.kubectl("get", kind, name, "-o", "json").stdout)
+        for hook in found["webhooks"]:
+            path = hook["clientConfig"]["url"].rsplit("/", 1)[1]
+            hook["clientConfig"]["url"] = f"https://127.0.0.1:{port}/{path}"
+        plane.kubectl("replace", "-f", "-", input=json.dumps(found))
+
+
+def _override(plane: controlplane.ControlPlane, namespace: str, name: str) -> None:
+    """The admin (who holds every verb) stores a pair the rules refuse."""
+    body = harness.cluster_manifest(name, namespace, kubernetes="v1.31.9")
+    created = plane.kubectl("create", "-f", "-", input=json.dumps(body), check=False)
+    assert created.returncode == 0, created.stderr
+    assert "override by" in created.stderr, created.stderr
+
+
+def _override_posted(plane: controlplane.ControlPlane, namespace: str, name: str) -> bool:
+    found = plane.kubectl(
+        "get", "events", "-n", namespace, "-o", "json",
+        f"--field-selector=involvedObject.name={name},reason=Override",
+    )  # fmt: skip
+    return any("overrode a refusal" in e["message"] for e in json.loads(found.stdout)["items"])
+
+
 def test_two_replicas_peer_serve_the_webhook_and_take_over(
     control_plane: controlplane.ControlPlane, tmp_path: Path
 ) -> None:
@@ -170,10 +198,27 @@ def test_two_replicas_peer_serve_the_webhook_and_take_over(
 
         (leader,) = active()
         standby = 1 - leader
+        # The API server now calls the standby's webhook: what it admits, the leader posts.
+        _point_webhooks_at(control_plane, f"{release}-webhook", ports[standby]["webhook"])
+        _override(control_plane, namespace, "ha-one")
+        _wait(
+            "the leader posted the override the standby's webhook admitted",
+            lambda: _override_posted(control_plane, namespace, "ha-one"),
+            logs,
+            processes,
+        )
         stop_operator(operators[leader][0])
+        # Admitted while no replica runs the handlers: the record waits in the object.
+        _override(control_plane, namespace, "ha-two")
         _wait(
             "the standby replica resumed",
             lambda: _is_active(logs[standby].read_text()),
+            logs,
+            [operators[standby][0]],
+        )
+        _wait(
+            "the new leader posted the override admitted during the handover",
+            lambda: _override_posted(control_plane, namespace, "ha-two"),
             logs,
             [operators[standby][0]],
         )
