@@ -172,6 +172,12 @@ async def test_an_override_admitted_while_the_operator_is_down_is_recorded_when_
     pending = records.read(records.annotations_of(stored))
     assert [r.kind for r in pending] == [records.RecordKind.OVERRIDE]
     assert len(overrides(await objects.events("prod"))) == before
+    # not even the admin can drop the record before it is posted: only the operator may
+    control_plane.kubectl(
+        "annotate", "taloscluster", "prod", "-n", objects.namespace, f"{records.RECORDS}-"
+    )
+    kept = records.read(records.annotations_of(await objects.cluster()))
+    assert kept == pending
 
     await operator.start()
     found = await eventually(
