@@ -270,7 +270,7 @@ def on_node(
     operator_image: str,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[OnNode]:
-    """``helm install`` with the README's command, in a namespace of its own."""
+    """``helm install`` with the install page's command, in a namespace of its own."""
     namespace = f"ichor-system-{uuid.uuid4().hex[:6]}"
     values_file = tmp_path_factory.mktemp("chart-on-node") / "values.yaml"
     values = install_values(

@@ -20,7 +20,7 @@ def cluster_role(name: str, rules: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def override_role(name: str) -> dict[str, Any]:
-    """What the README tells an admin to grant: the custom verb on talosclusters."""
+    """What docs/rules.md tells an admin to grant: the custom verb on talosclusters."""
     return cluster_role(
         name, [{"apiGroups": [kinds.GROUP], "resources": ["talosclusters"], "verbs": ["override"]}]
     )

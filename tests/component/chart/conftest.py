@@ -42,7 +42,7 @@ class Installed:
     log: Path
     metrics_url: str
     values_file: Path
-    #: The install's flags beyond the values file (the README's mutual TLS).
+    #: The install's flags beyond the values file (the install page's mutual TLS).
     helm_flags: tuple[str, ...] = ()
 
     def log_text(self) -> str:

@@ -77,7 +77,7 @@ def _clear_leftover_installation(plane: controlplane.ControlPlane) -> None:
             plane.kubectl("delete", "ichorinstallation", "ichor", "--wait=true")
 
 
-#: The README's command that turns on mutual TLS for the webhook.
+#: The install page's command that turns on mutual TLS for the webhook (docs/install.md).
 MUTUAL_TLS = "helm upgrade ichor charts/ichor"
 
 
@@ -97,7 +97,7 @@ def client_ca_files(
 
 
 def mutual_tls_flags(plane: controlplane.ControlPlane) -> list[str]:
-    """The README's mutual-TLS flags, with the test control plane's webhook client CA."""
+    """The install page's mutual-TLS flags, with the test control plane's webhook client CA."""
     flags: list[str] = []
     for flag, value in readme.set_flags(MUTUAL_TLS):
         if flag == "--set-file":
@@ -116,9 +116,9 @@ def installed(
     webhook_port: int,
     mutual_tls: bool = False,
 ) -> Iterator[Release]:
-    """The README's ``helm install``, in a namespace of its own, with the webhook at
+    """The install page's ``helm install``, in a namespace of its own, with the webhook at
     ``https://127.0.0.1:<webhook_port>``; uninstalled afterwards (stop the operator first:
-    its role goes with the release). ``mutual_tls`` adds the README's flags that make the
+    its role goes with the release). ``mutual_tls`` adds the page's flags that make the
     webhook require the API server's client certificate (``client_ca_files``)."""
     namespace = f"ichor-system-{uuid.uuid4().hex[:6]}"
     _clear_leftover_installation(plane)

@@ -1,6 +1,6 @@
 """`helm install` into the real API server: every object accepted, and the operator the chart
 describes (run on loopback as the chart's ServiceAccount) refusing and passing writes as
-the webhook does, with the override verb granted the way the README says."""
+the webhook does, with the override verb granted the way docs/install.md says."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ CLUSTER_SCOPED = {
 @pytest.fixture(scope="module")
 def users(installed: Installed) -> Iterator[tuple[str, str]]:
     """Two users who may write clusters; only the first is bound to ``ichor-override``,
-    by the README's command."""
+    by the install page's command."""
     suffix = uuid.uuid4().hex[:6]
     holder, plain = f"holly-{suffix}", f"paul-{suffix}"
     installed.kubectl(
@@ -51,7 +51,7 @@ def users(installed: Installed) -> Iterator[tuple[str, str]]:
         "create", "clusterrolebinding", EDITOR_ROLE, f"--clusterrole={EDITOR_ROLE}",
         f"--user={holder}", f"--user={plain}",
     )  # fmt: skip
-    # The README's binding, for this holder instead of olivia.
+    # The install page's binding, for this holder instead of olivia.
     words = readme.command("kubectl create clusterrolebinding ichor-override-")
     words = [w.replace("olivia", holder) for w in words]
     binding = words[3]

@@ -1,8 +1,9 @@
-"""The chart installed with the README's mutual-TLS flags: the operator the chart describes
-answers only the API server's client certificate, and a caller without it changes nothing.
+"""The chart installed with the install page's mutual-TLS flags: the operator the chart
+describes answers only the API server's client certificate, and a caller without it
+changes nothing.
 
-The package's install (conftest) uses the README's ``helm upgrade ... clientAuth`` flags
-with the test control plane's webhook client CA, so every write the other chart tests
+The package's install (conftest) uses the install page's ``helm upgrade ... clientAuth``
+flags with the test control plane's webhook client CA, so every write the other chart tests
 make already went through mutual TLS. Here a forged review is posted straight to the
 operator's port, as someone who can reach it but is not the API server would.
 """
@@ -97,7 +98,7 @@ async def _post(url: str, context: ssl.SSLContext, body: dict[str, Any]) -> Any:
         return await response.json()
 
 
-def test_the_chart_turns_on_mutual_tls_with_the_readmes_flags(installed: Installed) -> None:
+def test_the_chart_turns_on_mutual_tls_with_the_install_pages_flags(installed: Installed) -> None:
     configmap = helm.one(installed.manifest, "ConfigMap", f"{helm.RELEASE}-webhook-client-ca")
     assert configmap["data"]["ca.crt"] == installed.plane.webhook_client_ca.read_text()
     stored = json.loads(

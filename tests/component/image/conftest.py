@@ -144,7 +144,7 @@ def chart_release(
     tmp_path_factory: pytest.TempPathFactory,
     webhook_port: int,
 ) -> Iterator[release.Release]:
-    """The README's install with its mutual-TLS flags (as the chart tests install it), its
+    """The install page's install with its mutual-TLS flags (as the chart tests install it), its
     webhook at 127.0.0.1:<webhook_port>, where the image's operator listens; one at a time
     runs there."""
     workdir = tmp_path_factory.mktemp("image-release")

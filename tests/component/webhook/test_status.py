@@ -200,7 +200,7 @@ def test_a_forged_status_does_not_open_a_kubernetes_minor_cilium_does_not_run(
 
 
 def test_a_role_with_every_verb_on_talosclusters_holds_override(api: Api, writers: None) -> None:
-    """What the README warns: ``verbs: ["*"]`` includes the custom verb."""
+    """What docs/rules.md warns: ``verbs: ["*"]`` includes the custom verb."""
     answer = api.plane.kubectl(
         "auth", "can-i", "override", "talosclusters.ichor.dev/prod", "-n", api.namespace,
         as_user=WILDCARD, check=False,
