@@ -11,7 +11,7 @@ export GOTOOLCHAIN := local
 STAMP := $(VENV)/.installed
 
 .PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle printable \
-        bench demo demo-down cluster-up cluster-down image image-base clean node
+        bench demo demo-down cluster-up cluster-down image image-base clean node compat-json
 
 help:
 	@echo "make demo     run the whole upgrade story on a local control plane"
@@ -21,6 +21,8 @@ help:
 	@echo "make testenv  build/cache kube-apiserver, etcd, kubectl, helm, crane, registry and the"
 	@echo "              one-node Kubernetes (kubelet, controller-manager, scheduler, kube-proxy,"
 	@echo "              containerd, talosctl; runc, CNI plugins, iptables, conntrack from Debian)"
+	@echo "              and the test-only Go programs of tests/gotools (kstatus, gowebhook)"
+	@echo "make compat-json  rewrite tests/gotools/compat.json (the table the Go webhook reads)"
 	@echo "make node     the node tier only: the chart and the operator's Jobs on a real node"
 	@echo "make image    the operator image (Docker engine or buildah; IMAGE_OUTPUT=, IMAGE_PUSH=)"
 	@echo "make cluster-up / cluster-down   a local control plane for a person"
@@ -58,6 +60,11 @@ oracle:
 # ichor/release/go_printable.py; the differential test checks it against the oracle.
 printable: $(STAMP) oracle
 	$(BIN)/python hack/printable.py
+
+# The compatibility table as JSON (tests/gotools/compat.json), which the Go admission
+# webhook of tests/gotools reads; a unit test fails while it differs from ichor/release.
+compat-json: $(STAMP)
+	$(BIN)/python hack/compat_json.py
 
 component: $(STAMP) testenv
 	$(BIN)/pytest -q -rs tests/component

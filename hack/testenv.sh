@@ -10,7 +10,7 @@ cd "$(dirname "$0")/testenv"
 source ./lib.sh
 start=$SECONDS
 figures=()
-for script in kube.sh etcd.sh helm.sh crane.sh registry.sh debian.sh containerd.sh pause.sh talosctl.sh; do
+for script in kube.sh gotools.sh etcd.sh helm.sh crane.sh registry.sh debian.sh containerd.sh pause.sh talosctl.sh; do
   [[ -f $script ]] || continue
   step=$SECONDS
   bash "$script"
