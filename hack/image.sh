@@ -203,7 +203,7 @@ choose_base() {
       if has_image "$PUBLISHED_BASE" || pull_published; then
         BASE=$PUBLISHED_BASE
       else
-        log "base: using the Debian base instead (what differs: README, 'The operator image')"
+        log "base: using the Debian base instead (what differs: docs/install.md, 'The operator image')"
         debian_base
         BASE=$DEBIAN_BASE
       fi ;;

@@ -341,7 +341,7 @@ def plan_command(
 @upgrade.command(name="cluster", hidden=True, context_settings={"ignore_unknown_options": True})
 @click.argument("ignored", nargs=-1, type=click.UNPROCESSED)
 def removed_cluster(ignored: tuple[str, ...]) -> None:
-    """Removed (ADR 0115)."""
+    """Removed: each component upgrades on its own (docs/design/decisions.md)."""
     del ignored
     raise click.UsageError(
         "ichor upgrade cluster was removed: each component upgrades on its own "

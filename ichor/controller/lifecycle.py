@@ -8,8 +8,8 @@ decides comes from here, so the lifecycle is tested without a cluster:
   runs at a time per cluster; the others wait in Pending naming the one ahead of them.
 * ``check_execution``: the target rule again, at execution, against the cluster's
   current spec *and* what its nodes were last seen running (a cluster can move between
-  the plan and the run), with the Kubernetes pairing of a Talos target; and the ADR's
-  refusal of a ``cni`` operation that names a version or an image patch.
+  the plan and the run), with the Kubernetes pairing of a Talos target; and the refusal
+  of a ``cni`` operation that names a version or an image patch.
 * ``decide``: a refusal stands unless it is overridable and the operation carries
   ``override: true`` with the webhook's stamp (``ichor.dev/override-by``). The executor
   may rely on the override only because the webhook asks for the creator's verb whenever
@@ -228,8 +228,8 @@ class ClusterState:
 
 
 def cni_version_refusal(op: Operation) -> Refusal:
-    """The ADR's answer to a cni operation that names a version or an image patch
-    (amendment 2026-11-04 (3)); the webhook words its plan refusal the same way."""
+    """The refusal of a cni operation that names a version or an image patch (Cilium
+    moves only to the embedded chart); the webhook words its plan refusal the same way."""
     named = op.spec.cni.image_version if op.spec.cni and op.spec.cni.image_version else None
     return upgrade_target.cni_version_refusal(operation=str(op), named=named or op.spec.version)
 

@@ -1,7 +1,7 @@
 """Prometheus metrics of the operator, and the functions the controller and webhook call.
 
 Why one module: every metric name, label and help text lives here, so the chart's
-ServiceMonitor, the README and a dashboard read one list; the controller and webhook call
+ServiceMonitor, docs/install.md and a dashboard read one list; the controller and webhook call
 one function per fact (a check succeeded, a list was read, a decision was made) and never
 touch ``prometheus_client`` themselves.
 

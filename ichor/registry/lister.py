@@ -17,7 +17,7 @@ registry (where our token would follow it), is an error, not something to follow
 the tags plus one page: bodies are dropped once parsed. Every failure is a typed
 ``ListingError`` whose message names the repository and the cause.
 
-Why plain aiohttp and not oras-py: see the README, "Why the tag lister is plain aiohttp".
+Why plain aiohttp and not oras-py: docs/design/notes.md, "Why the tag lister is plain aiohttp".
 """
 
 from __future__ import annotations

@@ -5,8 +5,8 @@ pair can run together, so they cannot disagree. The table is data with a source 
 entry; the two functions below are the only readers.
 
 - ``CILIUM_KUBERNETES``: the Kubernetes minors each Cilium minor's CI tests, read from
-  the release tag's ``.github/actions/ginkgo/main-k8s-versions.yaml`` (ADR 0115,
-  amendment 2026-11-03 (3): the matrix decides, not the requirements page).
+  the release tag's ``.github/actions/ginkgo/main-k8s-versions.yaml``: the CI matrix
+  decides, not the requirements page, which has been stale (docs/design/decisions.md).
 - ``TALOS_KUBERNETES``: the Talos support matrix. Where it holds a Talos minor it decides
   the pair and machinery must still accept it; machinery alone decides the other minors.
 
@@ -15,7 +15,7 @@ Cilium minor not in the table, or a Kubernetes minor that no machinery row and n
 range mentions is an ``UNKNOWN_VERSION`` refusal, which no override passes.
 
 Adding a Cilium or Talos minor is adding one entry below with its source URL and its
-cases in ``tests/unit/compat`` (see README, "Rules").
+cases in ``tests/unit/compat`` (docs/development.md, "Adding a Talos or Cilium minor").
 """
 
 from __future__ import annotations

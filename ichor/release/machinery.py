@@ -3,9 +3,11 @@
 Talos itself refuses an installer whose minor does not accept the running host, and a
 Kubernetes its minor does not support. Ichor asks the same questions before it starts a
 Job, so these functions must answer exactly as ``pkg/machinery/compatibility`` v1.14
-does (compat-facts §2, §3): same order of checks, same bounds (core triple only,
-pre-release ignored), same messages, and the same parse (``versions.parse``). The rows
-live apart in ``machinery_rows``; this module holds only the logic that reads them.
+does (``UpgradeableFrom`` in ``talos_version.go``, ``SupportedWith`` in
+``kubernetes_version.go``, Talos's ``release-1.14`` branch): same order of checks, same
+bounds (core triple only, pre-release ignored), same messages, and the same parse
+(``versions.parse``). The rows live apart in ``machinery_rows``; this module holds only
+the logic that reads them.
 
 It refuses to be clever: no direction check besides the bounds (a same-minor downgrade
 passes, as upstream), and no knowledge of minors outside the rows (1.15 is unknown).

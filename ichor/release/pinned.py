@@ -46,7 +46,7 @@ class ReleaseSet:
 
 PINNED = ReleaseSet(talos="v1.14.3", kubernetes="v1.36.6", contract="v1.14", cilium_chart="1.20.4")
 
-# The oldest Talos adopt takes over (ADR 0103).
+# The oldest Talos adopt takes over (docs/design/decisions.md, "Adopt").
 ADOPT_MIN_TALOS: tuple[int, int] = (1, 12)
 
 

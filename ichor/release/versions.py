@@ -2,7 +2,7 @@
 
 Every rule compares versions, so they must all read a version the same way Talos does:
 ``parse`` reproduces the tolerant parse of blang/semver v4.0.0 that machinery uses
-(compat-facts §4: whitespace trimmed, one leading ``v`` removed, leading zeros stripped,
+(``v4/semver.go``: whitespace trimmed, one leading ``v`` removed, leading zeros stripped,
 short forms padded, pre-release and build kept). A string it would reject is rejected
 here with the same reason, so the machinery port cannot accept what Talos refuses.
 
@@ -270,7 +270,7 @@ def blang_parse_tolerant(text: str) -> Version:
 
 @lru_cache(maxsize=65536)
 def parse(text: str) -> Version:
-    """Machinery's tolerant parse (compat-facts §4). Raises ``VersionError``.
+    """Machinery's tolerant parse (blang/semver v4.0.0). Raises ``VersionError``.
 
     ``parse("v1.14")`` is ``1.14.0``; ``parse("1.14-alpha.0")`` is refused.
     """

@@ -403,8 +403,8 @@ class ControlPlane:
 
     def _write_admission_configuration(self) -> None:
         """The kube-apiserver admission configuration that presents the webhook client
-        certificate to every webhook (user ``*`` of its kubeconfig), as the README's
-        "Install" shows for a real API server."""
+        certificate to every webhook (user ``*`` of its kubeconfig), as
+        docs/install.md shows for a real API server."""
         kubeconfig = {
             "apiVersion": "v1",
             "kind": "Config",

@@ -137,8 +137,8 @@ def _newer(name: str, *, target: Version, running: Version) -> Refusal | None:
 
 
 def cni_version_refusal(*, operation: str, named: str | None) -> Refusal:
-    """The ADR's answer to a cni operation that names a version or an image patch
-    (amendment 2026-11-04 (3)): the webhook refuses the plan and the executor the run
+    """The refusal of a cni operation that names a version or an image patch (Cilium
+    moves only to the embedded chart): the webhook refuses the plan and the executor the run
     in these same words. ``operation`` is ``TalosOperation <namespace>/<name>``."""
     return refuse(
         Rule.CNI_VERSION,

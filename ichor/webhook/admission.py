@@ -166,7 +166,8 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
 
 
 def cni_version_refusal(spec: OperationSpec) -> Refusal:
-    """The ADR's answer to a cni operation that names a version (amendment 2026-11-04 (3))."""
+    """The refusal of a cni operation that names a version: Cilium moves only to the embedded
+    chart (docs/design/decisions.md)."""
     named = spec.cni_image_version if spec.cni_image_version is not None else spec.version
     return upgrade_target.cni_version_refusal(
         operation=f"TalosOperation {spec.namespace}/{spec.name}", named=named

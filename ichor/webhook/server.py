@@ -295,7 +295,7 @@ class AdmissionServer:
     """kopf's webhook server protocol over HTTPS, answering every request with a review.
 
     With ``client_ca`` the TLS handshake requires a client certificate that CA signed
-    (mutual TLS: the API server presents it, see the README's "Install"); a caller
+    (mutual TLS: the API server presents it, see docs/install.md); a caller
     without one is refused before any byte of HTTP is read. ``client_names``, when
     given, also limits the certificate's common name. Bodies are read within ``budget``.
 

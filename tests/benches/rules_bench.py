@@ -1,6 +1,6 @@
 """How fast the pure rules are, beside upstream machinery in Go on the same inputs.
 
-Two figures, measured in one run (issue 4, "Speed"):
+Two figures, measured in one run:
 
 - the machinery port (``machinery.upgradeable_from``) judging 100,000 (host, target)
   pairs given as strings, parse included, once over a registry-like vocabulary (the

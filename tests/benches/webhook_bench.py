@@ -5,7 +5,7 @@ webhook configuration and 2,000 with it, run in alternating rounds of 500 so tha
 change in the machine's load hits both alike; the webhook runs in a child process, as
 the operator's own process would. Three figures: the latency a client sees (p50/p99 and
 the ratio), the webhook's own time per review (kopf's dispatch and the handler, without
-TLS and HTTP), and the handler alone. Goal (issue 7): p99 overhead under 10 ms, handler
+TLS and HTTP), and the handler alone. Goal: p99 overhead under 10 ms, handler
 time under 1 ms. The load average is printed with them: on a shared 2-core machine the
 client-side figures measure the queue as much as the webhook.
 """

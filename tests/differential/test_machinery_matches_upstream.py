@@ -12,9 +12,10 @@ What is compared, and what is not. The port mirrors machinery v1.14 (rows for Ta
 1.2..1.14); the oracle is v1.13.9, because the Go module proxy serves no v1.14.x of the
 module (403 "This module version is not available", see hack/oracle.sh) and nothing is
 built from anything but the proxy. v1.13.9's rows for 1.2..1.13 are the same as v1.14's
-(compat-facts §1), and it has no 1.14 row. The oracle reports the minors it knows (its
-``info``), and a pair is keyed by the minor of its Talos side as upstream's parse reads it
-(the target of an upgrade, the Talos version of a Kubernetes pair):
+(upstream's ``talosNNN`` packages), and it has no 1.14 row. The oracle reports the
+minors it knows (its ``info``), and a pair is keyed by the minor of its Talos side as
+upstream's parse reads it (the target of an upgrade, the Talos version of a Kubernetes
+pair):
 
 - a minor the oracle knows: compared;
 - a minor neither knows (1.0, 1.15, 2.x, ...): compared, both must say "not supported";
@@ -22,7 +23,8 @@ built from anything but the proxy. v1.13.9's rows for 1.2..1.13 are the same as 
 - a minor only the port knows, which is 1.14 and nothing else (asserted): left out, all
   of its pairs, as there is nothing upstream to compare them with. Talos 1.14's row is
   checked by the vector tests in tests/unit/machinery instead: every 1.14 case of
-  compat-facts §2 and §3 with upstream's words, and the row's bounds.
+  upstream's tests of UpgradeableFrom and SupportedWith, with upstream's words, and the
+  row's bounds.
 
 Every parse question is compared. When the pin moves to a v1.14.x (``hack/oracle.sh
 newest``), the oracle knows 1.14 and nothing is left out, with no change here.

@@ -152,7 +152,8 @@ def test_a_compatible_upgrade_passes_without_warning_or_record(api: Api) -> None
 
 
 def test_an_edit_that_leaves_an_incompatible_pair_alone_is_not_blocked(api: Api) -> None:
-    """A cluster that runs an incompatible pair is not blocked from other edits (ADR)."""
+    """A cluster that runs an incompatible pair is not blocked from other edits
+    (docs/design/decisions.md)."""
     created = api.create(
         harness.cluster_manifest(NAME, api.namespace, kubernetes="v1.31.9"), user=None
     )

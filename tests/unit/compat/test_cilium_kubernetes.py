@@ -14,7 +14,7 @@ CASES = [
     ("1.18.16", "v1.33.9", True),
     ("1.18.16", "v1.29.9", False),
     ("1.18.16", "v1.34.0", False),
-    # Cilium 1.19.10: 1.32 to 1.35 (amendment 2026-11-03 (3): the matrix, not the docs)
+    # Cilium 1.19.10: 1.32 to 1.35 (the CI matrix, not the stale requirements page)
     ("1.19.10", "v1.32.0", True),
     ("1.19.10", "v1.35.4", True),
     ("1.19.10", "v1.31.9", False),

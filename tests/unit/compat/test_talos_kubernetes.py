@@ -9,7 +9,7 @@ from ichor.release import compat
 from ichor.release.refusals import Refusal, Rule
 
 CASES = [
-    # Talos 1.14 is in the table: support matrix 1.33 to 1.37 (amendment 2026-11-03)
+    # Talos 1.14 is in the table: the support matrix's 1.33 to 1.37, narrower than machinery
     ("v1.14.3", "v1.32.0", Rule.TALOS_KUBERNETES),  # machinery accepts it, the table refuses
     ("v1.14.3", "v1.31.9", Rule.TALOS_KUBERNETES),  # the webhook's refusal case
     ("v1.14.3", "v1.33.0", None),

@@ -275,7 +275,7 @@ def test_a_recorded_patch_the_chart_reached_is_cleared(override: str) -> None:
     outcome = run(previous=previous)
     assert outcome.status.cni is not None
     assert outcome.status.cni.image_override is None
-    # No Event: the final amendment removed the Event of a cleared patch; the status
+    # No Event: a cleared patch posts none (docs/design/decisions.md); the status
     # field and the CiliumUpgradeAvailable condition say what is.
     assert not any("patch" in e.message.lower() for e in outcome.events)
     assert all(e.reason != "CiliumPatchCleared" for e in outcome.events)

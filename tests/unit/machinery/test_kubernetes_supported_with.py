@@ -1,4 +1,4 @@
-"""Kubernetes pairs answer as machinery's SupportedWith does (compat-facts §3)."""
+"""Kubernetes pairs answer as machinery's SupportedWith does (``kubernetes_version.go``)."""
 
 from __future__ import annotations
 

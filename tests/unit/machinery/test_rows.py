@@ -7,7 +7,8 @@ import pytest
 from ichor.release import machinery
 from ichor.release.machinery_rows import ROWS, SNAPSHOT, MachineryRow
 
-# compat-facts §1, one tuple per target minor: min host, max host (excl.), K8s min, max.
+# Upstream's ``talosNNN/talosNNN.go`` at SNAPSHOT, one tuple per target minor: min host,
+# max host (excl.), K8s min, max.
 FACTS = {
     (1, 2): ("1.0.0", "1.3.0", "1.23.0", "1.25.99"),
     (1, 3): ("1.0.0", "1.5.0", "1.24.0", "1.26.99"),

@@ -1,4 +1,4 @@
-"""Talos install paths answer as machinery's UpgradeableFrom does (compat-facts §2)."""
+"""Talos install paths answer as machinery's UpgradeableFrom does (``talos_version.go``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from ichor.release import machinery
 from ichor.release.machinery_rows import ROWS, MachineryRow
 from ichor.release.versions import VersionError, parse
 
-# Every upstream case of compat-facts §2, with the answer of this build (Talos 1.14's
+# Every case of upstream's ``talos_version_test.go``, with the answer of this build (Talos 1.14's
 # machinery, where 1.15 is not a known target).
 UPSTREAM = [
     ("1.0.0-alpha.0", "1.3.0", None),

@@ -30,7 +30,7 @@ CASES = [
     (Component.TALOS, "v1.14.3", PINNED_CLUSTER, Rule.NOT_NEWER),
     (Component.TALOS, "v1.13.9", PINNED_CLUSTER, Rule.NOT_NEWER),
     (Component.KUBERNETES, "v1.36.2", PINNED_CLUSTER, Rule.NOT_NEWER),
-    # Talos paths (ADR "What is tested")
+    # Talos paths: below the minimum host, adjacent minor, a skipped minor, a patch, unknown
     (Component.TALOS, "v1.14.3", LOW, Rule.TALOS_PATH),
     (Component.TALOS, "v1.14.3", ClusterVersions("v1.13.2", "v1.34.1", None, "flannel"), None),
     (Component.TALOS, "v1.14.3", SKIPPER, None),
@@ -38,7 +38,7 @@ CASES = [
     (Component.TALOS, "v1.15.0", PINNED_CLUSTER, Rule.UNKNOWN_VERSION),
     # the Kubernetes pairing of a Talos target
     (Component.TALOS, "v1.14.3", OLD_TALOS, Rule.TALOS_KUBERNETES),
-    # Kubernetes skew and pairing on the pinned Talos (ADR "What is tested")
+    # Kubernetes skew and pairing on the pinned Talos
     (Component.KUBERNETES, "v1.37.1", FLANNEL, None),
     (Component.KUBERNETES, "v1.37.1", K8S_135, Rule.KUBERNETES_SKEW),
     (Component.KUBERNETES, "v1.38.0", K8S_137, Rule.UNKNOWN_VERSION),

@@ -1,4 +1,4 @@
-"""Versions are read exactly as Talos machinery reads them (compat-facts §4)."""
+"""Versions are read exactly as Talos machinery reads them (blang/semver v4.0.0's parse)."""
 
 from __future__ import annotations
 
