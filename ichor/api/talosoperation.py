@@ -12,6 +12,18 @@ from enum import StrEnum
 from ichor.api._base import ApiModel
 from ichor.api.conditions import Condition
 
+#: Label on an operation the controller started by itself, naming who (``StartedBy``).
+#: Only the operator's identity may set, change or remove it: the webhook refuses it from
+#: anyone else, so the controller may take it as its own mark.
+STARTED_BY_LABEL = "ichor.dev/started-by"
+
+
+class StartedBy(StrEnum):
+    #: A maintenance window was open and a newer patch was due (auto-patch).
+    AUTO_PATCH = "auto-patch"
+    #: The TalosCluster's spec names a version the nodes do not run (declarative mode).
+    DECLARATIVE = "declarative"
+
 
 class OperationType(StrEnum):
     TALOS = "talos"

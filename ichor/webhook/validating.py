@@ -170,6 +170,11 @@ async def judge_operation(
         return Judged(admission.malformed(str(error)))
     try:
         operator = await _is_operator(backend, who)
+        marked = admission.started_by_label(
+            new=new, old=old, operation=str(operation), requester=who, operator=operator
+        )
+        if marked is not None:
+            return Judged(marked)
         if operation == "UPDATE":
             answer = admission.Answer(allowed=True, cluster=spec.cluster_ref)
         else:

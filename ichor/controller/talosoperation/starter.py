@@ -1,0 +1,108 @@
+"""Create the TalosOperation the controller decided to start (``starts`` builds it).
+
+One call, ``start_operation``: create the operation with the operator's own client, so the
+webhook judges it as the operator's identity exactly as it judges a person's create (the
+plan: the target rule, the pairs, the Cilium step; an override needs the verb, which the
+operator never holds). Idempotent across restarts: the name is a function of the request,
+so a create that meets the same name (409) reads what is there and returns it when it is
+the request's own operation (``starts.judge_existing``), never a second one.
+
+It refuses to decide anything: whether to start is the caller's, whether the version may
+run is the webhook's and the executor's. A denial is returned as ``StartRefused`` with the
+API server's message (the webhook's sentence); a transient failure (5xx, timeout, the
+connection) is raised for the caller to retry.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, cast
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ichor.api import kinds
+from ichor.controller.talosoperation import starts
+from ichor.kube.clients import REQUEST_TIMEOUT
+
+
+@dataclass(frozen=True)
+class Started:
+    """The operation of a request, as stored; ``created`` False: it existed already."""
+
+    name: str
+    created: bool
+    body: dict[str, Any]
+
+
+class StartRefused(Exception):
+    """The API server (its webhook, the CRD schema, RBAC) refused the create, or another
+    object holds the request's name. ``message`` says which and why."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+def _message(error: ApiException) -> str:
+    try:
+        body = json.loads(error.body or "{}")
+    except (TypeError, ValueError):
+        body = {}
+    found = body.get("message") if isinstance(body, dict) else None
+    return str(found or f"{error.status} {error.reason}")
+
+
+async def start_operation(api: ApiClient, *, request: starts.StartRequest) -> Started:
+    """Create the request's operation, or return the one a earlier run created."""
+    objects = client.CustomObjectsApi(api)
+    body = starts.manifest(request)
+    name = body["metadata"]["name"]
+    namespace = request.cluster.namespace
+    try:
+        created = await objects.create_namespaced_custom_object(
+            kinds.GROUP,
+            kinds.VERSION,
+            namespace,
+            kinds.Plural.TALOS_OPERATIONS,
+            body,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+    except ApiException as error:
+        if error.status == 409:
+            return await _existing(objects, request=request, name=name)
+        if error.status is not None and 400 <= error.status < 500:
+            raise StartRefused(_message(error), status=error.status) from error
+        raise
+    return Started(name=name, created=True, body=cast(dict[str, Any], created))
+
+
+async def _existing(
+    objects: client.CustomObjectsApi, *, request: starts.StartRequest, name: str
+) -> Started:
+    try:
+        found = await objects.get_namespaced_custom_object(
+            kinds.GROUP,
+            kinds.VERSION,
+            request.cluster.namespace,
+            kinds.Plural.TALOS_OPERATIONS,
+            name,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+    except ApiException as error:
+        if error.status == 404:
+            # deleted between the create and the read: the next start creates it
+            raise StartRefused(
+                f"TalosOperation {request.cluster.namespace}/{name} was deleted while it "
+                f"was being created; it is created again at the next check",
+                status=404,
+            ) from error
+        raise
+    body = cast(dict[str, Any], found)
+    problem = starts.judge_existing(request, body)
+    if problem is not None:
+        raise StartRefused(f"{problem}; delete it to let the controller start its own", status=409)
+    return Started(name=name, created=False, body=body)
