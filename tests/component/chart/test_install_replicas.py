@@ -9,9 +9,13 @@ webhook admits is posted as an Event by the leader, and one admitted while no re
 runs the handlers (the handover) is posted by the new leader: the record waits in the
 stored object, not in a replica's memory.
 
-A second release of its own, without the cluster-wide singletons the first one holds
-(``ichor-override``, the IchorInstallation); its webhook configuration points at the first
-of the two operators and is uninstalled with the test.
+The release runs on a control plane of its own. On the session's control plane the
+package's release (another operator, another ServiceAccount) also judges every TalosCluster
+and refuses status written by anyone but its own operator, as one Ichor per cluster must:
+two releases in one cluster would refuse each other's status writes. The release still
+leaves out the cluster-wide singletons (``ichor-override``, the IchorInstallation), as a
+second install would; its webhook configuration points at the first of the two operators
+and is uninstalled with the test.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import subprocess
 import time
 import urllib.request
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,9 +123,21 @@ def _override_posted(plane: controlplane.ControlPlane, namespace: str, name: str
     return any("overrode a refusal" in e["message"] for e in json.loads(found.stdout)["items"])
 
 
+@pytest.fixture(scope="module")
+def own_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.ControlPlane]:
+    """etcd + kube-apiserver for this module alone: no other Ichor release is installed."""
+    plane = controlplane.ControlPlane(workdir=tmp_path_factory.mktemp("replicas-plane"))
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
 def test_two_replicas_peer_serve_the_webhook_and_take_over(
-    control_plane: controlplane.ControlPlane, tmp_path: Path
+    own_plane: controlplane.ControlPlane, tmp_path: Path
 ) -> None:
+    control_plane = own_plane
     namespace = f"ichor-replicas-{uuid.uuid4().hex[:6]}"
     release = f"ichor-ha-{uuid.uuid4().hex[:4]}"
     ports = [
