@@ -33,6 +33,9 @@ class ClusterConditionType(StrEnum):
     #: A recorded newer Talos or Kubernetes is not offered; the message names the nearest
     #: one of each, why, and the step that unblocks it (``status.blockedReleases``).
     UPGRADES_BLOCKED = "UpgradesBlocked"
+    #: Auto-patch is on and nothing it checks stops it (set only where auto-patch is
+    #: configured); False names what stops it: a failed patch, a gate, a halt.
+    AUTO_PATCH_READY = "AutoPatchReady"
 
 
 class ClusterReason(StrEnum):
@@ -64,6 +67,32 @@ class ClusterReason(StrEnum):
     # UpgradesBlocked
     RELEASES_NOT_OFFERED = "ReleasesNotOffered"
     ALL_OFFERED = "AllOffered"
+
+
+class AutoPatchReason(StrEnum):
+    """Reasons of ``AutoPatchReady`` (also ``status.autoPatch.reason``)."""
+
+    # True: on, and waiting for nothing a person must do
+    WINDOW_CLOSED = "WindowClosed"
+    UP_TO_DATE = "UpToDate"
+    WAITING_FOR_RELEASE_AGE = "WaitingForReleaseAge"
+    OPERATION_RUNNING = "OperationRunning"
+    FLEET_BUSY = "FleetBusy"
+    STARTED = "Started"
+    # False: stopped
+    DISABLED = "Disabled"
+    INVALID_SETTINGS = "InvalidSettings"
+    SUSPENDED = "Suspended"
+    FAILED = "PatchFailed"
+    HALTED = "Halted"
+    START_REFUSED = "StartRefused"
+    # False: a health gate (the reason is the gate's name)
+    CLUSTER_NOT_READY = "ClusterNotReady"
+    NODES_NOT_READY = "NodesNotReady"
+    NODES_DIFFER = "NodesDiffer"
+    VERSIONS_INCOMPATIBLE = "VersionsIncompatible"
+    RELEASE_LIST_STALE = "ReleaseListStale"
+    WORKLOAD_NOT_READY = "WorkloadNotReady"
 
 
 class OperationConditionType(StrEnum):

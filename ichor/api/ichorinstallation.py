@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ichor.api._base import ApiModel
+from ichor.api.autopatch import FleetAutoPatchSpec, FleetAutoPatchStatus
 from ichor.api.conditions import Condition
 from ichor.upgrade import targets
 from ichor.upgrade.target import Component
@@ -47,6 +48,8 @@ class ReleaseCheckSpec(ApiModel):
 
 class IchorInstallationSpec(ApiModel):
     release_check: ReleaseCheckSpec = ReleaseCheckSpec()
+    #: The fleet's auto-patch settings: each cluster's default, and the fleet's limit.
+    auto_patch: FleetAutoPatchSpec | None = None
 
 
 class UpgradeTargets(ApiModel):
@@ -78,6 +81,8 @@ class IchorInstallationStatus(ApiModel):
     observed_generation: int | None = None
     upgrade_targets: UpgradeTargets | None = None
     latest_release: LatestRelease | None = None
+    #: Written by auto-patch: the fleet's halts and when each release was first seen.
+    auto_patch: FleetAutoPatchStatus | None = None
     conditions: tuple[Condition, ...] = ()
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from enum import StrEnum
 
 from ichor.api._base import ApiModel
+from ichor.api.autopatch import AutoPatchSpec, AutoPatchStatus
 from ichor.api.conditions import Condition
 from ichor.release import steps
 from ichor.upgrade.target import ClusterVersions
@@ -51,6 +52,8 @@ class TalosClusterSpec(ApiModel):
     #: Without it, the workload cluster is the one the operator runs in.
     kubeconfig_secret_ref: SecretKeyRef | None = None
     talosconfig_secret_ref: SecretKeyRef | None = None
+    #: The cluster's own auto-patch settings, over the fleet's (IchorInstallation).
+    auto_patch: AutoPatchSpec | None = None
 
 
 class NodeVersions(ApiModel):
@@ -112,6 +115,8 @@ class TalosClusterStatus(ApiModel):
     upgrade_choices: UpgradeChoices | None = None
     #: None when no list could be judged (no list recorded, or a spec no rule reads).
     blocked_releases: BlockedReleases | None = None
+    #: Written by auto-patch; the rest of the status carries it over unchanged.
+    auto_patch: AutoPatchStatus | None = None
     conditions: tuple[Condition, ...] = ()
 
 

@@ -63,6 +63,9 @@ class NodesObservation:
     #: One sentence per Node whose versions could not be read (the first
     #: ``MAX_NAMED``, then one counting the rest), or one saying the list is unreadable.
     unreadable: tuple[str, ...]
+    #: Names of the Nodes whose ``Ready`` condition is not True (the first ``MAX_NAMED``,
+    #: then one counting the rest); auto-patch starts nothing while any is listed.
+    not_ready: tuple[str, ...] = ()
 
     @property
     def talos(self) -> str | None:
@@ -148,11 +151,14 @@ def nodes_observation(nodes: Iterable[object]) -> NodesObservation:
     talos: dict[Version, str] = {}
     kubelet: dict[Version, str] = {}
     unreadable: list[str] = []
+    not_ready: list[str] = []
     count = 0
     for node in nodes:
         count += 1
         obj = _mapping(node)
         name = _name(obj)
+        if not _ready(obj):
+            not_ready.append(name)
         info = _mapping(_mapping(obj.get("status")).get("nodeInfo"))
         os_image = info.get("osImage")
         text = _text(os_image)
@@ -171,12 +177,27 @@ def nodes_observation(nodes: Iterable[object]) -> NodesObservation:
     if len(unreadable) > MAX_NAMED:
         rest = len(unreadable) - MAX_NAMED
         unreadable[MAX_NAMED:] = [f"and {rest:,} more versions of Nodes that cannot be read"]
+    if len(not_ready) > MAX_NAMED:
+        not_ready[MAX_NAMED:] = [f"{len(not_ready) - MAX_NAMED:,} more"]
     return NodesObservation(
         count=count,
         talos_versions=tuple(talos[v] for v in sorted(talos)),
         kubernetes_versions=tuple(kubelet[v] for v in sorted(kubelet)),
         unreadable=tuple(unreadable),
+        not_ready=tuple(not_ready),
     )
+
+
+def _ready(node: Mapping[str, Any]) -> bool:
+    """Whether the Node's ``Ready`` condition is ``True`` (absent or unreadable: not)."""
+    conditions = _mapping(node.get("status")).get("conditions")
+    if not isinstance(conditions, list):
+        return False
+    for item in conditions:
+        entry = _mapping(item)
+        if entry.get("type") == "Ready":
+            return entry.get("status") == "True"
+    return False
 
 
 def unreadable_nodes(what: str) -> NodesObservation:

@@ -481,6 +481,8 @@ def evaluate(
         cni=cni,
         upgrade_choices=upgrade_choices,
         blocked_releases=blocked_releases,
+        # auto-patch's own; the cluster controller writes the result of both at once
+        auto_patch=previous.auto_patch,
         conditions=merged,
     )
     events = _events(previous, status)

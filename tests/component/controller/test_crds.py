@@ -28,6 +28,7 @@ def manifest(kind: str, name: str, spec: dict[str, Any]) -> str:
 
 
 CLUSTER = {"talosVersion": "v1.14.3", "kubernetesVersion": "v1.36.6", "versionContract": "v1.14"}
+WINDOW = {"schedule": "0 2 * * 6", "duration": "4h", "timeZone": "Europe/Berlin"}
 
 
 @pytest.mark.parametrize(
@@ -39,6 +40,49 @@ CLUSTER = {"talosVersion": "v1.14.3", "kubernetesVersion": "v1.36.6", "versionCo
         ({**CLUSTER, "versionContract": "v1.14.0"}, "versionContract v1.14.0 is not a contract"),
         ({**CLUSTER, "cni": {"preset": "weave"}}, "Unsupported value"),
         ({**CLUSTER, "schematic": "abc"}, "schematic must be an Image Factory schematic ID"),
+        *[
+            ({**CLUSTER, "autoPatch": auto_patch}, words)
+            for auto_patch, words in [
+                (
+                    {"windows": [{**WINDOW, "schedule": "@daily"}]},
+                    'schedule "@daily" is not a five-field cron',
+                ),
+                (
+                    {"windows": [{**WINDOW, "schedule": "0 2 * *"}]},
+                    'schedule "0 2 * *" is not a five-field',
+                ),
+                (
+                    {"windows": [{**WINDOW, "schedule": "0 2 * * * *"}]},
+                    'schedule "0 2 * * * *" is not',
+                ),
+                (
+                    {"windows": [{**WINDOW, "duration": "0m"}]},
+                    'duration "0m" must be longer than 0',
+                ),
+                (
+                    {"windows": [{**WINDOW, "duration": "0h0m"}]},
+                    'duration "0h0m" must be longer than 0',
+                ),
+                (
+                    {"windows": [{**WINDOW, "duration": "169h"}]},
+                    'duration "169h" must be longer than 0 and at most 168h',
+                ),
+                ({"windows": [{**WINDOW, "duration": "1d"}]}, 'duration "1d" must be'),
+                (
+                    {"windows": [{**WINDOW, "timeZone": "Europe Berlin"}]},
+                    'timeZone "Europe Berlin" is not an IANA',
+                ),
+                (
+                    {"windows": [{**WINDOW, "timeZone": "../etc/passwd"}]},
+                    'timeZone "../etc/passwd" is not',
+                ),
+                ({"windows": [{"schedule": "0 2 * * *"}]}, "duration: Required value"),
+                ({"minReleaseAge": "3 days"}, 'minReleaseAge "3 days" is not a duration'),
+                ({"components": ["talos", "etcd"]}, "Unsupported value"),
+                ({"components": ["talos", "talos"]}, "Duplicate value"),
+                ({"windows": [WINDOW] * 17}, "must have at most 16 items"),
+            ]
+        ],
     ],
 )
 def test_a_malformed_cluster_is_refused_by_form(
@@ -65,6 +109,43 @@ def test_a_well_formed_cluster_is_accepted_with_defaults(
     got = json.loads(control_plane.kubectl("get", "tc", "x", "-n", namespace, "-o", "json").stdout)
     assert got["spec"]["cni"] == {"preset": "cilium"}
     assert got["spec"]["kubeconfigSecretRef"] == {"name": "k", "key": "kubeconfig"}
+
+
+def test_auto_patch_settings_are_stored_as_written_with_the_zone_defaulted(
+    crds: None, control_plane: controlplane.ControlPlane, namespace: str
+) -> None:
+    auto_patch = {
+        "components": ["talos", "kubernetes", "cilium"],
+        "windows": [WINDOW, {"schedule": "*/30 22-23,0-3 * * sat,sun", "duration": "1h30m"}],
+        "minReleaseAge": "0m",
+        "suspended": False,
+    }
+    spec = {**CLUSTER, "autoPatch": auto_patch}
+    control_plane.kubectl(
+        "apply", "-n", namespace, "-f", "-", input=manifest("TalosCluster", "ap", spec)
+    )
+    got = json.loads(control_plane.kubectl("get", "tc", "ap", "-n", namespace, "-o", "json").stdout)
+    assert got["spec"]["autoPatch"]["windows"][1]["timeZone"] == "UTC"
+    assert got["spec"]["autoPatch"]["components"] == ["talos", "kubernetes", "cilium"]
+
+
+@pytest.mark.parametrize(
+    ("auto_patch", "words"),
+    [
+        ({"maxConcurrentClusters": 0}, "should be greater than or equal to 1"),
+        ({"windows": [{**WINDOW, "duration": "0m"}]}, 'duration "0m" must be longer than 0'),
+        ({"windows": [{**WINDOW, "schedule": "every night"}]}, 'schedule "every night" is not'),
+    ],
+)
+def test_the_fleet_auto_patch_settings_are_refused_by_form(
+    crds: None, control_plane: controlplane.ControlPlane, auto_patch: dict[str, Any], words: str
+) -> None:
+    refused = control_plane.kubectl(
+        "apply", "--dry-run=server", "-f", "-",
+        input=manifest("IchorInstallation", "ichor", {"autoPatch": auto_patch}), check=False,
+    )  # fmt: skip
+    assert refused.returncode != 0
+    assert words in refused.stderr
 
 
 def test_the_installation_is_a_singleton_with_defaults(
@@ -180,7 +261,8 @@ async def test_printer_columns_show_what_runs_and_what_it_can_upgrade_to(
     header, row = result.stdout.splitlines()[:2]
     assert re.split(r"\s{2,}", header.strip()) == [
         "NAME", "TALOS", "KUBERNETES", "CILIUM", "TALOS-UPGRADE", "KUBERNETES-UPGRADE",
-        "READY", "COMPATIBLE", "NODES-DIFFER", "CNI", "SPEC-TALOS", "SPEC-KUBERNETES", "AGE",
+        "READY", "COMPATIBLE", "NODES-DIFFER", "CNI", "SPEC-TALOS", "SPEC-KUBERNETES",
+        "NEXT-WINDOW", "AGE",
     ]  # fmt: skip
     assert row.split()[:12] == [
         "prod", "v1.14.3", "v1.36.6", "1.20.4", "v1.14.4", "v1.36.7",

@@ -1,0 +1,134 @@
+"""Shapes of auto-patch: the settings (``spec.autoPatch`` of a TalosCluster and of the
+IchorInstallation) and what the controller records (``status.autoPatch`` of both).
+
+The IchorInstallation's settings are the fleet default (the chart sets them from its
+values); a TalosCluster's own win field by field: a field the cluster leaves unset
+(``None`` here) is the fleet's. Auto-patch is off unless some ``components`` and some
+``windows`` are set, and ``cilium`` is a valid component that selects nothing (Cilium
+moves only with the chart an Ichor release embeds, by a person).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from ichor.api._base import ApiModel
+
+#: A patch is taken once the release check has listed it for this long (the CRD default).
+DEFAULT_MIN_RELEASE_AGE = "72h"
+#: Clusters of the fleet that may run an auto-patch operation at the same time.
+DEFAULT_MAX_CONCURRENT_CLUSTERS = 1
+#: The zone of a window that names none.
+DEFAULT_TIME_ZONE = "UTC"
+#: The longest window: a longer one would be open all the time.
+MAX_WINDOW_HOURS = 168
+#: Annotation a person sets on a TalosCluster to resume auto-patch after a failure: its
+#: value is the name of the failed operation (``status.autoPatch.suspension.operation``).
+RESUME_ANNOTATION = "ichor.dev/auto-patch-resume"
+
+
+class AutoPatchComponent(StrEnum):
+    TALOS = "talos"
+    KUBERNETES = "kubernetes"
+    #: Accepted and selects nothing: Cilium moves only with the embedded chart.
+    CILIUM = "cilium"
+
+
+class Window(ApiModel):
+    """A maintenance window: opens at each time ``schedule`` (five-field cron, read in
+    ``time_zone``) names and stays open for ``duration`` (``4h``, ``90m``, ``1h30m``)."""
+
+    schedule: str
+    duration: str
+    time_zone: str = DEFAULT_TIME_ZONE
+
+
+class AutoPatchSpec(ApiModel):
+    """A cluster's own settings; ``None`` is "the fleet's"."""
+
+    components: tuple[AutoPatchComponent, ...] | None = None
+    windows: tuple[Window, ...] | None = None
+    min_release_age: str | None = None
+    suspended: bool | None = None
+
+
+class FleetAutoPatchSpec(AutoPatchSpec):
+    """The IchorInstallation's settings: the fleet default, and the fleet's own limit."""
+
+    max_concurrent_clusters: int | None = None
+
+
+class RunResult(StrEnum):
+    PENDING = "Pending"
+    RUNNING = "Running"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+
+
+class WindowTimes(ApiModel):
+    start: datetime
+    end: datetime
+
+
+class LastRun(ApiModel):
+    """The newest operation auto-patch started for the cluster."""
+
+    operation: str
+    component: str
+    version: str
+    result: RunResult
+    time: datetime
+
+
+class Suspension(ApiModel):
+    """Auto-patch stopped for the cluster after a failed operation, until a person sets
+    ``ichor.dev/auto-patch-resume`` to the operation's name."""
+
+    operation: str
+    component: str
+    version: str
+    reason: str
+    time: datetime
+
+
+class AutoPatchStatus(ApiModel):
+    """``TalosCluster.status.autoPatch``: the controller's, nobody else may write it."""
+
+    enabled: bool = False
+    window_open: bool = False
+    #: The open window (when ``window_open``), else the next one; None: none is due.
+    next_window: WindowTimes | None = None
+    last_run: LastRun | None = None
+    suspension: Suspension | None = None
+    #: Why nothing runs now (CamelCase), and the sentence for a person.
+    reason: str | None = None
+    message: str | None = None
+
+
+class Halt(ApiModel):
+    """One version the fleet does not start again until ``until`` (the end of the window
+    in which it failed on ``cluster``)."""
+
+    component: str
+    version: str
+    cluster: str
+    operation: str
+    reason: str
+    time: datetime
+    until: datetime
+
+
+class SeenRelease(ApiModel):
+    """When auto-patch first found a version in the recorded release list."""
+
+    component: str
+    version: str
+    first_seen: datetime
+
+
+class FleetAutoPatchStatus(ApiModel):
+    """``IchorInstallation.status.autoPatch``."""
+
+    halts: tuple[Halt, ...] = ()
+    seen: tuple[SeenRelease, ...] = ()

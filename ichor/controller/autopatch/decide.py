@@ -1,0 +1,582 @@
+"""What auto-patch does for one cluster now. Pure: the clock, the cluster, its operations
+and the fleet's record come in; the status, the condition, the Events, at most one start
+and a halt for the fleet come out.
+
+The order of the checks is the order of the answer a person reads:
+
+1. off (no component or no window, from the cluster or the fleet): nothing, no condition;
+2. a setting that cannot be read: stop, quoting it;
+3. the newest operation auto-patch started for this cluster failed, and nobody resumed
+   (the annotation ``ichor.dev/auto-patch-resume`` names another operation, or none):
+   suspended, with one Warning Event saying what failed and how to resume, and a halt of
+   that version for the fleet until its window closes;
+4. ``suspended: true``;
+5. any operation of the cluster Pending or Running, whoever started it: wait;
+6. no window open now: wait for the next;
+7. for each component in order (Talos before Kubernetes), the newest **patch** of the
+   running minor that the upgrade choices offer (so the target rule accepts it; never a
+   next minor), not halted for the fleet, and listed for at least ``minReleaseAge``;
+8. the fleet runs ``maxConcurrentClusters`` auto-patch operations already: wait;
+9. the health gates: the cluster Ready, every Node Ready and on the spec's versions (so the
+   last operation has finished on every node), VersionsCompatible, the release list of
+   the component current, then (the only one that needs a request) the workload's
+   ``/readyz``;
+10. start it.
+
+Nothing here remembers: a restart reads the same operations and decides the same start,
+and the starter's deterministic name turns a second create into the first operation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Literal
+
+from ichor.api.autopatch import (
+    RESUME_ANNOTATION,
+    AutoPatchStatus,
+    Halt,
+    LastRun,
+    RunResult,
+    SeenRelease,
+    Suspension,
+    WindowTimes,
+)
+from ichor.api.conditions import (
+    AutoPatchReason,
+    ClusterConditionType,
+    Condition,
+    ConditionStatus,
+)
+from ichor.api.taloscluster import ChoiceGroup, TalosClusterSpec, TalosClusterStatus
+from ichor.api.talosoperation import Phase
+from ichor.controller.autopatch.policy import Policy
+from ichor.controller.autopatch.windows import Interval
+from ichor.kube import conditions
+from ichor.upgrade.target import Component
+
+Reason = AutoPatchReason
+READY = ClusterConditionType.AUTO_PATCH_READY
+#: The attempt token of a start nobody resumed.
+FIRST_ATTEMPT = "1"
+_NAMES = {Component.TALOS: "Talos", Component.KUBERNETES: "Kubernetes"}
+_STOPPED = frozenset(
+    {
+        Reason.DISABLED,
+        Reason.INVALID_SETTINGS,
+        Reason.SUSPENDED,
+        Reason.FAILED,
+        Reason.HALTED,
+        Reason.START_REFUSED,
+        Reason.CLUSTER_NOT_READY,
+        Reason.NODES_NOT_READY,
+        Reason.NODES_DIFFER,
+        Reason.VERSIONS_INCOMPATIBLE,
+        Reason.RELEASE_LIST_STALE,
+        Reason.WORKLOAD_NOT_READY,
+    }
+)
+
+
+class EventReason(StrEnum):
+    STARTED = "AutoPatchStarted"
+    FAILED = "AutoPatchFailed"
+    RESUMED = "AutoPatchResumed"
+    BLOCKED = "AutoPatchBlocked"
+
+
+#: The Event types (``ichor.kube.events.EventType``'s values; that module does I/O).
+EventType = Literal["Normal", "Warning"]
+WARNING: EventType = "Warning"
+NORMAL: EventType = "Normal"
+
+
+@dataclass(frozen=True)
+class PlannedEvent:
+    type: EventType
+    reason: EventReason
+    message: str
+
+
+@dataclass(frozen=True)
+class Run:
+    """One TalosOperation of the cluster, as auto-patch reads it."""
+
+    name: str
+    type: str
+    version: str
+    phase: Phase | None
+    created: datetime
+    #: Labelled ``ichor.dev/started-by: auto-patch`` and owned by this cluster.
+    auto_patch: bool
+    message: str | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.phase in (None, Phase.PENDING, Phase.RUNNING)
+
+
+@dataclass(frozen=True)
+class Fleet:
+    halts: tuple[Halt, ...] = ()
+    seen: Mapping[tuple[str, str], datetime] | None = None
+    #: Clusters (``namespace/name``) with an auto-patch operation Pending or Running.
+    busy: frozenset[str] = frozenset()
+    max_concurrent: int = 1
+
+
+@dataclass(frozen=True)
+class Cluster:
+    namespace: str
+    name: str
+    spec: TalosClusterSpec
+    status: TalosClusterStatus
+    #: The value of ``ichor.dev/auto-patch-resume``, if set.
+    resume: str | None = None
+    #: Nodes whose Ready condition is not True (None: not observed).
+    not_ready: tuple[str, ...] | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the workload's ``/readyz`` answered: ok, or the sentence saying what."""
+
+    ok: bool
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Start:
+    component: Component
+    version: str
+    attempt: str
+    window: Interval
+    #: The sentence for the operation's ``ichor.dev/started-for`` and the Event.
+    reason: str
+
+
+@dataclass(frozen=True)
+class Decision:
+    #: None: auto-patch is not configured; ``status.autoPatch`` and the condition go.
+    status: AutoPatchStatus | None
+    condition: Condition | None
+    events: tuple[PlannedEvent, ...] = ()
+    start: Start | None = None
+    #: A new halt to record on the IchorInstallation.
+    halt: Halt | None = None
+    #: The start waits only for the workload's ``/readyz``: probe, then decide again.
+    needs_probe: bool = False
+    #: When to look again at the latest (a window opening or closing, a release ageing).
+    wake_at: datetime | None = None
+
+
+def _times(interval: Interval | None) -> WindowTimes | None:
+    return None if interval is None else WindowTimes(start=interval.start, end=interval.end)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _describe(interval: Interval) -> str:
+    return f"{_stamp(interval.start)} to {_stamp(interval.end)}"
+
+
+def latest_run(runs: Sequence[Run]) -> Run | None:
+    """The newest operation auto-patch started (by creation time, then name)."""
+    ours = [r for r in runs if r.auto_patch]
+    return max(ours, key=lambda r: (r.created, r.name)) if ours else None
+
+
+def _result(run: Run) -> RunResult:
+    if run.phase is None:
+        return RunResult.PENDING
+    return RunResult(run.phase.value)
+
+
+def active_halt(
+    halts: Sequence[Halt], *, component: Component, version: str, now: datetime
+) -> Halt | None:
+    for halt in halts:
+        if halt.component == component.value and halt.version == version and halt.until > now:
+            return halt
+    return None
+
+
+@dataclass(frozen=True)
+class _Pick:
+    component: Component | None = None
+    version: str | None = None
+    #: Why nothing is picked (when ``version`` is None).
+    reason: Reason = Reason.UP_TO_DATE
+    message: str = ""
+    wake_at: datetime | None = None
+
+
+def pick(
+    *,
+    policy: Policy,
+    choices: Mapping[Component, ChoiceGroup | None],
+    fleet: Fleet,
+    now: datetime,
+) -> _Pick:
+    """The patch to start now: the first component in order with an eligible patch."""
+    notes: list[str] = []
+    wake: datetime | None = None
+    worst = Reason.UP_TO_DATE
+    for component in policy.components:
+        name = _NAMES[component]
+        group = choices.get(component)
+        if group is None or not group.available:
+            why = group.unavailable_reason if group and group.unavailable_reason else "not read"
+            notes.append(f"the {name} release list cannot be used: {why}")
+            worst = Reason.RELEASE_LIST_STALE
+            continue
+        young: list[str] = []
+        for version in group.patch:  # newest first, each accepted by the target rule
+            halt = active_halt(fleet.halts, component=component, version=version, now=now)
+            if halt is not None:
+                notes.append(
+                    f"{name} {version} is halted for the fleet until {_stamp(halt.until)}: it "
+                    f"failed on {halt.cluster} ({halt.operation})"
+                )
+                if worst is not Reason.RELEASE_LIST_STALE:
+                    worst = Reason.HALTED
+                continue
+            seen = (fleet.seen or {}).get((component.value, version))
+            ripe = (seen or now) + policy.min_release_age
+            if seen is None or ripe > now:
+                young.append(
+                    f"{name} {version} (listed since {_stamp(seen or now)}, due {_stamp(ripe)})"
+                )
+                wake = ripe if wake is None else min(wake, ripe)
+                continue
+            return _Pick(component=component, version=version)
+        if young:
+            notes.append(
+                f"younger than minReleaseAge {_age(policy.min_release_age)}: " + ", ".join(young)
+            )
+            if worst is Reason.UP_TO_DATE:
+                worst = Reason.WAITING_FOR_RELEASE_AGE
+    if not notes:
+        names = " and ".join(_NAMES[c] for c in policy.components) or "no component"
+        return _Pick(message=f"{names}: no newer patch of the running minor is offered")
+    return _Pick(reason=worst, message="; ".join(notes), wake_at=wake)
+
+
+def _age(age: timedelta) -> str:
+    minutes = int(age.total_seconds() // 60)
+    hours, rest = divmod(minutes, 60)
+    return (f"{hours}h" if hours else "") + (f"{rest}m" if rest or not hours else "")
+
+
+def _gates(cluster: Cluster, component: Component) -> tuple[Reason, str] | None:
+    """The first static health gate that fails, or None."""
+    status, spec = cluster.status, cluster.spec
+    ready = conditions.find(status.conditions, ClusterConditionType.READY)
+    if ready is None or ready.status != ConditionStatus.TRUE:
+        said = ready.message if ready and ready.message else "not observed yet"
+        return Reason.CLUSTER_NOT_READY, f"the cluster is not Ready: {said}"
+    nodes = status.nodes
+    if cluster.not_ready is None or not nodes or not nodes.count:
+        return Reason.NODES_NOT_READY, "no Node of the workload cluster has been read"
+    if cluster.not_ready:
+        return Reason.NODES_NOT_READY, "Nodes not Ready: " + ", ".join(cluster.not_ready)
+    if nodes.differ:
+        return (
+            Reason.NODES_DIFFER,
+            "the Nodes run more than one version (Talos "
+            + ", ".join(nodes.talos_versions or ())
+            + "; Kubernetes "
+            + ", ".join(nodes.kubernetes_versions or ())
+            + ")",
+        )
+    for name, want, runs in (
+        ("Talos", spec.talos_version, status.talos_version),
+        ("Kubernetes", spec.kubernetes_version, status.kubernetes_version),
+    ):
+        if want != runs:
+            return (
+                Reason.NODES_DIFFER,
+                f"the Nodes run {name} {runs}, the spec says {want}: the last upgrade has "
+                "not reached every node",
+            )
+    compatible = conditions.find(status.conditions, ClusterConditionType.VERSIONS_COMPATIBLE)
+    if compatible is None or compatible.status != ConditionStatus.TRUE:
+        said = compatible.message if compatible else "not judged yet"
+        return Reason.VERSIONS_INCOMPATIBLE, f"VersionsCompatible is not True: {said}"
+    return None
+
+
+def choice_groups(status: TalosClusterStatus) -> dict[Component, ChoiceGroup | None]:
+    choices = status.upgrade_choices
+    return {
+        Component.TALOS: choices.talos if choices else None,
+        Component.KUBERNETES: choices.kubernetes if choices else None,
+    }
+
+
+def decide(
+    *,
+    cluster: Cluster,
+    policy: Policy,
+    runs: Sequence[Run],
+    fleet: Fleet,
+    now: datetime,
+    readyz: Probe | None = None,
+) -> Decision:
+    """The whole decision for ``cluster`` at ``now``.
+
+    ``readyz``: the answer of the workload's ``/readyz``, None while it was not asked
+    (then a start that waits only for it comes back with ``needs_probe``).
+    """
+    previous = cluster.status.auto_patch
+    old_condition = conditions.find(cluster.status.conditions, READY)
+    if not policy.configured:
+        return Decision(status=None, condition=None)
+    opened = policy.windows.open_at(now) if not policy.problems else None
+    upcoming = None if opened or policy.problems else policy.windows.next_after(now)
+    window = opened or upcoming
+    base = AutoPatchStatus(
+        enabled=policy.enabled,
+        window_open=opened is not None,
+        next_window=_times(window),
+    )
+    events: list[PlannedEvent] = []
+    wake = opened.end if opened else (upcoming.start if upcoming else None)
+
+    def finish(
+        reason: Reason,
+        message: str,
+        *,
+        status: AutoPatchStatus | None = None,
+        start: Start | None = None,
+        halt: Halt | None = None,
+        needs_probe: bool = False,
+        wake_at: datetime | None = None,
+    ) -> Decision:
+        written = (status or base).model_copy(update={"reason": reason.value, "message": message})
+        condition = Condition(
+            type=READY,
+            status=ConditionStatus.FALSE if reason in _STOPPED else ConditionStatus.TRUE,
+            reason=reason.value,
+            message=message,
+            observed_generation=None,
+            last_transition_time=now,
+        )
+        if (
+            reason in _STOPPED
+            and reason not in (Reason.FAILED, Reason.DISABLED)
+            and (old_condition is None or old_condition.reason != reason.value)
+        ):
+            events.append(PlannedEvent(WARNING, EventReason.BLOCKED, message))
+        moments = [m for m in (wake, wake_at) if m is not None and m > now]
+        return Decision(
+            status=written,
+            condition=condition,
+            events=tuple(events),
+            start=start,
+            halt=halt,
+            needs_probe=needs_probe,
+            wake_at=min(moments) if moments else None,
+        )
+
+    if not policy.enabled:
+        return finish(
+            Reason.DISABLED,
+            "auto-patch is off: it needs a component (talos or kubernetes) and a window, "
+            "on the TalosCluster or the IchorInstallation",
+        )
+    if policy.problems:
+        return finish(Reason.INVALID_SETTINGS, "; ".join(policy.problems))
+
+    last = latest_run(runs)
+    status = base
+    if last is not None:
+        status = status.model_copy(
+            update={
+                "last_run": LastRun(
+                    operation=last.name,
+                    component=last.type,
+                    version=last.version,
+                    result=_result(last),
+                    time=last.created,
+                )
+            }
+        )
+    halt: Halt | None = None
+    if last is not None and last.phase is Phase.FAILED and cluster.resume != last.name:
+        what = f"{_NAMES.get(Component(last.type), last.type)} {last.version}"
+        said = last.message or "no message"
+        suspension = Suspension(
+            operation=last.name,
+            component=last.type,
+            version=last.version,
+            reason=said,
+            time=previous.suspension.time
+            if previous and previous.suspension and previous.suspension.operation == last.name
+            else now,
+        )
+        status = status.model_copy(update={"suspension": suspension})
+        resume = (
+            f"resume with: ichor autopatch resume {cluster.name} -n {cluster.namespace} (or "
+            f"kubectl annotate taloscluster {cluster.name} -n {cluster.namespace} "
+            f"{RESUME_ANNOTATION}={last.name} --overwrite)"
+        )
+        message = (
+            f"auto-patch is suspended: TalosOperation {last.name} ({what}) failed: {said}; "
+            + resume
+        )
+        recorded = previous.suspension if previous else None
+        if recorded is None or recorded.operation != last.name:
+            events.append(PlannedEvent(WARNING, EventReason.FAILED, message))
+            stretch = policy.windows.open_at(last.created)
+            halt = Halt(
+                component=last.type,
+                version=last.version,
+                cluster=cluster.key,
+                operation=last.name,
+                reason=said[:1024],
+                time=now,
+                until=stretch.end if stretch else now,
+            )
+        return finish(Reason.FAILED, message, status=status, halt=halt)
+    if previous and previous.suspension:
+        events.append(
+            PlannedEvent(
+                NORMAL,
+                EventReason.RESUMED,
+                f"auto-patch resumed after TalosOperation {previous.suspension.operation} "
+                f"({previous.suspension.component} {previous.suspension.version}) failed",
+            )
+        )
+    if policy.suspended:
+        return finish(
+            Reason.SUSPENDED,
+            "auto-patch is suspended (spec.autoPatch.suspended); resume with: ichor "
+            f"autopatch resume {cluster.name} -n {cluster.namespace}",
+            status=status,
+        )
+    active = [r for r in runs if r.active]
+    if active:
+        names = ", ".join(sorted(f"{r.name} ({r.type} to {r.version or 'chart'})" for r in active))
+        return finish(
+            Reason.OPERATION_RUNNING,
+            f"waits for TalosOperation {names} to finish",
+            status=status,
+        )
+    if opened is None:
+        message = (
+            f"no window is open; the next is {_describe(upcoming)}"
+            if upcoming
+            else "no window is open and none of the schedules names a coming date"
+        )
+        return finish(Reason.WINDOW_CLOSED, message, status=status)
+
+    chosen = pick(policy=policy, choices=choice_groups(cluster.status), fleet=fleet, now=now)
+    if chosen.version is None or chosen.component is None:
+        return finish(chosen.reason, chosen.message, status=status, wake_at=chosen.wake_at)
+    component, version = chosen.component, chosen.version
+    what = f"{_NAMES[component]} {version}"
+    others = fleet.busy - {cluster.key}
+    if len(others) >= fleet.max_concurrent:
+        return finish(
+            Reason.FLEET_BUSY,
+            f"{what} waits: {len(others)} cluster(s) of the fleet run an auto-patch "
+            f"operation ({', '.join(sorted(others))}) and maxConcurrentClusters is "
+            f"{fleet.max_concurrent}",
+            status=status,
+        )
+    gate = _gates(cluster, component)
+    if gate is not None:
+        reason, said = gate
+        return finish(reason, f"{what} waits for a health gate: {said}", status=status)
+    if readyz is None:
+        return Decision(status=None, condition=None, needs_probe=True)
+    if not readyz.ok:
+        return finish(
+            Reason.WORKLOAD_NOT_READY,
+            f"{what} waits for a health gate: the workload cluster's /readyz {readyz.message}",
+            status=status,
+        )
+    attempt = cluster.resume or FIRST_ATTEMPT
+    sentence = (
+        f"auto-patch: {what}, the newest patch of the running minor, in the window open "
+        f"{_describe(opened)}"
+    )
+    return finish(
+        Reason.STARTED,
+        sentence,
+        status=status,
+        start=Start(
+            component=component,
+            version=version,
+            attempt=attempt,
+            window=opened,
+            reason=sentence,
+        ),
+    )
+
+
+def refused(
+    decision: Decision, *, message: str, now: datetime, previous: Condition | None
+) -> Decision:
+    """``decision`` after the start it planned was refused (by the webhook, or a name
+    held by another object): the condition says so and one Event is posted."""
+    assert decision.status is not None
+    status = decision.status.model_copy(
+        update={"reason": Reason.START_REFUSED.value, "message": message}
+    )
+    condition = Condition(
+        type=READY,
+        status=ConditionStatus.FALSE,
+        reason=Reason.START_REFUSED.value,
+        message=message,
+        last_transition_time=now,
+    )
+    events = [e for e in decision.events if e.reason != EventReason.STARTED]
+    if previous is None or previous.reason != Reason.START_REFUSED.value:
+        events.append(PlannedEvent(WARNING, EventReason.BLOCKED, message))
+    return replace(decision, status=status, condition=condition, events=tuple(events), start=None)
+
+
+def record_seen(
+    seen: Sequence[SeenRelease],
+    *,
+    listed: Mapping[Component, Sequence[str] | None],
+    now: datetime,
+) -> tuple[SeenRelease, ...] | None:
+    """``seen`` with each listed version not in it yet, first seen ``now``, and without the
+    versions no list holds any more; None when nothing changes."""
+    current = {(s.component, s.version): s for s in seen}
+    wanted: dict[tuple[str, str], SeenRelease] = {}
+    for component, versions in listed.items():
+        if versions is None:  # never listed: keep what was seen
+            for key, item in current.items():
+                if key[0] == component.value:
+                    wanted[key] = item
+            continue
+        for version in versions:
+            key = (component.value, version)
+            wanted[key] = current.get(key) or SeenRelease(
+                component=component.value, version=version, first_seen=now
+            )
+    if set(wanted) == set(current):
+        return None
+    ordered = sorted(wanted.values(), key=lambda s: (s.component, s.first_seen, s.version))
+    return tuple(ordered[-1024:])
+
+
+def seen_map(seen: Sequence[SeenRelease]) -> dict[tuple[str, str], datetime]:
+    return {(s.component, s.version): s.first_seen for s in seen}
+
+
+def live_halts(halts: Sequence[Halt], *, now: datetime) -> tuple[Halt, ...]:
+    return tuple(h for h in halts if h.until > now)

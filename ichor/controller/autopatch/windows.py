@@ -1,0 +1,175 @@
+"""Maintenance windows: when one is open, and when the next one opens. Pure.
+
+A window opens at each time its five-field cron ``schedule`` names, read as wall-clock
+time in its IANA ``timeZone`` (``zoneinfo``, with the ``tzdata`` package so a machine
+without a zone database still knows every zone), and stays open for ``duration`` of
+elapsed time. The cron fields are parsed and iterated by ``cronsim``, which follows
+Debian's cron across a change of the clock:
+
+- spring forward: a time the clock skips (02:30 on the night 02:00 becomes 03:00) opens
+  the window at the first moment after the gap (03:00), once;
+- fall back: a time the clock passes twice (02:30 on the night 03:00 becomes 02:00)
+  opens the window once, at the first of the two; a schedule naming every hour
+  (``0 * * * *``) opens at both 02:00s, as cron runs an hourly job twice.
+
+The duration is elapsed time, so a 4h window that opens at 01:00 on the night the clock
+falls back closes at 04:00 on the clock, not 05:00. Windows that overlap make one open
+stretch: it starts at the earliest open window's start and ends at the latest end.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from cronsim import CronSim, CronSimError
+
+from ichor.api.autopatch import MAX_WINDOW_HOURS, Window
+
+_DURATION = re.compile(r"([0-9]{1,4}h)?([0-9]{1,6}m)?")
+#: The longest text quoted back in a message.
+_QUOTE = 64
+
+
+class WindowError(ValueError):
+    """A window that cannot be read; the message quotes the value and says the form."""
+
+
+def _quote(value: str) -> str:
+    return f'"{value}"' if len(value) <= _QUOTE else f'"{value[:_QUOTE]}..."'
+
+
+def parse_duration(text: str, *, field: str) -> timedelta:
+    """``4h``, ``90m``, ``1h30m`` (hours and minutes only, as the CRD accepts)."""
+    match = _DURATION.fullmatch(text)
+    if not text or match is None:
+        raise WindowError(
+            f"{field} {_quote(text)} is not a duration in hours and minutes such as 4h, 90m "
+            "or 1h30m"
+        )
+    hours = int(match[1][:-1]) if match[1] else 0
+    minutes = int(match[2][:-1]) if match[2] else 0
+    return timedelta(hours=hours, minutes=minutes)
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """A window read: its cron, zone and length."""
+
+    schedule: str
+    zone: ZoneInfo
+    duration: timedelta
+
+    @classmethod
+    def read(cls, window: Window) -> Schedule:
+        """The window, or ``WindowError`` naming the field, the value and the form."""
+        fields = window.schedule.split()
+        if len(fields) != 5:
+            raise WindowError(
+                f"schedule {_quote(window.schedule)} is not a five-field cron schedule "
+                '(minute hour day-of-month month day-of-week), for example "0 2 * * 6"'
+            )
+        expression = " ".join(fields)
+        try:
+            CronSim(expression, datetime(2000, 1, 1, tzinfo=UTC))
+        except CronSimError as error:
+            raise WindowError(
+                f"schedule {_quote(window.schedule)} is refused: {str(error).lower()} "
+                "(the five fields are minute hour day-of-month month day-of-week, for example "
+                '"0 2 * * 6")'
+            ) from None
+        try:
+            zone = ZoneInfo(window.time_zone)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise WindowError(
+                f"timeZone {_quote(window.time_zone)} is not a known IANA time zone, such as "
+                "Europe/Berlin or UTC"
+            ) from None
+        duration = parse_duration(window.duration, field="duration")
+        if duration <= timedelta(0) or duration > timedelta(hours=MAX_WINDOW_HOURS):
+            raise WindowError(
+                f"duration {_quote(window.duration)} must be longer than 0 and at most "
+                f"{MAX_WINDOW_HOURS}h"
+            )
+        return cls(schedule=expression, zone=zone, duration=duration)
+
+    def _starts(self, after: datetime, *, reverse: bool = False) -> datetime | None:
+        """The first opening strictly after (or with ``reverse``, before) ``after``."""
+        try:
+            found = next(CronSim(self.schedule, after.astimezone(self.zone), reverse=reverse))
+        except (StopIteration, CronSimError):
+            return None  # a schedule that names no date (30 February)
+        return found.astimezone(UTC)
+
+    def covering(self, now: datetime) -> Interval | None:
+        """The stretch of this window's openings that holds ``now``, or None."""
+        first = self._starts(now - self.duration)
+        if first is None or first > now:
+            return None
+        last = self._starts(now + timedelta(microseconds=1), reverse=True)
+        return Interval(start=first, end=(last or first) + self.duration)
+
+    def last_start_before(self, moment: datetime) -> datetime | None:
+        return self._starts(moment, reverse=True)
+
+    def next_start(self, now: datetime) -> Interval | None:
+        start = self._starts(now)
+        return None if start is None else Interval(start=start, end=start + self.duration)
+
+
+@dataclass(frozen=True)
+class Interval:
+    start: datetime
+    end: datetime
+
+
+@dataclass(frozen=True)
+class Windows:
+    """The windows of one cluster, read; ``problems`` quotes each that could not be."""
+
+    schedules: tuple[Schedule, ...]
+    problems: tuple[str, ...]
+
+    @classmethod
+    def read(cls, windows: Sequence[Window]) -> Windows:
+        schedules: list[Schedule] = []
+        problems: list[str] = []
+        for number, window in enumerate(windows, start=1):
+            try:
+                schedules.append(Schedule.read(window))
+            except WindowError as error:
+                problems.append(f"window {number}: {error}")
+        return cls(schedules=tuple(schedules), problems=tuple(problems))
+
+    def open_at(self, now: datetime) -> Interval | None:
+        """The open stretch holding ``now`` (overlapping windows joined), or None."""
+        found = [c for s in self.schedules if (c := s.covering(now)) is not None]
+        if not found:
+            return None
+        start, end = min(c.start for c in found), max(c.end for c in found)
+        # A window that opens before the stretch closes extends it. Bounded: each round
+        # moves the end by at least a minute, and a stretch that keeps growing is cut at
+        # a week past now (a set of windows that is never closed).
+        limit = now + timedelta(hours=MAX_WINDOW_HOURS)
+        for _ in range(64):
+            extended = end
+            for schedule in self.schedules:
+                last = schedule.last_start_before(end)
+                if last is not None and last + schedule.duration > extended:
+                    extended = last + schedule.duration
+            if extended == end or extended >= limit:
+                end = min(extended, limit)
+                break
+            end = extended
+        return Interval(start=start, end=end)
+
+    def next_after(self, now: datetime) -> Interval | None:
+        """The next window to open after ``now`` (the earliest; its stretch's end)."""
+        upcoming = [n for s in self.schedules if (n := s.next_start(now)) is not None]
+        if not upcoming:
+            return None
+        first = min(upcoming, key=lambda n: n.start)
+        return self.open_at(first.start) or first
