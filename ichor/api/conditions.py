@@ -19,11 +19,33 @@ class ConditionStatus(StrEnum):
     UNKNOWN = "Unknown"
 
 
+class SummaryType(StrEnum):
+    """The conditions every kind carries for the tools that wait on objects (kstatus,
+    ``kubectl wait``, Flux's health checks, Argo CD's health assessment).
+
+    ``Ready`` is always there ("normal-true"); ``Reconciling`` and ``Stalled`` are
+    "abnormal-true": present only while True, removed once they no longer hold, so a
+    reader never has to tell an old False from a current one. Each carries its own
+    ``observedGeneration``.
+    """
+
+    READY = "Ready"
+    #: The controller is moving the object towards its spec (kstatus: InProgress).
+    RECONCILING = "Reconciling"
+    #: The object cannot reach its spec without a person's step (kstatus: Failed).
+    STALLED = "Stalled"
+
+
 class ClusterConditionType(StrEnum):
     """TalosCluster conditions."""
 
     #: The workload cluster was reached and its versions read.
     READY = "Ready"
+    #: Present only while True: an operation for the cluster is Pending or Running, or
+    #: its Nodes differ.
+    RECONCILING = "Reconciling"
+    #: Present only while True: the spec cannot be read by any rule.
+    STALLED = "Stalled"
     #: Talos, Kubernetes and the observed Cilium hold together in the compatibility table.
     VERSIONS_COMPATIBLE = "VersionsCompatible"
     TALOS_UPGRADE_AVAILABLE = "TalosUpgradeAvailable"
@@ -67,6 +89,8 @@ class ClusterReason(StrEnum):
     # UpgradesBlocked
     RELEASES_NOT_OFFERED = "ReleasesNotOffered"
     ALL_OFFERED = "AllOffered"
+    # Reconciling
+    OPERATION_ACTIVE = "OperationActive"
 
 
 class AutoPatchReason(StrEnum):
@@ -102,6 +126,12 @@ class OperationConditionType(StrEnum):
     ACCEPTED = "Accepted"
     #: The Job finished, successfully or not.
     COMPLETE = "Complete"
+    #: True once Succeeded, False once Failed, Unknown while Pending or Running.
+    READY = "Ready"
+    #: Present only while True: Pending or Running.
+    RECONCILING = "Reconciling"
+    #: Present only while True: Failed (an operation never runs again).
+    STALLED = "Stalled"
 
 
 class OperationReason(StrEnum):
@@ -122,6 +152,9 @@ class InstallationConditionType(StrEnum):
     RELEASES_LISTED = "ReleasesListed"
     #: The chart repository holds a final Ichor release newer than the running one.
     ICHOR_UPGRADE_AVAILABLE = "IchorUpgradeAvailable"
+    #: True when the last check listed every repository, False when one failed (the
+    #: next check retries; the last good lists are kept).
+    READY = "Ready"
 
 
 class InstallationReason(StrEnum):

@@ -37,7 +37,14 @@ from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, TalosClusterStatus
 from ichor.controller.environment import env_float
 from ichor.controller.observe import Observation, observe
 from ichor.controller.queue import WorkQueue
-from ichor.controller.status import Failure, Installation, PlannedEvent, evaluate, read_spec
+from ichor.controller.status import (
+    ActiveOperation,
+    Failure,
+    Installation,
+    PlannedEvent,
+    evaluate,
+    read_spec,
+)
 from ichor.kube import events, metrics
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
@@ -125,6 +132,9 @@ class ClusterController:
         self.installation = Installation()
         self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=settings.workers)
         self._workload: dict[SecretKey, tuple[str, ApiClient]] = {}
+        #: Pending or Running operations by (namespace, operation name): their cluster
+        #: and what they do, for the cluster's ``Reconciling`` condition.
+        self.operations: dict[Key, tuple[str, ActiveOperation]] = {}
 
     def start(self) -> None:
         self.queue.start()
@@ -176,6 +186,32 @@ class ClusterController:
         if generation != _observed_generation(body) and generation != known.parked_generation:
             self.queue.add(key)
 
+    def operation_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """An operation appeared, moved or went: its cluster is reconciled again when
+        what it shows of the operation changed."""
+        meta = body.get("metadata") or {}
+        namespace = str(meta.get("namespace", ""))
+        key: Key = (namespace, str(meta.get("name", "")))
+        before = self.operations.get(key)
+        after = None if event_type == "DELETED" else ActiveOperation.from_body(body)
+        if before == after:
+            return
+        if after is None:
+            self.operations.pop(key, None)
+        else:
+            self.operations[key] = after
+        for cluster in {entry[0] for entry in (before, after) if entry is not None}:
+            if (namespace, cluster) in self.clusters:
+                self.queue.add((namespace, cluster))
+
+    def active_operations(self, key: Key) -> tuple[ActiveOperation, ...]:
+        namespace, name = key
+        return tuple(
+            op
+            for (op_namespace, _), (cluster, op) in self.operations.items()
+            if op_namespace == namespace and cluster == name
+        )
+
     def installation_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         installation = Installation.from_body(None if event_type == "DELETED" else body)
         if installation == self.installation:
@@ -215,6 +251,7 @@ class ClusterController:
             failure=cluster.failure,
             installation=self.installation,
             now=datetime.now(UTC).replace(microsecond=0),
+            active=self.active_operations(key),
         )
         patch = merge_patch(raw_status, outcome.status.to_api())
         metrics.upgrades_available(

@@ -50,6 +50,11 @@ async def cluster_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None
     controller.cluster_event(event.get("type"), event["object"])
 
 
+async def operation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    controller: ClusterController = memo[CONTROLLER]
+    controller.operation_event(event.get("type"), event["object"])
+
+
 async def installation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
     controller: ClusterController = memo[CONTROLLER]
     controller.installation_event(event.get("type"), event["object"])
@@ -93,6 +98,13 @@ def register(registry: kopf.OperatorRegistry, *, with_login: bool = True) -> Non
         id="clusters-cluster-event",
         registry=registry,
     )(cluster_event)
+    kopf.on.event(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.TALOS_OPERATIONS,
+        id="clusters-operation-event",
+        registry=registry,
+    )(operation_event)
     kopf.on.event(
         kinds.GROUP,
         kinds.VERSION,

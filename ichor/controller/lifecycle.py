@@ -55,6 +55,9 @@ FINALIZER = "ichor.dev/stop-job"
 
 Accepted = OperationConditionType.ACCEPTED
 Complete = OperationConditionType.COMPLETE
+Ready = OperationConditionType.READY
+Reconciling = OperationConditionType.RECONCILING
+Stalled = OperationConditionType.STALLED
 T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
 
 
@@ -72,6 +75,8 @@ class Reason(StrEnum):
     WORKLOAD_UNREACHABLE = "WorkloadUnreachable"
     SPEC_NOT_UPDATED = "SpecNotUpdated"
     INVALID_OPERATION = "InvalidOperation"
+    #: ``Ready=True``: the upgrade is installed (and the spec moved, for talos/kubernetes).
+    SUCCEEDED = "Succeeded"
 
 
 class EventReason(StrEnum):
@@ -473,8 +478,46 @@ def _status(
     **fields: Any,
 ) -> TalosOperationStatus:
     merged = conditions.merge(op.status.conditions, updates, now=now)
+    phase = fields.get("phase", op.status.phase)
+    if isinstance(phase, Phase):
+        ready, reconciling, stalled = summary(phase, merged, generation=op.generation)
+        merged = conditions.merge(merged, [ready], now=now)
+        merged = conditions.while_true(merged, Reconciling, reconciling, now=now)
+        merged = conditions.while_true(merged, Stalled, stalled, now=now)
     return op.status.model_copy(
         update={"observed_generation": op.generation, "conditions": merged, **fields}
+    )
+
+
+def summary(
+    phase: Phase, merged: Sequence[Condition], *, generation: int | None
+) -> tuple[Condition, Condition | None, Condition | None]:
+    """``Ready``, ``Reconciling`` and ``Stalled`` (None: absent) of an operation in
+    ``phase``, worded from the executor's own conditions.
+
+    Pending and Running: Reconciling, Ready Unknown (Accepted's or Complete's reason).
+    Succeeded: Ready True. Failed: Stalled and Ready False with Complete's reason, or
+    the rule's when the executor refused it (an operation never runs again: a person
+    creates a new one).
+    """
+    source = conditions.find(merged, Complete if phase is not Phase.PENDING else Accepted)
+    accepted = conditions.find(merged, Accepted)
+    if phase is Phase.FAILED and accepted is not None and accepted.status == F:
+        source = accepted  # refused at execution: the rule's name is the reason
+    reason = source.reason if source is not None else phase.value
+    message = source.message if source is not None else phase.value
+    if phase is Phase.SUCCEEDED:
+        return _condition(Ready, T, Reason.SUCCEEDED, message, generation), None, None
+    if phase is Phase.FAILED:
+        return (
+            _condition(Ready, F, reason, message, generation),
+            None,
+            _condition(Stalled, T, reason, message, generation),
+        )
+    return (
+        _condition(Ready, U, reason, message, generation),
+        _condition(Reconciling, T, reason, message, generation),
+        None,
     )
 
 

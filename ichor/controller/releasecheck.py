@@ -6,7 +6,8 @@ lists three OCI repositories concurrently with the tag lister (``ichor.registry`
 (``installer-base``), Kubernetes (``kubelet``) and the Ichor chart. It writes
 ``status.upgradeTargets`` (the final ``vX.Y.Z`` releases, newest first, and each list's
 error), ``status.latestRelease`` (the newest final chart version and whether it is newer
-than the running Ichor) and the conditions ``ReleasesListed`` and ``IchorUpgradeAvailable``.
+than the running Ichor) and the conditions ``ReleasesListed``, ``IchorUpgradeAvailable`` and
+``Ready`` (which kstatus, ``kubectl wait`` and the GitOps tools read).
 The TalosCluster controller watches the object and recomputes every cluster's choices.
 
 What it refuses to do:
@@ -296,7 +297,8 @@ def check_conditions(
     generation: int | None,
     now: datetime,
 ) -> list[Condition]:
-    """``ReleasesListed`` and ``IchorUpgradeAvailable`` as this check found them."""
+    """``ReleasesListed``, ``IchorUpgradeAvailable`` and ``Ready`` as this check found
+    them."""
     failures = [e for e in (targets.talos_error, targets.kubernetes_error, latest.error) if e]
     if failures:
         listed = Condition(
@@ -352,7 +354,10 @@ def check_conditions(
         observed_generation=generation,
         last_transition_time=now,
     )
-    return [listed, upgrade]
+    # Ready follows ReleasesListed: a failed listing is retried at the next check, so it
+    # is False (kstatus: InProgress), never Stalled.
+    ready = listed.model_copy(update={"type": InstallationConditionType.READY})
+    return [listed, upgrade, ready]
 
 
 class EventReason(StrEnum):

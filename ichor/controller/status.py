@@ -96,6 +96,32 @@ Installation = ichorinstallation.Installation
 
 
 @dataclass(frozen=True)
+class ActiveOperation:
+    """A TalosOperation of the cluster that is Pending or Running (read from its watch)."""
+
+    name: str
+    what: str
+    phase: str
+
+    @classmethod
+    def from_body(cls, body: Mapping[str, Any]) -> tuple[str, ActiveOperation] | None:
+        """The cluster it is for and the operation, or None when it is not active (no
+        phase yet counts as Pending: the executor has not seen it)."""
+        spec = body.get("spec")
+        status = body.get("status")
+        spec = spec if isinstance(spec, Mapping) else {}
+        status = status if isinstance(status, Mapping) else {}
+        ref = spec.get("clusterRef")
+        cluster = ref.get("name") if isinstance(ref, Mapping) else None
+        phase = status.get("phase") or "Pending"
+        if not isinstance(cluster, str) or phase not in ("Pending", "Running"):
+            return None
+        what = " ".join(str(part) for part in (spec.get("type"), spec.get("version")) if part)
+        name = str((body.get("metadata") or {}).get("name", ""))
+        return cluster, cls(name=name, what=what or "an upgrade", phase=str(phase))
+
+
+@dataclass(frozen=True)
 class PlannedEvent:
     type: EventType
     reason: EventReason
@@ -415,11 +441,13 @@ def evaluate(
     failure: Failure | None,
     installation: Installation,
     now: datetime,
+    active: Sequence[ActiveOperation] = (),
 ) -> Outcome:
     """The status to write and the Events to post, from what is known now.
 
     ``observation`` is the last successful read of the workload cluster (kept across a
-    failure, so the status keeps what was last seen); ``failure`` the current failure.
+    failure, so the status keeps what was last seen); ``failure`` the current failure;
+    ``active`` the cluster's operations that are Pending or Running.
     """
     cluster_spec, problems = read_spec(spec)
     builder = _Builder(generation=generation)
@@ -473,6 +501,15 @@ def evaluate(
     _cilium(builder, spec=cluster_spec, cni=cni, frozen=frozen)
 
     merged = conditions.merge(previous.conditions, builder.items, now=now)
+    reconciling, stalled = _progress(
+        generation=generation,
+        problems=problems or (("the spec cannot be read",) if cluster_spec is None else ()),
+        builder_items=builder.items,
+        observation=observation,
+        active=active,
+    )
+    merged = conditions.while_true(merged, Type.RECONCILING, reconciling, now=now)
+    merged = conditions.while_true(merged, Type.STALLED, stalled, now=now)
     status = TalosClusterStatus(
         observed_generation=generation,
         talos_version=talos_version,
@@ -487,6 +524,46 @@ def evaluate(
     )
     events = _events(previous, status)
     return Outcome(status=status, events=tuple(events))
+
+
+def _progress(
+    *,
+    generation: int | None,
+    problems: Sequence[str],
+    builder_items: Sequence[Condition],
+    observation: Observation | None,
+    active: Sequence[ActiveOperation],
+) -> tuple[Condition | None, Condition | None]:
+    """``Reconciling`` and ``Stalled`` (None: absent; never both).
+
+    Stalled while the spec cannot be read (nothing moves until a person fixes it);
+    otherwise Reconciling while an operation for the cluster is Pending or Running, or
+    while its Nodes differ (an upgrade half done).
+    """
+
+    def condition(type_: ClusterConditionType, reason: str, message: str) -> Condition:
+        return Condition(
+            type=type_,
+            status=T,
+            reason=reason,
+            message=message,
+            observed_generation=generation,
+            last_transition_time=datetime.min,
+        )
+
+    if problems:
+        return None, condition(Type.STALLED, Reason.INVALID_SPEC, "; ".join(problems))
+    if active:
+        first, *others = sorted(active, key=lambda op: (op.phase != "Running", op.name))
+        message = f"TalosOperation {first.name} ({first.what}) is {first.phase}"
+        if others:
+            message += f"; {len(others)} more wait"
+        return condition(Type.RECONCILING, Reason.OPERATION_ACTIVE, message), None
+    if observation is not None and observation.nodes.differ:
+        ready = next((c for c in builder_items if c.type == Type.READY), None)
+        message = ready.message if ready is not None else "the Nodes differ"
+        return condition(Type.RECONCILING, Reason.NODES_DIFFER, message), None
+    return None, None
 
 
 _WARNING_READY = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 
-from ichor.api.conditions import Condition
+from ichor.api.conditions import Condition, ConditionStatus
 
 
 def find(conditions: Iterable[Condition], type_: str) -> Condition | None:
@@ -49,3 +49,19 @@ def transitions(
         if old is None or (old.status, old.reason) != (condition.status, condition.reason):
             changed.append((old, condition))
     return changed
+
+
+def while_true(
+    previous: Sequence[Condition], type_: str, update: Condition | None, *, now: datetime
+) -> tuple[Condition, ...]:
+    """``previous`` with the "abnormal-true" condition ``type_`` (``Reconciling``,
+    ``Stalled``) set to ``update``, or removed when ``update`` is None.
+
+    kstatus and Flux read these two only while True; a False one would say nothing a
+    reader can trust, so it is never written. ``update`` must be True and of ``type_``.
+    """
+    if update is None:
+        return tuple(c for c in previous if c.type != type_)
+    if update.type != type_ or update.status != ConditionStatus.TRUE:
+        raise ValueError(f"{type_} is written only while True, got {update.type}={update.status}")
+    return merge(previous, [update], now=now)

@@ -318,7 +318,11 @@ def test_the_lifecycle_moves_pending_running_succeeded_with_times_and_conditions
     op = operation()
     waiting = lifecycle.pending(op, reason=Reason.WAITING, message="waits", now=NOW)
     assert waiting.phase is Phase.PENDING
-    assert conditions_of(waiting) == {"Accepted": (ConditionStatus.UNKNOWN, "Waiting")}
+    assert conditions_of(waiting) == {
+        "Accepted": (ConditionStatus.UNKNOWN, "Waiting"),
+        "Ready": (ConditionStatus.UNKNOWN, "Waiting"),
+        "Reconciling": (ConditionStatus.TRUE, "Waiting"),
+    }
 
     op = operation(status=waiting.to_api())
     claimed = lifecycle.running(
@@ -335,6 +339,8 @@ def test_the_lifecycle_moves_pending_running_succeeded_with_times_and_conditions
     assert conditions_of(claimed) == {
         "Accepted": (ConditionStatus.TRUE, OperationReason.ACCEPTED),
         "Complete": (ConditionStatus.FALSE, Reason.JOB_CREATING),
+        "Ready": (ConditionStatus.UNKNOWN, Reason.JOB_CREATING),
+        "Reconciling": (ConditionStatus.TRUE, Reason.JOB_CREATING),
     }
 
     op = operation(status=claimed.to_api())
@@ -354,6 +360,13 @@ def test_the_lifecycle_moves_pending_running_succeeded_with_times_and_conditions
     assert done.phase is Phase.SUCCEEDED
     assert (done.started_at, done.finished_at) == (NOW, LATER)
     assert conditions_of(done)["Complete"] == (ConditionStatus.TRUE, OperationReason.JOB_SUCCEEDED)
+    # Reconciling is gone (present only while True), Ready is True
+    assert conditions_of(done) == {
+        "Accepted": (ConditionStatus.TRUE, OperationReason.ACCEPTED),
+        "Complete": (ConditionStatus.TRUE, OperationReason.JOB_SUCCEEDED),
+        "Ready": (ConditionStatus.TRUE, Reason.SUCCEEDED),
+    }
+    assert all(c.observed_generation == op.generation for c in done.conditions)
 
 
 def test_an_override_is_named_in_the_accepted_condition() -> None:
@@ -383,6 +396,8 @@ def test_a_refusal_fails_with_a_condition_naming_the_rule() -> None:
     assert conditions_of(status) == {
         "Accepted": (ConditionStatus.FALSE, "NotNewer"),
         "Complete": (ConditionStatus.TRUE, OperationReason.REFUSED),
+        "Ready": (ConditionStatus.FALSE, "NotNewer"),
+        "Stalled": (ConditionStatus.TRUE, "NotNewer"),
     }
 
 

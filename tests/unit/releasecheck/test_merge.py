@@ -238,6 +238,7 @@ def test_other_conditions_and_status_fields_are_left_alone() -> None:
         "SomethingElse",
         "ReleasesListed",
         "IchorUpgradeAvailable",
+        "Ready",
     }
 
 
