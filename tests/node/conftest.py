@@ -232,7 +232,11 @@ def wait_available(cluster: node.Node, namespace: str, *, within: float = 180) -
 
 
 def install_values(
-    *, registry: images.NodeRegistry, images_: NodeImages, operator_image: str
+    *,
+    registry: images.NodeRegistry,
+    images_: NodeImages,
+    operator_image: str,
+    client_ca: bytes | None = None,
 ) -> dict[str, Any]:
     """The chart's values on the node: the image built here, the executor's images and
     chart in the node's registry, and fast loops. What differs from a real install: the
@@ -240,8 +244,17 @@ def install_values(
     registry to reach (a closed port)."""
     repository, _, tag = operator_image.rpartition(":")
     node_registry = f"{node.NODE_IP}:{registry.port}"
+    webhook: dict[str, Any] = {}
+    if client_ca is not None:
+        # mutual TLS: the node's API server presents its webhook client certificate
+        webhook["clientAuth"] = {
+            "enabled": True,
+            "caBundle": client_ca.decode(),
+            "commonNames": [controlplane.WEBHOOK_CLIENT],
+        }
     return {
         "image": {"repository": repository, "tag": tag},
+        "webhook": webhook,
         "releaseCheck": {
             "registryHost": "127.0.0.1:1",
             "talosRepository": "127.0.0.1:1/siderolabs/installer-base",
@@ -274,7 +287,10 @@ def on_node(
     namespace = f"ichor-system-{uuid.uuid4().hex[:6]}"
     values_file = tmp_path_factory.mktemp("chart-on-node") / "values.yaml"
     values = install_values(
-        registry=node_registry, images_=node_images, operator_image=operator_image
+        registry=node_registry,
+        images_=node_images,
+        operator_image=operator_image,
+        client_ca=one_node.webhook_client_ca.read_bytes(),
     )
     values_file.write_text(yaml.safe_dump(values))
     words = readme.command("helm install ")

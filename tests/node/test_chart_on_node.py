@@ -11,12 +11,18 @@ what they hold), as the README says, and nothing else of the release.
 
 from __future__ import annotations
 
+import base64
 import json
+import socket
+import ssl
+import tempfile
 import urllib.request
 import uuid
+from pathlib import Path
 
 import pytest
 
+from ichor.testing import certs, controlplane
 from tests.component.chart import helm
 from tests.harness import netns, node
 from tests.node.conftest import RELEASE, OnNode, run_helm, wait_available
@@ -189,3 +195,58 @@ def test_helm_uninstall_leaves_the_crds_and_what_they_hold(on_node: OnNode) -> N
             "-f", str(on_node.values_file),
         )  # fmt: skip
         wait_available(on_node.cluster, on_node.namespace)
+
+
+REQUEST = b"POST /taloscluster HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+
+
+def test_the_webhook_refuses_a_caller_without_the_api_servers_certificate(
+    on_node: OnNode,
+) -> None:
+    """The chart's mutual TLS holds at the Pod's address: a caller that trusts the
+    webhook's CA but presents no client certificate, or one another CA signed, is
+    refused in the handshake."""
+    pod = on_node.pod()
+    address = pod["status"]["podIP"]
+    secret = json.loads(
+        on_node.kubectl(
+            "get", "secret", f"{RELEASE}-webhook-tls", "-n", on_node.namespace, "-o", "json"
+        ).stdout
+    )
+    ca = base64.b64decode(secret["data"]["ca.crt"])
+    namespace = on_node.cluster.namespace
+    assert namespace is not None
+    stranger = certs.Authority.create("stranger").issue_client(user=controlplane.WEBHOOK_CLIENT)
+    scratch = Path(tempfile.mkdtemp(prefix="ichor-webhook-caller-"))
+    (scratch / "ca.crt").write_bytes(ca)
+    stranger.write(cert_path=scratch / "c.crt", key_path=scratch / "c.key")
+
+    def call(with_client: tuple[Path, Path] | None) -> str:
+        context = ssl.create_default_context(cafile=str(scratch / "ca.crt"))
+        context.check_hostname = False
+        if with_client is not None:
+            context.load_cert_chain(*with_client)
+        try:
+            with (
+                socket.create_connection((address, 9443), timeout=10) as raw,
+                context.wrap_socket(raw) as tls,
+            ):
+                tls.sendall(
+                    b"POST /taloscluster HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}"
+                )
+                return tls.recv(200).decode(errors="replace") or "closed"
+        except (ssl.SSLError, ConnectionError) as error:
+            return f"refused: {error}"
+
+    def both() -> tuple[str, str, str]:
+        api = on_node.cluster
+        return (
+            call(None),
+            call((scratch / "c.crt", scratch / "c.key")),
+            call((api.webhook_client_cert, api.webhook_client_key)),
+        )
+
+    no_certificate, other_ca, api_server = netns.in_thread(namespace.path, both)
+    assert no_certificate.startswith("refused") or no_certificate == "closed", no_certificate
+    assert other_ca.startswith("refused") or other_ca == "closed", other_ca
+    assert api_server.startswith("HTTP/1.1"), api_server
