@@ -228,7 +228,32 @@ def wait_available(cluster: node.Node, namespace: str, *, within: float = 180) -
         raise AssertionError(
             f"the Deployment did not become Available: {result.stderr}\n{pods}\n{logs}"
         )
+    wait_webhook(cluster, within=within)
     return time.monotonic() - started
+
+
+_PROBE = {
+    "apiVersion": "ichor.dev/v1alpha1",
+    "kind": "TalosCluster",
+    "metadata": {"name": "webhook-probe", "namespace": "default"},
+    "spec": {"talosVersion": "v1.14.3", "kubernetesVersion": "v1.36.6", "versionContract": "v1.14"},
+}
+
+
+def wait_webhook(cluster: node.Node, *, within: float = 60) -> None:
+    """Until the API server's call reaches a serving replica: after a rollout, kube-proxy
+    may still send a call to the Pod that is going away (a real cluster does the same
+    for a moment). A server-side dry run asks the webhook without writing anything."""
+    deadline = time.monotonic() + within
+    while True:
+        result = cluster.kubectl(
+            "create", "--dry-run=server", "-f", "-", input=json.dumps(_PROBE), check=False
+        )
+        if "failed calling webhook" not in result.stderr:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the webhook did not answer in {within} s: {result.stderr}")
+        time.sleep(1)
 
 
 def install_values(

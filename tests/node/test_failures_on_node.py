@@ -17,10 +17,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ichor.release.pinned import PINNED
 from tests.component.chart import helm
-from tests.harness import workload
+from tests.harness import images, workload
 from tests.node import story
-from tests.node.conftest import OnNode, run_helm, wait_available
+from tests.node.conftest import CILIUM_CHART_PATH, OnNode, run_helm, wait_available
 
 #: The node tier's session fixtures (node start, image build) are charged to the first
 #: test that asks for them.
@@ -28,8 +29,10 @@ pytestmark = pytest.mark.timeout(1200)
 
 
 def test_a_job_whose_helm_exits_non_zero_fails_the_operation_with_helms_words(
-    on_node: OnNode, workload_plane: workload.WorkloadPlane
+    on_node: OnNode, node_registry: images.NodeRegistry, workload_plane: workload.WorkloadPlane
 ) -> None:
+    # the chart is there: what fails is the upgrade itself
+    images.push_chart(node_registry, chart=CILIUM_CHART_PATH, version=PINNED.cilium_chart)
     story.talos_node(workload_plane, "edge-cp-1", address="10.201.1.10")
     story.plain_cilium(workload_plane, story.EDGE_CILIUM)
     cluster = story.edge_cluster(on_node, workload_plane)
