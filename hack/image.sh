@@ -4,6 +4,7 @@
 #
 #   bash hack/image.sh build    # build IMAGE; then write IMAGE_OUTPUT and push IMAGE_PUSH
 #   bash hack/image.sh base     # make (or reuse) the Debian base only; prints its name
+#   bash hack/image.sh key      # the source key a build is cached under (see below)
 #
 # Settings (environment; `make image VAR=...` passes them):
 #   IMAGE         the name to tag (default ghcr.io/ichor-dev/ichor-operator:<version>)
@@ -15,6 +16,14 @@
 #                 or a buildah destination such as oci:DIR:NAME (an OCI layout).
 #   IMAGE_PUSH    also push it to this name (host[:port]/repository:tag); a loopback
 #                 registry is spoken to over plain HTTP.
+#   IMAGE_REBUILD 1: build even when an image of the same sources is cached (for a fresh
+#                 resolve of the Python dependencies, which the source key does not see).
+#
+# A built image is kept in the engine's store under a name keyed by its sources
+# (`bash hack/image.sh key`: the Dockerfile, .dockerignore and every file the Dockerfile
+# copies, plus the base), so the image test and the node tests of one `make test` build it
+# once, and a rerun on unchanged sources only tags and ships it. The last CACHE_KEEP
+# source states are kept.
 #
 # Without a Docker engine, buildah runs the Dockerfile's RUN steps in a chroot on the host
 # network (no netavark: no iptables chains, no ip_forward change), with the host's CA
@@ -35,6 +44,26 @@ HOST_CA=/etc/ssl/certs/ca-certificates.crt
 # The base's cache key: the recipe's own text, so editing it makes a new base.
 BASE_KEY=$({ cat "$ROOT/hack/image/base.sh"; echo "${DEBIAN_SUITE:-bookworm}"; } | sha256sum | cut -c1-12)
 DEBIAN_BASE=localhost/ichor-base:$BASE_KEY
+
+CACHE_REPOSITORY=localhost/ichor-operator-cache
+CACHE_KEEP=${CACHE_KEEP:-4}
+
+# The files that go into the image: what the Dockerfile COPYs, as .dockerignore lets in.
+# Python's byte code is left out by both, and by the key.
+source_files() {
+  (cd "$ROOT" && find pyproject.toml README.md ichor -type f \
+    ! -path '*/__pycache__/*' ! -name '*.pyc' | LC_ALL=C sort)
+}
+
+# source_key BASE: a hash of the recipe, of every file it copies (path and bytes) and of
+# the base it builds on.
+source_key() {
+  {
+    printf 'base %s\n' "$1"
+    (cd "$ROOT" && sha256sum Dockerfile .dockerignore)
+    source_files | (cd "$ROOT" && xargs -d '\n' sha256sum)
+  } | sha256sum | cut -c1-16
+}
 
 log() { printf '[image %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -215,8 +244,15 @@ choose_base() {
 
 # --- build and ship -----------------------------------------------------------------
 build() {
-  local start=$SECONDS
-  log "build: $IMAGE on $BASE"
+  local start=$SECONDS key cached
+  key=$(source_key "$BASE")
+  cached=$CACHE_REPOSITORY:$key
+  if [[ ${IMAGE_REBUILD:-0} != 1 ]] && has_image "$cached"; then
+    tag_image "$cached" "$IMAGE"
+    log "build: reused $cached for $IMAGE (sources and base unchanged; IMAGE_REBUILD=1 builds anyway)"
+    return 0
+  fi
+  log "build: $IMAGE on $BASE (source key $key)"
   case $IMAGE_ENGINE in
     docker)
       docker build --pull=false --build-arg "PYTHON_IMAGE=$BASE" -t "$IMAGE" "$ROOT" >&2 ;;
@@ -226,10 +262,35 @@ build() {
       buildah bud --isolation chroot --network host --pull=never --layers=false \
         "${ca[@]}" --build-arg "PYTHON_IMAGE=$BASE" -t "$IMAGE" -f "$ROOT/Dockerfile" \
         "$ROOT" >&2
-      # The image replaced under the same name stays behind untagged: drop it.
+      ;;
+  esac
+  tag_image "$IMAGE" "$cached"
+  forget_old_builds
+  log "build: $IMAGE built in $((SECONDS - start)) s; $(image_size "$IMAGE") uncompressed; kept as $cached"
+}
+
+tag_image() {
+  case $IMAGE_ENGINE in
+    docker) docker tag "$1" "$2" ;;
+    buildah) buildah tag "$1" "$2" ;;
+  esac
+}
+
+# Only the newest CACHE_KEEP source states stay; an image replaced under its name stays
+# behind untagged: dropped too.
+forget_old_builds() {
+  local old
+  case $IMAGE_ENGINE in
+    docker)
+      docker image ls --format '{{.CreatedAt}}|{{.Repository}}:{{.Tag}}' \
+        | grep -F "|$CACHE_REPOSITORY:" | sort -r | tail -n +$((CACHE_KEEP + 1)) | cut -d"|" -f2 \
+        | while read -r old; do docker rmi "$old" >/dev/null 2>&1 || true; done ;;
+    buildah)
+      buildah images --noheading --format '{{.CreatedAtRaw}}|{{.Name}}:{{.Tag}}' \
+        | grep -F "|$CACHE_REPOSITORY:" | sort -r | tail -n +$((CACHE_KEEP + 1)) | cut -d"|" -f2 \
+        | while read -r old; do buildah rmi "$old" >/dev/null 2>&1 || true; done
       buildah rmi --prune >/dev/null 2>&1 || true ;;
   esac
-  log "build: $IMAGE built in $((SECONDS - start)) s; $(image_size "$IMAGE") uncompressed"
 }
 
 loopback() { [[ $1 =~ ^(127\.[0-9.]+|localhost|\[::1\])(:[0-9]+)?/ ]]; }
@@ -272,7 +333,14 @@ ship() {
 
 # --- main ---------------------------------------------------------------------------
 command=${1:-build}
-case $command in build|base) ;; *) die "usage: hack/image.sh build|base" ;; esac
+case $command in build|base|key) ;; *) die "usage: hack/image.sh build|base|key" ;; esac
+if [[ $command == key ]]; then
+  # the key of the sources as they are, for the base IMAGE_BASE names (the Debian base
+  # unless it names an image)
+  case $IMAGE_BASE in auto|debian) key_base=$DEBIAN_BASE ;; published) key_base=$PUBLISHED_BASE ;; *) key_base=$IMAGE_BASE ;; esac
+  source_key "$key_base"
+  exit 0
+fi
 mkdir -p "$CACHE"
 # One build at a time per cache: the base, the storage and its pruning are shared.
 exec 9>"$CACHE/lock"
