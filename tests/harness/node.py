@@ -42,6 +42,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import fcntl
 import json
 import os
 import secrets
@@ -49,6 +50,7 @@ import shutil
 import signal
 import ssl
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -154,6 +156,86 @@ def sweep_stale() -> list[str]:
     return swept
 
 
+#: Held from a node's start to the end of its stop, by whichever process runs it: two
+#: nodes on one machine would share the kubelet's fixed folder (and the first to stop
+#: would remove it under the other). The kernel releases it when the holder dies.
+MACHINE_LOCK = Path("/run/ichor-node.lock")
+#: Seconds a start waits for another process's node to stop (a whole node tier may run).
+LOCK_WAIT = 3600.0
+
+
+class MachineLock:
+    """The machine-wide lock of nodes: ``flock`` on :data:`MACHINE_LOCK`, which names its
+    holder (pid, node id, since when) for whoever waits."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path or MACHINE_LOCK
+        self._fd: int | None = None
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def holder(self) -> str:
+        """Who holds it, as the holder wrote it (empty when nobody ever did)."""
+        try:
+            return self.path.read_text().strip()
+        except OSError:
+            return ""
+
+    def acquire(self, *, owner: str, wait: float, say: Callable[[str], None]) -> float:
+        """Take the lock within ``wait`` seconds; the seconds waited. Raises ``NodeError``
+        naming the holder when it is not free by then."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        started = time.monotonic()
+        told = False
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    waited = time.monotonic() - started
+                    holder = self.holder() or "holder unknown"
+                    if waited >= wait:
+                        raise NodeError(
+                            f"another node runs on this machine ({holder};"
+                            f" lock {self.path}) and did not stop within {wait:.0f} s: one node"
+                            f" runs at a time, as two kubelets share {KUBELET_FIXED_PATH};"
+                            f" wait for that run to end, or end it"
+                        ) from None
+                    if not told:
+                        say(
+                            f"waiting up to {wait:.0f} s for the node of {holder} to stop"
+                            f" (machine-wide lock {self.path})"
+                        )
+                        told = True
+                    time.sleep(min(1.0, wait - waited))
+        except BaseException:
+            os.close(fd)
+            raise
+        os.ftruncate(fd, 0)
+        os.pwrite(
+            fd,
+            f"process {os.getpid()}, node {owner}, since {time.strftime('%H:%M:%S')}\n".encode(),
+            0,
+        )
+        self._fd = fd
+        return time.monotonic() - started
+
+    def release(self) -> None:
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+        os.close(fd)
+
+
+def _say(message: str) -> None:
+    print(f"[node] {message}", file=sys.stderr, flush=True)
+
+
 _running_nodes: set[Node] = set()
 _one_at_a_time = threading.Lock()
 
@@ -219,6 +301,8 @@ class Timings:
     node_ready: float = 0.0
     service_account: float = 0.0
     stop: float = 0.0
+    #: seconds the start waited for another process's node (machine-wide lock)
+    lock_wait: float = 0.0
     parts: dict[str, float] = field(default_factory=dict)
 
 
@@ -232,7 +316,7 @@ class Node(controlplane.ControlPlane):
     forwarder on the machine's loopback.
     """
 
-    def __init__(self, *, workdir: Path, registry_port: int) -> None:
+    def __init__(self, *, workdir: Path, registry_port: int, lock_wait: float = LOCK_WAIT) -> None:
         super().__init__(workdir=workdir)
         self.id = f"{os.getpid()}-{secrets.token_hex(3)}"
         self.runtime = Path(f"/run/ichor-node-{self.id}")
@@ -248,6 +332,8 @@ class Node(controlplane.ControlPlane):
         self._made_kubelet_path = False
         self._made_cni_cache = False
         self._lock = threading.Lock()
+        self._machine_lock = MachineLock()
+        self._lock_wait = lock_wait
 
     # -- addresses -----------------------------------------------------------------
 
@@ -317,10 +403,18 @@ class Node(controlplane.ControlPlane):
                     f" share {KUBELET_FIXED_PATH}/device-plugins; stop it first"
                 )
             _running_nodes.add(self)
-        sweep_stale()
+        try:
+            self.timings.lock_wait = self._machine_lock.acquire(
+                owner=self.id, wait=self._lock_wait, say=_say
+            )
+        except BaseException:
+            with _one_at_a_time:
+                _running_nodes.discard(self)
+            raise
         started = time.monotonic()
         atexit.register(self.stop)
         try:
+            sweep_stale()
             self._made_kubelet_path = not KUBELET_FIXED_PATH.exists()
             self._made_cni_cache = not CNI_CACHE.exists()
             self._sysctls = {name: _read_sysctl(name) for name in KUBELET_SYSCTLS}
@@ -400,6 +494,8 @@ class Node(controlplane.ControlPlane):
         shutil.rmtree(self.workdir / "etcd", ignore_errors=True)
         shutil.rmtree(self.workdir / "containerd", ignore_errors=True)
         atexit.unregister(self.stop)
+        # last: the next node (of any process) may start once nothing of this one is left
+        self._machine_lock.release()
         with _one_at_a_time:
             _running_nodes.discard(self)
         self.timings.stop = time.monotonic() - started

@@ -139,7 +139,11 @@ IMAGE_TIMEOUT = 1200.0
 @pytest.fixture(scope="session")
 def operator_image(node_registry: images.NodeRegistry) -> str:
     """The operator's image, built from the repository's Dockerfile by ``make image``'s
-    script and pushed to the node's registry; returns the name a Pod pulls."""
+    script and pushed to the node's registry; returns the name a Pod pulls.
+
+    buildah on the base made from Debian's packages, so nothing asks a registry other than
+    the node's; an image of the same sources built earlier (the image test's, in the same
+    run) is reused, not built again."""
     script = ROOT / "hack" / "image.sh"
     if not script.exists():
         pytest.fail(f"{script} is missing: the node tests need `make image`", pytrace=False)
@@ -147,7 +151,14 @@ def operator_image(node_registry: images.NodeRegistry) -> str:
     started = time.monotonic()
     result = subprocess.run(
         ["bash", str(script), "build"],
-        env=controlplane.loopback_env({"IMAGE_PUSH": reference, "IMAGE": "ichor-operator:test"}),
+        env=controlplane.loopback_env(
+            {
+                "IMAGE_PUSH": reference,
+                "IMAGE": "localhost/ichor-operator:test",
+                "IMAGE_ENGINE": "buildah",
+                "IMAGE_BASE": "debian",
+            }
+        ),
         capture_output=True,
         text=True,
         timeout=IMAGE_TIMEOUT,
@@ -159,7 +170,8 @@ def operator_image(node_registry: images.NodeRegistry) -> str:
             f"{result.stderr[-4000:]}",
             pytrace=False,
         )
-    record("operator image", f"{time.monotonic() - started:.1f} s")
+    reused = "reused" if "build: reused" in result.stderr else "built"
+    record("operator image", f"{time.monotonic() - started:.1f} s ({reused})")
     return reference.replace(node_registry.host, f"{node.NODE_IP}:{node_registry.port}", 1)
 
 

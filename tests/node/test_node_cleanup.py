@@ -195,6 +195,10 @@ def test_a_killed_run_is_swept_by_the_next(
     assert runtime.exists(), "nothing left to sweep: the test proves nothing"
     survivors = [pid for pid in state["pids"] if _cmdline(pid)]
     assert survivors, "no shim or container outlived the run: the test proves nothing"
+    # the machine-wide lock went with the process: no shim or container it left holds it
+    lock = node.MachineLock()
+    lock.acquire(owner="sweep-test", wait=30, say=lambda _: None)
+    lock.release()
     assert node.sweep_stale() == [state["id"]]
     assert not runtime.exists()
     assert [pid for pid in state["pids"] if _cmdline(pid)] == []
