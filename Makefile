@@ -11,7 +11,8 @@ export GOTOOLCHAIN := local
 STAMP := $(VENV)/.installed
 
 .PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle printable \
-        bench demo demo-down cluster-up cluster-down image image-base clean node compat-json
+        bench demo demo-down cluster-up cluster-down image image-base clean node compat-json \
+        runtime-deps
 
 help:
 	@echo "The two commands:"
@@ -37,6 +38,7 @@ help:
 	@echo "  make compat-json   rewrite tests/gotools/compat.json (the table the Go webhook reads)"
 	@echo "  make image         the operator image (Docker engine or buildah; IMAGE_OUTPUT=, IMAGE_PUSH=)"
 	@echo "  make image-base    the image tools and the Debian base the image test builds on"
+	@echo "  make runtime-deps  pyproject's runtime dependencies alone, the venv the wheel test imports with"
 	@echo "For a person:"
 	@echo "  make cluster-up    a local control plane named dev (make cluster-down stops it)"
 	@echo "  make venv          the virtual environment .venv"
@@ -91,23 +93,27 @@ e2e: $(STAMP) testenv
 node: $(STAMP) testenv
 	$(BIN)/pytest -q -rfEs tests/node
 
-test: check testenv oracle image-base
+test: check testenv oracle image-base runtime-deps
 	$(BIN)/pytest -q -rfEs tests
 
 bench: $(STAMP) testenv oracle
 	$(BIN)/python -m tests.bench
 
+# The runtime dependencies alone (no [dev]), cached: the wheel test imports the wheel with them.
+runtime-deps: $(STAMP)
+	@$(BIN)/python -m tests.harness.wheel deps
+
 demo: $(STAMP) testenv
-	$(BIN)/python -m ichor.testing.demo
+	$(BIN)/python -m tests.harness.demo
 
 demo-down: $(STAMP)
-	$(BIN)/python -m ichor.testing.stack down --name demo
+	$(BIN)/python -m tests.harness.stack down --name demo
 
 cluster-up: $(STAMP) testenv
-	$(BIN)/python -m ichor.testing.stack up --name dev
+	$(BIN)/python -m tests.harness.stack up --name dev
 
 cluster-down: $(STAMP)
-	$(BIN)/python -m ichor.testing.stack down --name dev
+	$(BIN)/python -m tests.harness.stack down --name dev
 
 # The operator image (hack/image.sh): the Docker engine when one answers, else buildah
 # (installed from Debian), on the Dockerfile's pinned base or, when that cannot be pulled,

@@ -17,8 +17,8 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import cast
 
-from ichor.testing.binaries import MissingBinaryError
 from tests import benches
+from tests.harness.binaries import MissingBinaryError
 
 
 def bench_modules() -> list[str]:

@@ -8,5 +8,5 @@ SubjectAccessReview) and writes nothing; ``validating`` holds the thin kopf hand
 both halves (mutating: write the stamp; validating: answer and check it); ``handlers``
 registers them on import; ``intake`` says what each path claims; ``server`` is the HTTPS
 endpoint and the fixed webhook configurations. Its certificate comes from cert-manager
-or the chart; the tests and the demo make a throwaway one with ``ichor.testing.certs``.
+or the chart; the tests and the demo make a throwaway one with ``tests.harness.certs``.
 """

@@ -41,8 +41,8 @@ import aiohttp
 
 from ichor.api import kinds
 from ichor.kube.patching import merge_patch
-from ichor.testing import account, controlplane
 from tests.benches._api import MERGE, Endpoint, call, clusters_path, pool
+from tests.harness import account, controlplane
 from tests.support import operator as support
 
 DEFAULT_SIZES = (100, 300, 1000)

@@ -19,8 +19,8 @@ import time
 import tracemalloc
 
 from ichor.registry import Limits, list_tags
-from ichor.testing import binaries
-from ichor.testing import registry as test_registry
+from tests.harness import binaries
+from tests.harness import registry as test_registry
 
 TAGS = 10_000
 RUNS = 5

@@ -30,10 +30,10 @@ from functools import partial
 
 from ichor.release import machinery, versions
 from ichor.release.versions import VersionError
-from ichor.testing.binaries import MissingBinaryError
 from ichor.upgrade import targets
 from ichor.upgrade.target import ClusterVersions
 from tests.differential import oracle
+from tests.harness.binaries import MissingBinaryError
 
 PAIRS = 100_000
 TAGS = 10_000

@@ -29,10 +29,10 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from ichor.testing import account, certs, controlplane
 from ichor.webhook import server, validating
 from tests.benches._api import Endpoint, clusters_path, quantiles
 from tests.component.webhook import harness
+from tests.harness import account, certs, controlplane
 from tests.support import gowebhook
 
 #: Requests per state, round and concurrency.

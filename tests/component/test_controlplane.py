@@ -10,8 +10,8 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ichor.testing import controlplane
 from tests.component import throwaway
+from tests.harness import controlplane
 
 pytestmark = pytest.mark.component
 

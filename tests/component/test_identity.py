@@ -14,8 +14,8 @@ import uuid
 import pytest
 
 from ichor.kube import clients, identity
-from ichor.testing import controlplane
 from ichor.webhook import kubeapi
+from tests.harness import controlplane
 
 pytestmark = pytest.mark.component
 

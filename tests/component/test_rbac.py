@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from kubernetes_asyncio import client
 
-from ichor.testing import controlplane
 from tests.component import throwaway
+from tests.harness import controlplane
 
 pytestmark = pytest.mark.component
 

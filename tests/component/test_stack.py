@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from ichor.testing import binaries, controlplane
+from tests.harness import binaries, controlplane
 
 pytestmark = pytest.mark.component
 
@@ -20,7 +20,7 @@ def _stack(command: str, *, cache: Path) -> subprocess.CompletedProcess[str]:
         {"ICHOR_CACHE": str(cache), "ICHOR_TESTENV": str(binaries.testenv_dir())}
     )
     return subprocess.run(
-        [sys.executable, "-m", "ichor.testing.stack", command, "--name", "t"],
+        [sys.executable, "-m", "tests.harness.stack", command, "--name", "t"],
         capture_output=True,
         text=True,
         env=env,

@@ -17,8 +17,8 @@ from typing import Any
 import kopf
 import pytest
 
-from ichor.testing import certs, controlplane
 from tests.component import throwaway
+from tests.harness import certs, controlplane
 from tests.support import operator as support
 
 pytestmark = pytest.mark.component

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ichor.testing import controlplane
+from tests.harness import controlplane
 
 VERSION = "v1"
 KIND = "Widget"

@@ -2,7 +2,7 @@
 
 The oracle (tests/oracle) is upstream ``pkg/machinery/compatibility`` behind a JSON-lines
 pipe. This module finds the binary for the machinery version pinned in
-tests/oracle/go.mod, in the cache the test binaries use (``ichor.testing.binaries``), and
+tests/oracle/go.mod, in the cache the test binaries use (``tests.harness.binaries``), and
 sends it one batch of questions through one process. It refuses to fall back: a missing
 or stale oracle is a ``MissingBinaryError`` naming ``make oracle``, never a skip, and an
 oracle that answers a different number of lines than it was asked is an error.
@@ -19,7 +19,7 @@ from hashlib import sha256
 from pathlib import Path
 from typing import Literal, NotRequired, TypedDict
 
-from ichor.testing.binaries import MissingBinaryError, cache_dir
+from tests.harness.binaries import MissingBinaryError, cache_dir
 
 __all__ = [
     "MODULE",

@@ -29,10 +29,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ichor.testing import certs
 from ichor.webhook import admission, reviews, validating
 from tests.differential import admission_cases
 from tests.fixtures.fuzzing import figure, tally
+from tests.harness import certs
 from tests.support import compat_export, gowebhook
 from tests.unit.webhook.fakes import FakeBackend
 

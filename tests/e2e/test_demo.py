@@ -1,6 +1,6 @@
 """``make demo`` end to end: its script runs the whole story and prints what it promises.
 
-The demo runs as a person runs it (``python -m ichor.testing.demo``, what ``make demo``
+The demo runs as a person runs it (``python -m tests.harness.demo``, what ``make demo``
 calls) under a cache folder of its own, so a demo a person left running is not touched;
 the binaries are the ones ``make testenv`` cached. Afterwards ``stack down --name demo``
 (what ``make demo-down`` calls) must stop every process the demo started, the operator
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from ichor.testing import binaries, controlplane
+from tests.harness import binaries, controlplane
 
 pytestmark = pytest.mark.e2e
 
@@ -60,7 +60,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
     cache = tmp_path_factory.mktemp("demo-cache")
     began = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "ichor.testing.demo"],
+        [sys.executable, "-m", "tests.harness.demo"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -75,7 +75,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
         yield DemoRun(result.returncode, result.stdout, seconds, state)
     finally:
         subprocess.run(
-            [sys.executable, "-m", "ichor.testing.stack", "down", "--name", "demo"],
+            [sys.executable, "-m", "tests.harness.stack", "down", "--name", "demo"],
             env=_env(cache),
             capture_output=True,
             timeout=120,
@@ -173,7 +173,7 @@ def test_demo_down_stops_every_process_it_started(demo: DemoRun, tmp_path: Path)
     assert {"registry", "operator"} <= names
     cache = Path(str(demo.state["kubeconfig"])).parents[2]
     result = subprocess.run(
-        [sys.executable, "-m", "ichor.testing.stack", "down", "--name", "demo"],
+        [sys.executable, "-m", "tests.harness.stack", "down", "--name", "demo"],
         env=_env(cache),
         capture_output=True,
         text=True,

@@ -1,7 +1,7 @@
 """The node's registry and the images it serves, made here without pulling anything.
 
 - :class:`NodeRegistry`: the same CNCF distribution registry the release-check tests run
-  (``ichor.testing.registry``), on the machine's loopback, but open (no token auth): a
+  (``tests.harness.registry``), on the machine's loopback, but open (no token auth): a
   Pod reaches the registry at the node's address, and could not reach a token realm
   that names the machine's 127.0.0.1. containerd and the Pods' helm pull from it through
   the node's forwarder.
@@ -29,8 +29,8 @@ from typing import Any
 
 import yaml
 
-from ichor.testing import binaries, controlplane
-from ichor.testing import registry as test_registry
+from tests.harness import binaries, controlplane
+from tests.harness import registry as test_registry
 
 
 class ImageError(RuntimeError):

@@ -62,8 +62,7 @@ from typing import Any
 
 import yaml
 
-from ichor.testing import binaries, certs, controlplane
-from tests.harness import cgroups, netns
+from tests.harness import binaries, certs, cgroups, controlplane, netns
 
 NODE_NAME = "ichor-node"
 NODE_IP = "10.201.0.2"

@@ -28,7 +28,7 @@ from typing import IO, Any
 
 import yaml
 
-from ichor.testing import binaries, certs, controlplane
+from tests.harness import binaries, certs, controlplane
 
 #: The talos module the stand-in (and talosctl) are built from; part of the stamp.
 TALOS_VERSION = "v1.13.9"

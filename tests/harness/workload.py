@@ -19,8 +19,7 @@ from typing import Any
 
 import yaml
 
-from ichor.testing import binaries, controlplane
-from tests.harness import node
+from tests.harness import binaries, controlplane, node
 
 
 class WorkloadPlane(controlplane.ControlPlane):

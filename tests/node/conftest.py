@@ -19,9 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ichor.testing import binaries, controlplane
 from tests.component.chart import helm, readme
-from tests.harness import images, node, workload
+from tests.harness import binaries, controlplane, images, node, workload
 
 _figures: dict[str, str] = {}
 

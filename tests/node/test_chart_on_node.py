@@ -22,9 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from ichor.testing import certs, controlplane
 from tests.component.chart import helm
-from tests.harness import netns, node
+from tests.harness import certs, controlplane, netns, node
 from tests.node.conftest import RELEASE, OnNode, run_helm, wait_available
 
 #: The node tier's session fixtures (node start, image build) are charged to the first

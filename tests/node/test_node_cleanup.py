@@ -19,8 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from ichor.testing import binaries
-from tests.harness import images, machine, netns, node
+from tests.harness import binaries, images, machine, netns, node
 
 #: The node tier's session fixtures (node start, image build) are charged to the first
 #: test that asks for them.

@@ -17,8 +17,7 @@ import pytest
 import yaml
 
 from ichor.release.pinned import PINNED
-from ichor.testing import certs
-from tests.harness import node, workload
+from tests.harness import certs, node, workload
 from tests.node import story
 from tests.node.conftest import NodeImages, OnNode
 

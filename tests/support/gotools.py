@@ -2,7 +2,7 @@
 
 hack/testenv/gotools.sh builds them into ``$ICHOR_TESTENV/gotools/<stamp>/`` and links
 them from ``$ICHOR_TESTENV/bin``, the cache every test binary comes from
-(``ichor.testing.binaries``). The stamp hashes the module's sources and the Go version, so
+(``tests.harness.binaries``). The stamp hashes the module's sources and the Go version, so
 a program built from other sources than the checkout's is not used: it is a
 ``MissingBinaryError`` naming ``make testenv``, as a binary never built is, never a skip.
 """
@@ -15,7 +15,7 @@ from functools import cache
 from hashlib import sha256
 from pathlib import Path
 
-from ichor.testing.binaries import MissingBinaryError, testenv_dir
+from tests.harness.binaries import MissingBinaryError, testenv_dir
 
 __all__ = ["SOURCE", "find", "stamp"]
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ichor.api import kinds
-from ichor.testing import certs, controlplane
+from tests.harness import certs, controlplane
 from tests.support import gotools
 from tests.support.compat_export import EXPORT
 

@@ -24,7 +24,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from ichor.testing import controlplane
+from tests.harness import controlplane
 from tests.support import gotools
 
 __all__ = [

@@ -30,7 +30,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
-from ichor.testing import controlplane
+from tests.harness import controlplane
 
 CRDS = Path(__file__).resolve().parents[2] / "crds"
 START_TIMEOUT = 30.0

@@ -24,11 +24,11 @@ from typing import Any
 
 import pytest
 
-from ichor.testing import controlplane
 from tests.component.chart import helm, release
 from tests.component.chart import release as release_module
 from tests.component.chart.release import secret_files
 from tests.component.webhook import harness
+from tests.harness import controlplane
 
 READY_TIMEOUT = 90.0
 

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ichor.testing import binaries
+from tests.harness import binaries
 
 CHART = Path(__file__).resolve().parents[3] / "charts" / "ichor"
 RELEASE = "ichor"

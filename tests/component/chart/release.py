@@ -21,8 +21,8 @@ from pathlib import Path
 
 import yaml
 
-from ichor.testing import controlplane
 from tests.component.chart import helm, readme
+from tests.harness import controlplane
 
 
 @dataclass(frozen=True)

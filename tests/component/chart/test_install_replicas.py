@@ -33,11 +33,11 @@ from typing import Any
 import pytest
 import yaml
 
-from ichor.testing import controlplane
 from tests.component.chart import helm
 from tests.component.chart.conftest import pod_name, start_operator, stop_operator
 from tests.component.chart.release import run_helm, secret_files
 from tests.component.webhook import harness
+from tests.harness import controlplane
 
 pytestmark = pytest.mark.component
 

@@ -23,9 +23,9 @@ import aiohttp
 import pytest
 import yaml
 
-from ichor.testing import certs, controlplane
 from tests.component.chart import helm
 from tests.component.chart.conftest import Installed
+from tests.harness import certs, controlplane
 
 pytestmark = pytest.mark.component
 

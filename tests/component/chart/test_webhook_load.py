@@ -25,11 +25,11 @@ import aiohttp
 import pytest
 import yaml
 
-from ichor.testing import controlplane
 from ichor.webhook import intake
 from tests.component.chart import helm
 from tests.component.chart.conftest import Installed, start_operator, stop_operator
 from tests.fixtures.fuzzing import figure
+from tests.harness import controlplane
 
 pytestmark = pytest.mark.component
 

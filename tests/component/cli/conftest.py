@@ -22,9 +22,9 @@ import yaml
 
 from ichor.api import kinds
 from ichor.cli.main import main
-from ichor.testing import account, controlplane
 from tests.component.webhook import harness
 from tests.component.webhook.conftest import records_pending
+from tests.harness import account, controlplane
 from tests.support import rbac
 
 PLAIN = "nadia"

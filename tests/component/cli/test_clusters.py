@@ -16,8 +16,8 @@ import yaml
 from ichor.api import records
 from ichor.cli.main import main
 from ichor.release.pinned import PINNED
-from ichor.testing import controlplane
 from tests.component.cli.conftest import PLAIN, Cli
+from tests.harness import controlplane
 from tests.support import nodes
 
 pytestmark = pytest.mark.component

@@ -13,7 +13,6 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from ichor.api import kinds
-from ichor.testing import controlplane
 from tests.component.controller.conftest import (
     FAST,
     Objects,
@@ -22,6 +21,7 @@ from tests.component.controller.conftest import (
     condition,
     eventually,
 )
+from tests.harness import controlplane
 from tests.support.operator import CRDS
 
 pytestmark = pytest.mark.component

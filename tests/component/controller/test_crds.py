@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 
-from ichor.testing import controlplane
 from tests.component.controller.conftest import (
     Objects,
     Operator,
@@ -17,6 +16,7 @@ from tests.component.controller.conftest import (
     condition,
     eventually,
 )
+from tests.harness import controlplane
 
 pytestmark = pytest.mark.component
 

@@ -24,8 +24,8 @@ import pytest
 import yaml
 
 from ichor.api import kinds
-from ichor.testing import certs, controlplane
 from tests.differential import admission_cases
+from tests.harness import certs, controlplane
 from tests.support import gotools, gowebhook
 
 READY_TIMEOUT = 30.0

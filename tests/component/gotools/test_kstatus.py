@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ichor.api import kinds
-from ichor.testing import binaries, controlplane
+from tests.harness import binaries, controlplane
 from tests.support import kstatus
 from tests.support.kstatus import Ref, Status
 

@@ -22,9 +22,9 @@ from typing import Any
 
 import pytest
 
-from ichor.testing import controlplane
 from tests.component.chart import release
 from tests.component.image import bundle
+from tests.harness import controlplane
 
 ROOT = Path(__file__).resolve().parents[3]
 #: The name the test builds under, apart from the one `make image` gives.

@@ -25,11 +25,11 @@ from pathlib import Path
 
 import pytest
 
-from ichor.testing import controlplane
 from tests.component.chart import helm, release
 from tests.component.image import bundle
 from tests.component.image.conftest import Built, figure, host_network, listen_port
 from tests.component.webhook import harness
+from tests.harness import controlplane
 
 pytestmark = [pytest.mark.component, pytest.mark.timeout(1500)]
 

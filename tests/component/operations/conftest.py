@@ -28,7 +28,7 @@ from ichor.api import records as admission_records
 from ichor.controller import handlers as cluster_handlers
 from ichor.controller import jobs, operations, records
 from ichor.controller.clusters import ControllerSettings
-from ichor.testing import controlplane
+from tests.harness import controlplane
 from tests.support import nodes
 from tests.support import operator as support
 from tests.support.operator import eventually as eventually  # tests import it from here

@@ -17,7 +17,6 @@ import time
 import pytest
 
 from ichor.api import kinds
-from ichor.testing import binaries, controlplane
 from tests.component.operations.conftest import (
     Objects,
     Operator,
@@ -27,6 +26,7 @@ from tests.component.operations.conftest import (
     phase,
     running_job,
 )
+from tests.harness import binaries, controlplane
 from tests.support import kstatus
 from tests.support.kstatus import Ref, Status
 

@@ -15,7 +15,6 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import records
-from ichor.testing import account, controlplane
 from tests.component.operations.conftest import (
     Objects,
     Operator,
@@ -26,6 +25,7 @@ from tests.component.operations.conftest import (
     running_job,
 )
 from tests.component.webhook import harness
+from tests.harness import account, controlplane
 from tests.support import rbac
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]

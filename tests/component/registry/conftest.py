@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from ichor.testing import faultproxy
-from ichor.testing import registry as test_registry
+from tests.harness import faultproxy
+from tests.harness import registry as test_registry
 
 INSTALLER = "test/installer-base"
 PRIVATE = "private/mirror/kubelet"

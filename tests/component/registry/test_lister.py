@@ -22,9 +22,9 @@ from ichor.registry import (
     TagLister,
     TooManyTags,
 )
-from ichor.testing import faultproxy
-from ichor.testing import registry as test_registry
-from ichor.testing.faultproxy import Fault, FaultKind
+from tests.harness import faultproxy
+from tests.harness import registry as test_registry
+from tests.harness.faultproxy import Fault, FaultKind
 
 pytestmark = pytest.mark.component
 

@@ -13,8 +13,8 @@ import pytest
 from yarl import URL
 
 from ichor.registry import headers
-from ichor.testing import binaries
-from ichor.testing import registry as test_registry
+from tests.harness import binaries
+from tests.harness import registry as test_registry
 
 pytestmark = pytest.mark.component
 

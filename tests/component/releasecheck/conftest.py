@@ -22,7 +22,6 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from ichor import registry
 from ichor.api import kinds
 from ichor.controller import releasecheck
-from ichor.testing import registry as test_registry
 from tests.component.controller.conftest import (  # noqa: F401  (fixtures used here)
     FAST,
     Objects,
@@ -34,6 +33,7 @@ from tests.component.registry.conftest import (  # noqa: F401  (fixtures used he
     fault_proxy,
     fault_proxy_session,
 )
+from tests.harness import registry as test_registry
 from tests.support import operator as support
 
 CHECK_EVERY_SECOND = releasecheck.ReleaseCheckSettings(

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from ichor.api import kinds
-from ichor.testing import controlplane
 from tests.component.controller.conftest import condition, eventually
 from tests.component.releasecheck.conftest import CheckingOperator, Installation, Repositories
 from tests.component.releasecheck.test_release_check import seeded, targets
+from tests.harness import controlplane
 from tests.support import kstatus
 from tests.support.kstatus import Ref, Status
 

@@ -11,9 +11,9 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from ichor.testing import faultproxy
 from tests.component.controller.conftest import Objects, Workload, condition, eventually
 from tests.component.releasecheck.conftest import CheckingOperator, Installation, Repositories
+from tests.harness import faultproxy
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
 

@@ -28,8 +28,7 @@ import pytest
 
 from ichor.api.talosoperation import OperationType
 from ichor.controller import jobs
-from ichor.testing import binaries, certs, controlplane
-from tests.harness import talos_standin
+from tests.harness import binaries, certs, controlplane, talos_standin
 from tests.support import nodes
 
 CP = talos_standin.TalosNode("ichor-cp-1", "10.201.1.10")

@@ -18,8 +18,8 @@ import pytest
 import yaml
 
 from ichor.api import records
-from ichor.testing import account, controlplane
 from tests.component.webhook import harness
+from tests.harness import account, controlplane
 from tests.support import rbac
 
 HOLDER = "olivia"

@@ -25,8 +25,8 @@ import yaml
 
 from ichor.api import kinds
 from ichor.controller import records
-from ichor.testing import account, certs, controlplane
 from ichor.webhook import kubeapi, server, validating
+from tests.harness import account, certs, controlplane
 from tests.support import operator as support
 
 READY_TIMEOUT = 60.0

@@ -14,9 +14,9 @@ from typing import Any
 import aiohttp
 import pytest
 
-from ichor.testing import certs, controlplane
 from ichor.webhook import server
 from tests.component.webhook import rawhttp
+from tests.harness import certs, controlplane
 
 pytestmark = pytest.mark.component
 

@@ -20,10 +20,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ichor.testing import certs, controlplane
 from ichor.webhook import intake, validating
 from tests.component.webhook import harness, rawhttp
 from tests.fixtures.fuzzing import figure, tally
+from tests.harness import certs, controlplane
 from tests.support import operator as support
 from tests.unit.webhook.fakes import FakeBackend
 from tests.unit.webhook.test_fuzz import clusters, json_values, operations, userinfos

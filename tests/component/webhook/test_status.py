@@ -20,9 +20,9 @@ import pytest
 import yaml
 
 from ichor.api import kinds
-from ichor.testing import controlplane
 from tests.component.webhook import harness
 from tests.component.webhook.conftest import Api
+from tests.harness import controlplane
 from tests.support import rbac
 
 pytestmark = pytest.mark.component

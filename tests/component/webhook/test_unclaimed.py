@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 import yaml
 
-from ichor.testing import controlplane
 from tests.component.webhook import harness
 from tests.component.webhook.conftest import Api
+from tests.harness import controlplane
 
 pytestmark = pytest.mark.component
 

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ichor.testing import account, controlplane
 from tests.component.webhook import harness
 from tests.component.webhook.conftest import Api
+from tests.harness import account, controlplane
 
 pytestmark = pytest.mark.component
 

@@ -1,7 +1,7 @@
 """A named local control plane that outlives the command starting it.
 
 ``make cluster-up`` / ``make cluster-down`` (and the demo) run
-``python -m ichor.testing.stack up|down --name NAME``: ``up`` starts etcd and
+``python -m tests.harness.stack up|down --name NAME``: ``up`` starts etcd and
 kube-apiserver detached, writes their pids, ports and the admin kubeconfig under
 ``$ICHOR_CACHE/stacks/NAME/`` and prints how to use it; ``down`` stops them and removes
 the folder. A second ``up`` of a running stack only prints it again.
@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from ichor.testing import binaries, controlplane
+from tests.harness import binaries, controlplane
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _STOP_GRACE = 10.0
@@ -111,7 +111,7 @@ def down(name: str) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m ichor.testing.stack",
+        prog="python -m tests.harness.stack",
         description="Start or stop a local etcd + kube-apiserver that keeps running.",
     )
     parser.add_argument("command", choices=["up", "down", "status"])
@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"kubeconfig {state['kubeconfig']}")
     print(f"export KUBECONFIG={state['kubeconfig']}")
     print(f"# kubectl of the same minor: {kubectl}")
-    print(f"# stop with: python -m ichor.testing.stack down --name {args.name}")
+    print(f"# stop with: python -m tests.harness.stack down --name {args.name}")
     return 0
 
 

@@ -45,7 +45,7 @@ from typing import Any, TypedDict
 
 import yaml
 
-from ichor.testing import binaries, certs
+from tests.harness import binaries, certs
 
 ADMIN_USER = "ichor-admin"
 ADMIN_GROUPS = ("system:masters",)
@@ -229,7 +229,7 @@ class ControlPlane:
     def start(self) -> ControlPlane:
         """Start etcd, then kube-apiserver; return once ``/readyz`` answers ``ok``.
 
-        Raises :class:`ichor.testing.binaries.MissingBinaryError` when ``make testenv``
+        Raises :class:`tests.harness.binaries.MissingBinaryError` when ``make testenv``
         has not run, and :class:`ControlPlaneError` when a process does not come up.
         """
         etcd_binary = binaries.find("etcd")

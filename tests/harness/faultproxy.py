@@ -20,7 +20,7 @@ import aiohttp
 from aiohttp import web
 from yarl import URL
 
-from ichor.testing.registry import BackgroundLoop
+from tests.harness.registry import BackgroundLoop
 
 _FORWARDED = ("Content-Type", "Link", "WWW-Authenticate", "Retry-After", "Location")
 _HOP_BY_HOP = {"host", "connection", "content-length", "transfer-encoding", "accept-encoding"}

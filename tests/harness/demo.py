@@ -3,7 +3,7 @@
 It builds nothing itself (``make testenv`` has built or cached the binaries) and starts,
 under the stack name ``demo`` (``$ICHOR_CACHE/stacks/demo``):
 
-- the local control plane (etcd and kube-apiserver on loopback, ``ichor.testing.stack``),
+- the local control plane (etcd and kube-apiserver on loopback, ``tests.harness.stack``),
   and a second small one that stands for an older running cluster the story adopts;
 - the test OCI registry with its token server, seeded with realistic Talos
   (``siderolabs/installer-base``) and Kubernetes (``siderolabs/kubelet``) tag sets: real
@@ -19,7 +19,7 @@ server, with its own. No kubelet or Job controller runs, so the demo plays each 
 outcome (and the versions the nodes or the DaemonSet then report) and says so.
 
 It leaves everything running and prints the kubeconfig; ``make demo-down``
-(``python -m ichor.testing.stack down --name demo``) stops the operator and the registry
+(``python -m tests.harness.stack down --name demo``) stops the operator and the registry
 and the second API server too, because their pids are recorded in the stack's
 ``state.json`` with the others.
 It refuses to run over a demo already running: that one is stopped first, so every run
@@ -51,9 +51,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from ichor.api import kinds, records
 from ichor.release.pinned import PINNED
-from ichor.testing import account, binaries, certs, controlplane, stack
-from ichor.testing import registry as test_registry
 from ichor.webhook import server
+from tests.harness import account, binaries, certs, checkout, controlplane, stack
+from tests.harness import registry as test_registry
 
 T = TypeVar("T")
 
@@ -64,8 +64,7 @@ NAMESPACE = "default"
 CLUSTER = "prod"
 PLAIN_USER = "nadia"
 HOLDER = "olivia"
-ROOT = Path(__file__).resolve().parents[2]
-CRDS = ROOT / "crds"
+CRDS = checkout.CRDS
 
 TALOS_REPOSITORY = "siderolabs/installer-base"
 KUBERNETES_REPOSITORY = "siderolabs/kubelet"
@@ -281,8 +280,8 @@ class Demo:
         registry_dir.mkdir(parents=True, exist_ok=True)
         self.spawn(
             "registry",
-            ["-m", "ichor.testing.demo", "serve-registry", "--workdir", str(registry_dir)],
-            controlplane.loopback_env(),
+            ["-m", "tests.harness.demo", "serve-registry", "--workdir", str(registry_dir)],
+            checkout.python_env(controlplane.loopback_env()),
         )
         self.edge_plane()
         ready = _wait_for(
@@ -923,7 +922,7 @@ def _rbac() -> list[dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m ichor.testing.demo", description=__doc__.split("\n\n")[0]
+        prog="python -m tests.harness.demo", description=__doc__.split("\n\n")[0]
     )
     sub = parser.add_subparsers(dest="command")
     serve = sub.add_parser("serve-registry", help="(internal) run the seeded demo registry")

@@ -28,9 +28,9 @@ from typing import Any
 
 import yaml
 
-from ichor.testing import binaries, certs, controlplane
+from tests.harness import binaries, certs, checkout, controlplane
 
-CHART = Path(__file__).resolve().parents[2] / "charts" / "ichor"
+CHART = checkout.CHART
 #: The chart's release name (its ClusterRole is named after it).
 RELEASE = "ichor"
 NAMESPACE = "ichor-system"

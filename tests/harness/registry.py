@@ -52,7 +52,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from yarl import URL
 
-from ichor.testing import binaries
+from tests.harness import binaries
 
 T = TypeVar("T")
 
@@ -591,7 +591,7 @@ async def _gather_all(coros: list[Awaitable[None]]) -> None:
 
 
 def _main(argv: list[str] | None = None) -> int:
-    """``python -m ichor.testing.registry [--seed REPO=N ...]``: run until interrupted."""
+    """``python -m tests.harness.registry [--seed REPO=N ...]``: run until interrupted."""
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
