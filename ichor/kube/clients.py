@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+import aiohttp
 import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.api_client import ApiClient
@@ -42,8 +43,11 @@ async def operator_client() -> ApiClient:
     return ApiClient(configuration=configuration)
 
 
-async def client_from_kubeconfig(kubeconfig: bytes | str, *, origin: str) -> ApiClient:
-    """A client built from the text of a kubeconfig; ``origin`` names it in errors."""
+async def client_from_kubeconfig(
+    kubeconfig: bytes | str, *, origin: str, idle_seconds: float | None = None
+) -> ApiClient:
+    """A client built from the text of a kubeconfig; ``origin`` names it in errors.
+    ``idle_seconds``: how long an idle connection is kept (None: aiohttp's 15 s)."""
     try:
         loaded: Any = yaml.safe_load(kubeconfig)
     except yaml.YAMLError as error:
@@ -55,7 +59,25 @@ async def client_from_kubeconfig(kubeconfig: bytes | str, *, origin: str) -> Api
         await config.load_kube_config_from_dict(loaded, client_configuration=configuration)
     except (config.ConfigException, KeyError, TypeError, ValueError) as error:
         raise KubeconfigError(f"{origin} is not a usable kubeconfig: {error}") from error
-    return ApiClient(configuration=configuration)
+    api = ApiClient(configuration=configuration)
+    if idle_seconds is not None:
+        keep_idle_connections(api, seconds=idle_seconds)
+    return api
+
+
+def keep_idle_connections(api: ApiClient, *, seconds: float) -> None:
+    """Close the connections of ``api`` once idle for ``seconds``.
+
+    kubernetes_asyncio builds its aiohttp connector itself and takes no keep-alive, so it
+    is set on the connector it built; an aiohttp without that attribute is refused here
+    rather than silently keeping every connection.
+    """
+    connector = api.rest_client.pool_manager.connector
+    if not isinstance(connector, aiohttp.TCPConnector) or not hasattr(
+        connector, "_keepalive_timeout"
+    ):
+        raise TypeError(f"cannot set the keep-alive of {type(connector).__name__}")
+    connector._keepalive_timeout = seconds
 
 
 @dataclass(frozen=True)
