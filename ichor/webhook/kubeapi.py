@@ -26,6 +26,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ichor.api import kinds
 from ichor.kube import clients, identity
 from ichor.webhook import admission
+from ichor.webhook.access_cache import AccessCache
 from ichor.webhook.reviews import ClusterRef, Requester
 
 #: Seconds any one API call of the webhook may take (the configuration allows 5 in all).
@@ -101,8 +102,12 @@ class KubeBackend:
     it was made in (its connection pool does), hence one per loop.
     """
 
-    def __init__(self, *, kubeconfig: Path | None = None) -> None:
+    def __init__(
+        self, *, kubeconfig: Path | None = None, answers: AccessCache | None = None
+    ) -> None:
         self._kubeconfig = kubeconfig
+        #: SubjectAccessReview answers, kept a few seconds per requester, verb and cluster.
+        self._answers = answers if answers is not None else AccessCache()
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, client.ApiClient] = (
             weakref.WeakKeyDictionary()
         )
@@ -190,6 +195,15 @@ class KubeBackend:
         )
 
     async def holds_override(self, requester: Requester, ref: ClusterRef) -> bool:
+        kept = self._answers.get(requester, verb=admission.VERB, ref=ref)
+        if kept is not None:
+            return kept
+        allowed = await self._access_review(requester, ref)
+        self._answers.put(requester, verb=admission.VERB, ref=ref, allowed=allowed)
+        return allowed
+
+    async def _access_review(self, requester: Requester, ref: ClusterRef) -> bool:
+        """The API server's answer (raises ``ApiUnavailable``; nothing is kept then)."""
         api = client.AuthorizationV1Api(await self._api())
         try:
             review = await api.create_subject_access_review(
