@@ -41,7 +41,7 @@ import aiohttp
 
 from ichor.api import kinds
 from ichor.kube.patching import merge_patch
-from tests.benches._api import MERGE, Endpoint, call, clusters_path, pool
+from tests.benches._api import MERGE, Endpoint, Profile, call, clusters_path, pool
 from tests.harness import account, controlplane
 from tests.support import operator as support
 
@@ -254,6 +254,8 @@ class Run:
     cpu_interval: float
     first_bytes: int
     change_bytes: int
+    #: py-spy's top frames (``ICHOR_BENCH_PROFILE``): start, then the observe interval.
+    profile: tuple[str, ...] = ()
 
 
 async def _limit(
@@ -302,11 +304,17 @@ async def _one_size(
             name=f"ichor-fleet-{size}",
             daemon=True,
         )
+        profile_start, profile_steady = (
+            Profile(f"fleet-{size}-start"),
+            Profile(f"fleet-{size}-steady"),
+        )
         try:
             started = time.monotonic()
             process.start()
             assert process.pid is not None
+            profile_start.start(process.pid)
             done = await watcher.wait(FIRST_DEFAULT, alive=process.is_alive)
+            profiled = profile_start.stop()
             cpu_start = _proc(process.pid)[0]
             first = {name: _status(body) for name, body in watcher.bodies.items()}
             await _targets(session, CHANGED)
@@ -314,8 +322,10 @@ async def _one_size(
             followed = await watcher.wait(CHANGED_DEFAULT, alive=process.is_alive)
             await asyncio.sleep(2.0)  # Events after the last write
             cpu_before = _proc(process.pid)[0]
+            profile_steady.start(process.pid)
             await asyncio.sleep(OBSERVE_INTERVAL)
             cpu_after, rss, peak = _proc(process.pid)
+            profiled += profile_steady.stop()
             if not process.is_alive():
                 raise RuntimeError("the operator stopped during the observe interval")
         finally:
@@ -345,6 +355,7 @@ async def _one_size(
         cpu_interval=cpu_after - cpu_before,
         first_bytes=len(json.dumps({"status": before})),
         change_bytes=len(json.dumps({"status": change_patch})),
+        profile=tuple(profiled),
     )
 
 
@@ -376,6 +387,7 @@ def report(runs: list[Run]) -> list[str]:
             f"({OBSERVE_INTERVAL:.0f} s; {run.cpu_interval / OBSERVE_INTERVAL * 100:.0f}% "
             f"of a core)"
         )
+        lines += run.profile
     largest = runs[-1]
     worst = max(max(r.start / r.limit_start, r.change / r.limit_change) for r in runs)
     lines.append(
