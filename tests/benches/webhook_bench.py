@@ -30,7 +30,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ichor.webhook import server, validating
-from tests.benches._api import Endpoint, clusters_path, quantiles
+from tests.benches._api import Endpoint, Profile, clusters_path, quantiles
 from tests.component.webhook import harness
 from tests.harness import account, certs, controlplane
 from tests.support import gowebhook
@@ -185,6 +185,10 @@ def _measure(work: Path) -> list[str]:
             daemon=True,
         )
         child.start()
+        assert child.pid is not None
+        profile = Profile("webhook-ichor")
+        profile.start(child.pid)
+        profiled: list[str] = []
         url = f"https://127.0.0.1:{port}"
         ichor = [
             dict(server.render_mutating_configuration(
@@ -226,10 +230,11 @@ def _measure(work: Path) -> list[str]:
                                     own[concurrency] += _served(timings)[before:]
                 finally:
                     states.close()
+                    profiled = profile.stop()
         finally:
             child.terminate()
             child.join(10)
-    return report(samples, own, asyncio.run(_handler_times(HANDLER_SAMPLES)))
+    return report(samples, own, asyncio.run(_handler_times(HANDLER_SAMPLES))) + profiled
 
 
 def _ratio(ours: float, theirs: float) -> tuple[str, float]:
