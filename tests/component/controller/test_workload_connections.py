@@ -21,9 +21,9 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from ichor.controller.clusters import WORKLOAD_IDLE_SECONDS
-from ichor.testing import controlplane
 from tests.component.controller.conftest import FAST, Objects, Operator, Workload, eventually
 from tests.component.controller.test_clusters import TARGETS, observed, talos_nodes
+from tests.harness import controlplane
 
 pytestmark = pytest.mark.component
 
