@@ -32,8 +32,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from ichor.api import kinds
-from ichor.api.conditions import ClusterReason
+from ichor.api.conditions import ClusterConditionType, ClusterReason
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, TalosClusterStatus
+from ichor.controller.autopatch import runner as autopatch
 from ichor.controller.environment import env_float
 from ichor.controller.observe import Observation, observe
 from ichor.controller.queue import WorkQueue
@@ -45,7 +46,7 @@ from ichor.controller.status import (
     evaluate,
     read_spec,
 )
-from ichor.kube import events, metrics
+from ichor.kube import conditions, events, metrics
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
     KubeconfigError,
@@ -131,12 +132,21 @@ def _observed_generation(body: Mapping[str, Any]) -> int | None:
     return int(value) if value is not None else None
 
 
+def _auto_patch_parts(body: Mapping[str, Any] | None) -> tuple[object, object]:
+    if body is None:
+        return None, None
+    return (body.get("spec") or {}).get("autoPatch"), (body.get("status") or {}).get("autoPatch")
+
+
 class ClusterController:
     def __init__(self, api: ApiClient, settings: ControllerSettings) -> None:
         self.api = api
         self.settings = settings
         self.clusters: dict[Key, _Cluster] = {}
         self.installation = Installation()
+        #: The IchorInstallation as last seen, for auto-patch (its settings and record).
+        self.installation_body: Mapping[str, Any] | None = None
+        self.autopatch = autopatch.AutoPatcher(api=api)
         self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=settings.workers)
         self._workload: dict[SecretKey, tuple[str, ApiClient]] = {}
         #: Pending or Running operations by (namespace, operation name): their cluster
@@ -166,6 +176,7 @@ class ClusterController:
             logger.warning("IchorInstallation not read at startup: %s", error)
             return
         self.installation = Installation.from_body(body)
+        self.installation_body = body
 
     async def stop(self) -> None:
         await self.queue.stop()
@@ -220,8 +231,11 @@ class ClusterController:
         )
 
     def installation_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        installation = Installation.from_body(None if event_type == "DELETED" else body)
-        if installation == self.installation:
+        raw = None if event_type == "DELETED" else body
+        installation = Installation.from_body(raw)
+        before = _auto_patch_parts(self.installation_body)
+        self.installation_body = raw
+        if installation == self.installation and before == _auto_patch_parts(raw):
             return
         self.installation = installation
         for key in self.clusters:
@@ -260,7 +274,34 @@ class ClusterController:
             now=datetime.now(UTC).replace(microsecond=0),
             active=self.active_operations(key),
         )
-        patch = merge_patch(raw_status, outcome.status.to_api())
+        now = datetime.now(UTC).replace(microsecond=0)
+        new_status = outcome.status
+        auto = autopatch.Result(status=new_status.auto_patch, condition=None)
+        if spec is not None:
+            auto = await self.autopatch.reconcile(
+                body=body,
+                status=new_status,
+                not_ready=cluster.observation.nodes.not_ready if cluster.observation else None,
+                workload=self._cached_workload(cluster.source),
+                installation=self.installation_body,
+                now=now,
+            )
+            kept = tuple(
+                c for c in new_status.conditions if c.type != ClusterConditionType.AUTO_PATCH_READY
+            )
+            merged = (
+                kept
+                if auto.condition is None
+                else conditions.merge(
+                    new_status.conditions,
+                    [auto.condition.model_copy(update={"observed_generation": generation})],
+                    now=now,
+                )
+            )
+            new_status = new_status.model_copy(
+                update={"auto_patch": auto.status, "conditions": merged}
+            )
+        patch = merge_patch(raw_status, new_status.to_api())
         metrics.upgrades_available(
             namespace=namespace, cluster=name, choices=outcome.status.upgrade_choices
         )
@@ -286,12 +327,16 @@ class ClusterController:
             if self.clusters.get(key) is cluster:
                 cluster.body = written
             await self._post(body, outcome.events)
+            await autopatch.post(self.api, body, auto.events)
 
         if spec is None:
             cluster.parked_generation = generation
             return  # left alone until the spec changes
         cluster.parked_generation = None
-        self.queue.add_after(key, cluster.next_observe - loop.time())
+        delay = cluster.next_observe - loop.time()
+        if auto.wake_at is not None:
+            delay = min(delay, max((auto.wake_at - now).total_seconds(), 1.0))
+        self.queue.add_after(key, delay)
 
     async def _post(self, body: Mapping[str, Any], planned: Sequence[PlannedEvent]) -> None:
         involved = events.reference(body)
@@ -326,6 +371,13 @@ class ClusterController:
         delay = self.settings.backoff(cluster.failures)
         cluster.next_observe = loop.time() + delay
         logger.info("workload cluster not read (retry in %.0f s): %s", delay, failure.message)
+
+    def _cached_workload(self, source: SecretKey | None) -> ApiClient | None:
+        """The client the last read of the workload cluster used (no request)."""
+        if source is None:
+            return self.api
+        cached = self._workload.get(source)
+        return cached[1] if cached else None
 
     async def _workload_client(self, source: SecretKey | None) -> ApiClient:
         if source is None:

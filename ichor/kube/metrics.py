@@ -94,6 +94,36 @@ WEBHOOK_DECISIONS = Counter(
     ["result"],
     registry=REGISTRY,
 )
+AUTO_PATCH_WINDOW_OPEN = Gauge(
+    "ichor_auto_patch_window_open",
+    "1 while a maintenance window of the TalosCluster is open (auto-patch configured only).",
+    ["namespace", "cluster"],
+    registry=REGISTRY,
+)
+AUTO_PATCH_NEXT_WINDOW = Gauge(
+    "ichor_auto_patch_next_window_timestamp_seconds",
+    "Unix time the open window opened, or the next one opens (0: none is due).",
+    ["namespace", "cluster"],
+    registry=REGISTRY,
+)
+AUTO_PATCH_RUNS = Counter(
+    "ichor_auto_patch_runs",
+    "Auto-patch operations by result (started, refused, succeeded, failed).",
+    ["result"],
+    registry=REGISTRY,
+)
+AUTO_PATCH_GATE_FAILURES = Counter(
+    "ichor_auto_patch_gate_failures",
+    "Health gates that newly stopped an auto-patch start, by gate.",
+    ["gate"],
+    registry=REGISTRY,
+)
+AUTO_PATCH_HALTS = Counter(
+    "ichor_auto_patch_halts",
+    "Versions halted for the fleet after a failed auto-patch, by component.",
+    ["component"],
+    registry=REGISTRY,
+)
 COMPONENTS = ("talos", "kubernetes")
 
 
@@ -147,6 +177,41 @@ def cluster_forgotten(key: tuple[str, str]) -> None:
     for component in COMPONENTS:
         with contextlib.suppress(KeyError):
             UPGRADES_AVAILABLE.remove(namespace, cluster, component)
+    for gauge in (AUTO_PATCH_WINDOW_OPEN, AUTO_PATCH_NEXT_WINDOW):
+        with contextlib.suppress(KeyError):
+            gauge.remove(namespace, cluster)
+
+
+# --- auto-patch -----------------------------------------------------------------------------
+
+
+def auto_patch_window(
+    *, namespace: str, cluster: str, open_: bool | None, next_start: datetime | None
+) -> None:
+    """The window state just decided for one cluster (``open_`` None: not configured)."""
+    if open_ is None:
+        cluster_key = (namespace, cluster)
+        for gauge in (AUTO_PATCH_WINDOW_OPEN, AUTO_PATCH_NEXT_WINDOW):
+            with contextlib.suppress(KeyError):
+                gauge.remove(*cluster_key)
+        return
+    AUTO_PATCH_WINDOW_OPEN.labels(namespace=namespace, cluster=cluster).set(1 if open_ else 0)
+    AUTO_PATCH_NEXT_WINDOW.labels(namespace=namespace, cluster=cluster).set(
+        next_start.timestamp() if next_start else 0
+    )
+
+
+def auto_patch_run(*, result: str) -> None:
+    """An auto-patch operation was started, refused, or ended (``result`` lower case)."""
+    AUTO_PATCH_RUNS.labels(result=result.lower()).inc()
+
+
+def auto_patch_gate_failed(*, gate: str) -> None:
+    AUTO_PATCH_GATE_FAILURES.labels(gate=gate).inc()
+
+
+def auto_patch_halted(*, component: str) -> None:
+    AUTO_PATCH_HALTS.labels(component=component).inc()
 
 
 # --- operations -----------------------------------------------------------------------------

@@ -81,6 +81,19 @@ _STOPPED = frozenset(
 )
 
 
+#: The reasons that name a health gate.
+GATES = frozenset(
+    {
+        Reason.CLUSTER_NOT_READY,
+        Reason.NODES_NOT_READY,
+        Reason.NODES_DIFFER,
+        Reason.VERSIONS_INCOMPATIBLE,
+        Reason.RELEASE_LIST_STALE,
+        Reason.WORKLOAD_NOT_READY,
+    }
+)
+
+
 class EventReason(StrEnum):
     STARTED = "AutoPatchStarted"
     FAILED = "AutoPatchFailed"

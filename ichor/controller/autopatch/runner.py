@@ -1,0 +1,478 @@
+"""Auto-patch's I/O: read what ``decide`` needs, start what it decides, record the fleet's
+halts and first-seen times on the IchorInstallation.
+
+The TalosCluster controller calls ``AutoPatcher.reconcile`` in its own reconcile, after it
+computed the cluster's status, and writes ``status.autoPatch`` and the ``AutoPatchReady``
+condition in the same status write: one writer of a TalosCluster's status. A cluster
+auto-patch is not configured for costs nothing here (no request).
+
+Starts are taken one at a time for the whole operator (a lock around "count the fleet's
+running auto-patch operations, then create"), so ``maxConcurrentClusters`` holds between
+clusters reconciled at the same time; the count is a fresh list of the API server, never
+a cache, so a restart counts what is there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+from pydantic import ValidationError
+
+from ichor.api import kinds
+from ichor.api.autopatch import (
+    RESUME_ANNOTATION,
+    AutoPatchSpec,
+    FleetAutoPatchSpec,
+    FleetAutoPatchStatus,
+    LastRun,
+    RunResult,
+)
+from ichor.api.conditions import Condition
+from ichor.api.ichorinstallation import UpgradeTargets
+from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
+from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType, Phase, StartedBy
+from ichor.controller.autopatch import decide as decisions
+from ichor.controller.autopatch.policy import effective, max_concurrent
+from ichor.controller.talosoperation import starter, starts
+from ichor.kube import events, metrics
+from ichor.kube.clients import REQUEST_TIMEOUT
+from ichor.kube.patching import MERGE_PATCH
+from ichor.upgrade.target import Component
+
+logger = logging.getLogger(__name__)
+
+TRANSIENT = (ApiException, aiohttp.ClientError, TimeoutError, OSError)
+#: Seconds the workload's ``/readyz`` may take.
+READYZ_TIMEOUT = 5.0
+
+
+def _read(model: Any, raw: object) -> Any:
+    if not isinstance(raw, Mapping):
+        return None
+    try:
+        return model.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+@dataclass(frozen=True)
+class Result:
+    """What the cluster controller writes and posts for auto-patch."""
+
+    #: None: no ``status.autoPatch`` (not configured); the condition goes too.
+    status: Any
+    condition: Condition | None
+    events: tuple[decisions.PlannedEvent, ...] = ()
+    wake_at: datetime | None = None
+
+
+def parse_run(body: Mapping[str, Any], *, cluster_uid: str) -> decisions.Run | None:
+    meta: Mapping[str, Any] = body.get("metadata") or {}
+    spec: Mapping[str, Any] = body.get("spec") or {}
+    status: Mapping[str, Any] = body.get("status") or {}
+    created = meta.get("creationTimestamp")
+    try:
+        when = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    raw_phase = status.get("phase")
+    try:
+        phase = Phase(raw_phase) if raw_phase is not None else None
+    except ValueError:
+        phase = None
+    labels = meta.get("labels") or {}
+    owners = meta.get("ownerReferences") or []
+    owned = any(isinstance(o, Mapping) and o.get("uid") == cluster_uid for o in owners)
+    return decisions.Run(
+        name=str(meta.get("name") or ""),
+        type=str(spec.get("type") or ""),
+        version=str(spec.get("version") or ""),
+        phase=phase,
+        created=when,
+        auto_patch=labels.get(STARTED_BY_LABEL) == StartedBy.AUTO_PATCH.value and owned,
+        message=str(status["message"]) if status.get("message") else None,
+    )
+
+
+class AutoPatcher:
+    def __init__(self, *, api: ApiClient) -> None:
+        self.api = api
+        self.objects = client.CustomObjectsApi(api)
+        self._lock = asyncio.Lock()
+
+    async def _operations(
+        self, namespace: str | None, *, selector: str = ""
+    ) -> list[dict[str, Any]]:
+        if namespace is None:
+            listed = await self.objects.list_cluster_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                kinds.Plural.TALOS_OPERATIONS,
+                label_selector=selector,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        else:
+            listed = await self.objects.list_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                namespace,
+                kinds.Plural.TALOS_OPERATIONS,
+                label_selector=selector,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        items: list[dict[str, Any]] = listed.get("items") or []
+        return items
+
+    async def _busy(self) -> frozenset[str]:
+        """Clusters with an auto-patch operation Pending or Running, fleet-wide."""
+        found: set[str] = set()
+        selector = f"{STARTED_BY_LABEL}={StartedBy.AUTO_PATCH.value}"
+        for body in await self._operations(None, selector=selector):
+            phase = (body.get("status") or {}).get("phase")
+            if phase in (None, Phase.PENDING.value, Phase.RUNNING.value):
+                meta = body.get("metadata") or {}
+                ref = ((body.get("spec") or {}).get("clusterRef") or {}).get("name")
+                found.add(f"{meta.get('namespace')}/{ref}")
+        return frozenset(found)
+
+    async def _readyz(self, workload: ApiClient) -> decisions.Probe:
+        try:
+            async with asyncio.timeout(READYZ_TIMEOUT):
+                await workload.call_api(
+                    "/readyz",
+                    "GET",
+                    auth_settings=["BearerToken"],
+                    response_types_map={"200": "str"},
+                    _return_http_data_only=True,
+                    _preload_content=False,
+                    _request_timeout=READYZ_TIMEOUT,
+                )
+        except ApiException as error:
+            raw = error.body
+            text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")
+            detail = text.strip().splitlines()
+            said = f": {detail[-1][:200]}" if detail else ""
+            return decisions.Probe(ok=False, message=f"answered {error.status}{said}")
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
+            return decisions.Probe(ok=False, message=f"did not answer: {error or 'timeout'}")
+        return decisions.Probe(ok=True)
+
+    async def _installation(self) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = await self.objects.get_cluster_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                kinds.Plural.ICHOR_INSTALLATIONS,
+                kinds.INSTALLATION_NAME,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return found
+
+    async def _write_fleet(self, body: Mapping[str, Any], fleet: FleetAutoPatchStatus) -> bool:
+        """Write ``status.autoPatch`` of the installation read as ``body`` (False: it
+        changed meanwhile, or the write failed; the next check tries again)."""
+        version = (body.get("metadata") or {}).get("resourceVersion")
+        request: dict[str, Any] = {"status": {"autoPatch": fleet.to_api()}}
+        if version:
+            request["metadata"] = {"resourceVersion": version}
+        try:
+            await self.objects.patch_cluster_custom_object_status(
+                kinds.GROUP,
+                kinds.VERSION,
+                kinds.Plural.ICHOR_INSTALLATIONS,
+                kinds.INSTALLATION_NAME,
+                request,
+                _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # missing from the stubs
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        except TRANSIENT as error:
+            logger.warning("auto-patch: IchorInstallation status not written: %s", error)
+            return False
+        return True
+
+    async def reconcile(
+        self,
+        *,
+        body: Mapping[str, Any],
+        status: TalosClusterStatus,
+        not_ready: tuple[str, ...] | None,
+        workload: ApiClient | None,
+        installation: Mapping[str, Any] | None,
+        now: datetime,
+    ) -> Result:
+        meta: Mapping[str, Any] = body.get("metadata") or {}
+        namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+        raw_spec: Mapping[str, Any] = body.get("spec") or {}
+        own = _read(AutoPatchSpec, raw_spec.get("autoPatch"))
+        fleet_spec = _read(
+            FleetAutoPatchSpec, ((installation or {}).get("spec") or {}).get("autoPatch")
+        )
+        policy = effective(cluster=own, fleet=fleet_spec)
+        previous_condition = next((c for c in status.conditions if c.type == decisions.READY), None)
+        if not policy.configured:
+            return Result(status=None, condition=None)
+        try:
+            spec = TalosClusterSpec.model_validate(raw_spec)
+        except ValidationError:
+            return Result(status=status.auto_patch, condition=previous_condition)
+        annotations: Mapping[str, Any] = meta.get("annotations") or {}
+        resume = annotations.get(RESUME_ANNOTATION)
+        cluster = decisions.Cluster(
+            namespace=namespace,
+            name=name,
+            spec=spec,
+            status=status,
+            resume=str(resume) if resume else None,
+            not_ready=not_ready,
+        )
+        uid = str(meta.get("uid") or "")
+        try:
+            runs = [
+                run
+                for item in await self._operations(namespace)
+                if ((item.get("spec") or {}).get("clusterRef") or {}).get("name") == name
+                for run in [parse_run(item, cluster_uid=uid)]
+                if run is not None
+            ]
+        except TRANSIENT as error:
+            logger.warning("auto-patch of %s/%s: operations not listed: %s", namespace, name, error)
+            return Result(status=status.auto_patch, condition=previous_condition)
+
+        fleet_status = (
+            _read(FleetAutoPatchStatus, ((installation or {}).get("status") or {}).get("autoPatch"))
+            or FleetAutoPatchStatus()
+        )
+        fleet = decisions.Fleet(
+            halts=decisions.live_halts(fleet_status.halts, now=now),
+            seen=decisions.seen_map(fleet_status.seen),
+            max_concurrent=max_concurrent(fleet_spec),
+        )
+        if policy.enabled and installation is not None:
+            fleet_status, fleet = await self._record_seen(installation, fleet_status, fleet, now)
+
+        decision = decisions.decide(cluster=cluster, policy=policy, runs=runs, fleet=fleet, now=now)
+        if decision.needs_probe:
+            async with self._lock:
+                fleet = decisions.Fleet(
+                    halts=fleet.halts, seen=fleet.seen, max_concurrent=fleet.max_concurrent,
+                    busy=await self._busy_or_all(name=f"{namespace}/{name}"),
+                )  # fmt: skip
+                probe = (
+                    await self._readyz(workload)
+                    if workload is not None
+                    else decisions.Probe(ok=False, message="cannot be asked")
+                )
+                decision = decisions.decide(
+                    cluster=cluster, policy=policy, runs=runs, fleet=fleet, now=now, readyz=probe
+                )
+                if decision.start is not None:
+                    decision = await self._start(
+                        decision, body=body, now=now, previous=previous_condition
+                    )
+        if decision.halt is not None and installation is not None:
+            await self._record_halt(decision, now=now)
+        self._count(previous=status.auto_patch, decision=decision, old=previous_condition)
+        metrics.auto_patch_window(
+            namespace=namespace,
+            cluster=name,
+            open_=decision.status.window_open if decision.status else None,
+            next_start=(
+                decision.status.next_window.start
+                if decision.status and decision.status.next_window
+                else None
+            ),
+        )
+        return Result(
+            status=decision.status,
+            condition=decision.condition,
+            events=decision.events,
+            wake_at=decision.wake_at,
+        )
+
+    @staticmethod
+    def _count(*, previous: Any, decision: decisions.Decision, old: Condition | None) -> None:
+        """Metrics of what changed: a run that ended, a gate that newly stopped a start."""
+        new = decision.condition
+        if (
+            new is not None
+            and new.reason in decisions.GATES
+            and (old is None or old.reason != new.reason)
+        ):
+            metrics.auto_patch_gate_failed(gate=new.reason)
+        before = previous.last_run if previous is not None else None
+        after = decision.status.last_run if decision.status is not None else None
+        if after is None or after.result not in (RunResult.SUCCEEDED, RunResult.FAILED):
+            return
+        if before is None or (before.operation, before.result) != (after.operation, after.result):
+            metrics.auto_patch_run(result=after.result.value)
+
+    async def _busy_or_all(self, *, name: str) -> frozenset[str]:
+        try:
+            return await self._busy()
+        except TRANSIENT as error:
+            logger.warning("auto-patch: the fleet's operations not listed: %s", error)
+            # counted as full: nothing starts on a count that could not be made
+            return frozenset({f"unknown/{n}" for n in range(1000)})
+
+    async def _record_seen(
+        self,
+        installation: Mapping[str, Any],
+        fleet_status: FleetAutoPatchStatus,
+        fleet: decisions.Fleet,
+        now: datetime,
+    ) -> tuple[FleetAutoPatchStatus, decisions.Fleet]:
+        targets = _read(UpgradeTargets, (installation.get("status") or {}).get("upgradeTargets"))
+        listed: dict[Component, Sequence[str] | None] = {
+            Component.TALOS: targets.talos if targets else None,
+            Component.KUBERNETES: targets.kubernetes if targets else None,
+        }
+        seen = decisions.record_seen(fleet_status.seen, listed=listed, now=now)
+        if seen is None:
+            return fleet_status, fleet
+        async with self._lock:
+            fresh = await self._installation_or_none()
+            if fresh is None:
+                return fleet_status, fleet
+            current = (
+                _read(FleetAutoPatchStatus, (fresh.get("status") or {}).get("autoPatch"))
+                or FleetAutoPatchStatus()
+            )
+            seen = decisions.record_seen(current.seen, listed=listed, now=now)
+            if seen is None:
+                return current, decisions.Fleet(
+                    halts=fleet.halts, seen=decisions.seen_map(current.seen),
+                    max_concurrent=fleet.max_concurrent,
+                )  # fmt: skip
+            updated = current.model_copy(update={"seen": seen})
+            await self._write_fleet(fresh, updated)
+        return updated, decisions.Fleet(
+            halts=fleet.halts, seen=decisions.seen_map(seen), max_concurrent=fleet.max_concurrent
+        )
+
+    async def _installation_or_none(self) -> dict[str, Any] | None:
+        try:
+            return await self._installation()
+        except TRANSIENT as error:
+            logger.warning("auto-patch: IchorInstallation not read: %s", error)
+            return None
+
+    async def _record_halt(self, decision: decisions.Decision, *, now: datetime) -> None:
+        halt = decision.halt
+        assert halt is not None
+        async with self._lock:
+            for _ in range(3):
+                fresh = await self._installation_or_none()
+                if fresh is None:
+                    return
+                current = (
+                    _read(FleetAutoPatchStatus, (fresh.get("status") or {}).get("autoPatch"))
+                    or FleetAutoPatchStatus()
+                )
+                if any(h.operation == halt.operation for h in current.halts):
+                    return
+                halts = (*decisions.live_halts(current.halts, now=now), halt)[-64:]
+                if await self._write_fleet(fresh, current.model_copy(update={"halts": halts})):
+                    metrics.auto_patch_halted(component=halt.component)
+                    return
+
+    async def _start(
+        self,
+        decision: decisions.Decision,
+        *,
+        body: Mapping[str, Any],
+        now: datetime,
+        previous: Condition | None,
+    ) -> decisions.Decision:
+        plan = decision.start
+        assert plan is not None
+        assert decision.status is not None
+        request = starts.StartRequest(
+            cluster=starts.ClusterTarget.from_body(body),
+            type=OperationType(plan.component.value),
+            version=plan.version,
+            started_by=StartedBy.AUTO_PATCH,
+            attempt=plan.attempt,
+            reason=plan.reason,
+        )
+        try:
+            started = await starter.start_operation(self.api, request=request)
+        except starter.StartRefused as error:
+            metrics.auto_patch_run(result="Refused")
+            return decisions.refused(
+                decision,
+                message=f"the start of {plan.component.value} {plan.version} was refused: "
+                f"{error.message}; it is tried again at the next check",
+                now=now,
+                previous=previous,
+            )
+        except TRANSIENT as error:
+            return decisions.refused(
+                decision,
+                message=f"the start of {plan.component.value} {plan.version} failed: {error}; "
+                "it is tried again at the next check",
+                now=now,
+                previous=previous,
+            )
+        run = parse_run(started.body, cluster_uid=str((body.get("metadata") or {}).get("uid")))
+        last = LastRun(
+            operation=started.name,
+            component=plan.component.value,
+            version=plan.version,
+            result=RunResult.PENDING if run is None or run.phase is None else RunResult(run.phase),
+            time=run.created if run else now,
+        )
+        status = decision.status.model_copy(
+            update={
+                "last_run": last,
+                "message": f"{decision.status.message}: TalosOperation {started.name}",
+            }
+        )
+        planned = list(decision.events)
+        if started.created:
+            metrics.auto_patch_run(result="Started")
+            planned.append(
+                decisions.PlannedEvent(
+                    decisions.NORMAL,
+                    decisions.EventReason.STARTED,
+                    f"started TalosOperation {started.name}: {plan.reason}",
+                )
+            )
+        return decisions.Decision(
+            status=status,
+            condition=decision.condition.model_copy(update={"message": status.message})
+            if decision.condition
+            else None,
+            events=tuple(planned),
+            start=plan,
+            wake_at=decision.wake_at,
+        )
+
+
+async def post(
+    api: ApiClient, body: Mapping[str, Any], planned: Sequence[decisions.PlannedEvent]
+) -> None:
+    involved = events.reference(body)
+    for event in planned:
+        try:
+            await events.emit(
+                api,
+                involved,
+                type_=events.EventType(event.type),
+                reason=event.reason.value,
+                message=event.message,
+            )
+        except TRANSIENT as error:
+            logger.warning("event %s on %s not posted: %s", event.reason, involved, error)
