@@ -250,3 +250,24 @@ def create(
 
     verb = "planning" if dry_run else "creating"
     return call(target, f"{verb} the {kind}", write)
+
+
+def patch_cluster(target: Target, name: str, patch: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge-patch the TalosCluster ``name`` (judged by the webhook like any update)."""
+
+    def write() -> dict[str, Any]:
+        return cast(
+            dict[str, Any],
+            target.custom.patch_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                target.namespace,
+                kinds.Plural.TALOS_CLUSTERS,
+                name,
+                dict(patch),
+                _content_type="application/merge-patch+json",
+                _request_timeout=REQUEST_TIMEOUT,
+            ),
+        )
+
+    return call(target, f"updating TalosCluster {target.namespace}/{name}", write)

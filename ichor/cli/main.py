@@ -13,7 +13,7 @@ import sys
 
 import click
 
-from ichor.cli import clusters, common, kube, upgrades
+from ichor.cli import autopatch, clusters, common, kube, upgrades
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -33,6 +33,7 @@ cli.add_command(clusters.adopt)
 cli.add_command(clusters.status)
 cli.add_command(upgrades.upgrade)
 cli.add_command(upgrades.cni)
+cli.add_command(autopatch.autopatch)
 
 
 def main(argv: list[str] | None = None) -> int:

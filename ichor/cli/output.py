@@ -155,6 +155,10 @@ def status_table(rows: list[views.StatusRow], *, namespaces: bool) -> None:
         "READY",
     ):
         table.add_column(column, no_wrap=True)
+    # the column is there once any cluster has auto-patch configured
+    auto_patch = any(row.auto_patch != "-" for row in rows)
+    if auto_patch:
+        table.add_column("AUTO-PATCH", no_wrap=True)
     for row in rows:
         cells = [
             row.name,
@@ -165,6 +169,7 @@ def status_table(rows: list[views.StatusRow], *, namespaces: bool) -> None:
             row.talos_upgrade,
             row.kubernetes_upgrade,
             row.ready,
+            *([row.auto_patch] if auto_patch else []),
         ]
         table.add_row(*([row.namespace, *cells] if namespaces else cells))
     with out.capture() as captured:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -226,6 +227,9 @@ class StatusRow:
     kubernetes_upgrade: str
     ready: str
     message: str
+    #: One cell: "-" (not configured), "suspended", "failed", "open until ...", "next ...".
+    auto_patch: str = "-"
+    auto_patch_json: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -239,7 +243,35 @@ class StatusRow:
             "kubernetesUpgrade": self.kubernetes_upgrade,
             "ready": self.ready,
             "message": self.message,
+            "autoPatch": self.auto_patch_json,
         }
+
+
+def _moment(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%MZ")
+
+
+def auto_patch_cell(cluster: Cluster) -> tuple[str, dict[str, Any] | None, str]:
+    """The AUTO-PATCH cell, its JSON and the message a person must read (or "")."""
+    recorded = cluster.status.auto_patch
+    if recorded is None:
+        return "-", None, ""
+    ready = cluster.condition("AutoPatchReady")
+    message = ready[1] if ready is not None and ready[0] == "False" else ""
+    window = recorded.next_window
+    if not recorded.enabled:
+        cell = "off"
+    elif recorded.suspension is not None:
+        cell = "failed"
+    elif recorded.reason == "Suspended":
+        cell = "suspended"
+    elif recorded.window_open and window is not None:
+        cell = f"open until {_moment(window.end)}"
+    elif window is not None:
+        cell = f"next {_moment(window.start)}"
+    else:
+        cell = recorded.reason or "-"
+    return cell, recorded.to_api(), message
 
 
 def _running(spec: str, observed: str | None) -> str:
@@ -269,6 +301,8 @@ def status_row(cluster: Cluster) -> StatusRow:
         message = compatible[1]
     elif ready is not None and ready[0] != "True":
         message = ready[1]
+    auto_cell, auto_json, auto_message = auto_patch_cell(cluster)
+    message = message or auto_message
     return StatusRow(
         namespace=cluster.namespace,
         name=cluster.name,
@@ -280,6 +314,8 @@ def status_row(cluster: Cluster) -> StatusRow:
         kubernetes_upgrade=(kube_choice.default if kube_choice and kube_choice.default else "-"),
         ready=ready[0] if ready else "Unknown",
         message=message,
+        auto_patch=auto_cell,
+        auto_patch_json=auto_json,
     )
 
 
