@@ -199,8 +199,11 @@ async def test_an_open_window_patches_talos_then_kubernetes_unattended(
     done = await the_reason(objects, "UpToDate")
     assert auto_status(done)["lastRun"]["result"] == "Succeeded"
     assert auto_status(done)["windowOpen"] is True
-    reasons = await objects.reasons("prod")
-    assert reasons.count("AutoPatchStarted") == 2
+    await eventually(
+        lambda: objects.reasons("prod"),
+        lambda reasons: reasons.count("AutoPatchStarted") == 2,
+        what="one AutoPatchStarted Event per start",
+    )
     assert len(await auto_operations(objects)) == 2  # and nothing more: a next minor is not taken
     await set_versions(ready, talos="v1.14.3", kubelet="v1.36.6")
 
@@ -321,7 +324,7 @@ async def test_a_failed_patch_suspends_the_cluster_halts_the_version_and_resume_
                            what="the retry after resume")  # fmt: skip
     (retry,) = [o for o in ops if o["metadata"]["name"] != name]
     assert retry["spec"]["version"] == "v1.14.5"
-    assert "AutoPatchResumed" in await objects.reasons("prod")
+    assert await objects.saw_events("prod", "AutoPatchResumed")
     await objects.delete_operation(retry["metadata"]["name"])
 
 

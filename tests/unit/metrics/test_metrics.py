@@ -92,3 +92,42 @@ def test_serve_exposes_the_metrics_over_http() -> None:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
         text = response.read().decode()
     assert "ichor_webhook_decisions_total" in text
+
+
+def test_auto_patch_window_gauges_follow_the_decision_and_go_with_the_cluster() -> None:
+    start = datetime(2026, 6, 1, 2, 0, tzinfo=UTC)
+    metrics.auto_patch_window(namespace="ns", cluster="ap", open_=True, next_start=start)
+    assert sample("ichor_auto_patch_window_open", namespace="ns", cluster="ap") == 1
+    assert (
+        sample("ichor_auto_patch_next_window_timestamp_seconds", namespace="ns", cluster="ap")
+        == start.timestamp()
+    )
+    metrics.auto_patch_window(namespace="ns", cluster="ap", open_=False, next_start=None)
+    assert sample("ichor_auto_patch_window_open", namespace="ns", cluster="ap") == 0
+    metrics.auto_patch_window(namespace="ns", cluster="ap", open_=None, next_start=None)
+    assert (
+        metrics.REGISTRY.get_sample_value(
+            "ichor_auto_patch_window_open", {"namespace": "ns", "cluster": "ap"}
+        )
+        is None
+    )
+    metrics.auto_patch_window(namespace="ns", cluster="ap", open_=True, next_start=start)
+    metrics.cluster_forgotten(("ns", "ap"))
+    assert (
+        metrics.REGISTRY.get_sample_value(
+            "ichor_auto_patch_window_open", {"namespace": "ns", "cluster": "ap"}
+        )
+        is None
+    )
+
+
+def test_auto_patch_runs_gates_and_halts_are_counted() -> None:
+    runs = sample("ichor_auto_patch_runs_total", result="failed")
+    gates = sample("ichor_auto_patch_gate_failures_total", gate="NodesNotReady")
+    halts = sample("ichor_auto_patch_halts_total", component="talos")
+    metrics.auto_patch_run(result="Failed")
+    metrics.auto_patch_gate_failed(gate="NodesNotReady")
+    metrics.auto_patch_halted(component="talos")
+    assert sample("ichor_auto_patch_runs_total", result="failed") == runs + 1
+    assert sample("ichor_auto_patch_gate_failures_total", gate="NodesNotReady") == gates + 1
+    assert sample("ichor_auto_patch_halts_total", component="talos") == halts + 1
