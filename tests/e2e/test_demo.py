@@ -143,6 +143,13 @@ STORY = [
     "Plan accepted: Kubernetes to v1.36.7 for TalosCluster default/edge",
     "=== Step 12:",
     "$ ichor status",
+    "=== Step 13: An open window patches a cluster unattended (auto-patch)",
+    "$ kubectl patch taloscluster prod --type=merge",
+    "AutoPatchStarted",
+    "Kubernetes v1.36.7, the newest patch of the running minor",
+    "$ ichor status",
+    "AUTO-PATCH",
+    "with a window open, auto-patch started TalosOperation auto-patch-prod-kubernetes-v1-36-7-",
 ]
 
 

@@ -50,6 +50,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 
 from ichor.api import kinds, records
+from ichor.api.talosoperation import STARTED_BY_LABEL, StartedBy
 from ichor.release.pinned import PINNED
 from ichor.webhook import server
 from tests.harness import account, binaries, certs, checkout, controlplane, stack
@@ -74,6 +75,8 @@ CHART_REPOSITORY = "ichor-dev/charts/ichor"
 START_CILIUM = PINNED.cilium_chart
 #: Talos the demo's operation moves to (the default choice: the newest 1.14 patch).
 TALOS_TARGET = "v1.14.5"
+#: The newest Kubernetes patch of the running minor the registry lists: auto-patch's.
+KUBERNETES_PATCH = "v1.36.7"
 #: A Kubernetes the embedded Cilium does not run (1.20 runs 1.33 to 1.36).
 INCOMPATIBLE_KUBERNETES = "v1.37.2"
 #: The older cluster the demo adopts: its own small API server, below the release set.
@@ -476,7 +479,11 @@ class Demo:
         address: str | None = None,
         kubeconfig: tuple[str, ...] = (),
     ) -> None:
-        status: dict[str, Any] = {"nodeInfo": _node_info(talos=talos, kubelet=kubelet)}
+        status: dict[str, Any] = {
+            "nodeInfo": _node_info(talos=talos, kubelet=kubelet),
+            # as a kubelet reports a healthy node (auto-patch waits for every Node Ready)
+            "conditions": [_node_ready()],
+        }
         if address is not None:
             status["addresses"] = [
                 {"type": "InternalIP", "address": address},
@@ -773,6 +780,42 @@ class Demo:
         self.step(12, "One table of clusters")
         self.run(f"{admin} status")
 
+        self.step(13, "An open window patches a cluster unattended (auto-patch)")
+        _say(
+            "(The window is open all day so the demo need not wait for one, and minReleaseAge "
+            "is 0m rather than the default 72h; the demo plays the Job once more, and the "
+            f"Nodes then report kubelet {KUBERNETES_PATCH}.)"
+        )
+        settings = {
+            "components": ["talos", "kubernetes"],
+            "windows": [{"schedule": "0 0 * * *", "duration": "24h", "timeZone": "UTC"}],
+            "minReleaseAge": "0m",
+        }
+        patch = json.dumps({"spec": {"autoPatch": settings}})
+        self.run(f"kubectl patch taloscluster {CLUSTER} --type=merge -p '{patch}'")
+        operation = _wait_for("the operation auto-patch starts", self._auto_patch_operation)
+        job = self.play_job(operation, after=self._kubelets_on_patch)
+        self.wait_cluster(
+            f"Kubernetes {KUBERNETES_PATCH} applied and observed",
+            lambda body: (
+                (body.get("spec") or {}).get("kubernetesVersion") == KUBERNETES_PATCH
+                and (body.get("status") or {}).get("kubernetesVersion") == KUBERNETES_PATCH
+                and (((body.get("status") or {}).get("autoPatch") or {}).get("lastRun") or {}).get(
+                    "result"
+                )
+                == "Succeeded"
+            ),
+        )
+        self.run("kubectl get events --field-selector reason=AutoPatchStarted")
+        self.run(f"{admin} status")
+        self.notice(
+            f"with a window open, auto-patch started TalosOperation {operation} by itself: "
+            f"Kubernetes {KUBERNETES_PATCH}, the newest patch of the running minor (Talos "
+            f"already runs its newest patch, {TALOS_TARGET}; a next minor is never taken). The "
+            f"same webhook admitted it, the demo played Job {job}, and the executor moved the "
+            "spec."
+        )
+
     def _newest_operation(self, type_: str) -> str | None:
         body = self.get(f"{kinds.Plural.TALOS_OPERATIONS}.{kinds.GROUP}", "-n", NAMESPACE) or {}
         for item in body.get("items") or []:
@@ -784,6 +827,19 @@ class Demo:
         config = ("--kubeconfig", str(self.dir / EDGE / "kubeconfig"))
         daemonset = json.dumps(_cilium_daemonset(PINNED.cilium_chart))
         self.kubectl(*config, "apply", "-f", "-", input=daemonset)
+
+    def _auto_patch_operation(self) -> str | None:
+        body = self.get(
+            f"{kinds.Plural.TALOS_OPERATIONS}.{kinds.GROUP}", "-n", NAMESPACE,
+            "-l", f"{STARTED_BY_LABEL}={StartedBy.AUTO_PATCH.value}",
+        ) or {}  # fmt: skip
+        for item in body.get("items") or []:
+            return str(item["metadata"]["name"])
+        return None
+
+    def _kubelets_on_patch(self) -> None:
+        for name in ("prod-cp-1", "prod-cp-2", "prod-worker-1"):
+            self.set_node(name, talos=TALOS_TARGET, kubelet=KUBERNETES_PATCH)
 
     def _nodes_on_target(self) -> None:
         for name in ("prod-cp-1", "prod-cp-2", "prod-worker-1"):
@@ -807,6 +863,18 @@ def _capture(fn: Callable[[], None], sink: list[str]) -> Callable[[], None]:
             sink.append(f"error: {error}")
 
     return run
+
+
+def _node_ready() -> dict[str, str]:
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return {
+        "type": "Ready",
+        "status": "True",
+        "reason": "KubeletReady",
+        "message": "kubelet is posting ready status",
+        "lastHeartbeatTime": now,
+        "lastTransitionTime": now,
+    }
 
 
 def _condition(type_: str, now: str) -> dict[str, str]:
