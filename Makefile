@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle printable \
         bench demo demo-down cluster-up cluster-down image image-base clean node compat-json \
-        runtime-deps
+        runtime-deps configuration
 
 help:
 	@echo "The two commands:"
@@ -36,6 +36,7 @@ help:
 	@echo "  make oracle        the Go program that answers as upstream Talos machinery does"
 	@echo "  make printable     rewrite ichor/release/go_printable.py from the oracle"
 	@echo "  make compat-json   rewrite tests/gotools/compat.json (the table the Go webhook reads)"
+	@echo "  make configuration rewrite docs/configuration.md's tables from ichor/settings.py"
 	@echo "  make image         the operator image (Docker engine or buildah; IMAGE_OUTPUT=, IMAGE_PUSH=)"
 	@echo "  make image-base    the image tools and the Debian base the image test builds on"
 	@echo "  make runtime-deps  pyproject's runtime dependencies alone, the venv the wheel test imports with"
@@ -98,6 +99,10 @@ test: check testenv oracle image-base runtime-deps
 
 bench: $(STAMP) testenv oracle
 	$(BIN)/python -m tests.bench
+
+# docs/configuration.md's tables, from ichor/settings.py (a unit test keeps them equal).
+configuration: $(STAMP)
+	$(BIN)/python -m tests.support.configuration docs/configuration.md
 
 # The runtime dependencies alone (no [dev]), cached: the wheel test imports the wheel with them.
 runtime-deps: $(STAMP)

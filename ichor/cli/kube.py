@@ -14,7 +14,6 @@ override would pass it, the hint to use ``--override``.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -79,13 +78,10 @@ class Target:
         return client.CoreV1Api(self.api)
 
 
-def _kubeconfig_file(kubeconfig: str | None) -> str | None:
-    return kubeconfig or os.environ.get("KUBECONFIG") or None
-
-
 def connect(*, kubeconfig: str | None, context: str | None, namespace: str | None) -> Target:
-    """A client for the chosen kubeconfig and context, and the namespace to use."""
-    path = _kubeconfig_file(kubeconfig)
+    """A client for the chosen kubeconfig (None: ``~/.kube/config``) and context, and the
+    namespace to use."""
+    path = kubeconfig or None
     try:
         api = config.new_client_from_config(config_file=path, context=context)  # type: ignore[no-untyped-call]
         contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]

@@ -8,12 +8,12 @@ raises it instead for whoever is debugging.
 
 from __future__ import annotations
 
-import os
 import sys
 
 import click
 
 from ichor.cli import autopatch, clusters, common, kube, upgrades
+from ichor.settings import CliSettings
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -36,10 +36,17 @@ cli.add_command(upgrades.cni)
 cli.add_command(autopatch.autopatch)
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run ``ichor``; returns the exit code (the console script exits with it)."""
+def main(argv: list[str] | None = None, *, settings: CliSettings | None = None) -> int:
+    """Run ``ichor``; returns the exit code (the console script exits with it).
+    ``settings`` are read from the environment when not given."""
+    settings = settings if settings is not None else CliSettings.from_env()
     try:
-        cli.main(args=argv, prog_name="ichor", standalone_mode=False)
+        cli.main(
+            args=argv,
+            prog_name="ichor",
+            standalone_mode=False,
+            obj=common.Connection(kubeconfig=settings.kubeconfig),
+        )
     except click.exceptions.Exit as done:
         return int(done.exit_code)
     except click.ClickException as error:
@@ -54,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"Refused: {denial.message}", err=True)
         return common.EXIT_REFUSED
     except Exception as error:
-        if os.environ.get("ICHOR_DEBUG"):
+        if settings.debug:
             raise
         click.echo(
             f"Error: ichor stopped on an unexpected {type(error).__name__}: {error} "

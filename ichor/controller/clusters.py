@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -35,7 +34,6 @@ from ichor.api import kinds
 from ichor.api.conditions import ClusterConditionType, ClusterReason
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, TalosClusterStatus
 from ichor.controller.autopatch import runner as autopatch
-from ichor.controller.environment import env_float
 from ichor.controller.observe import Observation, observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.status import (
@@ -54,6 +52,7 @@ from ichor.kube.clients import (
     read_secret_key,
 )
 from ichor.kube.patching import merge_patch, patch_status
+from ichor.settings import ControllerSettings
 
 logger = logging.getLogger(__name__)
 
@@ -66,36 +65,6 @@ WORKLOAD_IDLE_SECONDS = 2.0
 
 Key = tuple[str, str]  # (namespace, name)
 SecretKey = tuple[str, str, str]  # (namespace, secret name, data key)
-
-
-@dataclass(frozen=True)
-class ControllerSettings:
-    """How often and how hard the controller reads the workload clusters."""
-
-    #: Seconds between two reads of a reachable workload cluster.
-    observe_interval: float = 60.0
-    #: First wait after a failed read; doubles per failure up to ``backoff_max``.
-    backoff_initial: float = 5.0
-    backoff_max: float = 300.0
-    #: Seconds one read of a workload cluster may take in all.
-    observe_timeout: float = 20.0
-    #: Clusters reconciled at the same time.
-    workers: int = 8
-
-    @classmethod
-    def from_env(cls) -> ControllerSettings:
-        """From ``ICHOR_OBSERVE_INTERVAL``, ``ICHOR_BACKOFF_INITIAL``, ``ICHOR_BACKOFF_MAX``,
-        ``ICHOR_OBSERVE_TIMEOUT`` and ``ICHOR_WORKERS`` (seconds; a count)."""
-        return cls(
-            observe_interval=env_float("ICHOR_OBSERVE_INTERVAL", cls.observe_interval),
-            backoff_initial=env_float("ICHOR_BACKOFF_INITIAL", cls.backoff_initial),
-            backoff_max=env_float("ICHOR_BACKOFF_MAX", cls.backoff_max),
-            observe_timeout=env_float("ICHOR_OBSERVE_TIMEOUT", cls.observe_timeout),
-            workers=int(os.environ.get("ICHOR_WORKERS") or cls.workers),
-        )
-
-    def backoff(self, failures: int) -> float:
-        return float(min(self.backoff_initial * 2 ** max(failures - 1, 0), self.backoff_max))
 
 
 @dataclass

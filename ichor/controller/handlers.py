@@ -9,33 +9,18 @@ kopf's default registry and a test its own.
 from __future__ import annotations
 
 import dataclasses
-import os
-from collections.abc import Mapping
 from typing import Any
 
 import kopf
 
 from ichor.api import kinds
-from ichor.controller.clusters import ClusterController, ControllerSettings
+from ichor.controller.clusters import ClusterController
 from ichor.kube.clients import operator_client
+from ichor.settings import ControllerSettings, KubeSettings, Settings
 
 #: The memo key of the running controller (and of settings a caller may pass in).
 CONTROLLER = "ichor_cluster_controller"
 SETTINGS = "ichor_controller_settings"
-
-
-async def start(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) -> None:
-    # The controller posts its own Events; kopf's log-to-Event posting would duplicate
-    # them with handler chatter.
-    settings.posting.enabled = False
-    given = memo.get(SETTINGS)
-    controller = ClusterController(
-        api=await operator_client(),
-        settings=given if isinstance(given, ControllerSettings) else ControllerSettings.from_env(),
-    )
-    await controller.load_installation()
-    controller.start()
-    memo[CONTROLLER] = controller
 
 
 async def stop(memo: kopf.Memo, **_: Any) -> None:
@@ -60,37 +45,54 @@ async def installation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) ->
     controller.installation_event(event.get("type"), event["object"])
 
 
-def in_cluster_server(environ: Mapping[str, str]) -> str | None:
-    """The API server's address as the kubelet gives it to every container
-    (``KUBERNETES_SERVICE_HOST``/``_PORT``, which client-go reads too), or None."""
-    host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT")
-    if not (host and port):
-        return None
-    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
-
-
-def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
+def login(*, kube: KubeSettings | None = None, **kwargs: Any) -> kopf.ConnectionInfo | None:
     """In a Pod its service account, else ``$KUBECONFIG`` (or ``~/.kube/config``).
 
     kopf's service-account login names the server ``https://kubernetes.default.svc``,
     which needs the cluster's DNS; the operator's own clients use the address the kubelet
     gives, so kopf is given it too and starts even while cluster DNS does not answer.
+    Without ``kube``, the environment's (``KubeSettings.from_env()``).
     """
     info: kopf.ConnectionInfo | None = kopf.login_with_service_account(**kwargs)
     if info is None:
         return kopf.login_with_kubeconfig(**kwargs)
-    server = in_cluster_server(os.environ)
+    server = (kube if kube is not None else KubeSettings.from_env()).in_cluster_server
     return dataclasses.replace(info, server=server) if server else info
 
 
-def register(registry: kopf.OperatorRegistry, *, with_login: bool = True) -> None:
-    """Put the controller's handlers into ``registry``."""
+def register(
+    registry: kopf.OperatorRegistry, *, settings: Settings | None = None, with_login: bool = True
+) -> None:
+    """Put the controller's handlers into ``registry``; ``settings`` (else the
+    environment's, read at start) are the operator's, a ``SETTINGS`` memo entry wins for
+    the controller's own part."""
+
+    def chosen() -> Settings:
+        return settings if settings is not None else Settings.from_env()
+
+    async def start(memo: kopf.Memo, **kwargs: Any) -> None:
+        # The controller posts its own Events; kopf's log-to-Event posting would duplicate
+        # them with handler chatter.
+        operator_settings: kopf.OperatorSettings = kwargs["settings"]
+        operator_settings.posting.enabled = False
+        given, running = memo.get(SETTINGS), chosen()
+        controller = ClusterController(
+            api=await operator_client(kube=running.kube),
+            settings=given if isinstance(given, ControllerSettings) else running.clusters,
+        )
+        await controller.load_installation()
+        controller.start()
+        memo[CONTROLLER] = controller
+
+    def login_(**kwargs: Any) -> kopf.ConnectionInfo | None:
+        return login(kube=chosen().kube, **kwargs)
+
     # Explicit ids: kopf keys an activity's progress by id, and other modules register
     # functions named start/stop too; with equal ids only one of them would run.
     kopf.on.startup(id="clusters-start", registry=registry)(start)
     kopf.on.cleanup(id="clusters-stop", registry=registry)(stop)
     if with_login:
-        kopf.on.login(id="ichor-login", registry=registry)(login)
+        kopf.on.login(id="ichor-login", registry=registry)(login_)
     kopf.on.event(
         kinds.GROUP,
         kinds.VERSION,

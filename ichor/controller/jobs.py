@@ -26,10 +26,9 @@ the first node would reboot nodes that already moved.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypedDict
 
@@ -38,11 +37,7 @@ from ichor.api.talosoperation import OperationType
 from ichor.release import steps
 from ichor.release.pinned import PINNED
 from ichor.release.versions import VersionError
-
-#: The Image Factory schematic of a plain Talos install (no extensions, no extra args).
-DEFAULT_SCHEMATIC = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
-#: Where the embedded Cilium chart is pulled from (its version is ``PINNED.cilium_chart``).
-DEFAULT_CILIUM_CHART = "oci://quay.io/cilium/charts/cilium"
+from ichor.settings import ExecutorSettings
 
 #: Labels and annotations on every Job (a label value holds at most 63 characters, so
 #: names that may be longer go into annotations).
@@ -130,67 +125,6 @@ def target_nodes(items: Iterable[Mapping[str, Any]]) -> NodeList:
 def upgrade_order(nodes: Iterable[TargetNode]) -> tuple[TargetNode, ...]:
     """Control plane first, then workers; by name within each, so the order is stable."""
     return tuple(sorted(nodes, key=lambda n: (n.role is not NodeRole.CONTROL_PLANE, n.name)))
-
-
-def _env_args(name: str, default: tuple[str, ...]) -> tuple[str, ...]:
-    value = os.environ.get(name)
-    return tuple(value.split()) if value is not None else default
-
-
-@dataclass(frozen=True)
-class ExecutorSettings:
-    """Images, commands and limits of the Jobs (operator settings, from the environment).
-
-    ``talosctl_image`` is a template: ``{version}`` becomes the Talos release the command
-    is for (the target of a Talos upgrade, the running Talos for ``upgrade-k8s``).
-    """
-
-    talosctl_image: str = "ghcr.io/siderolabs/talosctl:{version}"
-    helm_image: str = "docker.io/alpine/helm:3.19.0"
-    image_factory: str = "factory.talos.dev"
-    installer: str = "metal-installer"
-    default_schematic: str = DEFAULT_SCHEMATIC
-    cilium_chart: str = DEFAULT_CILIUM_CHART
-    cilium_chart_version: str = PINNED.cilium_chart
-    cilium_release: str = "cilium"
-    cilium_namespace: str = "kube-system"
-    #: Extra arguments of each command (replace the defaults to change a command).
-    talos_upgrade_args: tuple[str, ...] = ("--wait",)
-    upgrade_k8s_args: tuple[str, ...] = ()
-    helm_args: tuple[str, ...] = ("--reset-then-reuse-values", "--wait", "--timeout", "15m")
-    #: The Jobs' service account; None: the namespace's default, with no token mounted
-    #: unless the Job talks to the cluster the operator runs in.
-    service_account: str | None = None
-    #: Seconds the whole Job may run before Kubernetes fails it.
-    active_deadline_seconds: int = 6 * 3600
-    image_pull_policy: str = "IfNotPresent"
-    extra_labels: Mapping[str, str] = field(default_factory=dict)
-
-    @classmethod
-    def from_env(cls) -> ExecutorSettings:
-        """From ``ICHOR_TALOSCTL_IMAGE``, ``ICHOR_HELM_IMAGE``, ``ICHOR_IMAGE_FACTORY``,
-        ``ICHOR_INSTALLER``, ``ICHOR_DEFAULT_SCHEMATIC``, ``ICHOR_CILIUM_CHART``,
-        ``ICHOR_CILIUM_RELEASE``, ``ICHOR_CILIUM_NAMESPACE``, ``ICHOR_TALOS_UPGRADE_ARGS``,
-        ``ICHOR_UPGRADE_K8S_ARGS``, ``ICHOR_HELM_ARGS`` (space-separated),
-        ``ICHOR_EXECUTOR_SERVICE_ACCOUNT`` and ``ICHOR_JOB_DEADLINE`` (seconds)."""
-        base = cls()
-        env = os.environ.get
-        return replace(
-            base,
-            talosctl_image=env("ICHOR_TALOSCTL_IMAGE") or base.talosctl_image,
-            helm_image=env("ICHOR_HELM_IMAGE") or base.helm_image,
-            image_factory=env("ICHOR_IMAGE_FACTORY") or base.image_factory,
-            installer=env("ICHOR_INSTALLER") or base.installer,
-            default_schematic=env("ICHOR_DEFAULT_SCHEMATIC") or base.default_schematic,
-            cilium_chart=env("ICHOR_CILIUM_CHART") or base.cilium_chart,
-            cilium_release=env("ICHOR_CILIUM_RELEASE") or base.cilium_release,
-            cilium_namespace=env("ICHOR_CILIUM_NAMESPACE") or base.cilium_namespace,
-            talos_upgrade_args=_env_args("ICHOR_TALOS_UPGRADE_ARGS", base.talos_upgrade_args),
-            upgrade_k8s_args=_env_args("ICHOR_UPGRADE_K8S_ARGS", base.upgrade_k8s_args),
-            helm_args=_env_args("ICHOR_HELM_ARGS", base.helm_args),
-            service_account=env("ICHOR_EXECUTOR_SERVICE_ACCOUNT") or None,
-            active_deadline_seconds=int(env("ICHOR_JOB_DEADLINE") or base.active_deadline_seconds),
-        )
 
 
 @dataclass(frozen=True, slots=True)

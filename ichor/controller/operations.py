@@ -39,9 +39,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -67,6 +65,7 @@ from ichor.kube.clients import (
     read_secret_key,
 )
 from ichor.kube.patching import MERGE_PATCH, merge_patch
+from ichor.settings import OperationSettings, Settings
 
 logger = logging.getLogger(__name__)
 
@@ -85,27 +84,6 @@ class Conflict(Exception):
 
 class Transient(Exception):
     """Something outside may answer later (a workload cluster, a 5xx): retry later."""
-
-
-@dataclass(frozen=True)
-class OperationSettings:
-    #: Seconds between two looks at a cluster with a Running operation when no event
-    #: comes (Job events normally drive it).
-    resync_interval: float = 30.0
-    #: Seconds before a step that met a transient failure runs again.
-    retry_delay: float = 5.0
-    workers: int = 4
-    executor: jobs.ExecutorSettings = field(default_factory=jobs.ExecutorSettings)
-
-    @classmethod
-    def from_env(cls) -> OperationSettings:
-        base = cls()
-        return cls(
-            resync_interval=float(os.environ.get("ICHOR_OPERATION_RESYNC") or base.resync_interval),
-            retry_delay=float(os.environ.get("ICHOR_OPERATION_RETRY") or base.retry_delay),
-            workers=int(os.environ.get("ICHOR_OPERATION_WORKERS") or base.workers),
-            executor=jobs.ExecutorSettings.from_env(),
-        )
 
 
 #: Called before every status write with the operation as read (a test seam: a write in
@@ -819,16 +797,6 @@ def _no_nodes(cluster: ClusterState, nodes: jobs.NodeList, *, control_plane: boo
 # --- kopf wiring ------------------------------------------------------------------------
 
 
-async def start(memo: kopf.Memo, **_: Any) -> None:
-    given = memo.get(SETTINGS)
-    controller = OperationController(
-        api=await operator_client(),
-        settings=given if isinstance(given, OperationSettings) else OperationSettings.from_env(),
-    )
-    controller.start()
-    memo[CONTROLLER] = controller
-
-
 async def stop(memo: kopf.Memo, **_: Any) -> None:
     controller = memo.get(CONTROLLER)
     if isinstance(controller, OperationController):
@@ -850,8 +818,21 @@ async def job_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
         controller.job_event(event["object"])
 
 
-def register(registry: kopf.OperatorRegistry) -> None:
-    """Put the executor's handlers into ``registry`` (the operator calls it on import)."""
+def register(registry: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
+    """Put the executor's handlers into ``registry``; ``settings`` (else the environment's,
+    read at start) are the operator's, a ``SETTINGS`` memo entry wins for the controller's
+    own part."""
+
+    async def start(memo: kopf.Memo, **_: Any) -> None:
+        given = memo.get(SETTINGS)
+        running = settings if settings is not None else Settings.from_env()
+        controller = OperationController(
+            api=await operator_client(kube=running.kube),
+            settings=given if isinstance(given, OperationSettings) else running.operations,
+        )
+        controller.start()
+        memo[CONTROLLER] = controller
+
     kopf.on.startup(id="operations-start", registry=registry)(start)
     kopf.on.cleanup(id="operations-stop", registry=registry)(stop)
     kopf.on.event(

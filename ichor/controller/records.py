@@ -34,6 +34,7 @@ from ichor.controller.queue import WorkQueue
 from ichor.kube import events
 from ichor.kube.clients import REQUEST_TIMEOUT, client_from_kubeconfig, operator_client
 from ichor.kube.patching import MERGE_PATCH
+from ichor.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -195,17 +196,6 @@ class Recorder:
 # --- kopf wiring ------------------------------------------------------------------------
 
 
-async def start(memo: kopf.Memo, **_: Any) -> None:
-    kubeconfig = memo.get(KUBECONFIG)
-    if isinstance(kubeconfig, Path):
-        api = await client_from_kubeconfig(kubeconfig.read_bytes(), origin=str(kubeconfig))
-    else:
-        api = await operator_client()
-    recorder = Recorder(api)
-    recorder.start()
-    memo[RECORDER] = recorder
-
-
 async def stop(memo: kopf.Memo, **_: Any) -> None:
     recorder = memo.get(RECORDER)
     if isinstance(recorder, Recorder):
@@ -225,8 +215,22 @@ async def operation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> No
         recorder.event(kinds.Plural.TALOS_OPERATIONS, event["object"])
 
 
-def register(registry: kopf.OperatorRegistry) -> None:
-    """Put the recorder's handlers into ``registry`` (the operator and the webhook tests)."""
+def register(registry: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
+    """Put the recorder's handlers into ``registry`` (the operator and the webhook tests);
+    ``settings`` (else the environment's, read at start) say how to reach the cluster, a
+    ``KUBECONFIG`` memo entry wins."""
+
+    async def start(memo: kopf.Memo, **_: Any) -> None:
+        kubeconfig = memo.get(KUBECONFIG)
+        if isinstance(kubeconfig, Path):
+            api = await client_from_kubeconfig(kubeconfig.read_bytes(), origin=str(kubeconfig))
+        else:
+            running = settings if settings is not None else Settings.from_env()
+            api = await operator_client(kube=running.kube)
+        recorder = Recorder(api)
+        recorder.start()
+        memo[RECORDER] = recorder
+
     kopf.on.startup(id="records-start", registry=registry)(start)
     kopf.on.cleanup(id="records-stop", registry=registry)(stop)
     kopf.on.event(

@@ -45,13 +45,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.metadata
 import logging
-import os
 import random
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import Any, TypeVar
@@ -77,13 +75,13 @@ from ichor.api.ichorinstallation import (
     PullSecretRef,
     UpgradeTargets,
 )
-from ichor.controller.environment import env_float
 from ichor.kube import conditions as kube_conditions
 from ichor.kube import events, metrics
 from ichor.kube.clients import REQUEST_TIMEOUT, KubeconfigError, operator_client, read_secret_key
 from ichor.kube.events import EventType
 from ichor.kube.patching import MERGE_PATCH, merge_patch
 from ichor.release.versions import Version, VersionError, parse
+from ichor.settings import ReleaseCheckSettings, Settings
 from ichor.upgrade.targets import finals
 
 logger = logging.getLogger(__name__)
@@ -507,42 +505,6 @@ def next_status(
 # --- settings and the running check ------------------------------------------------------
 
 
-def installed_version() -> str:
-    """The version of the running Ichor: ``$ICHOR_VERSION``, else the package's."""
-    given = os.environ.get("ICHOR_VERSION")
-    if given:
-        return given
-    try:
-        return importlib.metadata.version("ichor")
-    except importlib.metadata.PackageNotFoundError:
-        return "0.0.0"
-
-
-@dataclass(frozen=True)
-class ReleaseCheckSettings:
-    """How the operator runs the check; the spec says what and how often."""
-
-    #: Seconds after a failed listing before the next try (never beyond the interval).
-    retry_failed: float = 600.0
-    #: Seconds after a failed status write before the next try.
-    retry_write: float = 30.0
-    #: Seconds of random wait before a due check, so replicas rarely list together.
-    jitter: float = 10.0
-    #: A cap on the spec's interval (a demo or a test lists every few seconds).
-    max_interval: float | None = None
-    running_version: str = field(default_factory=installed_version)
-    limits: registry.Limits = field(default_factory=registry.Limits)
-
-    @classmethod
-    def from_env(cls) -> ReleaseCheckSettings:
-        """From ``ICHOR_RELEASE_RETRY`` and ``ICHOR_RELEASE_MAX_INTERVAL`` (seconds) and
-        ``ICHOR_VERSION``."""
-        return cls(
-            retry_failed=env_float("ICHOR_RELEASE_RETRY") or cls.retry_failed,
-            max_interval=env_float("ICHOR_RELEASE_MAX_INTERVAL"),
-        )
-
-
 @dataclass(frozen=True)
 class _Attempt:
     """The last check this process ran: the watch may not have shown its write yet."""
@@ -873,18 +835,6 @@ class ReleaseCheck:
 # --- kopf wiring --------------------------------------------------------------------------
 
 
-async def start(memo: kopf.Memo, **_: Any) -> None:
-    given = memo.get(SETTINGS)
-    check = ReleaseCheck(
-        api=await operator_client(),
-        settings=given
-        if isinstance(given, ReleaseCheckSettings)
-        else ReleaseCheckSettings.from_env(),
-    )
-    check.start()
-    memo[RELEASE_CHECK] = check
-
-
 async def stop(memo: kopf.Memo, **_: Any) -> None:
     check = memo.get(RELEASE_CHECK)
     if isinstance(check, ReleaseCheck):
@@ -898,8 +848,21 @@ async def installation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) ->
         check.installation_event(event.get("type"), event["object"])
 
 
-def register(registry_: kopf.OperatorRegistry) -> None:
-    """Put the release check's handlers into ``registry_`` (``ichor.operator`` calls this)."""
+def register(registry_: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
+    """Put the release check's handlers into ``registry_``; ``settings`` (else the
+    environment's, read at start) are the operator's, a ``SETTINGS`` memo entry wins for
+    the check's own part."""
+
+    async def start(memo: kopf.Memo, **_: Any) -> None:
+        given = memo.get(SETTINGS)
+        running = settings if settings is not None else Settings.from_env()
+        check = ReleaseCheck(
+            api=await operator_client(kube=running.kube),
+            settings=given if isinstance(given, ReleaseCheckSettings) else running.release_check,
+        )
+        check.start()
+        memo[RELEASE_CHECK] = check
+
     kopf.on.startup(id="releasecheck-start", registry=registry_)(start)
     kopf.on.cleanup(id="releasecheck-stop", registry=registry_)(stop)
     kopf.on.event(

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +19,8 @@ from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from ichor.settings import KubeSettings
+
 #: Seconds any single call to an API server may take before it counts as unreachable.
 REQUEST_TIMEOUT = 10.0
 
@@ -28,17 +29,18 @@ class KubeconfigError(Exception):
     """A kubeconfig Secret is missing, lacks its key, or holds no usable kubeconfig."""
 
 
-async def operator_client() -> ApiClient:
+async def operator_client(*, kube: KubeSettings | None = None) -> ApiClient:
     """A client of the cluster the operator runs in: in-cluster credentials inside a Pod,
-    else the kubeconfig of ``$KUBECONFIG`` (or ``~/.kube/config``)."""
+    else the kubeconfig ``kube`` names (or ``~/.kube/config``). Without ``kube``, the
+    environment's (``KubeSettings.from_env()``)."""
+    kube = kube if kube is not None else KubeSettings.from_env()
     configuration = client.Configuration()
-    if os.environ.get("KUBERNETES_SERVICE_HOST"):
+    if kube.in_pod:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
     else:
-        # Read $KUBECONFIG now: the client's default is fixed when it is imported.
+        # Name the file now: the client's default is fixed when it is imported.
         await config.load_kube_config(
-            config_file=os.environ.get("KUBECONFIG") or None,
-            client_configuration=configuration,
+            config_file=kube.kubeconfig, client_configuration=configuration
         )
     return ApiClient(configuration=configuration)
 

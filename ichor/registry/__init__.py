@@ -16,9 +16,9 @@ from ichor.registry.errors import (
     RepositoryNotFound,
     TooManyTags,
 )
+from ichor.registry.limits import Limits
 from ichor.registry.lister import (
     Credentials,
-    Limits,
     TagLister,
     credentials_from_docker_config,
     list_tags,

@@ -49,6 +49,7 @@ from ichor.registry.errors import (
     RepositoryNotFound,
     TooManyTags,
 )
+from ichor.registry.limits import Limits
 from ichor.registry.references import Repository
 
 USER_AGENT: Final = "ichor-tag-lister/0.1"
@@ -98,22 +99,6 @@ def credentials_from_docker_config(config: bytes | str, *, host: str) -> Credent
                 raise ValueError(f"auths.{key}.auth is not base64 of user:password")
             return Credentials(username=user, password=password)
     return None
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The bounds of one listing. The defaults fit ghcr.io's largest Talos repositories
-    (about a thousand tags) with a hundred times headroom."""
-
-    page_size: int = 1000
-    total_timeout: float = 60.0
-    request_timeout: float = 20.0
-    max_pages: int = 500
-    max_tags: int = 100_000
-    max_body_bytes: int = 4 * 1024 * 1024
-    max_retries: int = 3
-    backoff_base: float = 0.5
-    backoff_cap: float = 8.0
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ rules of ``ichor.release``/``ichor.upgrade`` (pure); ``stamps`` computes the adm
 records and stamp an admitted object must carry (pure); ``kubeapi`` makes the reads
 (who the operator is, the cluster an operation names, a cluster's operations, the
 SubjectAccessReview) and writes nothing; ``validating`` holds the thin kopf handlers of
-both halves (mutating: write the stamp; validating: answer and check it); ``handlers``
-registers them on import; ``intake`` says what each path claims; ``server`` is the HTTPS
+both halves (mutating: write the stamp; validating: answer and check it) and registers
+them (``register``); ``intake`` says what each path claims; ``server`` is the HTTPS
 endpoint and the fixed webhook configurations. Its certificate comes from cert-manager
 or the chart; the tests and the demo make a throwaway one with ``tests.harness.certs``.
 """

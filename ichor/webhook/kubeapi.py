@@ -25,6 +25,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.kube import clients, identity
+from ichor.settings import KubeSettings
 from ichor.webhook import admission
 from ichor.webhook.access_cache import AccessCache
 from ichor.webhook.reviews import ClusterRef, Requester
@@ -97,15 +98,21 @@ def access_review(requester: Requester, ref: ClusterRef) -> SubjectAccessReview:
 class KubeBackend:
     """The real backend: one kubernetes_asyncio client per event loop that uses it.
 
-    ``kubeconfig`` None means in-cluster credentials when the process runs in a Pod, else
-    the ``KUBECONFIG``/``~/.kube/config`` a person would use. A client belongs to the loop
-    it was made in (its connection pool does), hence one per loop.
+    ``kubeconfig`` None means the operator's own client as ``kube`` says (in-cluster
+    credentials in a Pod, else ``KUBECONFIG``/``~/.kube/config``; without ``kube``, the
+    environment's). A client belongs to the loop it was made in (its connection pool
+    does), hence one per loop.
     """
 
     def __init__(
-        self, *, kubeconfig: Path | None = None, answers: AccessCache | None = None
+        self,
+        *,
+        kubeconfig: Path | None = None,
+        kube: KubeSettings | None = None,
+        answers: AccessCache | None = None,
     ) -> None:
         self._kubeconfig = kubeconfig
+        self._kube = kube
         #: SubjectAccessReview answers, kept a few seconds per requester, verb and cluster.
         self._answers = answers if answers is not None else AccessCache()
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, client.ApiClient] = (
@@ -132,7 +139,7 @@ class KubeBackend:
 
     async def _connect(self) -> client.ApiClient:
         if self._kubeconfig is None:
-            return await clients.operator_client()
+            return await clients.operator_client(kube=self._kube)
         return await clients.client_from_kubeconfig(
             self._kubeconfig.read_bytes(), origin=f"kubeconfig {self._kubeconfig}"
         )

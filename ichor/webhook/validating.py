@@ -28,6 +28,7 @@ import kopf
 
 from ichor.api import kinds, records
 from ichor.kube import metrics
+from ichor.settings import Settings
 from ichor.webhook import admission, kubeapi, reviews, stamps
 
 #: kopf handler ids; with a fixed configuration they are the webhook URL paths too.
@@ -457,8 +458,11 @@ async def close_backend(**_: Any) -> None:
         await close()
 
 
-def register(registry: kopf.OperatorRegistry) -> None:
-    """Register the handlers into ``registry`` (the default one on import)."""
+def register(registry: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
+    """Register the handlers into ``registry``; with ``settings``, the backend reaches the
+    cluster as they say (else as the environment says, when it first connects)."""
+    if settings is not None:
+        use_backend(kubeapi.KubeBackend(kube=settings.kube))
     kopf.on.validate(
         kinds.GROUP,
         kinds.VERSION,

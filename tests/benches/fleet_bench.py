@@ -219,7 +219,7 @@ def _operator_main(kubeconfig: str, interval: float) -> None:
     from kubernetes_asyncio.config import kube_config
 
     from ichor.controller import handlers
-    from ichor.controller.clusters import ControllerSettings
+    from ichor.settings import ControllerSettings
 
     kube_config.KUBE_CONFIG_DEFAULT_LOCATION = kubeconfig
     logging.basicConfig(level=logging.WARNING)

@@ -22,7 +22,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.controller import handlers
-from ichor.controller.clusters import ClusterController, ControllerSettings
+from ichor.controller.clusters import ClusterController
+from ichor.settings import ControllerSettings
 from tests.support import nodes
 from tests.support import operator as support
 from tests.support.operator import eventually as eventually  # tests import it from here

@@ -27,7 +27,7 @@ from ichor.api import kinds
 from ichor.api import records as admission_records
 from ichor.controller import handlers as cluster_handlers
 from ichor.controller import jobs, operations, records
-from ichor.controller.clusters import ControllerSettings
+from ichor.settings import ControllerSettings, OperationSettings
 from tests.harness import controlplane
 from tests.support import nodes
 from tests.support import operator as support
@@ -36,7 +36,7 @@ from tests.support.operator import eventually as eventually  # tests import it f
 FAST_CLUSTERS = ControllerSettings(
     observe_interval=1.0, backoff_initial=0.5, backoff_max=2.0, observe_timeout=5.0, workers=4
 )
-FAST = operations.OperationSettings(resync_interval=2.0, retry_delay=0.5, workers=4)
+FAST = OperationSettings(resync_interval=2.0, retry_delay=0.5, workers=4)
 MERGE = "application/merge-patch+json"
 
 
@@ -46,7 +46,7 @@ class Operator:
     ``stop`` then ``start`` is an operator restart, with a fresh memo.
     """
 
-    def __init__(self, settings: operations.OperationSettings = FAST) -> None:
+    def __init__(self, settings: OperationSettings = FAST) -> None:
         self.settings = settings
         self.registry = kopf.OperatorRegistry()
         cluster_handlers.register(self.registry)

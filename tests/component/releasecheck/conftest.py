@@ -22,6 +22,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from ichor import registry
 from ichor.api import kinds
 from ichor.controller import releasecheck
+from ichor.settings import ReleaseCheckSettings
 from tests.component.controller.conftest import (  # noqa: F401  (fixtures used here)
     FAST,
     Objects,
@@ -36,7 +37,7 @@ from tests.component.registry.conftest import (  # noqa: F401  (fixtures used he
 from tests.harness import registry as test_registry
 from tests.support import operator as support
 
-CHECK_EVERY_SECOND = releasecheck.ReleaseCheckSettings(
+CHECK_EVERY_SECOND = ReleaseCheckSettings(
     retry_failed=1.0,
     jitter=0.0,
     retry_write=1.0,
@@ -49,7 +50,7 @@ CHECK_EVERY_SECOND = releasecheck.ReleaseCheckSettings(
 class CheckingOperator(Operator):
     """The controller's test operator with the release check registered as well."""
 
-    def __init__(self, settings: releasecheck.ReleaseCheckSettings) -> None:
+    def __init__(self, settings: ReleaseCheckSettings) -> None:
         super().__init__(FAST)
         releasecheck.register(self.registry)
         self.memo[releasecheck.SETTINGS] = settings

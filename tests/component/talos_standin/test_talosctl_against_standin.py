@@ -28,6 +28,7 @@ import pytest
 
 from ichor.api.talosoperation import OperationType
 from ichor.controller import jobs
+from ichor.settings import ExecutorSettings
 from tests.harness import binaries, certs, controlplane, talos_standin
 from tests.support import nodes
 
@@ -139,7 +140,7 @@ def _talos_commands() -> list[tuple[str, list[str]]]:
     ]
     manifest = jobs.talos_job(
         operation=_OPERATION, version=TARGET, nodes=targets, schematic=None,
-        talosconfig=_TALOSCONFIG, settings=jobs.ExecutorSettings(),
+        talosconfig=_TALOSCONFIG, settings=ExecutorSettings(),
     )  # fmt: skip
     pod = manifest["spec"]["template"]["spec"]
     return [(c["name"], list(c["args"])) for c in [*pod["initContainers"], *pod["containers"]]]
@@ -284,7 +285,7 @@ def test_upgrade_k8s_fails_with_talosctls_own_message(
         control_plane=jobs.TargetNode(
             name=CP.name, address=CP.address, role=jobs.NodeRole.CONTROL_PLANE
         ),
-        talosconfig=_TALOSCONFIG, settings=jobs.ExecutorSettings(),
+        talosconfig=_TALOSCONFIG, settings=ExecutorSettings(),
     )  # fmt: skip
     (container,) = manifest["spec"]["template"]["spec"]["containers"]
     with _standin(cluster, tmp_path) as api:

@@ -13,6 +13,7 @@ import kopf
 import pytest
 
 from ichor.controller import handlers
+from ichor.settings import in_cluster_server
 
 ACCOUNT = kopf.ConnectionInfo(
     server="https://kubernetes.default.svc", token="t0ken", ca_path="/ca.crt", scheme="Bearer"
@@ -29,7 +30,7 @@ ACCOUNT = kopf.ConnectionInfo(
 )
 def test_the_kubelets_address_is_the_server(host: str, port: str, server: str) -> None:
     environ = {"KUBERNETES_SERVICE_HOST": host, "KUBERNETES_SERVICE_PORT": port}
-    assert handlers.in_cluster_server(environ) == server
+    assert in_cluster_server(environ) == server
 
 
 @pytest.mark.parametrize(
@@ -38,7 +39,7 @@ def test_the_kubelets_address_is_the_server(host: str, port: str, server: str) -
     ids=["none", "no-port", "no-host"],
 )
 def test_without_both_there_is_no_address(environ: dict[str, str]) -> None:
-    assert handlers.in_cluster_server(environ) is None
+    assert in_cluster_server(environ) is None
 
 
 def test_the_service_account_login_goes_to_that_address(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ichor.controller.clusters import ControllerSettings
+from ichor.settings import ControllerSettings
 
 
 @pytest.mark.parametrize(

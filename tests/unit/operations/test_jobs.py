@@ -11,9 +11,10 @@ from ichor.api.talosoperation import OperationType
 from ichor.controller import jobs
 from ichor.controller.jobs import NodeRole, TargetNode
 from ichor.release.pinned import PINNED
+from ichor.settings import DEFAULT_CILIUM_CHART, DEFAULT_SCHEMATIC, ExecutorSettings
 
 UID = "0b6c0f0e-7f1b-4b8e-9d55-3f0a0c1e2d3f"
-SETTINGS = jobs.ExecutorSettings()
+SETTINGS = ExecutorSettings()
 TALOSCONFIG = jobs.SecretMount(secret="prod-talosconfig", key="talosconfig")
 NODES = (
     TargetNode(name="worker-b", address="10.0.0.12", role=NodeRole.WORKER),
@@ -102,8 +103,8 @@ def test_talos_upgrades_one_node_per_step_control_plane_first() -> None:
 @pytest.mark.parametrize(
     ("schematic", "expected"),
     [
-        (None, f"factory.talos.dev/metal-installer/{jobs.DEFAULT_SCHEMATIC}:v1.14.4"),
-        ("", f"factory.talos.dev/metal-installer/{jobs.DEFAULT_SCHEMATIC}:v1.14.4"),
+        (None, f"factory.talos.dev/metal-installer/{DEFAULT_SCHEMATIC}:v1.14.4"),
+        ("", f"factory.talos.dev/metal-installer/{DEFAULT_SCHEMATIC}:v1.14.4"),
         ("abc123", "factory.talos.dev/metal-installer/abc123:v1.14.4"),
     ],
 )
@@ -166,7 +167,7 @@ def test_cilium_upgrades_the_release_to_the_embedded_chart(
     )
     ((_, image, args),) = jobs.commands(job)
     assert image == SETTINGS.helm_image
-    assert args[:4] == ["upgrade", "cilium", jobs.DEFAULT_CILIUM_CHART, "--version"]
+    assert args[:4] == ["upgrade", "cilium", DEFAULT_CILIUM_CHART, "--version"]
     assert args[4] == PINNED.cilium_chart
     assert "--set" not in args
     pod = job["spec"]["template"]["spec"]
@@ -247,12 +248,12 @@ def test_images_and_commands_come_from_the_operator_environment(
     monkeypatch.setenv("ICHOR_CILIUM_CHART", "oci://registry.local/charts/cilium")
     monkeypatch.setenv("ICHOR_EXECUTOR_SERVICE_ACCOUNT", "ichor-executor")
     monkeypatch.setenv("ICHOR_JOB_DEADLINE", "600")
-    settings = jobs.ExecutorSettings.from_env()
+    settings = ExecutorSettings.from_env()
     job = talos(settings=settings)
     first = jobs.commands(job)[0]
     assert first[1] == "registry.local/talosctl:v1.14.4-fips"
     assert first[2][-2:] == ["--wait", "--stage"]
-    assert f"factory.local/metal-installer/{jobs.DEFAULT_SCHEMATIC}:v1.14.4" in first[2]
+    assert f"factory.local/metal-installer/{DEFAULT_SCHEMATIC}:v1.14.4" in first[2]
     assert job["spec"]["activeDeadlineSeconds"] == 600
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == "ichor-executor"
     cilium = jobs.cilium_job(

@@ -1,0 +1,333 @@
+"""The operator's settings: one frozen object, read once from the environment at start.
+
+``Settings.from_env()`` is the one reading of the environment in ``ichor``: the chart's
+Deployment sets the variables, ``ichor.operator`` reads them when the process starts and
+hands each part to whoever needs it (the webhook, the metrics, each controller), and the
+``ichor`` command reads its own two with ``CliSettings.from_env()``. Nothing else in the
+package looks at ``os.environ``.
+
+Unset or empty means the default, except for the argument lists (``*_ARGS``): set to an
+empty string, the command gets no extra arguments. A value that is not a number where one
+is expected stops the start with a ``SettingsError`` naming the variable; nothing guesses.
+
+Each field names its variable (``env(...)``) and carries a ``#:`` comment saying what it
+means; docs/configuration.md lists every variable with its default and that meaning, and
+a test keeps the page and these classes equal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.metadata
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ichor.registry.limits import Limits
+from ichor.release.pinned import PINNED
+
+S = TypeVar("S")
+
+#: The Image Factory schematic of a plain Talos install (no system extensions).
+DEFAULT_SCHEMATIC = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
+#: Where the Cilium chart comes from unless the operator is told otherwise.
+DEFAULT_CILIUM_CHART = "oci://quay.io/cilium/charts/cilium"
+
+
+class SettingsError(ValueError):
+    """A variable is set to a value the operator cannot use; the operator does not start."""
+
+
+#: A reader turns the variable's text (None: unset) into the field's value, or ``_DEFAULT``.
+_DEFAULT: Any = object()
+Reader = Callable[[str, str | None], Any]
+
+
+def _text(name: str, value: str | None) -> Any:
+    return value if value else _DEFAULT
+
+
+def _number(kind: type[float] | type[int]) -> Reader:
+    def read(name: str, value: str | None) -> Any:
+        if not value:
+            return _DEFAULT
+        try:
+            return kind(value)
+        except ValueError:
+            what = "a number" if kind is float else "a whole number"
+            raise SettingsError(
+                f"{name}={value!r} is refused: it must be {what} (unset it for the default)"
+            ) from None
+
+    return read
+
+
+_float = _number(float)
+_int = _number(int)
+
+
+def _float_not_zero(name: str, value: str | None) -> Any:
+    """A number where 0 also means the default (a zero wait would be a busy loop)."""
+    found = _float(name, value)
+    return _DEFAULT if found is _DEFAULT or found == 0 else found
+
+
+def _args(name: str, value: str | None) -> Any:
+    """Space-separated arguments; set but empty means none."""
+    return _DEFAULT if value is None else tuple(value.split())
+
+
+def _names(name: str, value: str | None) -> Any:
+    """Comma-separated names, empty ones dropped."""
+    return tuple(n for n in value.split(",") if n) if value else _DEFAULT
+
+
+def _as_is(name: str, value: str | None) -> Any:
+    """The text as set, the empty string too (unset: the default)."""
+    return _DEFAULT if value is None else value
+
+
+def _flag(name: str, value: str | None) -> Any:
+    """Set to anything but the empty string: on."""
+    return True if value else _DEFAULT
+
+
+def _path(name: str, value: str | None) -> Any:
+    return Path(value) if value else _DEFAULT
+
+
+def env(name: str, default: Any = dataclasses.MISSING, *, read: Reader = _text, **kw: Any) -> Any:
+    """A field read from the variable ``name`` (with ``read``), else its default."""
+    return field(default=default, metadata={"env": name, "read": read}, **kw)
+
+
+def section(cls: type[S]) -> Any:
+    """A field that is a group of settings of its own (read from the same environment)."""
+    return field(default_factory=cls, metadata={"section": cls})
+
+
+def read(cls: type[S], environ: Mapping[str, str]) -> S:
+    """``cls`` with every field that names a variable read from ``environ``."""
+    given: dict[str, Any] = {}
+    for item in dataclasses.fields(cls):  # type: ignore[arg-type]
+        if "section" in item.metadata:
+            given[item.name] = read(item.metadata["section"], environ)
+        elif "env" in item.metadata:
+            name = item.metadata["env"]
+            value = item.metadata["read"](name, environ.get(name))
+            if value is not _DEFAULT:
+                given[item.name] = value
+    return cls(**given)
+
+
+class _FromEnv:
+    @classmethod
+    def from_env(cls: type[S], environ: Mapping[str, str] | None = None) -> S:
+        """These settings from ``environ`` (the process environment when not given)."""
+        return read(cls, os.environ if environ is None else environ)
+
+
+def package_version() -> str:
+    """The installed package's version (0.0.0 when it is not installed)."""
+    try:
+        return importlib.metadata.version("ichor")
+    except importlib.metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def in_cluster_server(environ: Mapping[str, str]) -> str | None:
+    """The API server's address as the kubelet gives it to every container
+    (``KUBERNETES_SERVICE_HOST``/``_PORT``, which client-go reads too), or None."""
+    host, port = environ.get("KUBERNETES_SERVICE_HOST"), environ.get("KUBERNETES_SERVICE_PORT")
+    if not (host and port):
+        return None
+    return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+
+
+# --- the parts ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class KubeSettings(_FromEnv):
+    """The cluster the operator runs in: how the operator reaches it."""
+
+    #: The kubeconfig file outside a Pod (unset: ``~/.kube/config``).
+    kubeconfig: str | None = env("KUBECONFIG", None)
+    #: Set by the kubelet in every Pod: the operator then uses its service account, at
+    #: this address rather than ``kubernetes.default.svc``, so it needs no cluster DNS.
+    service_host: str | None = env("KUBERNETES_SERVICE_HOST", None)
+    #: The API server's port, with ``KUBERNETES_SERVICE_HOST``.
+    service_port: str | None = env("KUBERNETES_SERVICE_PORT", None)
+
+    @property
+    def in_pod(self) -> bool:
+        return bool(self.service_host)
+
+    @property
+    def in_cluster_server(self) -> str | None:
+        environ = {
+            "KUBERNETES_SERVICE_HOST": self.service_host or "",
+            "KUBERNETES_SERVICE_PORT": self.service_port or "",
+        }
+        return in_cluster_server(environ)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WebhookSettings(_FromEnv):
+    """The admission webhook: its HTTPS endpoint."""
+
+    #: The serving certificate (a path); without it and the key the webhook is not served.
+    cert: Path | None = env("ICHOR_WEBHOOK_CERT", None, read=_path)
+    #: The serving certificate's private key (a path).
+    key: Path | None = env("ICHOR_WEBHOOK_KEY", None, read=_path)
+    #: The port the webhook listens on.
+    port: int = env("ICHOR_WEBHOOK_PORT", 9443, read=_int)
+    #: The address the webhook listens on (the chart sets ``0.0.0.0``).
+    addr: str = env("ICHOR_WEBHOOK_ADDR", "127.0.0.1")
+    #: A CA (a path): only a client certificate it signed may call the webhook.
+    client_ca: Path | None = env("ICHOR_WEBHOOK_CLIENT_CA", None, read=_path)
+    #: Comma-separated common names one of which the client certificate must have.
+    client_names: tuple[str, ...] = env("ICHOR_WEBHOOK_CLIENT_NAMES", (), read=_names)
+
+    @property
+    def served(self) -> bool:
+        return self.cert is not None and self.key is not None
+
+
+@dataclass(frozen=True, kw_only=True)
+class MetricsSettings(_FromEnv):
+    """Metrics: where Prometheus reads them."""
+
+    #: The port metrics are served on; unset, none are served.
+    port: int | None = env("ICHOR_METRICS_PORT", None, read=_int)
+    #: The address metrics are served on.
+    addr: str = env("ICHOR_METRICS_ADDR", "0.0.0.0")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControllerSettings(_FromEnv):
+    """The TalosCluster controller: how often and how hard it reads the workload clusters."""
+
+    #: Seconds between two reads of a reachable workload cluster.
+    observe_interval: float = env("ICHOR_OBSERVE_INTERVAL", 60.0, read=_float)
+    #: First wait (seconds) after a failed read; doubles per failure up to the maximum.
+    backoff_initial: float = env("ICHOR_BACKOFF_INITIAL", 5.0, read=_float)
+    #: The longest wait (seconds) between two reads of a failing workload cluster.
+    backoff_max: float = env("ICHOR_BACKOFF_MAX", 300.0, read=_float)
+    #: Seconds one read of a workload cluster may take in all.
+    observe_timeout: float = env("ICHOR_OBSERVE_TIMEOUT", 20.0, read=_float)
+    #: Clusters reconciled at the same time.
+    workers: int = env("ICHOR_WORKERS", 8, read=_int)
+
+    def backoff(self, failures: int) -> float:
+        return float(min(self.backoff_initial * 2 ** max(failures - 1, 0), self.backoff_max))
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExecutorSettings(_FromEnv):
+    """The operations' Jobs: their images, commands and limits.
+
+    ``talosctl_image`` is a template: ``{version}`` becomes the Talos release the command
+    is for (the target of a Talos upgrade, the running Talos for ``upgrade-k8s``).
+    """
+
+    #: The talosctl image of the Talos and Kubernetes Jobs (``{version}`` is replaced).
+    talosctl_image: str = env("ICHOR_TALOSCTL_IMAGE", "ghcr.io/siderolabs/talosctl:{version}")
+    #: The helm image of the Cilium Jobs.
+    helm_image: str = env("ICHOR_HELM_IMAGE", "docker.io/alpine/helm:3.19.0")
+    #: The Image Factory the Talos installer image comes from.
+    image_factory: str = env("ICHOR_IMAGE_FACTORY", "factory.talos.dev")
+    #: The installer image's name at the Image Factory.
+    installer: str = env("ICHOR_INSTALLER", "metal-installer")
+    #: The schematic of a cluster that names none (a plain install, no system extensions).
+    default_schematic: str = env("ICHOR_DEFAULT_SCHEMATIC", DEFAULT_SCHEMATIC)
+    #: The Cilium chart (an OCI reference or a repository chart); air gaps point at a mirror.
+    cilium_chart: str = env("ICHOR_CILIUM_CHART", DEFAULT_CILIUM_CHART)
+    cilium_chart_version: str = PINNED.cilium_chart
+    #: The Helm release name of Cilium in a workload cluster.
+    cilium_release: str = env("ICHOR_CILIUM_RELEASE", "cilium")
+    #: The namespace of that Helm release.
+    cilium_namespace: str = env("ICHOR_CILIUM_NAMESPACE", "kube-system")
+    #: Extra arguments of ``talosctl upgrade`` (space-separated; replace the defaults).
+    talos_upgrade_args: tuple[str, ...] = env("ICHOR_TALOS_UPGRADE_ARGS", ("--wait",), read=_args)
+    #: Extra arguments of ``talosctl upgrade-k8s`` (space-separated).
+    upgrade_k8s_args: tuple[str, ...] = env("ICHOR_UPGRADE_K8S_ARGS", (), read=_args)
+    #: Extra arguments of ``helm upgrade`` (space-separated; replace the defaults).
+    helm_args: tuple[str, ...] = env(
+        "ICHOR_HELM_ARGS", ("--reset-then-reuse-values", "--wait", "--timeout", "15m"), read=_args
+    )
+    #: The Jobs' service account; unset: the namespace's default, with no token mounted
+    #: unless the Job talks to the cluster the operator runs in.
+    service_account: str | None = env("ICHOR_EXECUTOR_SERVICE_ACCOUNT", None)
+    #: Seconds the whole Job may run before Kubernetes fails it (its activeDeadlineSeconds).
+    active_deadline_seconds: int = env("ICHOR_JOB_DEADLINE", 6 * 3600, read=_int)
+    image_pull_policy: str = "IfNotPresent"
+    extra_labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperationSettings(_FromEnv):
+    """The TalosOperation controller: how it paces its steps."""
+
+    #: Seconds between two looks at a cluster with a Running operation when no event
+    #: comes (Job events normally drive it).
+    resync_interval: float = env("ICHOR_OPERATION_RESYNC", 30.0, read=_float)
+    #: Seconds before a step that met a transient failure runs again.
+    retry_delay: float = env("ICHOR_OPERATION_RETRY", 5.0, read=_float)
+    #: Clusters whose operations are stepped at the same time.
+    workers: int = env("ICHOR_OPERATION_WORKERS", 4, read=_int)
+    executor: ExecutorSettings = section(ExecutorSettings)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReleaseCheckSettings(_FromEnv):
+    """The release check: how the operator runs it (the IchorInstallation says what to
+    list and how often)."""
+
+    #: Seconds after a failed listing before the next try (never beyond the interval).
+    retry_failed: float = env("ICHOR_RELEASE_RETRY", 600.0, read=_float_not_zero)
+    #: Seconds after a failed status write before the next try.
+    retry_write: float = 30.0
+    #: Seconds of random wait before a due check, so replicas rarely list together.
+    jitter: float = 10.0
+    #: Seconds; a cap on the spec's interval (a demo or a test lists every few seconds).
+    max_interval: float | None = env("ICHOR_RELEASE_MAX_INTERVAL", None, read=_float)
+    #: The running Ichor, compared with the newest chart release (default: the installed
+    #: package's version; the chart sets its own).
+    running_version: str = env("ICHOR_VERSION", default_factory=package_version)
+    limits: Limits = field(default_factory=Limits)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Settings(_FromEnv):
+    """The operator process: everything its environment tells it, in parts."""
+
+    #: The operator's log level (a Python logging level name).
+    log_level: str = env("ICHOR_LOG_LEVEL", "INFO")
+    #: The name of a ClusterKopfPeering (the chart's, with ``replicas`` > 1): one replica
+    #: runs the handlers, every replica serves the webhook. Unset: one replica, standalone.
+    peering: str | None = env("ICHOR_PEERING", None)
+    #: kopf's liveness endpoint, for example ``http://0.0.0.0:8080/healthz``; unset: none.
+    liveness_endpoint: str | None = env("ICHOR_LIVENESS_ENDPOINT", None)
+    #: This process's name in kopf's peering (the chart sets the Pod's name); unset: kopf
+    #: names it after its user, and a user without a name is named ``uid<N>``. kopf reads
+    #: it too.
+    pod_id: str | None = env("POD_ID", None, read=_as_is)
+    kube: KubeSettings = section(KubeSettings)
+    webhook: WebhookSettings = section(WebhookSettings)
+    metrics: MetricsSettings = section(MetricsSettings)
+    clusters: ControllerSettings = section(ControllerSettings)
+    operations: OperationSettings = section(OperationSettings)
+    release_check: ReleaseCheckSettings = section(ReleaseCheckSettings)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CliSettings(_FromEnv):
+    """The ``ichor`` command: what it reads from its environment."""
+
+    #: The kubeconfig file (``--kubeconfig`` wins; unset: ``~/.kube/config``), as for kubectl.
+    kubeconfig: str | None = env("KUBECONFIG", None)
+    #: Set: an unexpected error ends in its traceback instead of a one-line message.
+    debug: bool = env("ICHOR_DEBUG", False, read=_flag)
