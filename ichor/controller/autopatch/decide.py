@@ -139,6 +139,8 @@ class Fleet:
     #: Clusters (``namespace/name``) with an auto-patch operation Pending or Running.
     busy: frozenset[str] = frozenset()
     max_concurrent: int = 1
+    #: The fleet's operations could not be counted: nothing starts on a guess.
+    uncounted: bool = False
 
 
 @dataclass(frozen=True)
@@ -499,12 +501,20 @@ def decide(
     component, version = chosen.component, chosen.version
     what = f"{_NAMES[component]} {version}"
     others = fleet.busy - {cluster.key}
+    if fleet.uncounted:
+        return finish(
+            Reason.FLEET_BUSY,
+            f"{what} waits: the fleet's auto-patch operations could not be counted "
+            "(maxConcurrentClusters); it is tried again at the next check",
+            status=status,
+        )
     if len(others) >= fleet.max_concurrent:
+        named = sorted(others)
+        shown = ", ".join(named[:5]) + (f" and {len(named) - 5} more" if len(named) > 5 else "")
         return finish(
             Reason.FLEET_BUSY,
             f"{what} waits: {len(others)} cluster(s) of the fleet run an auto-patch "
-            f"operation ({', '.join(sorted(others))}) and maxConcurrentClusters is "
-            f"{fleet.max_concurrent}",
+            f"operation ({shown}) and maxConcurrentClusters is {fleet.max_concurrent}",
             status=status,
         )
     gate = _gates(cluster, component)

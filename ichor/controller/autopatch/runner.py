@@ -266,9 +266,10 @@ class AutoPatcher:
         decision = decisions.decide(cluster=cluster, policy=policy, runs=runs, fleet=fleet, now=now)
         if decision.needs_probe:
             async with self._lock:
+                busy = await self._busy_or_none()
                 fleet = decisions.Fleet(
                     halts=fleet.halts, seen=fleet.seen, max_concurrent=fleet.max_concurrent,
-                    busy=await self._busy_or_all(name=f"{namespace}/{name}"),
+                    busy=busy or frozenset(), uncounted=busy is None,
                 )  # fmt: skip
                 probe = (
                     await self._readyz(workload)
@@ -319,13 +320,12 @@ class AutoPatcher:
         if before is None or (before.operation, before.result) != (after.operation, after.result):
             metrics.auto_patch_run(result=after.result.value)
 
-    async def _busy_or_all(self, *, name: str) -> frozenset[str]:
+    async def _busy_or_none(self) -> frozenset[str] | None:
         try:
             return await self._busy()
         except TRANSIENT as error:
             logger.warning("auto-patch: the fleet's operations not listed: %s", error)
-            # counted as full: nothing starts on a count that could not be made
-            return frozenset({f"unknown/{n}" for n in range(1000)})
+            return None
 
     async def _record_seen(
         self,

@@ -456,3 +456,19 @@ def test_seen_records_new_versions_once_and_forgets_unlisted_ones() -> None:
     kept = d.record_seen([SeenRelease(component="kubernetes", version="v1.36.7", first_seen=NOW)],
                          listed={Component.KUBERNETES: None}, now=later)  # fmt: skip
     assert kept is None
+
+
+def test_a_fleet_that_could_not_be_counted_starts_nothing_and_says_so() -> None:
+    decision = decide(fleet=d.Fleet(seen=seen_all(), uncounted=True, max_concurrent=50))
+    assert decision.start is None
+    assert reason(decision) == "FleetBusy"
+    assert "could not be counted" in (decision.status.message or "")  # type: ignore[union-attr]
+
+
+def test_a_busy_fleet_names_five_clusters_and_counts_the_rest() -> None:
+    busy = frozenset(f"ns/c{n}" for n in range(12))
+    decision = decide(fleet=d.Fleet(seen=seen_all(), busy=busy, max_concurrent=3))
+    assert decision.start is None
+    message = decision.status.message or ""  # type: ignore[union-attr]
+    assert "12 cluster(s)" in message
+    assert "and 7 more" in message
