@@ -167,6 +167,15 @@ async def the_reason(objects: Objects, reason: str, cluster: str = "prod") -> di
     )
 
 
+async def stop(objects: Objects, *clusters: str) -> None:
+    """Suspend auto-patch of ``clusters`` before a test deletes their operations: an open
+    window would otherwise start again, and an operation that fails while its namespace
+    goes would halt its version for the next tests."""
+    for name in clusters:
+        await objects.patch_cluster_spec({"autoPatch": {"suspended": True}}, name=name)
+        await the_reason(objects, "Suspended", cluster=name)
+
+
 async def test_an_open_window_patches_talos_then_kubernetes_unattended(
     fleet: Fleet, operator: Operator, ready: Workload, objects: Objects
 ) -> None:
@@ -228,6 +237,7 @@ async def test_nothing_starts_during_another_operation(
     body = await the_reason(objects, "OperationRunning")
     assert "by-nadia" in condition(body, "AutoPatchReady")["message"]
     await quiet(objects)
+    await stop(objects, "prod")
     await objects.delete_operation("by-nadia")
 
 
@@ -308,6 +318,7 @@ async def test_a_failed_patch_suspends_the_cluster_halts_the_version_and_resume_
     (edge,) = await eventually(lambda: auto_operations(objects, "edge"), lambda ops: len(ops) == 1,
                                what="edge patched")  # fmt: skip
     assert edge["spec"]["version"] == "v1.14.4"
+    await stop(objects, "edge")
     await objects.delete_operation(edge["metadata"]["name"])
     # the suspended cluster starts nothing until a person resumes it
     await asyncio.sleep(3)
@@ -325,6 +336,7 @@ async def test_a_failed_patch_suspends_the_cluster_halts_the_version_and_resume_
     (retry,) = [o for o in ops if o["metadata"]["name"] != name]
     assert retry["spec"]["version"] == "v1.14.5"
     assert await objects.saw_events("prod", "AutoPatchResumed")
+    await stop(objects, "prod")
     await objects.delete_operation(retry["metadata"]["name"])
 
 
@@ -339,6 +351,7 @@ async def test_a_restart_inside_a_window_starts_no_second_operation(
     await asyncio.sleep(6)
     ops = await auto_operations(objects)
     assert [o["metadata"]["name"] for o in ops] == [first["metadata"]["name"]]
+    await stop(objects, "prod")
     await objects.delete_operation(first["metadata"]["name"])
 
 
