@@ -72,13 +72,14 @@ def test_webhook_report_holds_ichor_against_go() -> None:
         samples[("none", concurrency)] = _samples(0.010)
         samples[("ichor", concurrency)] = _samples(0.013)
         samples[("go", concurrency)] = _samples(0.012)
-    own = {c: [0.0005] * 50 for c in webhook_bench.REQUESTS}
+    own = {c: [(0.0005, 0.0004)] * 50 for c in webhook_bench.REQUESTS}
     lines = webhook_bench.report(samples, own, [0.0001] * 10)
     assert "Ichor/Go p50 1.50x, p99 1.50x" in lines[1]
     assert lines[-1].endswith("(0.5 ms): met"), lines[-1]
+    assert "p50 0.5 ms, p99 0.5 ms; its CPU time p50 0.4 ms, p99 0.4 ms" in lines[4]
     assert "(worst 1.50x): met" in lines[-1]
     samples[("go", 20)] = _samples(0.009)  # Go faster than no webhook: noise
-    lines = webhook_bench.report(samples, {c: [0.003] for c in own}, [0.0001])
+    lines = webhook_bench.report(samples, {c: [(0.003, 0.001)] for c in own}, [0.0001])
     assert "n/a (Go's overhead is within the noise)" in lines[2]
     assert "NOT met" in lines[-1].split(";")[0]
     assert lines[-1].endswith("(3.0 ms): NOT met")
