@@ -15,6 +15,7 @@ from typing import Any, cast
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.kube.clients import REQUEST_TIMEOUT
 from ichor.kube.payloads import ObjectReference
@@ -92,6 +93,19 @@ async def emit(
 ) -> None:
     """Post an Event about ``involved``; raises the client's error for the caller to log."""
     body = event_body(involved, type_=type_, reason=reason, message=message, component=component)
-    await client.CoreV1Api(api).create_namespaced_event(
-        body["metadata"]["namespace"], cast(Any, body), _request_timeout=REQUEST_TIMEOUT
+    # the answer is not read into a V1Event (nothing uses it; building it cost more than
+    # the request), so its status is checked here
+    response: Any = await client.CoreV1Api(api).create_namespaced_event(
+        body["metadata"]["namespace"],
+        cast(Any, body),
+        _request_timeout=REQUEST_TIMEOUT,
+        _preload_content=False,
     )
+    try:
+        raw = await response.read()
+    finally:
+        response.release()
+    if not 200 <= response.status <= 299:
+        error = ApiException(status=response.status, reason=response.reason)
+        error.body = raw.decode(errors="replace")[:1024]
+        raise error
