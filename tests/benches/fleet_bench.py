@@ -223,6 +223,23 @@ def _operator_main(kubeconfig: str, interval: float) -> None:
 
     kube_config.KUBE_CONFIG_DEFAULT_LOCATION = kubeconfig
     logging.basicConfig(level=logging.WARNING)
+    heap = os.environ.get("ICHOR_BENCH_TRACEMALLOC")
+    if heap:
+        # the Python heap by file, written on SIGUSR1 (tracemalloc slows the operator:
+        # only for finding what the memory per cluster is, never with the figures)
+        import tracemalloc
+
+        tracemalloc.start()
+
+        def dump(*_: object) -> None:
+            stats = tracemalloc.take_snapshot().statistics("filename")
+            total = sum(stat.size for stat in stats)
+            lines = [f"python heap {total / 2**20:.1f} MiB"]
+            for stat in stats[:15]:
+                lines.append(f"{stat.size / 2**20:7.1f} MiB {stat.traceback[0].filename}")
+            Path(heap).write_text("\n".join(lines) + "\n")
+
+        signal.signal(signal.SIGUSR1, dump)
     registry = kopf.OperatorRegistry()
     handlers.register(registry)
     memo = kopf.Memo()
@@ -326,6 +343,12 @@ async def _one_size(
             await asyncio.sleep(OBSERVE_INTERVAL)
             cpu_after, rss, peak = _proc(process.pid)
             profiled += profile_steady.stop()
+            heap = os.environ.get("ICHOR_BENCH_TRACEMALLOC")
+            if heap:
+                os.kill(process.pid, signal.SIGUSR1)
+                await asyncio.sleep(10)
+                text = await asyncio.to_thread(Path(heap).read_text)
+                profiled += [f"heap: {line}" for line in text.splitlines()]
             if not process.is_alive():
                 raise RuntimeError("the operator stopped during the observe interval")
         finally:
