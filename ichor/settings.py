@@ -278,6 +278,9 @@ class OperationSettings(_FromEnv):
     retry_delay: float = env("ICHOR_OPERATION_RETRY", 5.0, read=_float)
     #: Clusters whose operations are stepped at the same time.
     workers: int = env("ICHOR_OPERATION_WORKERS", 4, read=_int)
+    #: Seconds after a successful Talos or Kubernetes Job within which every Node must
+    #: report the target, else the operation fails with ``NodesNotUpgraded``.
+    node_version_deadline: float = env("ICHOR_NODE_VERSION_DEADLINE", 600.0, read=_float)
     executor: ExecutorSettings = section(ExecutorSettings)
 
 

@@ -51,6 +51,8 @@ TYPE_ANNOTATION = "ichor.dev/operation-type"
 TALOSCONFIG_DIR = "/var/run/ichor/talos"
 KUBECONFIG_DIR = "/var/run/ichor/kube"
 CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
+#: The environment variable naming the Node a Talos Job's init container upgrades.
+NODE_ENV = "ICHOR_NODE"
 
 _NAME_LIMIT = 63
 _UNSAFE = re.compile(r"[^a-z0-9-]+")
@@ -321,7 +323,7 @@ def talos_job(
                 installer,
                 *settings.talos_upgrade_args,
             ],
-            env=[*_TALOS_ENV, {"name": "ICHOR_NODE", "value": node.name}],
+            env=[*_TALOS_ENV, {"name": NODE_ENV, "value": node.name}],
             mounts=mounts,
             settings=settings,
         )
@@ -339,6 +341,22 @@ def talos_job(
     return _job(
         operation, init=init, main=main, volumes=[volume], in_cluster=False, settings=settings
     )
+
+
+def upgraded_nodes(job: Mapping[str, Any]) -> tuple[str, ...]:
+    """The Node names a Talos Job upgrades (its init containers' ``ICHOR_NODE``), in
+    order; empty for the other Jobs."""
+
+    def mapping(value: object) -> Mapping[str, Any]:
+        return value if isinstance(value, Mapping) else {}
+
+    pod = mapping(mapping(mapping(job.get("spec")).get("template")).get("spec"))
+    names: list[str] = []
+    for container in pod.get("initContainers") or ():
+        for env in mapping(container).get("env") or ():
+            if mapping(env).get("name") == NODE_ENV and mapping(env).get("value"):
+                names.append(str(env["value"]))
+    return tuple(names)
 
 
 def kubernetes_job(

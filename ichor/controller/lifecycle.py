@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -45,7 +45,7 @@ from ichor.api.talosoperation import OperationType, Phase, TalosOperationSpec, T
 from ichor.kube import conditions
 from ichor.release.pinned import PINNED
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
-from ichor.release.versions import VersionError, parse
+from ichor.release.versions import Version, VersionError, parse
 from ichor.upgrade import target as upgrade_target
 from ichor.upgrade.target import ClusterVersions, Component, judge_target
 
@@ -77,6 +77,8 @@ class Reason(StrEnum):
     INVALID_OPERATION = "InvalidOperation"
     #: ``Ready=True``: the upgrade is installed (and the spec moved, for talos/kubernetes).
     SUCCEEDED = "Succeeded"
+    #: The Job succeeded but a Node still reports the old version at the deadline.
+    NODES_NOT_UPGRADED = "NodesNotUpgraded"
 
 
 class EventReason(StrEnum):
@@ -452,6 +454,117 @@ def job_outcome(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] = ()) 
         return JobOutcome(JobState.FAILED, reason=reason, message="; ".join(parts))
     progress = _stuck(pods) or _progress(pods)
     return JobOutcome(JobState.RUNNING, message=progress or "")
+
+
+# --- after the Job: the Nodes report the target ----------------------------------------
+
+#: Nodes named one by one in a message about Nodes behind; the rest are counted.
+MAX_NODES_NAMED = 5
+
+
+def job_finished_at(job: Mapping[str, Any]) -> datetime | None:
+    """When the Job completed: ``status.completionTime``, else its ``Complete``
+    condition's transition time; None when neither can be read."""
+    status: Mapping[str, Any] = job.get("status") or {}
+    complete = _true(job, "Complete") or {}
+    for value in (status.get("completionTime"), complete.get("lastTransitionTime")):
+        if isinstance(value, datetime):
+            return value
+        if isinstance(value, str):
+            try:
+                return datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                continue
+    return None
+
+
+def nodes_behind(
+    op: Operation,
+    reported: Mapping[str, Version | None],
+    *,
+    upgraded: Sequence[str] = (),
+) -> tuple[str, ...]:
+    """One sentence per Node that does not report the operation's target yet.
+
+    ``reported``: each Node's name and the version it reports of what the operation
+    upgrades (Talos from ``osImage`` for ``talos``, ``kubeletVersion`` for
+    ``kubernetes``; None when it cannot be read). ``upgraded``: the Nodes the Job
+    upgraded (``talos``: the Job's nodes); empty means every Node reported. A ``cni``
+    operation, or a target that is not a version, has no Node to wait for.
+    """
+    component = {OperationType.TALOS: "Talos", OperationType.KUBERNETES: "kubelet"}.get(
+        op.spec.type
+    )
+    if component is None or not op.spec.version:
+        return ()
+    try:
+        target = parse(op.spec.version)
+    except VersionError:
+        return ()
+    names = list(upgraded) or sorted(reported)
+    behind: list[str] = []
+    for name in names:
+        if name not in reported:
+            behind.append(f"Node {name} is no longer in the workload cluster")
+            continue
+        version = reported[name]
+        if version is None:
+            behind.append(f"Node {name} reports no readable {component} version")
+        elif version != target:
+            behind.append(f"Node {name} reports {component} {version.tag}")
+    if len(behind) > MAX_NODES_NAMED:
+        rest = len(behind) - MAX_NODES_NAMED
+        behind[MAX_NODES_NAMED:] = [f"and {rest:,} more Nodes"]
+    return tuple(behind)
+
+
+@dataclass(frozen=True)
+class NodesVerdict:
+    """After a successful Job: ``done`` (every Node moved), else ``failed`` (the deadline
+    passed) or still waiting; ``message`` says which Nodes and until when."""
+
+    done: bool
+    failed: bool = False
+    message: str = ""
+
+
+def follow_nodes(
+    op: Operation,
+    behind: Sequence[str],
+    *,
+    job_name: str,
+    finished_at: datetime | None,
+    now: datetime,
+    deadline: float,
+) -> NodesVerdict:
+    """Whether the operation may succeed now that its Job did.
+
+    ``talosctl upgrade --wait`` returns once a node booted again and its machine is up;
+    a node that booted its previous version back (Talos does when the new one does not
+    come up) passes that wait too. Only the Node's own report tells, so the operation
+    succeeds once every Node reports the target, and fails when one still does not
+    ``deadline`` seconds after the Job completed (counted from the operation's start
+    when the Job's completion time cannot be read).
+    """
+    if not behind:
+        return NodesVerdict(done=True)
+    start = finished_at or op.status.started_at or now
+    until = start + timedelta(seconds=deadline)
+    what = "; ".join(behind)
+    if now >= until:
+        message = (
+            f"{op.what}: Job {job_name} succeeded, but {deadline:.0f} s later {what}: the "
+            f"node may have booted its previous version back (Talos does when the new one "
+            f"does not come up) or its kubelet did not restart; look at the node "
+            f"(talosctl dmesg, talosctl version) and create a new operation; the "
+            f"TalosCluster spec is unchanged"
+        )
+        return NodesVerdict(done=False, failed=True, message=message)
+    message = (
+        f"Job {job_name} succeeded; waiting until every Node reports "
+        f"{op.spec.version}: {what} (gives up at {until.isoformat()})"
+    )
+    return NodesVerdict(done=False, message=message)
 
 
 # --- the status of each step ------------------------------------------------------------

@@ -146,6 +146,37 @@ def _tagged(version: Version) -> str:
     return version.tag
 
 
+@dataclass(frozen=True)
+class NodeVersions:
+    """What one Node reports: its name (cut to ``MAX_QUOTE``), its Talos from ``osImage``
+    and its kubelet's version, each None when it cannot be read."""
+
+    name: str
+    talos: Version | None
+    kubelet: Version | None
+    #: One sentence per version that cannot be read.
+    unreadable: tuple[str, ...]
+
+
+def node_versions(node: object) -> NodeVersions:
+    """The versions one Node object reports (any JSON: never raises)."""
+    obj = _mapping(node)
+    name = _name(obj)
+    info = _mapping(_mapping(obj.get("status")).get("nodeInfo"))
+    unreadable: list[str] = []
+    os_image = info.get("osImage")
+    text = _text(os_image)
+    match = _OS_IMAGE.fullmatch(text) if text and len(text) <= MAX_VERSION_TEXT else None
+    talos = _version(match["version"]) if match is not None else None
+    if talos is None:
+        unreadable.append(f'Node {name} runs osImage {_quote(os_image)}, not "Talos (vX.Y.Z)"')
+    kubelet_version = info.get("kubeletVersion")
+    kubelet = _version(_text(kubelet_version))
+    if kubelet is None:
+        unreadable.append(f"Node {name} reports kubeletVersion {_quote(kubelet_version)}")
+    return NodeVersions(name=name, talos=talos, kubelet=kubelet, unreadable=tuple(unreadable))
+
+
 def nodes_observation(nodes: Iterable[object]) -> NodesObservation:
     """The versions the Nodes run: distinct values, lowest first, and unreadable Nodes."""
     talos: dict[Version, str] = {}
@@ -156,24 +187,14 @@ def nodes_observation(nodes: Iterable[object]) -> NodesObservation:
     for node in nodes:
         count += 1
         obj = _mapping(node)
-        name = _name(obj)
         if not _ready(obj):
-            not_ready.append(name)
-        info = _mapping(_mapping(obj.get("status")).get("nodeInfo"))
-        os_image = info.get("osImage")
-        text = _text(os_image)
-        match = _OS_IMAGE.fullmatch(text) if text and len(text) <= MAX_VERSION_TEXT else None
-        version = _version(match["version"]) if match is not None else None
-        if version is not None:
-            talos.setdefault(version, _tagged(version))
-        else:
-            unreadable.append(f'Node {name} runs osImage {_quote(os_image)}, not "Talos (vX.Y.Z)"')
-        kubelet_version = info.get("kubeletVersion")
-        version = _version(_text(kubelet_version))
-        if version is not None:
-            kubelet.setdefault(version, _tagged(version))
-        else:
-            unreadable.append(f"Node {name} reports kubeletVersion {_quote(kubelet_version)}")
+            not_ready.append(_name(obj))
+        found = node_versions(node)
+        if found.talos is not None:
+            talos.setdefault(found.talos, _tagged(found.talos))
+        if found.kubelet is not None:
+            kubelet.setdefault(found.kubelet, _tagged(found.kubelet))
+        unreadable.extend(found.unreadable)
     if len(unreadable) > MAX_NAMED:
         rest = len(unreadable) - MAX_NAMED
         unreadable[MAX_NAMED:] = [f"and {rest:,} more versions of Nodes that cannot be read"]

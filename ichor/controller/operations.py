@@ -53,7 +53,7 @@ from ichor.api import kinds
 from ichor.api.conditions import OperationReason
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, DEFAULT_TALOSCONFIG_KEY
 from ichor.api.talosoperation import OperationType, Phase, TalosOperationStatus
-from ichor.controller import jobs, lifecycle
+from ichor.controller import jobs, lifecycle, observe
 from ichor.controller.lifecycle import ClusterState, EventReason, Operation, Reason
 from ichor.controller.queue import WorkQueue
 from ichor.kube import events, metrics
@@ -417,7 +417,53 @@ class OperationController:
         if outcome.state is lifecycle.JobState.FAILED:
             message = f"{op.what} failed: {outcome.message}; the TalosCluster spec is unchanged"
             return await self._finish_failed(op, OperationReason.JOB_FAILED, message)
-        return await self._finish_succeeded(op)
+        return await self._follow_nodes(op, job, name)
+
+    async def _follow_nodes(self, op: Operation, job: Mapping[str, Any], name: str) -> Operation:
+        """The Job succeeded: succeed once every Node it upgraded reports the target
+        (``lifecycle.follow_nodes`` says why the Job's success is not enough)."""
+        if op.spec.type is OperationType.CNI:
+            return await self._finish_succeeded(op)
+        cluster_body = await self._read_cluster(op)
+        if cluster_body is None:
+            message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
+            return await self._finish_failed(op, Reason.CLUSTER_NOT_FOUND, message)
+        try:
+            cluster = ClusterState.from_body(cluster_body)
+            items = await self._node_items(op, cluster)
+        except ValueError as error:
+            return await self._finish_failed(op, Reason.INVALID_OPERATION, str(error))
+        except _Unrunnable as error:
+            return await self._finish_failed(op, error.reason, error.message)
+        talos = op.spec.type is OperationType.TALOS
+        reported = {}
+        for item in items:
+            found = observe.node_versions(item)
+            reported[found.name] = found.talos if talos else found.kubelet
+        behind = lifecycle.nodes_behind(op, reported, upgraded=jobs.upgraded_nodes(job))
+        verdict = lifecycle.follow_nodes(
+            op,
+            behind,
+            job_name=name,
+            finished_at=lifecycle.job_finished_at(job),
+            now=_now(),
+            deadline=self.settings.node_version_deadline,
+        )
+        if verdict.done:
+            return await self._finish_succeeded(op)
+        if verdict.failed:
+            return await self._finish_failed(op, Reason.NODES_NOT_UPGRADED, verdict.message)
+        return await self._write(
+            op,
+            lifecycle.running(
+                op,
+                job_name=name,
+                decision=lifecycle.Decision(),
+                job_created=True,
+                message=verdict.message,
+                now=_now(),
+            ),
+        )
 
     async def _finish_succeeded(self, op: Operation) -> Operation:
         note = ""
@@ -614,6 +660,11 @@ class OperationController:
         return jobs.SecretMount(secret=name, key=key)
 
     async def _nodes(self, op: Operation, cluster: ClusterState) -> jobs.NodeList:
+        return jobs.target_nodes(await self._node_items(op, cluster))
+
+    async def _node_items(self, op: Operation, cluster: ClusterState) -> list[Any]:
+        """The workload cluster's Node objects, read with the kubeconfig its TalosCluster
+        names (the operator's own cluster without one)."""
         ref = cluster.spec.kubeconfig_secret_ref
         workload = self.api
         own = True
@@ -640,7 +691,7 @@ class OperationController:
         finally:
             if not own:
                 await workload.close()
-        return jobs.target_nodes(items)
+        return list(items)
 
     async def _read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         try:

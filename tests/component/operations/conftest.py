@@ -36,7 +36,10 @@ from tests.support.operator import eventually as eventually  # tests import it f
 FAST_CLUSTERS = ControllerSettings(
     observe_interval=1.0, backoff_initial=0.5, backoff_max=2.0, observe_timeout=5.0, workers=4
 )
-FAST = OperationSettings(resync_interval=2.0, retry_delay=0.5, workers=4)
+#: Nodes that do not report the target 20 s after the Job fail the operation.
+FAST = OperationSettings(
+    resync_interval=2.0, retry_delay=0.5, workers=4, node_version_deadline=20.0
+)
 MERGE = "application/merge-patch+json"
 
 
@@ -123,6 +126,19 @@ class Workload:
             "nodeInfo": nodes.talos_node_info(talos=talos, kubelet=kubelet),
         }
         await self.core.patch_node_status(name, {"status": status})
+
+    async def report(
+        self, *, talos: str | None = None, kubelet: str | None = None, only: str | None = None
+    ) -> None:
+        """Every Node (or ``only`` one) reports ``talos`` and/or ``kubelet``, as a node
+        booted into an upgrade (or a restarted kubelet) does."""
+        info: dict[str, str] = {}
+        if talos is not None:
+            info["osImage"] = f"Talos ({talos})"
+        if kubelet is not None:
+            info["kubeletVersion"] = kubelet
+        for name in sorted(self.nodes) if only is None else [only]:
+            await self.core.patch_node_status(name, {"status": {"nodeInfo": info}})
 
     async def clean(self) -> None:
         for name in self.nodes:

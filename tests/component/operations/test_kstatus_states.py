@@ -112,6 +112,7 @@ async def test_kstatus_and_kubectl_wait_follow_an_operation_to_succeeded(
     await asyncio.sleep(1.0)
     assert waiter.returncode is None, "kubectl wait returned before the Job succeeded"
     started = time.monotonic()
+    await workload.report(talos="v1.14.4")
     await objects.play_job(job["metadata"]["name"], succeeded=True)
     out, err = await asyncio.wait_for(waiter.communicate(), timeout=60)
     assert waiter.returncode == 0, err.decode()

@@ -11,6 +11,7 @@ from ichor.controller import jobs, lifecycle
 from ichor.controller.lifecycle import Operation
 from ichor.release.pinned import PINNED
 from tests.component.operations.conftest import (
+    FAST,
     Objects,
     Operator,
     Phases,
@@ -60,6 +61,10 @@ async def test_each_type_goes_pending_running_succeeded_and_the_spec_follows(
     if type_ == "cni":
         assert PINNED.cilium_chart in jobs.commands(job)[0][2]
 
+    if type_ == "talos":
+        await workload.report(talos=version)
+    if type_ == "kubernetes":
+        await workload.report(kubelet=version)
     await objects.play_job(job["metadata"]["name"], succeeded=True)
     done = await eventually(
         lambda: objects.operation("up"), lambda b: phase(b) == "Succeeded", what="Succeeded"
@@ -117,6 +122,80 @@ async def test_a_failed_job_fails_the_operation_with_its_reason_and_keeps_the_sp
     await objects.saw_events("prod", "UpgradeFailed")
 
 
+async def test_a_succeeded_job_waits_until_every_node_reports_the_target(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    """``talosctl upgrade --wait`` returns once a node is back; the operation succeeds
+    only once the Nodes report the new version, and the spec waits with it."""
+    await objects.create_cluster()
+    await objects.create_operation("up", "talos", "v1.14.4")
+    _, job = await running_job(objects, "up")
+    await workload.report(talos="v1.14.4", only="ops-cp-1")
+    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    waiting = await eventually(
+        lambda: objects.operation("up"),
+        lambda b: "waiting until every Node reports v1.14.4" in b["status"].get("message", ""),
+        what="waiting for the Nodes",
+    )
+    assert phase(waiting) == "Running"
+    message = waiting["status"]["message"]
+    assert "Node ops-cp-2 reports Talos v1.14.3" in message, message
+    assert "Node ops-worker-1 reports Talos v1.14.3" in message, message
+    assert "ops-cp-1" not in message, message
+    assert condition(waiting, "Complete")["reason"] == "JobRunning"
+    assert (await objects.cluster())["spec"]["talosVersion"] == "v1.14.3"
+    await workload.report(talos="v1.14.4")
+    done = await eventually(
+        lambda: objects.operation("up"), lambda b: phase(b) == "Succeeded", what="Succeeded"
+    )
+    assert condition(done, "Complete")["reason"] == "JobSucceeded"
+    assert (await objects.cluster())["spec"]["talosVersion"] == "v1.14.4"
+
+
+@pytest.mark.parametrize(
+    ("type_", "version", "reported"),
+    [("talos", "v1.14.4", "Talos v1.14.3"), ("kubernetes", "v1.37.1", "kubelet v1.36.6")],
+)
+async def test_a_node_still_on_the_old_version_at_the_deadline_fails_the_operation(
+    operator: Operator,
+    workload: Workload,
+    objects: Objects,
+    type_: str,
+    version: str,
+    reported: str,
+) -> None:
+    """A node that booted its previous version back passes talosctl's wait: the
+    operation fails when the Node still reports the old version after the deadline, and
+    the spec stays where the cluster is."""
+    await objects.create_cluster()
+    await objects.create_operation("up", type_, version)
+    _, job = await running_job(objects, "up")
+    for name in ("ops-cp-1", "ops-worker-1"):
+        if type_ == "talos":
+            await workload.report(talos=version, only=name)
+        else:
+            await workload.report(kubelet=version, only=name)
+    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    done = await eventually(
+        lambda: objects.operation("up"),
+        lambda b: phase(b) == "Failed",
+        what="Failed at the deadline",
+        within=FAST.node_version_deadline + 30,
+    )
+    complete = condition(done, "Complete")
+    assert (complete["status"], complete["reason"]) == ("True", "NodesNotUpgraded")
+    message = done["status"]["message"]
+    assert f"Node ops-cp-2 reports {reported}" in message, message
+    assert "booted its previous version back" in message, message
+    assert "the TalosCluster spec is unchanged" in message, message
+    assert "ops-cp-1" not in message, message
+    assert "ops-worker-1" not in message, message
+    field = "talosVersion" if type_ == "talos" else "kubernetesVersion"
+    assert (await objects.cluster())["spec"][field] != version
+    await objects.saw_events("up", "Failed")
+    await objects.saw_events("prod", "UpgradeFailed")
+
+
 async def test_a_second_operation_waits_for_the_running_one_then_runs(
     operator: Operator, workload: Workload, objects: Objects, phases: Phases
 ) -> None:
@@ -134,6 +213,7 @@ async def test_a_second_operation_waits_for_the_running_one_then_runs(
     assert "Running" in condition(waiting, "Accepted")["message"]
     assert len(await objects.jobs()) == 1
 
+    await workload.report(talos="v1.14.4")
     await objects.play_job(job["metadata"]["name"], succeeded=True)
     _, second_job = await running_job(objects, "second")
     assert phase(await objects.operation("first")) == "Succeeded"
@@ -156,6 +236,7 @@ async def test_a_target_valid_at_plan_time_is_refused_once_the_cluster_moved(
         what="second waiting",
     )
     await objects.patch_cluster_spec({"talosVersion": "v1.14.5"})  # the cluster moved
+    await workload.report(kubelet="v1.37.1")
     await objects.play_job(job["metadata"]["name"], succeeded=True)
     refused = await eventually(
         lambda: objects.operation("second"), lambda b: phase(b) == "Failed", what="refused"
@@ -247,7 +328,8 @@ async def test_a_restart_while_running_keeps_the_same_job_and_completes(
     await objects.create_operation("up", "talos", "v1.14.4")
     _, job = await running_job(objects, "up")
     await operator.stop()
-    # while the operator is down the Job goes on
+    # while the operator is down the Job goes on and the nodes move
+    await workload.report(talos="v1.14.4")
     await objects.play_job(job["metadata"]["name"], succeeded=True)
     await operator.start()
     done = await eventually(
@@ -336,6 +418,7 @@ async def test_a_conflict_on_a_status_write_is_retried_not_lost(
         executor.before_write = None
     assert touched
     assert executor.conflicts > before
+    await workload.report(talos="v1.14.4")
     await objects.play_job(job["metadata"]["name"], succeeded=True)
     await eventually(
         lambda: objects.operation("up"), lambda b: phase(b) == "Succeeded", what="Succeeded"

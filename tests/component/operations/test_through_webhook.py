@@ -126,6 +126,7 @@ async def test_an_overridden_operation_runs_and_the_operator_records_the_spec_th
 
     body, job = await running_job(objects, "k8s")
     assert condition(body, "Accepted")["reason"] == "Overridden"
+    await workload.report(kubelet="v1.37.1")
     await objects.play_job(job["metadata"]["name"], succeeded=True)
     done = await eventually(
         lambda: objects.operation("k8s"), lambda b: phase(b) == "Succeeded", what="Succeeded"

@@ -100,6 +100,16 @@ def test_talos_upgrades_one_node_per_step_control_plane_first() -> None:
     assert pod["containers"][0]["args"][0] == "version"
 
 
+def test_the_nodes_a_talos_job_upgrades_are_read_back_from_it_in_order() -> None:
+    assert jobs.upgraded_nodes(talos()) == ("cp-1", "cp-2", "worker-a", "worker-b")
+    cilium = jobs.cilium_job(
+        operation=ref(OperationType.CNI), kubeconfig=None, image_override=None, settings=SETTINGS
+    )
+    assert jobs.upgraded_nodes(cilium) == ()
+    assert jobs.upgraded_nodes({"spec": {"template": "garbage"}}) == ()
+    assert jobs.upgraded_nodes({}) == ()
+
+
 @pytest.mark.parametrize(
     ("schematic", "expected"),
     [

@@ -15,6 +15,7 @@ from ichor.controller import lifecycle
 from ichor.controller.lifecycle import ClusterState, JobState, Operation, Reason
 from ichor.release.pinned import PINNED
 from ichor.release.refusals import Rule
+from ichor.release.versions import parse
 
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
 LATER = datetime(2026, 12, 3, 8, 5, tzinfo=UTC)
@@ -468,3 +469,91 @@ def test_the_executor_refuses_a_cni_operation_ichor_does_not_run(state: ClusterS
     assert refusal is not None
     assert refusal.rule is Rule.NOT_CILIUM
     assert not lifecycle.decide(refusal, override=True).runs
+
+
+# --- after the Job: the Nodes report the target -------------------------------------------
+
+
+def _v(text: str) -> Any:
+    return parse(text)
+
+
+def test_nodes_behind_names_each_node_not_on_the_target_and_only_those() -> None:
+    op = operation(type_="talos", version="v1.14.4")
+    reported = {"cp-1": _v("v1.14.4"), "cp-2": _v("v1.14.3"), "w-1": None}
+    assert lifecycle.nodes_behind(op, reported) == (
+        "Node cp-2 reports Talos v1.14.3",
+        "Node w-1 reports no readable Talos version",
+    )
+    assert lifecycle.nodes_behind(op, {"cp-1": _v("1.14.4")}) == ()
+
+
+def test_nodes_behind_a_newer_version_is_not_the_target_either() -> None:
+    op = operation(type_="kubernetes", version="v1.37.1")
+    assert lifecycle.nodes_behind(op, {"cp-1": _v("v1.37.2")}) == (
+        "Node cp-1 reports kubelet v1.37.2",
+    )
+
+
+def test_nodes_behind_looks_at_the_jobs_nodes_and_a_node_gone_is_named() -> None:
+    op = operation(type_="talos", version="v1.14.4")
+    reported = {"cp-1": _v("v1.14.4"), "new-worker": _v("v1.14.3")}
+    # a Node that joined after the Job was made is not this operation's
+    assert lifecycle.nodes_behind(op, reported, upgraded=["cp-1"]) == ()
+    assert lifecycle.nodes_behind(op, reported, upgraded=["cp-1", "cp-2"]) == (
+        "Node cp-2 is no longer in the workload cluster",
+    )
+
+
+def test_nodes_behind_counts_past_the_named_ones() -> None:
+    op = operation(type_="talos", version="v1.14.4")
+    reported = {f"n-{i:02d}": _v("v1.14.3") for i in range(8)}
+    behind = lifecycle.nodes_behind(op, reported)
+    assert len(behind) == lifecycle.MAX_NODES_NAMED + 1
+    assert behind[-1] == "and 3 more Nodes"
+
+
+def test_a_cni_operation_or_an_unreadable_target_waits_for_no_node() -> None:
+    assert lifecycle.nodes_behind(operation(type_="cni", version=None), {"n": None}) == ()
+    assert lifecycle.nodes_behind(operation(version="latest"), {"n": None}) == ()
+
+
+def test_follow_nodes_succeeds_waits_then_fails_at_the_deadline() -> None:
+    op = operation(status={"phase": "Running", "startedAt": "2026-12-03T07:50:00Z"})
+    behind = ("Node cp-2 reports Talos v1.14.3",)
+    assert lifecycle.follow_nodes(
+        op, (), job_name="j", finished_at=NOW, now=LATER, deadline=60
+    ).done
+    waiting = lifecycle.follow_nodes(
+        op, behind, job_name="j", finished_at=NOW, now=NOW, deadline=600
+    )
+    assert (waiting.done, waiting.failed) == (False, False)
+    assert "Job j succeeded; waiting until every Node reports v1.14.4" in waiting.message
+    assert "Node cp-2 reports Talos v1.14.3" in waiting.message
+    assert "2026-12-03T08:10:00+00:00" in waiting.message
+    failed = lifecycle.follow_nodes(
+        op, behind, job_name="j", finished_at=NOW, now=LATER, deadline=300
+    )
+    assert (failed.done, failed.failed) == (False, True)
+    assert "300 s later Node cp-2 reports Talos v1.14.3" in failed.message
+    assert "the TalosCluster spec is unchanged" in failed.message
+    # without the Job's completion time the deadline counts from the operation's start
+    unknown = lifecycle.follow_nodes(
+        op, behind, job_name="j", finished_at=None, now=NOW, deadline=300
+    )
+    assert unknown.failed
+
+
+def test_job_finished_at_reads_the_completion_time_or_the_condition() -> None:
+    done = {"status": {"completionTime": "2026-12-03T08:00:00Z"}}
+    assert lifecycle.job_finished_at(done) == NOW
+    by_condition = {
+        "status": {
+            "conditions": [
+                {"type": "Complete", "status": "True", "lastTransitionTime": "2026-12-03T08:05:00Z"}
+            ]
+        }
+    }
+    assert lifecycle.job_finished_at(by_condition) == LATER
+    assert lifecycle.job_finished_at({"status": {"completionTime": "yesterday"}}) is None
+    assert lifecycle.job_finished_at({}) is None
