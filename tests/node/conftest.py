@@ -307,6 +307,7 @@ def install_values(
             {"name": "ICHOR_OBSERVE_INTERVAL", "value": "2"},
             {"name": "ICHOR_OPERATION_RESYNC", "value": "2"},
             {"name": "ICHOR_OPERATION_RETRY", "value": "1"},
+            {"name": "ICHOR_NODE_VERSION_DEADLINE", "value": "30"},
         ],
     }
 

@@ -1,23 +1,30 @@
-"""talosctl for real in the executor's Jobs, on the node, where no Talos API answers.
+"""talosctl for real in the executor's Jobs, on the node.
 
-The workload cluster's Node reports the address 10.201.1.10, which the test puts on the
-node's own link with nothing listening on it: the real talosctl in the Job's container
-(from the talosctl image, with the talosconfig Secret the TalosCluster names) connects,
-is refused, and exits non-zero. What must hold is that talosctl's own error reaches the
-operation's status as a clear failure, for ``upgrade-k8s`` (a Kubernetes operation) and
-for ``upgrade`` (a Talos operation, one init container per node). Until a Talos API
-stand-in serves the machine API, this is what the node tier can show of talosctl.
+Where no Talos API answers: the workload cluster's Node reports the address 10.201.1.10,
+which the test puts on the node's own link with nothing listening on it; the real
+talosctl in the Job's container (from the talosctl image, with the talosconfig Secret the
+TalosCluster names) connects, is refused, and exits non-zero. What must hold is that
+talosctl's own error reaches the operation's status as a clear failure, for
+``upgrade-k8s`` (a Kubernetes operation) and for ``upgrade`` (a Talos operation, one init
+container per node).
+
+Where the Talos API stand-in (tests/talos_standin) plays the Talos node: the same Job's
+``talosctl upgrade --wait`` succeeds against it, and the operation follows the Node's
+version: Succeeded once it reports the target, Failed when it booted its previous
+version back.
 """
 
 from __future__ import annotations
 
 import base64
+import json
+from pathlib import Path
 
 import pytest
 import yaml
 
 from ichor.release.pinned import PINNED
-from tests.harness import certs, node, workload
+from tests.harness import binaries, certs, node, talos_standin, workload
 from tests.node import story
 from tests.node.conftest import NodeImages, OnNode
 
@@ -91,3 +98,86 @@ def test_talosctls_own_error_reaches_the_operations_status(
     assert ran[0]["image"] == node_images.talosctl
     assert ran[0]["args"][0] == command
     assert TALOS_NODE in ran[0]["args"]
+
+
+#: The address of the Talos node the stand-in plays (on the node's link, one per test).
+STANDIN_NODES = {"upgrades": "10.201.1.12", "boots-back": "10.201.1.13"}
+
+
+@pytest.mark.parametrize("case", ["upgrades", "boots-back"])
+def test_a_talos_operation_runs_talosctl_upgrade_against_the_talos_api_standin(
+    on_node: OnNode,
+    node_images: NodeImages,
+    workload_plane: workload.WorkloadPlane,
+    one_node: node.Node,
+    tmp_path: Path,
+    case: str,
+) -> None:
+    """The executor's Talos Job, its talosctl from the talosctl image, in a Pod of the
+    node, against the stand-in at the Talos node's address (mutual TLS, the talosconfig
+    Secret the TalosCluster names): pull, install, drain through the workload's API,
+    reboot, wait. A node that boots into the target ends the operation Succeeded with the
+    spec moved; one that boots its previous version back passes talosctl's wait, and the
+    operation fails once the Node still reports the old version at the deadline
+    (ICHOR_NODE_VERSION_DEADLINE on the node), the spec unchanged."""
+    address = STANDIN_NODES[case]
+    name = f"edge-cp-{case}"
+    target = "v1.14.4"
+    one_node.add_address(address)
+    story.talos_node(
+        workload_plane, name, address=address, talos=PINNED.talos, kubelet=PINNED.kubernetes
+    )
+    story.plain_cilium(workload_plane, PINNED.cilium_chart)
+    standin = talos_standin.TalosApi(
+        workdir=tmp_path / "talos",
+        endpoint_host=address,
+        nodes=[talos_standin.TalosNode(name, address)],
+        kubeconfig=workload_plane.kubeconfig,
+        served_kubeconfig=workload_plane.node_kubeconfig(),
+        down=1.0,
+        boot_old=[name] if case == "boots-back" else [],
+    )
+    try:
+        talos_standin.binary()
+    except binaries.MissingBinaryError as error:
+        pytest.fail(str(error), pytrace=False)
+    with standin as api:
+        endpoint = one_node.expose(api.port, address=address)
+        cluster = story.edge_cluster(
+            on_node, workload_plane, talos=PINNED.talos, kubernetes=PINNED.kubernetes,
+            contract=PINNED.contract, cilium=PINNED.cilium_chart,
+            talosconfig=api.talosconfig(endpoint=endpoint),
+        )  # fmt: skip
+        operation = cluster.start(f"edge-talos-{case}", type_="talos", version=target)
+        ended = operation.wait_ended()
+        calls = [(line["call"], line.get("node")) for line in api.calls()]
+        explain = f"{operation.explain()}\nstand-in:\n{api.log()}"
+    (job,) = cluster.jobs()
+    pod_spec = job["spec"]["template"]["spec"]
+    upgrade = pod_spec["initContainers"][0]
+    assert upgrade["image"] == node_images.talosctl
+    assert upgrade["args"][:3] == ["upgrade", "--nodes", address]
+    assert "--wait" in upgrade["args"]
+    assert job["status"].get("succeeded") == 1, explain
+    mine = [call for call, node_name in calls if node_name == name]
+    for step in ("pull", "upgrade", "reboot", "boot"):
+        assert step in mine, (step, mine)
+    assert mine.index("pull") < mine.index("upgrade") < mine.index("reboot") < mine.index("boot")
+    assert mine.count("reboot") == 1, mine
+    reported = json.loads(workload_plane.kubectl("get", "node", name, "-o", "json").stdout)
+    os_image = reported["status"]["nodeInfo"]["osImage"]
+    spec = story.get(on_node, "taloscluster", cluster.name, "-n", cluster.namespace)["spec"]
+    if case == "upgrades":
+        assert ended == "Succeeded", explain
+        assert os_image == f"Talos ({target})"
+        assert spec["talosVersion"] == target
+        assert f"Talos {target} is installed" in operation.message(), operation.message()
+    else:
+        assert ended == "Failed", explain
+        assert os_image == f"Talos ({PINNED.talos})"
+        assert spec["talosVersion"] == PINNED.talos
+        message = operation.message()
+        assert f"Node {name} reports Talos {PINNED.talos}" in message, message
+        assert "booted its previous version back" in message, message
+        complete = next(c for c in operation.status()["conditions"] if c["type"] == "Complete")
+        assert complete["reason"] == "NodesNotUpgraded"
