@@ -41,11 +41,14 @@ class ClusterConditionType(StrEnum):
 
     #: The workload cluster was reached and its versions read.
     READY = "Ready"
-    #: Present only while True: an operation for the cluster is Pending or Running, or
-    #: its Nodes differ.
+    #: Present only while True: an operation for the cluster is Pending or Running, its
+    #: Nodes differ, or (Declarative) the Nodes are being moved to the spec.
     RECONCILING = "Reconciling"
-    #: Present only while True: the spec cannot be read by any rule.
+    #: Present only while True: the spec cannot be read by any rule, or (Declarative)
+    #: the spec cannot be reached without a person's step.
     STALLED = "Stalled"
+    #: Only under ``upgradeStrategy: Declarative``: the Nodes run the spec's versions.
+    SPEC_REACHED = "SpecReached"
     #: Talos, Kubernetes and the observed Cilium hold together in the compatibility table.
     VERSIONS_COMPATIBLE = "VersionsCompatible"
     TALOS_UPGRADE_AVAILABLE = "TalosUpgradeAvailable"

@@ -39,6 +39,17 @@ class SecretKeyRef(ApiModel):
     key: str | None = None
 
 
+class UpgradeStrategy(StrEnum):
+    """How a TalosCluster's versions move (``spec.upgradeStrategy``)."""
+
+    #: A TalosOperation moves the Nodes; on success the executor records the version in
+    #: the spec (the spec is what was last installed). The default.
+    OPERATIONS = "Operations"
+    #: The spec is the desired state: the controller starts the operation for a version
+    #: the Nodes do not run yet, and never writes the spec (for git-managed clusters).
+    DECLARATIVE = "Declarative"
+
+
 class CNISpec(ApiModel):
     preset: CNIPreset = CNIPreset.CILIUM
 
@@ -54,6 +65,7 @@ class TalosClusterSpec(ApiModel):
     talosconfig_secret_ref: SecretKeyRef | None = None
     #: The cluster's own auto-patch settings, over the fleet's (IchorInstallation).
     auto_patch: AutoPatchSpec | None = None
+    upgrade_strategy: UpgradeStrategy = UpgradeStrategy.OPERATIONS
 
 
 class NodeVersions(ApiModel):

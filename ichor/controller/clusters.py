@@ -20,7 +20,7 @@ import asyncio
 import logging
 import ssl
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,12 +32,13 @@ from pydantic import ValidationError
 
 from ichor.api import kinds
 from ichor.api.conditions import ClusterConditionType, ClusterReason
-from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, TalosClusterStatus
+from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, TalosClusterSpec, TalosClusterStatus
 from ichor.controller.autopatch import runner as autopatch
+from ichor.controller.declarative import decisions, starting
+from ichor.controller.declarative.decisions import ActiveOperation, Decision
 from ichor.controller.observe import Observation, observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.status import (
-    ActiveOperation,
     Failure,
     Installation,
     PlannedEvent,
@@ -79,6 +80,9 @@ class _Cluster:
     source: SecretKey | None = None
     #: Set once a spec the model cannot read was reported; cleared by a new generation.
     parked_generation: int | None = None
+    #: Declarative: a start's lasting outcome (refused, failed) by (generation, type,
+    #: version), so the same spec is not started again: no retry loop.
+    declared: dict[tuple[int | None, str, str], Decision] = field(default_factory=dict)
 
 
 def _describe(error: BaseException) -> str:
@@ -188,8 +192,12 @@ class ClusterController:
         else:
             self.operations[key] = after
         for cluster in {entry[0] for entry in (before, after) if entry is not None}:
-            if (namespace, cluster) in self.clusters:
-                self.queue.add((namespace, cluster))
+            known = self.clusters.get((namespace, cluster))
+            if known is None:
+                continue
+            if before is not None and after is None:
+                known.next_observe = 0.0  # it ended: read what the Nodes run now
+            self.queue.add((namespace, cluster))
 
     def active_operations(self, key: Key) -> tuple[ActiveOperation, ...]:
         namespace, name = key
@@ -228,6 +236,8 @@ class ClusterController:
             if first or loop.time() >= cluster.next_observe or source != cluster.source:
                 await self._observe(cluster, source)
 
+        decided = await self._declare(key, cluster, spec) if spec is not None else None
+
         raw_status: Mapping[str, Any] = body.get("status") or {}
         try:
             previous = TalosClusterStatus.model_validate(raw_status)
@@ -242,11 +252,14 @@ class ClusterController:
             installation=self.installation,
             now=datetime.now(UTC).replace(microsecond=0),
             active=self.active_operations(key),
+            declared=decided.declared() if decided is not None else None,
         )
         now = datetime.now(UTC).replace(microsecond=0)
         new_status = outcome.status
         auto = autopatch.Result(status=new_status.auto_patch, condition=None)
-        if spec is not None:
+        # Declarative: the spec is the desired state and only its bump starts an upgrade;
+        # an auto-patch would move the Nodes past a spec nobody writes.
+        if spec is not None and decided is None:
             auto = await self.autopatch.reconcile(
                 body=body,
                 status=new_status,
@@ -306,6 +319,42 @@ class ClusterController:
         if auto.wake_at is not None:
             delay = min(delay, max((auto.wake_at - now).total_seconds(), 1.0))
         self.queue.add_after(key, delay)
+
+    async def _declare(
+        self, key: Key, cluster: _Cluster, spec: TalosClusterSpec
+    ) -> Decision | None:
+        """Declarative mode: decide, and start the operation when one is due (once per
+        spec generation and target: a refusal or a failure stands until the spec
+        changes). None in the Operations mode."""
+        # a read that fails now: what was last seen may be stale, so nothing starts
+        observation = cluster.observation if cluster.failure is None else None
+        decided = decisions.decide(
+            spec=spec,
+            talos_nodes=observation.nodes.talos_versions if observation else None,
+            kubernetes_nodes=observation.nodes.kubernetes_versions if observation else None,
+            active=self.active_operations(key),
+        )
+        if decided is None or decided.start is None:
+            return decided
+        generation = _generation(cluster.body)
+        for stale in [k for k in cluster.declared if k[0] != generation]:
+            del cluster.declared[stale]
+        memo = (generation, decided.start.type.value, decided.start.version)
+        known = cluster.declared.get(memo)
+        if known is not None:
+            return known
+        try:
+            result = await starting.start(self.api, cluster=cluster.body, target=decided.start)
+        except starting.StartDeferred as error:
+            logger.warning("declarative start for %s/%s deferred: %s", *key, error)
+            self.queue.add_after(key, self.settings.backoff_initial)
+            return Decision(
+                decisions.Reason.UPGRADING,
+                f"{decided.start.sentence}: the start is tried again ({error})",
+            )
+        if result.reason in decisions.STALLED:
+            cluster.declared[memo] = result
+        return result
 
     async def _post(self, body: Mapping[str, Any], planned: Sequence[PlannedEvent]) -> None:
         involved = events.reference(body)

@@ -40,7 +40,7 @@ from ichor.api.conditions import (
     OperationConditionType,
     OperationReason,
 )
-from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
+from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus, UpgradeStrategy
 from ichor.api.talosoperation import OperationType, Phase, TalosOperationSpec, TalosOperationStatus
 from ichor.kube import conditions
 from ichor.release.pinned import PINNED
@@ -233,6 +233,11 @@ class ClusterState:
     def versions(self) -> ClusterVersions:
         return taloscluster.cluster_versions(spec=self.spec, cni=self.status.cni)
 
+    @property
+    def declarative(self) -> bool:
+        """The spec is the desired state: the executor never writes it."""
+        return self.spec.upgrade_strategy is UpgradeStrategy.DECLARATIVE
+
 
 def cni_version_refusal(op: Operation) -> Refusal:
     """The refusal of a cni operation that names a version or an image patch (Cilium
@@ -290,10 +295,15 @@ def judge_execution(op: Operation, cluster: ClusterState) -> Verdict:
             (refuse(Rule.FORM, f"{op} names no version: a {spec.type} operation needs one."),)
         )
     component, target = COMPONENTS[spec.type], spec.version
+    running = _running(cluster)
 
     def answers() -> Iterator[Verdict]:
+        if cluster.declarative and running is not None:
+            # The spec is the desired state, already the target: the rule judges the
+            # step from what the Nodes run, as the webhook's plan did.
+            yield judge_target(component=component, target=target, cluster=running)
+            return
         yield judge_target(component=component, target=target, cluster=cluster.versions)
-        running = _running(cluster)
         if running is not None:
             yield judge_target(component=component, target=target, cluster=running)
 
@@ -748,6 +758,16 @@ def success_message(op: Operation, *, spec_note: str) -> str:
     if op.spec.type is OperationType.CNI:
         return f"Cilium chart {PINNED.cilium_chart} is installed{spec_note}"
     return f"{name} {op.spec.version} is installed{spec_note}"
+
+
+def declarative(cluster: Mapping[str, Any]) -> bool:
+    """Whether a stored TalosCluster's spec is its desired state (``upgradeStrategy:
+    Declarative``): then no executor writes it. Anything but that exact value is the
+    default, ``Operations``."""
+    spec = cluster.get("spec")
+    return isinstance(spec, Mapping) and spec.get("upgradeStrategy") == (
+        UpgradeStrategy.DECLARATIVE.value
+    )
 
 
 def needs_spec_update(*, current: str, target: str) -> bool:

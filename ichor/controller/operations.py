@@ -542,6 +542,8 @@ class OperationController:
             body = await self._read_cluster(op)
             if body is None:
                 return f"TalosCluster {op.spec.cluster_ref.name} no longer exists", None
+            if lifecycle.declarative(body):
+                return None, body  # the spec is the desired state: never written
             current = str((body.get("spec") or {}).get(spec_field, ""))
             if not lifecycle.needs_spec_update(current=current, target=target):
                 return None, body

@@ -52,6 +52,7 @@ from ichor.api.taloscluster import (
     TalosClusterStatus,
     UpgradeChoices,
 )
+from ichor.controller.declarative.decisions import ActiveOperation, Declared
 from ichor.controller.observe import Observation
 from ichor.kube import conditions
 from ichor.kube.events import EventType
@@ -81,6 +82,12 @@ class EventReason(StrEnum):
     TALOS_UPGRADE = "TalosUpgradeAvailable"
     KUBERNETES_UPGRADE = "KubernetesUpgradeAvailable"
     CILIUM_UPGRADE = "CiliumUpgradeAvailable"
+    #: Declarative: the start of the operation the spec asks for was refused.
+    UPGRADE_REFUSED = "UpgradeRefused"
+    #: Declarative: the spec cannot be reached without a person's step.
+    SPEC_NOT_REACHED = "SpecNotReached"
+    #: Declarative: the Nodes run the spec's versions (again).
+    SPEC_REACHED = "SpecReached"
 
 
 @dataclass(frozen=True)
@@ -93,32 +100,6 @@ class Failure:
 
 #: What the controller knows of the IchorInstallation singleton (read as the CLI reads it).
 Installation = ichorinstallation.Installation
-
-
-@dataclass(frozen=True)
-class ActiveOperation:
-    """A TalosOperation of the cluster that is Pending or Running (read from its watch)."""
-
-    name: str
-    what: str
-    phase: str
-
-    @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> tuple[str, ActiveOperation] | None:
-        """The cluster it is for and the operation, or None when it is not active (no
-        phase yet counts as Pending: the executor has not seen it)."""
-        spec = body.get("spec")
-        status = body.get("status")
-        spec = spec if isinstance(spec, Mapping) else {}
-        status = status if isinstance(status, Mapping) else {}
-        ref = spec.get("clusterRef")
-        cluster = ref.get("name") if isinstance(ref, Mapping) else None
-        phase = status.get("phase") or "Pending"
-        if not isinstance(cluster, str) or phase not in ("Pending", "Running"):
-            return None
-        what = " ".join(str(part) for part in (spec.get("type"), spec.get("version")) if part)
-        name = str((body.get("metadata") or {}).get("name", ""))
-        return cluster, cls(name=name, what=what or "an upgrade", phase=str(phase))
 
 
 @dataclass(frozen=True)
@@ -442,12 +423,17 @@ def evaluate(
     installation: Installation,
     now: datetime,
     active: Sequence[ActiveOperation] = (),
+    declared: Declared | None = None,
 ) -> Outcome:
     """The status to write and the Events to post, from what is known now.
 
     ``observation`` is the last successful read of the workload cluster (kept across a
     failure, so the status keeps what was last seen); ``failure`` the current failure;
-    ``active`` the cluster's operations that are Pending or Running.
+    ``active`` the cluster's operations that are Pending or Running; ``declared``
+    where a ``Declarative`` cluster stands against its spec (None in ``Operations``).
+
+    Under ``Declarative``, ``Ready`` is True only once the Nodes run the spec's
+    versions: ``kubectl wait --for=condition=Ready`` after a spec bump waits for it.
     """
     cluster_spec, problems = read_spec(spec)
     builder = _Builder(generation=generation)
@@ -500,8 +486,13 @@ def evaluate(
         blocked_releases = _blocked(builder, lines)
     _cilium(builder, spec=cluster_spec, cni=cni, frozen=frozen)
 
+    if declared is not None:
+        _declared(builder, declared)
     merged = conditions.merge(previous.conditions, builder.items, now=now)
+    if declared is None:  # back in Operations: the mode's own condition goes
+        merged = tuple(c for c in merged if c.type != Type.SPEC_REACHED)
     reconciling, stalled = _progress(
+        declared=declared,
         generation=generation,
         problems=problems or (("the spec cannot be read",) if cluster_spec is None else ()),
         builder_items=builder.items,
@@ -526,8 +517,22 @@ def evaluate(
     return Outcome(status=status, events=tuple(events))
 
 
+def _declared(builder: _Builder, declared: Declared) -> None:
+    """``SpecReached``, and ``Ready`` False while the spec is not reached (a Ready the
+    workload read made True; a failed read stays as it is)."""
+    builder.add(Type.SPEC_REACHED, T if declared.reached else F, declared.reason, declared.message)
+    if declared.reached:
+        return
+    for index, item in enumerate(builder.items):
+        if item.type == Type.READY and item.status == T:
+            builder.items[index] = item.model_copy(
+                update={"status": F, "reason": declared.reason, "message": declared.message}
+            )
+
+
 def _progress(
     *,
+    declared: Declared | None,
     generation: int | None,
     problems: Sequence[str],
     builder_items: Sequence[Condition],
@@ -553,6 +558,10 @@ def _progress(
 
     if problems:
         return None, condition(Type.STALLED, Reason.INVALID_SPEC, "; ".join(problems))
+    if declared is not None and declared.stalled:
+        return None, condition(Type.STALLED, declared.reason, declared.message)
+    if declared is not None and not declared.reached:
+        return condition(Type.RECONCILING, declared.reason, declared.message), None
     if active:
         first, *others = sorted(active, key=lambda op: (op.phase != "Running", op.name))
         message = f"TalosOperation {first.name} ({first.what}) is {first.phase}"
@@ -598,8 +607,20 @@ def _events(previous: TalosClusterStatus, current: TalosClusterStatus) -> list[P
                 events.append(PlannedEvent(warn, reason, new.message))
             elif new.status == T and old is not None and old.status == F:
                 events.append(PlannedEvent(normal, EventReason.COMPATIBLE, new.message))
+        elif new.type == Type.SPEC_REACHED:
+            events.extend(_declared_event(old, new))
         elif new.type == Type.CILIUM_UPGRADE_AVAILABLE and new.status == T:
             events.append(PlannedEvent(normal, EventReason.CILIUM_UPGRADE, new.message))
+    # A start refused again for a new spec generation is judged afresh: one more Event.
+    old_spec = conditions.find(previous.conditions, Type.SPEC_REACHED)
+    new_spec = conditions.find(current.conditions, Type.SPEC_REACHED)
+    if (
+        old_spec is not None
+        and new_spec is not None
+        and (old_spec.status, old_spec.reason) == (new_spec.status, new_spec.reason)
+        and old_spec.observed_generation != new_spec.observed_generation
+    ):
+        events.extend(_declared_event(None, new_spec))
     for name, reason, before, after in _defaults(previous, current):
         if after is not None and after != before:
             message = f"{name} {after} is available (the default upgrade choice)"
@@ -617,6 +638,23 @@ def _events(previous: TalosClusterStatus, current: TalosClusterStatus) -> list[P
             message = f"the cluster now runs {name} {after} (was {before})"
             events.append(PlannedEvent(normal, EventReason.VERSION_CHANGED, message))
     return events
+
+
+#: SpecReached reasons that post a Warning (the cluster is Stalled under them).
+_DECLARED_WARNINGS = {
+    "Refused": EventReason.UPGRADE_REFUSED,
+    "Failed": EventReason.SPEC_NOT_REACHED,
+    "NodesAhead": EventReason.SPEC_NOT_REACHED,
+    "Unreadable": EventReason.SPEC_NOT_REACHED,
+}
+
+
+def _declared_event(old: Condition | None, new: Condition) -> list[PlannedEvent]:
+    if new.reason in _DECLARED_WARNINGS:
+        return [PlannedEvent(EventType.WARNING, _DECLARED_WARNINGS[new.reason], new.message)]
+    if new.status == T and old is not None and old.status != T:
+        return [PlannedEvent(EventType.NORMAL, EventReason.SPEC_REACHED, new.message)]
+    return []
 
 
 def _defaults(

@@ -181,6 +181,16 @@ _COMPONENTS = {
 }
 
 
+def _readable(version: str | None) -> str | None:
+    if version is None:
+        return None
+    try:
+        versions.parse(version)
+    except versions.VersionError:
+        return None
+    return version
+
+
 def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
     """A TalosOperation create: the plan, i.e. the full target rule for the cluster it names."""
     if spec.type is OperationType.CNI:
@@ -199,9 +209,15 @@ def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
         )
     else:
         target = spec.version
+    talos, kubernetes = cluster.talos, cluster.kubernetes
+    if cluster.declarative:
+        # The spec is the desired state (already the target): the step is judged from
+        # what the Nodes run, which only the operator writes (status).
+        talos = _readable(cluster.observed_talos) or talos
+        kubernetes = _readable(cluster.observed_kubernetes) or kubernetes
     running = upgrade_target.ClusterVersions(
-        talos=cluster.talos,
-        kubernetes=cluster.kubernetes,
+        talos=talos,
+        kubernetes=kubernetes,
         cilium=steps.cilium_release(
             preset=cluster.cni_preset,
             detected=cluster.detected_cni,

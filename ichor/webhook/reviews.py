@@ -75,6 +75,11 @@ class ClusterObject:
     cni_preset: str = "cilium"
     detected_cni: str | None = None
     detected_cni_version: str | None = None
+    #: ``spec.upgradeStrategy: Declarative``: the spec is the desired state, so an
+    #: operation is judged from what the Nodes run (``status``, the operator's alone).
+    declarative: bool = False
+    observed_talos: str | None = None
+    observed_kubernetes: str | None = None
 
 
 @dataclass(frozen=True)
@@ -146,6 +151,10 @@ def _optional_string(obj: Mapping[str, Any], key: str, *, where: str) -> str | N
     return value
 
 
+def _lenient(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
 def _name(obj: Mapping[str, Any], *, where: str) -> tuple[str, str]:
     metadata = _mapping(obj.get("metadata"), where=f"{where}.metadata")
     namespace = _optional_string(metadata, "namespace", where=f"{where}.metadata") or ""
@@ -199,6 +208,11 @@ def cluster_versions(body: object, *, where: str = "object") -> ClusterObject:
         detected_cni_version=_optional_string(
             status_cni, "detectedVersion", where=f"{where}.status.cni"
         ),
+        declarative=spec.get("upgradeStrategy") == "Declarative",
+        # read leniently: only an operation review uses them, and a cluster review must
+        # answer as before whatever else the status holds
+        observed_talos=_lenient(status.get("talosVersion")),
+        observed_kubernetes=_lenient(status.get("kubernetesVersion")),
     )
 
 

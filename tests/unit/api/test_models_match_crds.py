@@ -126,4 +126,5 @@ def test_model_dump_uses_the_api_names_and_omits_absent_fields() -> None:
         "kubernetesVersion": "v1.36.6",
         "versionContract": "v1.14",
         "cni": {"preset": "cilium"},
+        "upgradeStrategy": "Operations",  # the CRD's default, as cni's
     }

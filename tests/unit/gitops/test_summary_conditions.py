@@ -19,8 +19,9 @@ from ichor.api.ichorinstallation import LatestRelease, UpgradeTargets
 from ichor.api.taloscluster import TalosClusterStatus
 from ichor.api.talosoperation import Phase
 from ichor.controller import lifecycle, releasecheck
+from ichor.controller.declarative.decisions import ActiveOperation
 from ichor.controller.lifecycle import Operation, Reason
-from ichor.controller.status import ActiveOperation, Outcome, evaluate
+from ichor.controller.status import Outcome, evaluate
 from ichor.kube import conditions
 from ichor.release.refusals import Rule
 from tests.unit.controller.test_status_rules import LISTED, run, seen, spec

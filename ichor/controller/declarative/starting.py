@@ -1,0 +1,74 @@
+"""The declarative mode's one API call: start the operation ``decisions.decide`` chose,
+through the shared starter (an ordinary TalosOperation, judged by the webhook as the
+operator, never an override), and word what came of it."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+import aiohttp
+from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ichor.api.talosoperation import StartedBy
+from ichor.controller.declarative.decisions import Decision, Reason, Target
+from ichor.controller.talosoperation import starter, starts
+
+logger = logging.getLogger(__name__)
+
+
+class StartDeferred(Exception):
+    """A transient failure (5xx, timeout, the connection): try again later."""
+
+
+def request(*, cluster: Mapping[str, Any], target: Target) -> starts.StartRequest:
+    """The start for ``target``; its attempt is the spec generation, so the same spec
+    never starts the same upgrade twice, and the next spec change may."""
+    generation = (cluster.get("metadata") or {}).get("generation")
+    return starts.StartRequest(
+        cluster=starts.ClusterTarget.from_body(cluster),
+        type=target.type,
+        version=target.version,
+        started_by=StartedBy.DECLARATIVE,
+        attempt=f"g{generation}",
+        reason=target.sentence,
+    )
+
+
+def outcome(started: starter.Started, *, target: Target) -> Decision:
+    """What an operation the start created or found says of the upgrade."""
+    status = started.body.get("status")
+    status = status if isinstance(status, Mapping) else {}
+    phase = status.get("phase")
+    what = f"TalosOperation {started.name}"
+    if phase == "Failed":
+        message = status.get("message") or "no message"
+        return Decision(
+            Reason.FAILED,
+            f"{what} for {target.sentence} failed: {message}; change the spec, or create a "
+            f"TalosOperation, to try again",
+        )
+    if phase == "Succeeded":
+        return Decision(
+            Reason.UPGRADING, f"{what} succeeded; waiting for the Nodes to report {target.version}"
+        )
+    verb = "started" if started.created else "is " + str(phase or "Pending")
+    return Decision(Reason.UPGRADING, f"{what} {verb} for {target.sentence}")
+
+
+async def start(api: ApiClient, *, cluster: Mapping[str, Any], target: Target) -> Decision:
+    """Start (or find) the operation for ``target``. A refusal is a ``Refused`` decision
+    with the API server's sentence; a transient failure raises ``StartDeferred``."""
+    try:
+        started = await starter.start_operation(
+            api, request=request(cluster=cluster, target=target)
+        )
+    except starter.StartRefused as refused:
+        return Decision(
+            Reason.REFUSED, f"{target.sentence}, and the start was refused: {refused.message}"
+        )
+    except (ApiException, aiohttp.ClientError, TimeoutError) as error:
+        raise StartDeferred(str(error)) from error
+    return outcome(started, target=target)

@@ -1,0 +1,418 @@
+"""The declarative mode end to end, as a GitOps tool drives it: ``kubectl apply
+--server-side`` of a TalosCluster with ``upgradeStrategy: Declarative`` by a user who
+may write TalosClusters but holds no override, the webhook in place, the operator as the
+chart's ServiceAccount.
+
+A spec bump runs the upgrade to Succeeded with no other command and without the
+controller writing the spec (its generation and its field managers say so), and
+``kubectl wait --for=condition=Ready`` on the cluster waits for it. A bump the webhook
+refuses fails the apply with the rule's sentence; one it admits but the target rule
+refuses at the start is a Stalled condition and one Event, never a retry loop. No write
+of a user without the verb (spec, annotation, status, a label on their own operation)
+gets an incompatible upgrade run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+import yaml
+
+from ichor.api import kinds, records
+from ichor.api.talosoperation import STARTED_BY_LABEL
+from ichor.testing import account, binaries, controlplane
+from tests.component.operations.conftest import (
+    Objects,
+    Operator,
+    Workload,
+    condition,
+    eventually,
+    phase,
+    running_job,
+)
+from tests.component.webhook import harness
+from tests.support import kstatus, nodes, rbac
+from tests.support.kstatus import Ref, Status
+
+pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
+
+#: The GitOps tool's identity: writes TalosClusters, holds no override.
+BOT = "flux-applier"
+HOLDER = "olivia-holder"
+MANAGER = "flux-kustomize"
+
+
+@pytest.fixture(scope="module")
+def webhook(
+    control_plane: controlplane.ControlPlane,
+    crds: None,
+    tmp_path_factory: pytest.TempPathFactory,
+    operator_account: account.Account,
+) -> Iterator[harness.Webhook]:
+    with harness.running(
+        control_plane, tmp_path_factory.mktemp("declarative-webhook"), operator_account,
+        recorder=False,
+    ) as running:  # fmt: skip
+        yield running
+
+
+@pytest.fixture
+def users(control_plane: controlplane.ControlPlane) -> Iterator[None]:
+    role = "ichor-declarative-test-writer"
+    holder_role = "ichor-declarative-test-override"
+    manifest = yaml.safe_dump_all(
+        [
+            rbac.cluster_role(
+                role,
+                [
+                    {
+                        "apiGroups": ["ichor.dev"],
+                        "resources": [
+                            "talosclusters",
+                            "talosclusters/status",
+                            "talosoperations",
+                            "talosoperations/status",
+                        ],
+                        "verbs": ["get", "list", "watch", "create", "update", "patch"],
+                    }
+                ],
+            ),
+            rbac.binding(role, [BOT, HOLDER]),
+            rbac.override_role(holder_role),
+            rbac.binding(holder_role, [HOLDER]),
+        ]
+    )
+    control_plane.kubectl("apply", "-f", "-", input=manifest)
+    try:
+        yield
+    finally:
+        control_plane.kubectl("delete", "--ignore-not-found", "-f", "-", input=manifest)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def talosconfig(objects: Objects) -> AsyncIterator[None]:
+    body = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": "prod-talosconfig"},
+        "stringData": {"talosconfig": "context: test\n"},
+    }
+    await objects.core.create_namespaced_secret(objects.namespace, body)  # type: ignore[arg-type]
+    yield
+
+
+def cluster_manifest(namespace: str, **spec: str) -> str:
+    return json.dumps(
+        {
+            "apiVersion": kinds.API_VERSION,
+            "kind": "TalosCluster",
+            "metadata": {"name": "prod", "namespace": namespace},
+            "spec": {
+                "talosVersion": "v1.14.3",
+                "kubernetesVersion": "v1.36.6",
+                "versionContract": "v1.14",
+                "upgradeStrategy": "Declarative",
+                "talosconfigSecretRef": {"name": "prod-talosconfig"},
+                **spec,
+            },
+        }
+    )
+
+
+def apply(plane: controlplane.ControlPlane, namespace: str, *, user: str = BOT, **spec: str) -> Any:
+    return plane.kubectl(
+        "apply", "--server-side", f"--field-manager={MANAGER}", "-f", "-",
+        input=cluster_manifest(namespace, **spec), as_user=user, check=False,
+    )  # fmt: skip
+
+
+async def operations(objects: Objects) -> list[dict[str, Any]]:
+    listed = await objects.custom.list_namespaced_custom_object(
+        kinds.GROUP, kinds.VERSION, objects.namespace, kinds.Plural.TALOS_OPERATIONS
+    )
+    items: list[dict[str, Any]] = listed["items"]
+    return items
+
+
+async def settled(objects: Objects) -> dict[str, Any]:
+    return await eventually(
+        objects.cluster,
+        lambda c: (
+            condition(c, "SpecReached").get("status") == "True"
+            and condition(c, "SpecReached").get("observedGeneration") == c["metadata"]["generation"]
+        ),
+        what="the declarative cluster at its spec",
+    )
+
+
+def spec_managers(body: dict[str, Any]) -> set[str]:
+    """Who owns a field of the spec (server-side apply's managedFields)."""
+    return {
+        entry["manager"]
+        for entry in body["metadata"].get("managedFields") or ()
+        if "f:spec" in (entry.get("fieldsV1") or {})
+    }
+
+
+async def test_a_spec_bump_applied_server_side_runs_the_upgrade_and_kubectl_wait_waits(
+    webhook: harness.Webhook,
+    operator: Operator,
+    workload: Workload,
+    objects: Objects,
+    control_plane: controlplane.ControlPlane,
+    users: None,
+    talosconfig: None,
+) -> None:
+    plane, namespace = control_plane, objects.namespace
+    created = apply(plane, namespace)
+    assert created.returncode == 0, created.stderr
+    first = await settled(objects)
+    assert condition(first, "Ready")["status"] == "True"
+    assert await operations(objects) == []
+
+    bumped = apply(plane, namespace, kubernetesVersion="v1.36.7")
+    assert bumped.returncode == 0, bumped.stderr
+    waiter = await asyncio.create_subprocess_exec(
+        str(binaries.find("kubectl")), "--kubeconfig", str(plane.kubeconfig), "-n", namespace,
+        "wait", "--for=condition=Ready", "taloscluster/prod", "--timeout=90s",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+
+    (started,) = await eventually(
+        lambda: operations(objects), lambda found: len(found) == 1, what="the started operation"
+    )
+    name = started["metadata"]["name"]
+    assert started["metadata"]["labels"][STARTED_BY_LABEL] == "declarative"
+    assert started["spec"] == {
+        "clusterRef": {"name": "prod"},
+        "type": "kubernetes",
+        "version": "v1.36.7",
+        "override": False,
+    }
+    assert started["metadata"]["ownerReferences"][0]["uid"] == first["metadata"]["uid"]
+    _body, job = await running_job(objects, name)
+    busy = await objects.cluster()
+    assert condition(busy, "Ready")["status"] == "False"
+    assert condition(busy, "Reconciling")["status"] == "True"
+    (result,) = await asyncio.to_thread(
+        kstatus.read,
+        plane.kubeconfig,
+        [Ref(kinds.GROUP, kinds.VERSION, "talosclusters", namespace, "prod")],
+    )
+    assert result.status is Status.IN_PROGRESS, result
+    await asyncio.sleep(1.0)
+    assert waiter.returncode is None, "kubectl wait returned before the upgrade"
+
+    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    done = await eventually(
+        lambda: objects.operation(name), lambda b: phase(b) == "Succeeded", what="Succeeded"
+    )
+    assert condition(done, "Ready")["status"] == "True"
+    # the kubelets report the new version (the Job's work, played here)
+    for node in list(workload.nodes):
+        await workload.core.patch_node_status(
+            node,
+            {"status": {"nodeInfo": nodes.talos_node_info(talos="v1.14.3", kubelet="v1.36.7")}},
+        )
+    out, err = await asyncio.wait_for(waiter.communicate(), timeout=90)
+    assert waiter.returncode == 0, err.decode()
+    assert "condition met" in out.decode()
+
+    after = await settled(objects)
+    assert after["status"]["kubernetesVersion"] == "v1.36.7"
+    # the controller never wrote the spec: same generation, only the applier manages it
+    assert after["metadata"]["generation"] == 2  # created as 1, bumped once
+    assert spec_managers(after) == {MANAGER}
+    assert after["spec"]["kubernetesVersion"] == "v1.36.7"
+    (result,) = await asyncio.to_thread(
+        kstatus.read,
+        plane.kubeconfig,
+        [Ref(kinds.GROUP, kinds.VERSION, "talosclusters", namespace, "prod")],
+    )
+    assert result.status is Status.CURRENT, result
+    assert len(await operations(objects)) == 1  # one operation, never a second
+    # re-applying the same manifest (every GitOps sync) changes nothing
+    again = apply(plane, namespace, kubernetesVersion="v1.36.7")
+    assert again.returncode == 0, again.stderr
+    await asyncio.sleep(2.0)
+    assert len(await operations(objects)) == 1
+    assert (await objects.cluster())["metadata"]["generation"] == 2
+
+
+async def test_a_bump_the_webhook_refuses_fails_the_server_side_apply_with_its_sentence(
+    webhook: harness.Webhook,
+    operator: Operator,
+    workload: Workload,
+    objects: Objects,
+    control_plane: controlplane.ControlPlane,
+    users: None,
+    talosconfig: None,
+) -> None:
+    plane, namespace = control_plane, objects.namespace
+    assert apply(plane, namespace).returncode == 0
+    await settled(objects)
+    refused = apply(plane, namespace, kubernetesVersion="v1.38.0")
+    assert refused.returncode == 1
+    assert 'admission webhook "' in refused.stderr, refused.stderr
+    assert "denied the request" in refused.stderr
+    assert "kubernetesVersion v1.38.0" in refused.stderr or "v1.38" in refused.stderr
+    stored = await objects.cluster()
+    assert stored["spec"]["kubernetesVersion"] == "v1.36.6"
+    assert stored["metadata"]["generation"] == 1
+    # a downgrade is refused the same way, with its own sentence
+    down = apply(plane, namespace, kubernetesVersion="v1.36.5")
+    assert down.returncode == 1
+    assert "never moves back (no downgrade)" in down.stderr, down.stderr
+    assert await operations(objects) == []
+
+
+async def test_a_target_refused_at_the_start_is_one_stalled_condition_and_one_event(
+    webhook: harness.Webhook,
+    operator: Operator,
+    workload: Workload,
+    objects: Objects,
+    control_plane: controlplane.ControlPlane,
+    users: None,
+    talosconfig: None,
+) -> None:
+    """A pre-release is a spec by form, never an upgrade target (rule Final): the spec
+    write passes, the controller's start is refused by the webhook's plan."""
+    plane, namespace = control_plane, objects.namespace
+    assert apply(plane, namespace).returncode == 0
+    await settled(objects)
+    bumped = apply(plane, namespace, talosVersion="v1.14.4-beta.0")
+    assert bumped.returncode == 0, bumped.stderr
+    stalled = await eventually(
+        objects.cluster,
+        lambda c: condition(c, "Stalled").get("reason") == "Refused",
+        what="the refused start as Stalled",
+    )
+    message = condition(stalled, "Stalled")["message"]
+    assert message.startswith("spec.talosVersion is Talos v1.14.4-beta.0, the Nodes run v1.14.3")
+    assert "denied the request" in message
+    assert condition(stalled, "Stalled")["observedGeneration"] == 2
+    assert condition(stalled, "Ready")["status"] == "False"
+    assert condition(stalled, "Reconciling") == {}
+    (result,) = await asyncio.to_thread(
+        kstatus.read,
+        plane.kubeconfig,
+        [Ref(kinds.GROUP, kinds.VERSION, "talosclusters", namespace, "prod")],
+    )
+    assert result.status is Status.FAILED, result
+    # several observations later: still one Event, no operation, no new attempt
+    await asyncio.sleep(4.0)
+    refusals = [e for e in await objects.events("prod") if e["reason"] == "UpgradeRefused"]
+    assert len(refusals) == 1, refusals
+    assert refusals[0]["type"] == "Warning"
+    assert refusals[0]["message"] == message
+    assert await operations(objects) == []
+
+    # the next spec change is judged afresh
+    fixed = apply(plane, namespace, talosVersion="v1.14.4")
+    assert fixed.returncode == 0, fixed.stderr
+    (started,) = await eventually(
+        lambda: operations(objects), lambda found: len(found) == 1, what="the fixed start"
+    )
+    assert started["spec"]["version"] == "v1.14.4"
+    cluster = await eventually(
+        objects.cluster,
+        lambda c: condition(c, "Stalled") == {},
+        what="no longer Stalled once the spec changed",
+    )
+    assert condition(cluster, "Reconciling")["status"] == "True"
+
+
+async def test_no_write_of_a_user_without_the_verb_runs_an_incompatible_upgrade(
+    webhook: harness.Webhook,
+    operator: Operator,
+    workload: Workload,
+    objects: Objects,
+    control_plane: controlplane.ControlPlane,
+    users: None,
+    talosconfig: None,
+) -> None:
+    """Talos 1.14 runs Kubernetes 1.33 to 1.37: v1.32.x on it is an overridable refusal.
+    The declarative mode carries no override at all: the spec write of a holder is
+    admitted (and recorded), but the operation the controller starts has none, so the
+    plan refuses it. The holder runs it with a TalosOperation of their own."""
+    plane, namespace = control_plane, objects.namespace
+    for node in list(workload.nodes):
+        await workload.core.patch_node_status(
+            node,
+            {"status": {"nodeInfo": nodes.talos_node_info(talos="v1.14.3", kubelet="v1.31.5")}},
+        )
+    adopted = json.loads(cluster_manifest(namespace, kubernetesVersion="v1.31.5"))
+    adopted["metadata"]["annotations"] = {records.ADOPTION: "true"}
+    made = plane.kubectl(
+        "apply", "--server-side", f"--field-manager={MANAGER}", "-f", "-",
+        input=json.dumps(adopted), as_user=BOT, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    await settled(objects)
+
+    # 1. the spec write itself
+    spec_write = apply(plane, namespace, kubernetesVersion="v1.32.0")
+    assert spec_write.returncode == 1
+    assert "can pass this refusal, and user 'flux-applier' does not" in spec_write.stderr
+    # 2. with an annotation naming a holder (the webhook's own stamp of an operation)
+    forged = json.loads(cluster_manifest(namespace, kubernetesVersion="v1.32.0"))
+    forged["metadata"]["annotations"] = {
+        records.ADOPTION: "true",
+        records.OVERRIDE_BY: HOLDER,
+        "ichor.dev/override": "true",
+    }
+    annotated = plane.kubectl(
+        "apply", "--server-side", f"--field-manager={MANAGER}", "-f", "-",
+        input=json.dumps(forged), as_user=BOT, check=False,
+    )  # fmt: skip
+    assert annotated.returncode == 1, annotated.stdout
+    # 3. a status write that would move the baseline (what the Nodes run)
+    status_write = plane.kubectl(
+        "patch", "taloscluster", "prod", "-n", namespace, "--subresource=status",
+        "--type=merge", "-p", json.dumps({"status": {"kubernetesVersion": "v1.33.0"}}),
+        as_user=BOT, check=False,
+    )  # fmt: skip
+    assert status_write.returncode == 1, status_write.stdout
+    # 4. their own operation, marked as the controller's and overridden
+    own: dict[str, Any] = {
+        "apiVersion": kinds.API_VERSION,
+        "kind": "TalosOperation",
+        "metadata": {
+            "name": "sneak",
+            "namespace": namespace,
+            "labels": {STARTED_BY_LABEL: "declarative"},
+        },
+        "spec": {"clusterRef": {"name": "prod"}, "type": "kubernetes", "version": "v1.32.0"},
+    }
+    labelled = plane.kubectl("create", "-f", "-", input=json.dumps(own), as_user=BOT, check=False)
+    assert labelled.returncode == 1, labelled.stdout
+    own["metadata"].pop("labels")
+    own["spec"]["override"] = True
+    overridden = plane.kubectl("create", "-f", "-", input=json.dumps(own), as_user=BOT, check=False)
+    assert overridden.returncode == 1, overridden.stdout
+    stored = await objects.cluster()
+    assert stored["spec"]["kubernetesVersion"] == "v1.31.5"
+    assert await operations(objects) == []
+
+    # the holder's spec write is admitted (the override recorded with their name) ...
+    held = apply(plane, namespace, user=HOLDER, kubernetesVersion="v1.32.0")
+    assert held.returncode == 0, held.stderr
+    assert "override by" in held.stderr, held.stderr
+    # ... yet the controller's start carries no override: the plan refuses it
+    stalled = await eventually(
+        objects.cluster,
+        lambda c: condition(c, "Stalled").get("reason") == "Refused",
+        what="the controller's start refused",
+    )
+    assert "Talos" in condition(stalled, "Stalled")["message"]
+    assert await operations(objects) == []
+    # and a write of the non-holder after it does not change that
+    await asyncio.sleep(2.0)
+    assert await operations(objects) == []
+    refusals = [e for e in await objects.events("prod") if e["reason"] == "UpgradeRefused"]
+    assert len(refusals) == 1, refusals
