@@ -25,7 +25,6 @@ import yaml
 
 from ichor.api import kinds, records
 from ichor.api.talosoperation import STARTED_BY_LABEL
-from ichor.testing import account, binaries, controlplane
 from tests.component.operations.conftest import (
     Objects,
     Operator,
@@ -36,6 +35,7 @@ from tests.component.operations.conftest import (
     running_job,
 )
 from tests.component.webhook import harness
+from tests.harness import account, binaries, controlplane
 from tests.support import kstatus, nodes, rbac
 from tests.support.kstatus import Ref, Status
 
