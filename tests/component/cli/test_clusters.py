@@ -47,6 +47,7 @@ def test_init_writes_a_cluster_with_the_release_set(cli: Cli) -> None:
         "versionContract": PINNED.contract,
         "cni": {"preset": "cilium"},
         "talosconfigSecretRef": {"name": "prod-talosconfig", "key": "talosconfig"},
+        "upgradeStrategy": "Operations",  # the CRD's default
     }
 
 
