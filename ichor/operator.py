@@ -28,8 +28,10 @@ from typing import Any
 
 import kopf
 
-from ichor.controller import handlers as cluster_handlers
-from ichor.controller import operations, records, releasecheck
+from ichor.controller.recorder import wiring as recorder_wiring
+from ichor.controller.releasecheck import wiring as releasecheck_wiring
+from ichor.controller.taloscluster import wiring as cluster_wiring
+from ichor.controller.talosoperation import wiring as operation_wiring
 from ichor.kube import metrics
 from ichor.settings import Settings, WebhookSettings
 from ichor.webhook import server, validating
@@ -66,10 +68,10 @@ def build_registry(
     ``settings`` are read from the environment when not given."""
     registry = registry if registry is not None else kopf.get_default_registry()
     settings = settings if settings is not None else Settings.from_env()
-    cluster_handlers.register(registry, settings=settings)
-    releasecheck.register(registry, settings=settings)
-    operations.register(registry, settings=settings)
-    records.register(registry, settings=settings)
+    cluster_wiring.register(registry, settings=settings)
+    releasecheck_wiring.register(registry, settings=settings)
+    operation_wiring.register(registry, settings=settings)
+    recorder_wiring.register(registry, settings=settings)
     _configure_webhook(registry, settings=settings)
     return registry
 

@@ -6,8 +6,8 @@ or the chart version of its Helm release when the image carries no version tag).
 
 Mixed versions (an upgrade half done) are reported, never averaged: the lowest of each
 and the list of distinct versions. A Node whose versions cannot be read is named, not
-guessed. The parsing is pure (``nodes_observation``, ``cni_observation``); ``observe``
-only fetches. Nothing here decides compatibility.
+guessed. The parsing here is pure (``nodes_observation``, ``cni_observation``); the
+reconciler's ``observe`` only fetches. Nothing here decides compatibility.
 """
 
 from __future__ import annotations
@@ -21,11 +21,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
-
 from ichor.api.taloscluster import DETECTED_CILIUM
-from ichor.kube.clients import REQUEST_TIMEOUT
 from ichor.release.versions import Version, VersionError, parse
 
 _OS_IMAGE = re.compile(r"Talos \((?P<version>[^()\s]+)\)")
@@ -331,42 +327,3 @@ def cilium_namespace(daemonsets: Iterable[object]) -> str:
             namespace = _text(meta.get("namespace"))
             return namespace if namespace else CNI_NAMESPACE
     return CNI_NAMESPACE
-
-
-async def _get_json(method: Any, *args: Any, **params: Any) -> object:
-    """The JSON a list call returns, or None when the body is not JSON the reader takes."""
-    params.update(_preload_content=False, _request_timeout=REQUEST_TIMEOUT)
-    response = await method(*args, **params)
-    body = await response.read()
-    try:
-        payload: object = json.loads(body)
-    except (ValueError, RecursionError):
-        return None
-    return payload
-
-
-async def observe(api: ApiClient) -> Observation:
-    """Read the Nodes and the CNI of the workload cluster behind ``api``.
-
-    Raises the client's errors (ApiException, aiohttp errors, timeouts) for the caller to
-    turn into a condition; whatever the cluster answers is read as data, never raised:
-    an unreadable Node list or Node is named in ``nodes.unreadable``, an unreadable CNI
-    version is None.
-    """
-    core = client.CoreV1Api(api)
-    apps = client.AppsV1Api(api)
-    node_items = _items(await _get_json(core.list_node))
-    if node_items is None:
-        nodes = unreadable_nodes("the answer is not a JSON object with a list of items")
-    else:
-        nodes = nodes_observation(node_items)
-    daemonsets = _items(await _get_json(apps.list_daemon_set_for_all_namespaces)) or []
-    cni = cni_observation(daemonsets)
-    if cni.detected == DETECTED_CILIUM and cni.version is None:
-        secrets = await _get_json(
-            core.list_namespaced_secret,
-            cilium_namespace(daemonsets),
-            label_selector="owner=helm,name=cilium,status=deployed",
-        )
-        cni = cni_observation(daemonsets, _items(secrets) or [])
-    return Observation(nodes=nodes, cni=cni)

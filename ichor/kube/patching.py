@@ -1,8 +1,8 @@
-"""JSON merge patches (RFC 7386) and status writes through the status subresource.
+"""Status writes through the status subresource.
 
-Status is written only through ``/status`` and only as the difference from what was read,
-so an unchanged status costs no write and no watch event. A merge patch cannot say
-"remove this list element", so lists are replaced whole, which is what conditions need.
+Status is written only through ``/status`` and only as the difference from what was read
+(``ichor.kube.bodies.merge_patch``), so an unchanged status costs no write and no watch
+event.
 """
 
 from __future__ import annotations
@@ -14,26 +14,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from ichor.api import kinds
+from ichor.kube.bodies import MERGE_PATCH
 from ichor.kube.clients import REQUEST_TIMEOUT
-
-MERGE_PATCH = "application/merge-patch+json"
-
-
-def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any]:
-    """The merge patch that turns ``old`` into ``new`` (keys of ``old`` absent from
-    ``new`` become ``None``); empty when they are equal."""
-    patch: dict[str, Any] = {}
-    for key in old.keys() - new.keys():
-        patch[key] = None
-    for key, value in new.items():
-        before = old.get(key)
-        if isinstance(value, Mapping) and isinstance(before, Mapping):
-            inner = merge_patch(before, value)
-            if inner:
-                patch[key] = inner
-        elif key not in old or before != value:
-            patch[key] = value
-    return patch
 
 
 async def patch_status(

@@ -9,7 +9,7 @@ pure decision layers (``admission``, ``stamps``) and makes the reads the answer 
 on (``kubeapi``: who the operator is, the cluster an operation names, the operations of
 a cluster, the SubjectAccessReview). Nothing here decides a rule, and nothing here
 writes: the operator posts the Events of what was admitted once it sees the object
-stored (``ichor.controller.records``).
+stored (``ichor.controller.recorder``).
 
 A handler never lets an exception out: a review it cannot read, an API call that fails
 or a bug all become a denial with a sentence, because kopf would otherwise answer with

@@ -40,7 +40,7 @@ from typing import Any
 import aiohttp
 
 from ichor.api import kinds
-from ichor.kube.patching import merge_patch
+from ichor.kube.bodies import merge_patch
 from tests.benches._api import MERGE, Endpoint, Profile, call, clusters_path, pool
 from tests.harness import account, controlplane
 from tests.support import operator as support
@@ -218,7 +218,7 @@ def _operator_main(kubeconfig: str, interval: float) -> None:
     import kopf
     from kubernetes_asyncio.config import kube_config
 
-    from ichor.controller import handlers
+    from ichor.controller.taloscluster import wiring as cluster_wiring
     from ichor.settings import ControllerSettings
 
     kube_config.KUBE_CONFIG_DEFAULT_LOCATION = kubeconfig
@@ -241,9 +241,9 @@ def _operator_main(kubeconfig: str, interval: float) -> None:
 
         signal.signal(signal.SIGUSR1, dump)
     registry = kopf.OperatorRegistry()
-    handlers.register(registry)
+    cluster_wiring.register(registry)
     memo = kopf.Memo()
-    memo[handlers.SETTINGS] = ControllerSettings(observe_interval=interval, workers=WORKERS)
+    memo[cluster_wiring.SETTINGS] = ControllerSettings(observe_interval=interval, workers=WORKERS)
     asyncio.run(kopf.operator(registry=registry, clusterwide=True, standalone=True, memo=memo))
 
 

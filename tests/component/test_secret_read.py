@@ -12,7 +12,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ichor.kube import clients, events
+from ichor.kube import bodies, clients, events
 from tests.harness import controlplane
 
 pytestmark = pytest.mark.component
@@ -69,7 +69,7 @@ async def test_every_answer_is_the_value_or_a_clear_error(
         }
         with pytest.raises(ApiException) as refused:
             await events.emit(
-                api, involved, type_=events.EventType.NORMAL, reason="Test", message="m"
+                api, involved, type_=bodies.EventType.NORMAL, reason="Test", message="m"
             )
         assert refused.value.status == 403
         assert "forbidden" in str(refused.value.body)
@@ -80,13 +80,13 @@ async def test_every_answer_is_the_value_or_a_clear_error(
     involved = _secret("x", "no-such-ns")
     with pytest.raises(ApiException) as missing:
         await events.emit(
-            kube_api, involved, type_=events.EventType.NORMAL, reason="T", message="m"
+            kube_api, involved, type_=bodies.EventType.NORMAL, reason="T", message="m"
         )
     assert missing.value.status == 404
     # and one the admin may post is posted
     involved = _secret("good", namespace)
     await events.emit(
-        kube_api, involved, type_=events.EventType.WARNING, reason="Seen", message="m"
+        kube_api, involved, type_=bodies.EventType.WARNING, reason="Seen", message="m"
     )
     listed = await core.list_namespaced_event(namespace)
     assert [(e.reason, e.type) for e in listed.items] == [("Seen", "Warning")]

@@ -101,7 +101,7 @@ class EventReason(StrEnum):
     BLOCKED = "AutoPatchBlocked"
 
 
-#: The Event types (``ichor.kube.events.EventType``'s values; that module does I/O).
+#: The Event types (``ichor.kube.bodies.EventType``'s values).
 EventType = Literal["Normal", "Warning"]
 WARNING: EventType = "Warning"
 NORMAL: EventType = "Normal"

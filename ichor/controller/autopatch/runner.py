@@ -43,9 +43,9 @@ from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType, Phase, Sta
 from ichor.controller.autopatch import decide as decisions
 from ichor.controller.autopatch.policy import effective, max_concurrent
 from ichor.controller.talosoperation import starter, starts
-from ichor.kube import events, metrics
+from ichor.kube import bodies, events, metrics
+from ichor.kube.bodies import MERGE_PATCH
 from ichor.kube.clients import REQUEST_TIMEOUT
-from ichor.kube.patching import MERGE_PATCH
 from ichor.upgrade.target import Component
 
 logger = logging.getLogger(__name__)
@@ -464,13 +464,13 @@ class AutoPatcher:
 async def post(
     api: ApiClient, body: Mapping[str, Any], planned: Sequence[decisions.PlannedEvent]
 ) -> None:
-    involved = events.reference(body)
+    involved = bodies.reference(body)
     for event in planned:
         try:
             await events.emit(
                 api,
                 involved,
-                type_=events.EventType(event.type),
+                type_=bodies.EventType(event.type),
                 reason=event.reason.value,
                 message=event.message,
             )

@@ -21,8 +21,8 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
-from ichor.controller import handlers
-from ichor.controller.clusters import ClusterController
+from ichor.controller.taloscluster import wiring as cluster_wiring
+from ichor.controller.taloscluster.reconciler import ClusterController
 from ichor.settings import ControllerSettings
 from tests.support import nodes
 from tests.support import operator as support
@@ -38,9 +38,9 @@ class Operator:
 
     def __init__(self, settings: ControllerSettings) -> None:
         self.registry = kopf.OperatorRegistry()
-        handlers.register(self.registry)
+        cluster_wiring.register(self.registry)
         self.memo = kopf.Memo()
-        self.memo[handlers.SETTINGS] = settings
+        self.memo[cluster_wiring.SETTINGS] = settings
         self.kopf = support.KopfThread(self.registry, memo=self.memo)
 
     async def start(self) -> None:
@@ -48,7 +48,7 @@ class Operator:
 
     @property
     def controller(self) -> ClusterController:
-        found = self.memo[handlers.CONTROLLER]
+        found = self.memo[cluster_wiring.CONTROLLER]
         assert isinstance(found, ClusterController)
         return found
 

@@ -20,7 +20,7 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from ichor.controller.clusters import WORKLOAD_IDLE_SECONDS
+from ichor.controller.taloscluster.reconciler import WORKLOAD_IDLE_SECONDS
 from tests.component.controller.conftest import FAST, Objects, Operator, Workload, eventually
 from tests.component.controller.test_clusters import TARGETS, observed, talos_nodes
 from tests.harness import controlplane

@@ -25,8 +25,11 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.api import records as admission_records
-from ichor.controller import handlers as cluster_handlers
-from ichor.controller import jobs, operations, records
+from ichor.controller.recorder import wiring as recorder_wiring
+from ichor.controller.taloscluster import wiring as cluster_wiring
+from ichor.controller.talosoperation import jobs
+from ichor.controller.talosoperation import wiring as operation_wiring
+from ichor.controller.talosoperation.executor import OperationController
 from ichor.settings import ControllerSettings, OperationSettings
 from tests.harness import controlplane
 from tests.support import nodes
@@ -52,29 +55,29 @@ class Operator:
     def __init__(self, settings: OperationSettings = FAST) -> None:
         self.settings = settings
         self.registry = kopf.OperatorRegistry()
-        cluster_handlers.register(self.registry)
-        operations.register(self.registry)
-        records.register(self.registry)
+        cluster_wiring.register(self.registry)
+        operation_wiring.register(self.registry)
+        recorder_wiring.register(self.registry)
         self.memo = kopf.Memo()
         self.kopf = support.KopfThread(self.registry, memo=self.memo)
 
     async def start(self) -> Operator:
         self.memo = kopf.Memo()
-        self.memo[cluster_handlers.SETTINGS] = FAST_CLUSTERS
-        self.memo[operations.SETTINGS] = self.settings
+        self.memo[cluster_wiring.SETTINGS] = FAST_CLUSTERS
+        self.memo[operation_wiring.SETTINGS] = self.settings
         self.kopf.memo = self.memo
         await self.kopf.astart()
         await eventually(
-            lambda: asyncio.sleep(0, operations.CONTROLLER in self.memo),
+            lambda: asyncio.sleep(0, operation_wiring.CONTROLLER in self.memo),
             bool,
             what="the executor started",
         )
         return self
 
     @property
-    def executor(self) -> operations.OperationController:
-        found = self.memo[operations.CONTROLLER]
-        assert isinstance(found, operations.OperationController)
+    def executor(self) -> OperationController:
+        found = self.memo[operation_wiring.CONTROLLER]
+        assert isinstance(found, OperationController)
         return found
 
     async def stop(self) -> None:

@@ -7,8 +7,8 @@ import pytest
 from kubernetes_asyncio import client
 
 from ichor.api.talosoperation import OperationType
-from ichor.controller import jobs, lifecycle
-from ichor.controller.lifecycle import Operation
+from ichor.controller.talosoperation import jobs, lifecycle
+from ichor.controller.talosoperation.lifecycle import Operation
 from ichor.release.pinned import PINNED
 from tests.component.operations.conftest import (
     FAST,

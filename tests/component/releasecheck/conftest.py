@@ -21,7 +21,8 @@ from kubernetes_asyncio.client.api_client import ApiClient
 
 from ichor import registry
 from ichor.api import kinds
-from ichor.controller import releasecheck
+from ichor.controller.releasecheck import wiring as releasecheck_wiring
+from ichor.controller.releasecheck.check import ReleaseCheck
 from ichor.settings import ReleaseCheckSettings
 from tests.component.controller.conftest import (  # noqa: F401  (fixtures used here)
     FAST,
@@ -52,13 +53,13 @@ class CheckingOperator(Operator):
 
     def __init__(self, settings: ReleaseCheckSettings) -> None:
         super().__init__(FAST)
-        releasecheck.register(self.registry)
-        self.memo[releasecheck.SETTINGS] = settings
+        releasecheck_wiring.register(self.registry)
+        self.memo[releasecheck_wiring.SETTINGS] = settings
 
     @property
-    def check(self) -> releasecheck.ReleaseCheck:
-        found = self.memo[releasecheck.RELEASE_CHECK]
-        assert isinstance(found, releasecheck.ReleaseCheck)
+    def check(self) -> ReleaseCheck:
+        found = self.memo[releasecheck_wiring.RELEASE_CHECK]
+        assert isinstance(found, ReleaseCheck)
         return found
 
 

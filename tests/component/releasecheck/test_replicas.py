@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from ichor.controller import releasecheck
+from ichor.controller.releasecheck.check import ReleaseCheck
 from tests.component.releasecheck.conftest import CHECK_EVERY_SECOND, Installation, Repositories
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
@@ -22,10 +22,8 @@ LATER = (datetime.now(UTC) + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%SZ")
 THEIRS = {"checkedAt": LATER, "talos": ["v9.9.9"], "kubernetes": ["v9.9.9"]}
 
 
-async def replica(kube_api: ApiClient, body: dict[str, Any]) -> releasecheck.ReleaseCheck:
-    check = releasecheck.ReleaseCheck(
-        api=kube_api, settings=replace(CHECK_EVERY_SECOND, max_interval=None)
-    )
+async def replica(kube_api: ApiClient, body: dict[str, Any]) -> ReleaseCheck:
+    check = ReleaseCheck(api=kube_api, settings=replace(CHECK_EVERY_SECOND, max_interval=None))
     check.installation_event("ADDED", body)
     return check
 

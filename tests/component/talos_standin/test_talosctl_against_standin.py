@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 
 from ichor.api.talosoperation import OperationType
-from ichor.controller import jobs
+from ichor.controller.talosoperation import jobs
 from ichor.settings import ExecutorSettings
 from tests.harness import binaries, certs, controlplane, talos_standin
 from tests.support import nodes

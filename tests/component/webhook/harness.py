@@ -24,7 +24,7 @@ import pytest
 import yaml
 
 from ichor.api import kinds
-from ichor.controller import records
+from ichor.controller.recorder import wiring as recorder_wiring
 from ichor.webhook import kubeapi, server, validating
 from tests.harness import account, certs, controlplane
 from tests.support import operator as support
@@ -118,7 +118,7 @@ def build(
     registry = kopf.OperatorRegistry()
     validating.register(registry)
     if recorder:
-        records.register(registry)
+        recorder_wiring.register(registry)
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:
@@ -259,7 +259,7 @@ class Webhook:
             Credentials.of(plane, operator), port=self.port, files=self.files, recorder=recorder
         )
         memo = kopf.Memo()
-        memo[records.KUBECONFIG] = operator.kubeconfig
+        memo[recorder_wiring.KUBECONFIG] = operator.kubeconfig
         self.kopf = support.KopfThread(
             self.registry, settings=self.settings, memo=memo, name=self.name
         )

@@ -25,7 +25,7 @@ from ichor.api.conditions import ClusterReason as Reason
 from ichor.api.taloscluster import TalosClusterStatus
 from ichor.controller import observe
 from ichor.controller.observe import Observation
-from ichor.controller.status import Installation, evaluate
+from ichor.controller.taloscluster.status import Installation, evaluate
 from ichor.release.versions import VersionError, parse
 from tests.fixtures.fuzzing import tally
 

@@ -13,7 +13,13 @@ from ichor.api.conditions import Condition, ConditionStatus
 from ichor.api.ichorinstallation import UpgradeTargets
 from ichor.api.taloscluster import CNIStatus, TalosClusterStatus
 from ichor.controller.observe import CNIObservation, NodesObservation, Observation
-from ichor.controller.status import EventReason, Failure, Installation, Outcome, evaluate
+from ichor.controller.taloscluster.status import (
+    EventReason,
+    Failure,
+    Installation,
+    Outcome,
+    evaluate,
+)
 
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
 LATER = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)

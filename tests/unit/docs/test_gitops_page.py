@@ -20,10 +20,11 @@ from lupa import lua51  # type: ignore[import-untyped]
 
 from ichor.api.conditions import ConditionStatus
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
-from ichor.controller import lifecycle, releasecheck
 from ichor.controller.declarative.decisions import ActiveOperation, Decision, Reason
-from ichor.controller.lifecycle import Operation
-from ichor.controller.status import evaluate
+from ichor.controller.releasecheck import decisions as releasecheck_decisions
+from ichor.controller.taloscluster.status import evaluate
+from ichor.controller.talosoperation import lifecycle
+from ichor.controller.talosoperation.lifecycle import Operation
 from tests.unit.controller.test_status_rules import LISTED, seen
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -138,7 +139,7 @@ def test_the_installation_is_healthy_or_degraded_by_its_listing() -> None:
     from ichor.api.ichorinstallation import LatestRelease, UpgradeTargets
 
     for error, expected in ((None, "Healthy"), ("registry answered 503", "Degraded")):
-        found = releasecheck.check_conditions(
+        found = releasecheck_decisions.check_conditions(
             targets=UpgradeTargets(checked_at=NOW, talos=("v1.14.4",), kubernetes=(),
                                    talos_error=error),
             latest=LatestRelease(checked_at=NOW, version="0.1.0", running="0.1.0", newer=False),

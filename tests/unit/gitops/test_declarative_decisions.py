@@ -14,7 +14,7 @@ from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import OperationType
 from ichor.controller.declarative import decisions
 from ichor.controller.declarative.decisions import ActiveOperation, Decision, Reason, decide
-from ichor.controller.status import EventReason, Outcome, evaluate
+from ichor.controller.taloscluster.status import EventReason, Outcome, evaluate
 from tests.unit.controller.test_status_rules import LISTED, seen
 
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)

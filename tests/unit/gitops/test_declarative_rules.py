@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from ichor.controller import lifecycle
-from ichor.controller.lifecycle import ClusterState, Operation
+from ichor.controller.talosoperation import lifecycle
+from ichor.controller.talosoperation.lifecycle import ClusterState, Operation
 from ichor.release.refusals import Rule
 from ichor.webhook import admission
 from ichor.webhook.reviews import ClusterObject, OperationSpec, OperationType, cluster_versions

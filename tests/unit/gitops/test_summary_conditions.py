@@ -18,10 +18,11 @@ from ichor.api.conditions import ClusterReason, Condition, ConditionStatus, Oper
 from ichor.api.ichorinstallation import LatestRelease, UpgradeTargets
 from ichor.api.taloscluster import TalosClusterStatus
 from ichor.api.talosoperation import Phase
-from ichor.controller import lifecycle, releasecheck
 from ichor.controller.declarative.decisions import ActiveOperation
-from ichor.controller.lifecycle import Operation, Reason
-from ichor.controller.status import Outcome, evaluate
+from ichor.controller.releasecheck import decisions
+from ichor.controller.taloscluster.status import Outcome, evaluate
+from ichor.controller.talosoperation import lifecycle
+from ichor.controller.talosoperation.lifecycle import Operation, Reason
 from ichor.kube import conditions
 from ichor.release.refusals import Rule
 from tests.unit.controller.test_status_rules import LISTED, run, seen, spec
@@ -289,7 +290,7 @@ def test_the_installation_is_ready_exactly_when_every_list_was_listed(failed: bo
         kubernetes=("v1.36.7",),
         talos_error="registry answered 503" if failed else None,
     )
-    found = releasecheck.check_conditions(
+    found = decisions.check_conditions(
         targets=targets,
         latest=LatestRelease(checked_at=NOW, version="0.2.0", running="0.1.0", newer=True),
         repository="oci://example.invalid/ichor",

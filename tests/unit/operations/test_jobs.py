@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from ichor.api.talosoperation import OperationType
-from ichor.controller import jobs
-from ichor.controller.jobs import NodeRole, TargetNode
+from ichor.controller.talosoperation import jobs
+from ichor.controller.talosoperation.jobs import NodeRole, TargetNode
 from ichor.release.pinned import PINNED
 from ichor.settings import DEFAULT_CILIUM_CHART, DEFAULT_SCHEMATIC, ExecutorSettings
 

@@ -11,8 +11,8 @@ import pytest
 from ichor.api.conditions import ConditionStatus, OperationReason
 from ichor.api.taloscluster import CNIPreset, CNISpec
 from ichor.api.talosoperation import Phase
-from ichor.controller import lifecycle
-from ichor.controller.lifecycle import ClusterState, JobState, Operation, Reason
+from ichor.controller.talosoperation import lifecycle
+from ichor.controller.talosoperation.lifecycle import ClusterState, JobState, Operation, Reason
 from ichor.release.pinned import PINNED
 from ichor.release.refusals import Rule
 from ichor.release.versions import parse

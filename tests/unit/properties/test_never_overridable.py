@@ -25,8 +25,9 @@ from hypothesis import strategies as st
 from ichor.api.conditions import ClusterConditionType, ClusterReason
 from ichor.api.ichorinstallation import UpgradeTargets
 from ichor.api.taloscluster import TalosClusterStatus
-from ichor.controller import lifecycle, status
 from ichor.controller.observe import CNIObservation, NodesObservation, Observation
+from ichor.controller.taloscluster import status
+from ichor.controller.talosoperation import lifecycle
 from ichor.release import compat, steps
 from ichor.release.pinned import ADOPT_MIN_TALOS, ReleaseSet, check_adopt_compat, check_init_compat
 from ichor.release.refusals import Refusal, Rule, Verdict

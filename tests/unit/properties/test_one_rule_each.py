@@ -24,8 +24,9 @@ from ichor.api.conditions import ConditionStatus
 from ichor.api.ichorinstallation import UpgradeTargets
 from ichor.api.taloscluster import CNIStatus, TalosClusterStatus
 from ichor.cli import views
-from ichor.controller import jobs, status
 from ichor.controller.observe import CNIObservation, NodesObservation, Observation
+from ichor.controller.taloscluster import status
+from ichor.controller.talosoperation import jobs
 from ichor.release import steps
 from ichor.release.pinned import PINNED
 from ichor.release.refusals import Rule

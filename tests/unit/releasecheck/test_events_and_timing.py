@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ichor.controller.releasecheck import (
+from ichor.controller.releasecheck.decisions import (
     EventReason,
     Failed,
     Listed,
@@ -18,7 +18,7 @@ from ichor.controller.releasecheck import (
     next_status,
     parse_interval,
 )
-from ichor.kube.events import EventType
+from ichor.kube.bodies import EventType
 
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
 DOWN = "cannot list tags of ghcr.io/siderolabs/kubelet: the registry is unreachable"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ichor.api.ichorinstallation import LatestRelease, UpgradeTargets
-from ichor.controller.releasecheck import (
+from ichor.controller.releasecheck.decisions import (
     Failed,
     Listed,
     Listing,

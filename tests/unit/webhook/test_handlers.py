@@ -8,8 +8,8 @@ import kopf
 import pytest
 
 from ichor.api import records
-from ichor.controller import records as recorder
-from ichor.kube import events
+from ichor.controller.recorder import recorder
+from ichor.kube import bodies
 from ichor.webhook import kubeapi, validating
 from ichor.webhook.reviews import ClusterRef, Requester
 from tests.unit.webhook.fakes import (
@@ -180,9 +180,9 @@ def test_the_access_review_carries_the_whole_identity() -> None:
 def test_the_override_event_is_a_warning_on_the_cluster() -> None:
     """What the recorder posts for an override record of a stored cluster."""
     body = taloscluster()
-    event = events.event_body(
-        events.reference(body),
-        type_=events.EventType.WARNING,
+    event = bodies.event_body(
+        bodies.reference(body),
+        type_=bodies.EventType.WARNING,
         reason=recorder.REASONS[records.RecordKind.OVERRIDE],
         message="User alice overrode ...",
     )

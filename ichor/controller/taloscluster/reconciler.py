@@ -1,6 +1,6 @@
 """The TalosCluster controller: observe each workload cluster, write its status.
 
-kopf's watches feed this controller (``cluster_event``, ``installation_event``); a
+kopf's watches feed this controller (``wiring``: ``cluster_event``, ``installation_event``); a
 bounded pool of workers reconciles one cluster at a time per key:
 
 1. read the workload cluster when its observation is due (every ``observe_interval``;
@@ -17,6 +17,7 @@ once and left alone until it changes; nothing a single object holds stops the ot
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import ssl
 from collections.abc import Mapping, Sequence
@@ -32,27 +33,40 @@ from pydantic import ValidationError
 
 from ichor.api import kinds
 from ichor.api.conditions import ClusterConditionType, ClusterReason
-from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, TalosClusterSpec, TalosClusterStatus
+from ichor.api.taloscluster import (
+    DEFAULT_KUBECONFIG_KEY,
+    DETECTED_CILIUM,
+    TalosClusterSpec,
+    TalosClusterStatus,
+)
 from ichor.controller.autopatch import runner as autopatch
 from ichor.controller.declarative import decisions, starting
 from ichor.controller.declarative.decisions import ActiveOperation, Decision
-from ichor.controller.observe import Observation, observe
+from ichor.controller.observe import (
+    Observation,
+    _items,
+    cilium_namespace,
+    cni_observation,
+    nodes_observation,
+    unreadable_nodes,
+)
 from ichor.controller.queue import WorkQueue
-from ichor.controller.status import (
+from ichor.controller.taloscluster.status import (
     Failure,
     Installation,
     PlannedEvent,
     evaluate,
     read_spec,
 )
-from ichor.kube import conditions, events, metrics
+from ichor.kube import bodies, conditions, events, metrics
+from ichor.kube.bodies import merge_patch
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
     KubeconfigError,
     client_from_kubeconfig,
     read_secret_key,
 )
-from ichor.kube.patching import merge_patch, patch_status
+from ichor.kube.patching import patch_status
 from ichor.settings import ControllerSettings
 
 logger = logging.getLogger(__name__)
@@ -357,7 +371,7 @@ class ClusterController:
         return result
 
     async def _post(self, body: Mapping[str, Any], planned: Sequence[PlannedEvent]) -> None:
-        involved = events.reference(body)
+        involved = bodies.reference(body)
         for event in planned:
             try:
                 await events.emit(
@@ -414,3 +428,45 @@ class ClusterController:
         if cached is not None:
             await cached[1].close()
         return workload
+
+
+# --- reading a workload cluster ---------------------------------------------------------
+
+
+async def _get_json(method: Any, *args: Any, **params: Any) -> object:
+    """The JSON a list call returns, or None when the body is not JSON the reader takes."""
+    params.update(_preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+    response = await method(*args, **params)
+    body = await response.read()
+    try:
+        payload: object = json.loads(body)
+    except (ValueError, RecursionError):
+        return None
+    return payload
+
+
+async def observe(api: ApiClient) -> Observation:
+    """Read the Nodes and the CNI of the workload cluster behind ``api``.
+
+    Raises the client's errors (ApiException, aiohttp errors, timeouts) for the caller to
+    turn into a condition; whatever the cluster answers is read as data, never raised:
+    an unreadable Node list or Node is named in ``nodes.unreadable``, an unreadable CNI
+    version is None.
+    """
+    core = client.CoreV1Api(api)
+    apps = client.AppsV1Api(api)
+    node_items = _items(await _get_json(core.list_node))
+    if node_items is None:
+        nodes = unreadable_nodes("the answer is not a JSON object with a list of items")
+    else:
+        nodes = nodes_observation(node_items)
+    daemonsets = _items(await _get_json(apps.list_daemon_set_for_all_namespaces)) or []
+    cni = cni_observation(daemonsets)
+    if cni.detected == DETECTED_CILIUM and cni.version is None:
+        secrets = await _get_json(
+            core.list_namespaced_secret,
+            cilium_namespace(daemonsets),
+            label_selector="owner=helm,name=cilium,status=deployed",
+        )
+        cni = cni_observation(daemonsets, _items(secrets) or [])
+    return Observation(nodes=nodes, cni=cni)

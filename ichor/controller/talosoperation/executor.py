@@ -1,5 +1,5 @@
-"""The TalosOperation executors: kopf handlers and the controller that runs each operation
-as a Job and follows it to the end.
+"""The TalosOperation executor: the controller that runs each operation as a Job and
+follows it to the end (its kopf registration is ``wiring``).
 
 Level-triggered, keyed by *cluster*: every watch event of a TalosOperation or of a Job
 this controller created asks for its cluster to be looked at again, and one reconcile
@@ -36,7 +36,6 @@ controller too (``status._frozen_patch``); the Helm Job only renders it.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
@@ -44,7 +43,6 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import aiohttp
-import kopf
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -53,27 +51,23 @@ from ichor.api import kinds
 from ichor.api.conditions import OperationReason
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, DEFAULT_TALOSCONFIG_KEY
 from ichor.api.talosoperation import OperationType, Phase, TalosOperationStatus
-from ichor.controller import jobs, lifecycle, observe
-from ichor.controller.lifecycle import ClusterState, EventReason, Operation, Reason
+from ichor.controller import observe
 from ichor.controller.queue import WorkQueue
-from ichor.kube import events, metrics
+from ichor.controller.talosoperation import jobs, lifecycle
+from ichor.controller.talosoperation.lifecycle import ClusterState, EventReason, Operation, Reason
+from ichor.kube import bodies, events, metrics
+from ichor.kube.bodies import MERGE_PATCH, merge_patch
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
     KubeconfigError,
     client_from_kubeconfig,
-    operator_client,
     read_secret_key,
 )
-from ichor.kube.patching import MERGE_PATCH, merge_patch
-from ichor.settings import OperationSettings, Settings
+from ichor.settings import OperationSettings
 
 logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, TalosCluster name)
-
-#: memo keys: the running controller, and settings a caller may pass in.
-CONTROLLER = "ichor_operation_controller"
-SETTINGS = "ichor_operation_settings"
 
 _TRANSIENT = (aiohttp.ClientError, TimeoutError, OSError)
 
@@ -227,7 +221,7 @@ class OperationController:
                 )
                 if previous != message:
                     await self._event(
-                        op.body, events.EventType.NORMAL, EventReason.WAITING, message
+                        op.body, bodies.EventType.NORMAL, EventReason.WAITING, message
                     )
         return again
 
@@ -289,7 +283,7 @@ class OperationController:
         if decision.passed is not None:
             await self._event(
                 op.body,
-                events.EventType.WARNING,
+                bodies.EventType.WARNING,
                 EventReason.OVERRIDE,
                 f"{op} runs under override: true, {decision.passing}",
             )
@@ -300,7 +294,7 @@ class OperationController:
         op = await self._write(
             op, lifecycle.failed(op, reason=reason, message=message, now=_now(), refused=True)
         )
-        await self._event(op.body, events.EventType.WARNING, EventReason.REFUSED, message)
+        await self._event(op.body, bodies.EventType.WARNING, EventReason.REFUSED, message)
         return op
 
     async def _create_job(
@@ -341,11 +335,11 @@ class OperationController:
             ),
         )
         if created:
-            await self._event(op.body, events.EventType.NORMAL, EventReason.STARTED, message)
+            await self._event(op.body, bodies.EventType.NORMAL, EventReason.STARTED, message)
             if cluster_body is not None:
                 await self._event(
                     cluster_body,
-                    events.EventType.NORMAL,
+                    bodies.EventType.NORMAL,
                     EventReason.UPGRADE_STARTED,
                     f"{op} started: {message}",
                 )
@@ -514,14 +508,14 @@ class OperationController:
         """The Events, metric and queue release that every ended operation gets."""
         if succeeded:
             kind, on_op, on_cluster, verb = (
-                events.EventType.NORMAL,
+                bodies.EventType.NORMAL,
                 EventReason.SUCCEEDED,
                 EventReason.UPGRADE_SUCCEEDED,
                 "succeeded",
             )
         else:
             kind, on_op, on_cluster, verb = (
-                events.EventType.WARNING,
+                bodies.EventType.WARNING,
                 EventReason.FAILED,
                 EventReason.UPGRADE_FAILED,
                 "failed",
@@ -811,14 +805,14 @@ class OperationController:
             cluster_body = await self._read_cluster(op)
             if cluster_body is not None:
                 await self._event(
-                    cluster_body, events.EventType.WARNING, EventReason.STOPPED, message
+                    cluster_body, bodies.EventType.WARNING, EventReason.STOPPED, message
                 )
         await self._patch_meta(op, [f for f in op.finalizers if f != lifecycle.FINALIZER])
 
     async def _event(
-        self, body: Mapping[str, Any], type_: events.EventType, reason: str, message: str
+        self, body: Mapping[str, Any], type_: bodies.EventType, reason: str, message: str
     ) -> None:
-        involved = events.reference(body)
+        involved = bodies.reference(body)
         try:
             await events.emit(self.api, involved, type_=type_, reason=reason, message=message)
         except (ApiException, *_TRANSIENT) as error:
@@ -845,61 +839,3 @@ def _no_nodes(cluster: ClusterState, nodes: jobs.NodeList, *, control_plane: boo
     if nodes.unaddressable:
         message += f" with an address ({', '.join(nodes.unaddressable)} have none)"
     return message
-
-
-# --- kopf wiring ------------------------------------------------------------------------
-
-
-async def stop(memo: kopf.Memo, **_: Any) -> None:
-    controller = memo.get(CONTROLLER)
-    if isinstance(controller, OperationController):
-        await controller.stop()
-        await controller.api.close()
-        # let the closed connections' transports finish closing before the loop ends
-        await asyncio.sleep(0.1)
-
-
-async def operation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    controller = memo.get(CONTROLLER)
-    if isinstance(controller, OperationController):
-        controller.operation_event(event["object"])
-
-
-async def job_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    controller = memo.get(CONTROLLER)
-    if isinstance(controller, OperationController):
-        controller.job_event(event["object"])
-
-
-def register(registry: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
-    """Put the executor's handlers into ``registry``; ``settings`` (else the environment's,
-    read at start) are the operator's, a ``SETTINGS`` memo entry wins for the controller's
-    own part."""
-
-    async def start(memo: kopf.Memo, **_: Any) -> None:
-        given = memo.get(SETTINGS)
-        running = settings if settings is not None else Settings.from_env()
-        controller = OperationController(
-            api=await operator_client(kube=running.kube),
-            settings=given if isinstance(given, OperationSettings) else running.operations,
-        )
-        controller.start()
-        memo[CONTROLLER] = controller
-
-    kopf.on.startup(id="operations-start", registry=registry)(start)
-    kopf.on.cleanup(id="operations-stop", registry=registry)(stop)
-    kopf.on.event(
-        kinds.GROUP,
-        kinds.VERSION,
-        kinds.Plural.TALOS_OPERATIONS,
-        id="operation-event",
-        registry=registry,
-    )(operation_event)
-    kopf.on.event(
-        "batch",
-        "v1",
-        "jobs",
-        id="operation-job-event",
-        labels={jobs.MANAGED_BY_LABEL: jobs.MANAGED_BY},
-        registry=registry,
-    )(job_event)

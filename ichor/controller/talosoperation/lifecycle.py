@@ -1,7 +1,7 @@
 """The TalosOperation lifecycle as pure decisions: which operation runs, may it run, how its
 Job stands, and the status each step writes.
 
-``operations`` (the kopf side) reads the objects and makes the calls; everything it
+``executor`` (the I/O side) reads the objects and makes the calls; everything it
 decides comes from here, so the lifecycle is tested without a cluster:
 
 * ``run_order``: the operations of one cluster that still have to run, oldest first. One

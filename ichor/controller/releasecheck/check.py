@@ -47,459 +47,45 @@ import asyncio
 import contextlib
 import logging
 import random
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
-from typing import Any, TypeVar
+from datetime import UTC, datetime
+from typing import Any
 
 import aiohttp
-import kopf
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from ichor import registry
 from ichor.api import kinds
-from ichor.api.conditions import (
-    Condition,
-    ConditionStatus,
-    InstallationConditionType,
-    InstallationReason,
-)
 from ichor.api.ichorinstallation import (
     IchorInstallationSpec,
     LatestRelease,
     PullSecretRef,
     UpgradeTargets,
 )
-from ichor.kube import conditions as kube_conditions
-from ichor.kube import events, metrics
-from ichor.kube.clients import REQUEST_TIMEOUT, KubeconfigError, operator_client, read_secret_key
-from ichor.kube.events import EventType
-from ichor.kube.patching import MERGE_PATCH, merge_patch
-from ichor.release.versions import Version, VersionError, parse
-from ichor.settings import ReleaseCheckSettings, Settings
-from ichor.upgrade.targets import finals
+from ichor.controller.releasecheck.decisions import (
+    Failed,
+    Listed,
+    Listing,
+    ListKind,
+    PlannedEvent,
+    due_in,
+    next_status,
+    parse_interval,
+    read_model,
+)
+from ichor.kube import bodies, events, metrics
+from ichor.kube.bodies import MERGE_PATCH
+from ichor.kube.clients import REQUEST_TIMEOUT, KubeconfigError, read_secret_key
+from ichor.settings import ReleaseCheckSettings
 
 logger = logging.getLogger(__name__)
 
-#: The memo keys of the running check and of settings a caller may pass in.
-RELEASE_CHECK = "ichor_release_check"
-SETTINGS = "ichor_release_check_settings"
 #: The data key of a ``kubernetes.io/dockerconfigjson`` Secret.
 DOCKER_CONFIG_KEY = ".dockerconfigjson"
-
-M = TypeVar("M", bound=BaseModel)
-
-
-# --- what a listing gave ------------------------------------------------------------------
-
-
-class ListKind(StrEnum):
-    TALOS = "talos"
-    KUBERNETES = "kubernetes"
-    CHART = "chart"
-
-
-LABELS: dict[ListKind, str] = {
-    ListKind.TALOS: "Talos",
-    ListKind.KUBERNETES: "Kubernetes",
-    ListKind.CHART: "Ichor chart",
-}
-
-
-@dataclass(frozen=True)
-class Listed:
-    """Every tag of a repository, as the registry listed them."""
-
-    tags: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Failed:
-    """Why a listing did not finish (the lister's sentence: repository and cause)."""
-
-    error: str
-
-
-Listing = Listed | Failed
-
-
-# --- the interval -------------------------------------------------------------------------
-
-_DURATION_PART = re.compile(r"([0-9]+(?:\.[0-9]+)?)(ms|s|m|h)")
-_UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-
-
-def parse_interval(text: str) -> float:
-    """Seconds of a duration as the CRD accepts it (``6h``, ``30m``, ``1h30m``, ``1.5h``);
-    ValueError for anything else."""
-    position, total = 0, 0.0
-    for match in _DURATION_PART.finditer(text):
-        if match.start() != position:
-            break
-        total += float(match[1]) * _UNIT_SECONDS[match[2]]
-        position = match.end()
-    if not text or position != len(text):
-        raise ValueError(f"interval {text!r} is not a duration such as 6h or 30m")
-    return total
-
-
-def due_in(
-    *,
-    enabled: bool,
-    interval: float,
-    retry: float,
-    checked_at: datetime | None,
-    failed: bool,
-    spec_changed: bool,
-    now: datetime,
-) -> float | None:
-    """Seconds until the next check (zero or less: now), or None: idle (the check is off).
-
-    A spec change, or no check recorded yet, makes a check due at once; after a failed
-    listing the next one comes after ``min(interval, retry)``, so a passing outage does
-    not leave a list stale for a whole interval.
-    """
-    if not enabled:
-        return None
-    if spec_changed or checked_at is None:
-        return 0.0
-    wait = min(interval, retry) if failed else interval
-    return (checked_at + timedelta(seconds=wait) - now).total_seconds()
-
-
-# --- merging a listing into the recorded status ------------------------------------------
-
-
-def read_model(model: type[M], raw: object) -> M | None:
-    """``raw`` as ``model``; when the whole does not load, the fields that do (a bad field
-    costs that field only). None when ``raw`` is absent, not an object, or lacks a
-    required field."""
-    if not isinstance(raw, Mapping):
-        return None
-    try:
-        return model.model_validate(raw)
-    except ValidationError:
-        pass
-    good: dict[str, Any] = {}
-    for key, value in raw.items():
-        try:
-            model.model_validate({key: value})
-        except ValidationError:
-            continue
-        good[key] = value
-    try:
-        return model.model_validate(good)
-    except ValidationError:
-        return None
-
-
-def release_tags(tags: Sequence[str]) -> tuple[str, ...]:
-    """The final ``vX.Y.Z`` releases among tags, newest first (the rules' ``finals``)."""
-    return tuple(version.tag for version in finals(tags))
-
-
-def chart_versions(tags: Sequence[str]) -> list[Version]:
-    """The final chart versions, newest first. Chart tags carry no leading ``v`` (Helm
-    pushes ``0.2.0``); one with a ``v`` counts the same."""
-    return finals(tag if tag.startswith("v") else f"v{tag}" for tag in tags)
-
-
-def previous_error(targets: UpgradeTargets | None, kind: ListKind) -> str | None:
-    """The last recorded failure of one list. A status an earlier controller wrote has only
-    ``error``, which then counts against every list."""
-    if targets is None:
-        return None
-    own = targets.talos_error if kind is ListKind.TALOS else targets.kubernetes_error
-    if own or targets.talos_error or targets.kubernetes_error:
-        return own
-    return targets.error
-
-
-def merge_targets(
-    previous: UpgradeTargets | None,
-    *,
-    talos: Listing,
-    kubernetes: Listing,
-    now: datetime,
-) -> UpgradeTargets:
-    """The new ``upgradeTargets``: each listed list replaced, each failed one kept with its
-    own error, ``error`` joining them, and no Cilium list."""
-    before = previous or UpgradeTargets()
-    lists: dict[ListKind, tuple[str, ...] | None] = {}
-    errors: dict[ListKind, str | None] = {}
-    for kind, listing, kept in (
-        (ListKind.TALOS, talos, before.talos),
-        (ListKind.KUBERNETES, kubernetes, before.kubernetes),
-    ):
-        if isinstance(listing, Listed):
-            lists[kind], errors[kind] = release_tags(listing.tags), None
-        else:
-            lists[kind], errors[kind] = kept, listing.error
-    joined = "; ".join(error for error in errors.values() if error)
-    return UpgradeTargets(
-        checked_at=now,
-        talos=lists[ListKind.TALOS],
-        kubernetes=lists[ListKind.KUBERNETES],
-        talos_error=errors[ListKind.TALOS],
-        kubernetes_error=errors[ListKind.KUBERNETES],
-        error=joined or None,
-    )
-
-
-def _newer(version: str | None, running: str) -> bool | None:
-    if version is None:
-        return None
-    try:
-        return parse(version) > parse(running)
-    except VersionError:
-        return None
-
-
-def merge_latest(
-    previous: LatestRelease | None, *, chart: Listing, running: str, now: datetime
-) -> LatestRelease:
-    """The new ``latestRelease``: the newest final chart version, or on a failure the last
-    one with the error; ``newer`` is judged against the Ichor running now."""
-    if isinstance(chart, Listed):
-        found = chart_versions(chart.tags)
-        version = str(found[0]) if found else None
-        error = None
-    else:
-        version = previous.version if previous is not None else None
-        error = chart.error
-    return LatestRelease(
-        checked_at=now,
-        version=version,
-        running=running,
-        newer=_newer(version, running) if version is not None else False,
-        error=error,
-    )
-
-
-def _count(releases: Sequence[str] | None) -> str:
-    if releases is None:
-        return "no list yet"
-    return f"{len(releases)} release" + ("" if len(releases) == 1 else "s")
-
-
-def check_conditions(
-    *,
-    targets: UpgradeTargets,
-    latest: LatestRelease,
-    repository: str,
-    generation: int | None,
-    now: datetime,
-) -> list[Condition]:
-    """``ReleasesListed``, ``IchorUpgradeAvailable`` and ``Ready`` as this check found
-    them."""
-    failures = [e for e in (targets.talos_error, targets.kubernetes_error, latest.error) if e]
-    if failures:
-        listed = Condition(
-            type=InstallationConditionType.RELEASES_LISTED,
-            status=ConditionStatus.FALSE,
-            reason=InstallationReason.LISTING_FAILED,
-            message="; ".join(failures) + " (the last good lists are kept)",
-            observed_generation=generation,
-            last_transition_time=now,
-        )
-    else:
-        listed = Condition(
-            type=InstallationConditionType.RELEASES_LISTED,
-            status=ConditionStatus.TRUE,
-            reason=InstallationReason.LISTED,
-            message=(
-                f"Talos ({_count(targets.talos)}), Kubernetes ({_count(targets.kubernetes)}) "
-                f"and the Ichor chart were listed"
-            ),
-            observed_generation=generation,
-            last_transition_time=now,
-        )
-    stale = f"; the last chart listing failed ({latest.error})" if latest.error else ""
-    if latest.version is None and latest.error:
-        status, reason = ConditionStatus.UNKNOWN, InstallationReason.LIST_UNAVAILABLE
-        message = f"no Ichor release is known: {latest.error}"
-    elif latest.newer:
-        status, reason = ConditionStatus.TRUE, InstallationReason.UPGRADE_AVAILABLE
-        message = (
-            f"Ichor {latest.version} is published in {repository} (this is {latest.running}): "
-            f"upgrade the chart for its release set and fixes{stale}"
-        )
-    elif latest.version is None:
-        status, reason = ConditionStatus.FALSE, InstallationReason.UP_TO_DATE
-        message = f"{repository} holds no final Ichor release"
-    elif latest.newer is None:
-        status, reason = ConditionStatus.UNKNOWN, InstallationReason.LIST_UNAVAILABLE
-        message = (
-            f"Ichor {latest.version} is published, and the running version "
-            f"{latest.running!r} cannot be compared with it{stale}"
-        )
-    else:
-        status, reason = ConditionStatus.FALSE, InstallationReason.UP_TO_DATE
-        message = (
-            f"Ichor {latest.running} is up to date: the newest final release in "
-            f"{repository} is {latest.version}{stale}"
-        )
-    upgrade = Condition(
-        type=InstallationConditionType.ICHOR_UPGRADE_AVAILABLE,
-        status=status,
-        reason=reason,
-        message=message,
-        observed_generation=generation,
-        last_transition_time=now,
-    )
-    # Ready follows ReleasesListed: a failed listing is retried at the next check, so it
-    # is False (kstatus: InProgress), never Stalled.
-    ready = listed.model_copy(update={"type": InstallationConditionType.READY})
-    return [listed, upgrade, ready]
-
-
-class EventReason(StrEnum):
-    LISTING_FAILED = "ReleaseListingFailed"
-    LISTING_RECOVERED = "ReleaseListingRecovered"
-
-
-@dataclass(frozen=True)
-class PlannedEvent:
-    type: EventType
-    reason: EventReason
-    message: str
-
-
-def listing_events(
-    *,
-    before: Mapping[ListKind, str | None],
-    after: Mapping[ListKind, str | None],
-    held: Mapping[ListKind, str | None],
-) -> list[PlannedEvent]:
-    """An Event for each list that newly failed or recovered; none for a list whose state
-    did not change (a failure whose wording changed is the same failure).
-
-    ``before``/``after``: each list's error; ``held``: what each list holds after the
-    merge, for a person (``12 releases``, ``0.2.0``; None: nothing recorded yet)."""
-    planned: list[PlannedEvent] = []
-    for kind in ListKind:
-        was, now = before.get(kind), after.get(kind)
-        label = LABELS[kind]
-        holding = held.get(kind)
-        if now and not was:
-            keeps = (
-                "nothing was recorded yet"
-                if holding is None
-                else f"what was last listed ({holding}) is kept"
-            )
-            planned.append(
-                PlannedEvent(
-                    EventType.WARNING,
-                    EventReason.LISTING_FAILED,
-                    f"{label} releases could not be listed: {now}; {keeps}",
-                )
-            )
-        elif was and not now:
-            planned.append(
-                PlannedEvent(
-                    EventType.NORMAL,
-                    EventReason.LISTING_RECOVERED,
-                    f"{label} releases are listed again ({holding or 'none published'})",
-                )
-            )
-    return planned
-
-
-@dataclass(frozen=True)
-class Step:
-    """What one check writes: the status merge patch (empty: nothing) and its Events."""
-
-    patch: dict[str, Any]
-    events: tuple[PlannedEvent, ...]
-    targets: UpgradeTargets
-    latest: LatestRelease
-
-
-OWNED_CONDITIONS = frozenset(InstallationConditionType)
-
-
-def _merge_conditions(
-    raw: object, updates: Sequence[Condition], *, now: datetime
-) -> list[dict[str, Any]]:
-    """The conditions list with ours merged (transition times kept when the status
-    holds); other types, readable or not, are kept as they are, in place."""
-    listed: list[Any] = list(raw) if isinstance(raw, list) else []
-    ours = [
-        condition
-        for item in listed
-        if isinstance(item, Mapping) and item.get("type") in OWNED_CONDITIONS
-        for condition in [read_model(Condition, item)]
-        if condition is not None
-    ]
-    merged = {c.type: c.to_api() for c in kube_conditions.merge(ours, updates, now=now)}
-    result: list[dict[str, Any]] = []
-    for item in listed:
-        kind = item.get("type") if isinstance(item, Mapping) else None
-        if kind in merged:
-            result.append(merged.pop(kind))
-        elif kind not in OWNED_CONDITIONS:
-            result.append(item)
-    result.extend(merged.values())
-    return result
-
-
-def next_status(
-    raw_status: Mapping[str, Any],
-    *,
-    results: Mapping[ListKind, Listing],
-    running: str,
-    chart_repository: str,
-    generation: int | None,
-    now: datetime,
-) -> Step:
-    """The whole decision of one check, pure: merge the listings into the recorded status,
-    and plan the Events of the lists that newly failed or recovered."""
-    previous_targets = read_model(UpgradeTargets, raw_status.get("upgradeTargets"))
-    previous_latest = read_model(LatestRelease, raw_status.get("latestRelease"))
-    targets = merge_targets(
-        previous_targets,
-        talos=results[ListKind.TALOS],
-        kubernetes=results[ListKind.KUBERNETES],
-        now=now,
-    )
-    latest = merge_latest(previous_latest, chart=results[ListKind.CHART], running=running, now=now)
-    updates = check_conditions(
-        targets=targets,
-        latest=latest,
-        repository=chart_repository,
-        generation=generation,
-        now=now,
-    )
-    new: dict[str, Any] = {
-        "upgradeTargets": targets.to_api(),
-        "latestRelease": latest.to_api(),
-        "conditions": _merge_conditions(raw_status.get("conditions"), updates, now=now),
-    }
-    if generation is not None:
-        new["observedGeneration"] = generation
-    old = {key: raw_status[key] for key in new if key in raw_status}
-    before = {
-        ListKind.TALOS: previous_error(previous_targets, ListKind.TALOS),
-        ListKind.KUBERNETES: previous_error(previous_targets, ListKind.KUBERNETES),
-        ListKind.CHART: previous_latest.error if previous_latest else None,
-    }
-    after = {
-        ListKind.TALOS: targets.talos_error,
-        ListKind.KUBERNETES: targets.kubernetes_error,
-        ListKind.CHART: latest.error,
-    }
-    held = {
-        ListKind.TALOS: None if targets.talos is None else _count(targets.talos),
-        ListKind.KUBERNETES: None if targets.kubernetes is None else _count(targets.kubernetes),
-        ListKind.CHART: None if latest.version is None else f"newest {latest.version}",
-    }
-    planned = listing_events(before=before, after=after, held=held)
-    return Step(patch=merge_patch(old, new), events=tuple(planned), targets=targets, latest=latest)
 
 
 # --- settings and the running check ------------------------------------------------------
@@ -820,7 +406,7 @@ class ReleaseCheck:
         return written
 
     async def _post(self, body: Mapping[str, Any], planned: Sequence[PlannedEvent]) -> None:
-        involved = events.reference(body)
+        involved = bodies.reference(body)
         for event in planned:
             try:
                 await events.emit(
@@ -830,45 +416,3 @@ class ReleaseCheck:
                 logger.warning(
                     "event %s on the IchorInstallation not posted: %s", event.reason, error
                 )
-
-
-# --- kopf wiring --------------------------------------------------------------------------
-
-
-async def stop(memo: kopf.Memo, **_: Any) -> None:
-    check = memo.get(RELEASE_CHECK)
-    if isinstance(check, ReleaseCheck):
-        await check.stop()
-        await check.api.close()
-
-
-async def installation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    check = memo.get(RELEASE_CHECK)
-    if isinstance(check, ReleaseCheck):
-        check.installation_event(event.get("type"), event["object"])
-
-
-def register(registry_: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
-    """Put the release check's handlers into ``registry_``; ``settings`` (else the
-    environment's, read at start) are the operator's, a ``SETTINGS`` memo entry wins for
-    the check's own part."""
-
-    async def start(memo: kopf.Memo, **_: Any) -> None:
-        given = memo.get(SETTINGS)
-        running = settings if settings is not None else Settings.from_env()
-        check = ReleaseCheck(
-            api=await operator_client(kube=running.kube),
-            settings=given if isinstance(given, ReleaseCheckSettings) else running.release_check,
-        )
-        check.start()
-        memo[RELEASE_CHECK] = check
-
-    kopf.on.startup(id="releasecheck-start", registry=registry_)(start)
-    kopf.on.cleanup(id="releasecheck-stop", registry=registry_)(stop)
-    kopf.on.event(
-        kinds.GROUP,
-        kinds.VERSION,
-        kinds.Plural.ICHOR_INSTALLATIONS,
-        id="releasecheck-installation",
-        registry=registry_,
-    )(installation_event)

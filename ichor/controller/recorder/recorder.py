@@ -20,28 +20,21 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, cast
 
 import aiohttp
-import kopf
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds, records
 from ichor.controller.queue import WorkQueue
-from ichor.kube import events
-from ichor.kube.clients import REQUEST_TIMEOUT, client_from_kubeconfig, operator_client
-from ichor.kube.patching import MERGE_PATCH
-from ichor.settings import Settings
+from ichor.kube import bodies, events
+from ichor.kube.bodies import MERGE_PATCH
+from ichor.kube.clients import REQUEST_TIMEOUT
 
 logger = logging.getLogger(__name__)
 
-#: memo keys: the running recorder, and a kubeconfig to use instead of the operator's
-#: own credentials (a test that runs the webhook alone passes the operator's account).
-RECORDER = "ichor_recorder"
-KUBECONFIG = "ichor_recorder_kubeconfig"
 #: Attempts to remove the posted records when the object keeps moving.
 ATTEMPTS = 5
 #: Seconds before a failed attempt (API down) runs again.
@@ -185,65 +178,9 @@ class Recorder:
         message = records.message(record, kind=kind, namespace=namespace, name=name)
         await events.emit(
             self.api,
-            events.reference(involved),
-            type_=events.EventType.WARNING,
+            bodies.reference(involved),
+            type_=bodies.EventType.WARNING,
             reason=REASONS[record.kind],
             message=message,
         )
         logger.warning("recorded: %s", message)
-
-
-# --- kopf wiring ------------------------------------------------------------------------
-
-
-async def stop(memo: kopf.Memo, **_: Any) -> None:
-    recorder = memo.get(RECORDER)
-    if isinstance(recorder, Recorder):
-        await recorder.stop()
-        await recorder.api.close()
-
-
-async def cluster_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    recorder = memo.get(RECORDER)
-    if isinstance(recorder, Recorder) and event.get("type") != "DELETED":
-        recorder.event(kinds.Plural.TALOS_CLUSTERS, event["object"])
-
-
-async def operation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
-    recorder = memo.get(RECORDER)
-    if isinstance(recorder, Recorder) and event.get("type") != "DELETED":
-        recorder.event(kinds.Plural.TALOS_OPERATIONS, event["object"])
-
-
-def register(registry: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
-    """Put the recorder's handlers into ``registry`` (the operator and the webhook tests);
-    ``settings`` (else the environment's, read at start) say how to reach the cluster, a
-    ``KUBECONFIG`` memo entry wins."""
-
-    async def start(memo: kopf.Memo, **_: Any) -> None:
-        kubeconfig = memo.get(KUBECONFIG)
-        if isinstance(kubeconfig, Path):
-            api = await client_from_kubeconfig(kubeconfig.read_bytes(), origin=str(kubeconfig))
-        else:
-            running = settings if settings is not None else Settings.from_env()
-            api = await operator_client(kube=running.kube)
-        recorder = Recorder(api)
-        recorder.start()
-        memo[RECORDER] = recorder
-
-    kopf.on.startup(id="records-start", registry=registry)(start)
-    kopf.on.cleanup(id="records-stop", registry=registry)(stop)
-    kopf.on.event(
-        kinds.GROUP,
-        kinds.VERSION,
-        kinds.Plural.TALOS_CLUSTERS,
-        id="records-cluster-event",
-        registry=registry,
-    )(cluster_event)
-    kopf.on.event(
-        kinds.GROUP,
-        kinds.VERSION,
-        kinds.Plural.TALOS_OPERATIONS,
-        id="records-operation-event",
-        registry=registry,
-    )(operation_event)

@@ -55,7 +55,7 @@ from ichor.api.taloscluster import (
 from ichor.controller.declarative.decisions import ActiveOperation, Declared
 from ichor.controller.observe import Observation
 from ichor.kube import conditions
-from ichor.kube.events import EventType
+from ichor.kube.bodies import EventType
 from ichor.release import steps
 from ichor.release.pinned import PINNED
 from ichor.release.refusals import Refusal, Rule

@@ -14,7 +14,7 @@ from typing import Any
 import kopf
 
 from ichor.api import kinds
-from ichor.controller.clusters import ClusterController
+from ichor.controller.taloscluster.reconciler import ClusterController
 from ichor.kube.clients import operator_client
 from ichor.settings import ControllerSettings, KubeSettings, Settings
 

@@ -1,0 +1,73 @@
+"""kopf registration of the recorder, and nothing else: start and stop it (``recorder``)
+and hand it the watch events of TalosClusters and TalosOperations.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from ichor.api import kinds
+from ichor.controller.recorder.recorder import Recorder
+from ichor.kube.clients import client_from_kubeconfig, operator_client
+from ichor.settings import Settings
+
+#: memo keys: the running recorder, and a kubeconfig to use instead of the operator's
+#: own credentials (a test that runs the webhook alone passes the operator's account).
+RECORDER = "ichor_recorder"
+KUBECONFIG = "ichor_recorder_kubeconfig"
+
+
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    recorder = memo.get(RECORDER)
+    if isinstance(recorder, Recorder):
+        await recorder.stop()
+        await recorder.api.close()
+
+
+async def cluster_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    recorder = memo.get(RECORDER)
+    if isinstance(recorder, Recorder) and event.get("type") != "DELETED":
+        recorder.event(kinds.Plural.TALOS_CLUSTERS, event["object"])
+
+
+async def operation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    recorder = memo.get(RECORDER)
+    if isinstance(recorder, Recorder) and event.get("type") != "DELETED":
+        recorder.event(kinds.Plural.TALOS_OPERATIONS, event["object"])
+
+
+def register(registry: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
+    """Put the recorder's handlers into ``registry`` (the operator and the webhook tests);
+    ``settings`` (else the environment's, read at start) say how to reach the cluster, a
+    ``KUBECONFIG`` memo entry wins."""
+
+    async def start(memo: kopf.Memo, **_: Any) -> None:
+        kubeconfig = memo.get(KUBECONFIG)
+        if isinstance(kubeconfig, Path):
+            api = await client_from_kubeconfig(kubeconfig.read_bytes(), origin=str(kubeconfig))
+        else:
+            running = settings if settings is not None else Settings.from_env()
+            api = await operator_client(kube=running.kube)
+        recorder = Recorder(api)
+        recorder.start()
+        memo[RECORDER] = recorder
+
+    kopf.on.startup(id="records-start", registry=registry)(start)
+    kopf.on.cleanup(id="records-stop", registry=registry)(stop)
+    kopf.on.event(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.TALOS_CLUSTERS,
+        id="records-cluster-event",
+        registry=registry,
+    )(cluster_event)
+    kopf.on.event(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.TALOS_OPERATIONS,
+        id="records-operation-event",
+        registry=registry,
+    )(operation_event)

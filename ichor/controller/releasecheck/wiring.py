@@ -1,0 +1,58 @@
+"""kopf registration of the release check, and nothing else: start and stop the check's
+task (``check``) and hand it the watch events of the IchorInstallation singleton. The
+decisions are pure (``decisions``); the listing and the status write are the check's.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+
+from ichor.api import kinds
+from ichor.controller.releasecheck.check import ReleaseCheck
+from ichor.kube.clients import operator_client
+from ichor.settings import ReleaseCheckSettings, Settings
+
+#: The memo keys of the running check and of settings a caller may pass in.
+RELEASE_CHECK = "ichor_release_check"
+SETTINGS = "ichor_release_check_settings"
+
+
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    check = memo.get(RELEASE_CHECK)
+    if isinstance(check, ReleaseCheck):
+        await check.stop()
+        await check.api.close()
+
+
+async def installation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    check = memo.get(RELEASE_CHECK)
+    if isinstance(check, ReleaseCheck):
+        check.installation_event(event.get("type"), event["object"])
+
+
+def register(registry_: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
+    """Put the release check's handlers into ``registry_``; ``settings`` (else the
+    environment's, read at start) are the operator's, a ``SETTINGS`` memo entry wins for
+    the check's own part."""
+
+    async def start(memo: kopf.Memo, **_: Any) -> None:
+        given = memo.get(SETTINGS)
+        running = settings if settings is not None else Settings.from_env()
+        check = ReleaseCheck(
+            api=await operator_client(kube=running.kube),
+            settings=given if isinstance(given, ReleaseCheckSettings) else running.release_check,
+        )
+        check.start()
+        memo[RELEASE_CHECK] = check
+
+    kopf.on.startup(id="releasecheck-start", registry=registry_)(start)
+    kopf.on.cleanup(id="releasecheck-stop", registry=registry_)(stop)
+    kopf.on.event(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.ICHOR_INSTALLATIONS,
+        id="releasecheck-installation",
+        registry=registry_,
+    )(installation_event)

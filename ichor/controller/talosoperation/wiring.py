@@ -1,0 +1,77 @@
+"""kopf registration of the TalosOperation controller, and nothing else: start and stop
+the executor (``executor``) and hand it the watch events of TalosOperations and of the
+Jobs it made. The decisions are pure (``lifecycle``, ``jobs``); the API calls are the
+executor's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import kopf
+
+from ichor.api import kinds
+from ichor.controller.talosoperation import jobs
+from ichor.controller.talosoperation.executor import OperationController
+from ichor.kube.clients import operator_client
+from ichor.settings import OperationSettings, Settings
+
+#: memo keys: the running controller, and settings a caller may pass in.
+CONTROLLER = "ichor_operation_controller"
+SETTINGS = "ichor_operation_settings"
+
+
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    controller = memo.get(CONTROLLER)
+    if isinstance(controller, OperationController):
+        await controller.stop()
+        await controller.api.close()
+        # let the closed connections' transports finish closing before the loop ends
+        await asyncio.sleep(0.1)
+
+
+async def operation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    controller = memo.get(CONTROLLER)
+    if isinstance(controller, OperationController):
+        controller.operation_event(event["object"])
+
+
+async def job_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    controller = memo.get(CONTROLLER)
+    if isinstance(controller, OperationController):
+        controller.job_event(event["object"])
+
+
+def register(registry: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
+    """Put the executor's handlers into ``registry``; ``settings`` (else the environment's,
+    read at start) are the operator's, a ``SETTINGS`` memo entry wins for the controller's
+    own part."""
+
+    async def start(memo: kopf.Memo, **_: Any) -> None:
+        given = memo.get(SETTINGS)
+        running = settings if settings is not None else Settings.from_env()
+        controller = OperationController(
+            api=await operator_client(kube=running.kube),
+            settings=given if isinstance(given, OperationSettings) else running.operations,
+        )
+        controller.start()
+        memo[CONTROLLER] = controller
+
+    kopf.on.startup(id="operations-start", registry=registry)(start)
+    kopf.on.cleanup(id="operations-stop", registry=registry)(stop)
+    kopf.on.event(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.TALOS_OPERATIONS,
+        id="operation-event",
+        registry=registry,
+    )(operation_event)
+    kopf.on.event(
+        "batch",
+        "v1",
+        "jobs",
+        id="operation-job-event",
+        labels={jobs.MANAGED_BY_LABEL: jobs.MANAGED_BY},
+        registry=registry,
+    )(job_event)
