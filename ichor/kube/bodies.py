@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
@@ -45,6 +46,16 @@ COMPONENT = "ichor-operator"
 class EventType(StrEnum):
     NORMAL = "Normal"
     WARNING = "Warning"
+
+
+@dataclass(frozen=True)
+class PlannedEvent:
+    """An Event a pure decision asks for; the caller posts it about the object it judged.
+    ``reason`` is a member of the deciding controller's own ``EventReason``."""
+
+    type: EventType
+    reason: str
+    message: str
 
 
 def reference(body: Mapping[str, Any]) -> ObjectReference:

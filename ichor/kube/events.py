@@ -1,22 +1,32 @@
 """Kubernetes Events: what happened to an object, for a person reading ``kubectl describe``.
 
-Events are best effort: a failed Event is logged by the caller and never fails the work
-that produced it. The body is pure (``ichor.kube.bodies.event_body``) so a synchronous
-caller (the CLI) can post the same body with its own client; ``emit`` posts it with the
-async client.
+Events are best effort: ``post`` logs a failed Event and never fails the work that
+produced it, and it catches one set of failures (``POST_FAILURES``: any answer of the API
+server that is not a success, and ``errors.TRANSIENT``) for every controller. ``emit``
+raises them instead, for the one caller whose work is the Event (the recorder, which
+removes a record only once its Event is posted). The body is pure
+(``ichor.kube.bodies.event_body``) so a synchronous caller (the CLI) can post the same
+body with its own client.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any, cast
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ichor.kube.bodies import COMPONENT, EventType, event_body
+from ichor.kube import errors
+from ichor.kube.bodies import COMPONENT, EventType, PlannedEvent, event_body
 from ichor.kube.clients import REQUEST_TIMEOUT
 from ichor.kube.payloads import ObjectReference
+
+logger = logging.getLogger(__name__)
+
+#: What a best-effort post logs and swallows.
+POST_FAILURES = (ApiException, *errors.TRANSIENT)
 
 
 async def emit(
@@ -28,21 +38,37 @@ async def emit(
     message: str,
     component: str = COMPONENT,
 ) -> None:
-    """Post an Event about ``involved``; raises the client's error for the caller to log."""
+    """Post an Event about ``involved``; raises the typed error for the caller."""
     body = event_body(involved, type_=type_, reason=reason, message=message, component=component)
     # the answer is not read into a V1Event (nothing uses it; building it cost more than
     # the request), so its status is checked here
-    response: Any = await client.CoreV1Api(api).create_namespaced_event(
-        body["metadata"]["namespace"],
-        cast(Any, body),
-        _request_timeout=REQUEST_TIMEOUT,
-        _preload_content=False,
-    )
+    try:
+        response: Any = await client.CoreV1Api(api).create_namespaced_event(
+            body["metadata"]["namespace"],
+            cast(Any, body),
+            _request_timeout=REQUEST_TIMEOUT,
+            _preload_content=False,
+        )
+    except ApiException as error:
+        raise errors.typed(error) from error
     try:
         raw = await response.read()
     finally:
         response.release()
     if not 200 <= response.status <= 299:
-        error = ApiException(status=response.status, reason=response.reason)
-        error.body = raw.decode(errors="replace")[:1024]
-        raise error
+        refused = ApiException(status=response.status, reason=response.reason)
+        refused.body = raw.decode(errors="replace")[:1024]
+        raise errors.typed(refused)
+
+
+async def post(api: ApiClient, involved: ObjectReference, event: PlannedEvent) -> bool:
+    """Post ``event`` about ``involved``, best effort: False (and a warning in the log)
+    when it could not be posted."""
+    try:
+        await emit(api, involved, type_=event.type, reason=event.reason, message=event.message)
+    except POST_FAILURES as error:
+        where = "/".join(filter(None, (involved.get("namespace"), involved.get("name"))))
+        kind = involved.get("kind")
+        logger.warning("event %s on %s %s not posted: %s", event.reason, kind, where, error)
+        return False
+    return True

@@ -43,8 +43,7 @@ from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType, Phase, Sta
 from ichor.controller.autopatch import decide as decisions
 from ichor.controller.autopatch.policy import effective, max_concurrent
 from ichor.controller.talosoperation import starter, starts
-from ichor.kube import bodies, events, metrics
-from ichor.kube.bodies import MERGE_PATCH
+from ichor.kube import bodies, events, metrics, objects, patching
 from ichor.kube.clients import REQUEST_TIMEOUT
 from ichor.upgrade.target import Component
 
@@ -167,36 +166,25 @@ class AutoPatcher:
         return decisions.Probe(ok=True)
 
     async def _installation(self) -> dict[str, Any] | None:
-        try:
-            found: dict[str, Any] = await self.objects.get_cluster_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                kinds.Plural.ICHOR_INSTALLATIONS,
-                kinds.INSTALLATION_NAME,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return found
+        return await objects.get(
+            self.api,
+            kind=kinds.Kind.ICHOR_INSTALLATION,
+            name=kinds.INSTALLATION_NAME,
+            namespace=None,
+        )
 
     async def _write_fleet(self, body: Mapping[str, Any], fleet: FleetAutoPatchStatus) -> bool:
         """Write ``status.autoPatch`` of the installation read as ``body`` (False: it
         changed meanwhile, or the write failed; the next check tries again)."""
         version = (body.get("metadata") or {}).get("resourceVersion")
-        request: dict[str, Any] = {"status": {"autoPatch": fleet.to_api()}}
-        if version:
-            request["metadata"] = {"resourceVersion": version}
         try:
-            await self.objects.patch_cluster_custom_object_status(
-                kinds.GROUP,
-                kinds.VERSION,
-                kinds.Plural.ICHOR_INSTALLATIONS,
-                kinds.INSTALLATION_NAME,
-                request,
-                _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # missing from the stubs
-                _request_timeout=REQUEST_TIMEOUT,
+            await patching.patch_status(
+                self.api,
+                kind=kinds.Kind.ICHOR_INSTALLATION,
+                name=kinds.INSTALLATION_NAME,
+                namespace=None,
+                status_patch={"autoPatch": fleet.to_api()},
+                resource_version=str(version) if version else None,
             )
         except TRANSIENT as error:
             logger.warning("auto-patch: IchorInstallation status not written: %s", error)
@@ -466,13 +454,8 @@ async def post(
 ) -> None:
     involved = bodies.reference(body)
     for event in planned:
-        try:
-            await events.emit(
-                api,
-                involved,
-                type_=bodies.EventType(event.type),
-                reason=event.reason.value,
-                message=event.message,
-            )
-        except TRANSIENT as error:
-            logger.warning("event %s on %s not posted: %s", event.reason, involved, error)
+        await events.post(
+            api,
+            involved,
+            bodies.PlannedEvent(bodies.EventType(event.type), event.reason.value, event.message),
+        )

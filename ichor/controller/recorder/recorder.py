@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any, cast
+from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client
@@ -29,9 +29,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds, records
 from ichor.controller.queue import WorkQueue
-from ichor.kube import bodies, events
-from ichor.kube.bodies import MERGE_PATCH
-from ichor.kube.clients import REQUEST_TIMEOUT
+from ichor.kube import bodies, errors, events, objects, patching
 
 logger = logging.getLogger(__name__)
 
@@ -87,20 +85,7 @@ class Recorder:
         return await self._get(namespace, name, kind=kinds.Kind.TALOS_CLUSTER)
 
     async def _get(self, namespace: str, name: str, *, kind: kinds.Kind) -> dict[str, Any] | None:
-        try:
-            body = await self._objects.get_namespaced_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                namespace,
-                kinds.PLURALS[kind],
-                name,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return cast(dict[str, Any], body)
+        return await objects.get(self.api, kind=kind, name=name, namespace=namespace)
 
     async def _reconcile(self, key: Key) -> None:
         for _ in range(ATTEMPTS):
@@ -134,36 +119,22 @@ class Recorder:
         """Drop the posted records (those before ``rest``); False when the object moved."""
         plural, namespace, name = key
         meta = body.get("metadata") or {}
-        patch = {
-            "metadata": {
-                "resourceVersion": meta.get("resourceVersion"),
-                "annotations": {records.RECORDS: records.dump(rest)},
-            }
-        }
-        if plural is kinds.Plural.TALOS_OPERATIONS:
-            return await self._patch(namespace, name, patch, kind=kinds.Kind.TALOS_OPERATION)
-        return await self._patch(namespace, name, patch, kind=kinds.Kind.TALOS_CLUSTER)
-
-    async def _patch(
-        self, namespace: str, name: str, patch: Mapping[str, Any], *, kind: kinds.Kind
-    ) -> bool:
+        version = meta.get("resourceVersion")
         try:
-            await self._objects.patch_namespaced_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                namespace,
-                kinds.PLURALS[kind],
-                name,
-                patch,
-                _content_type=MERGE_PATCH,  # type: ignore[call-arg]
-                _request_timeout=REQUEST_TIMEOUT,
+            await patching.patch_object(
+                self.api,
+                kind=kinds.Kind.TALOS_OPERATION
+                if plural is kinds.Plural.TALOS_OPERATIONS
+                else kinds.Kind.TALOS_CLUSTER,
+                name=name,
+                namespace=namespace,
+                patch={"metadata": {"annotations": {records.RECORDS: records.dump(rest)}}},
+                resource_version=str(version) if version else None,
             )
-        except ApiException as error:
-            if error.status == 409:
-                return False
-            if error.status == 404:
-                return True
-            raise
+        except errors.Conflict:
+            return False
+        except errors.NotFound:
+            return True
         return True
 
     async def _post(self, key: Key, body: Mapping[str, Any], record: records.Record) -> None:

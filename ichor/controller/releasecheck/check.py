@@ -53,7 +53,6 @@ from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
@@ -71,15 +70,14 @@ from ichor.controller.releasecheck.decisions import (
     Listed,
     Listing,
     ListKind,
-    PlannedEvent,
     due_in,
     next_status,
     parse_interval,
     read_model,
 )
-from ichor.kube import bodies, events, metrics
-from ichor.kube.bodies import MERGE_PATCH
-from ichor.kube.clients import REQUEST_TIMEOUT, KubeconfigError, read_secret_key
+from ichor.kube import bodies, events, metrics, objects, patching
+from ichor.kube.bodies import PlannedEvent
+from ichor.kube.clients import KubeconfigError, read_secret_key
 from ichor.settings import ReleaseCheckSettings
 
 logger = logging.getLogger(__name__)
@@ -366,21 +364,12 @@ class ReleaseCheck:
         )
 
     async def _read(self) -> dict[str, Any] | None:
-        try:
-            found: dict[str, Any] = await client.CustomObjectsApi(
-                self.api
-            ).get_cluster_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                kinds.Plural.ICHOR_INSTALLATIONS,
-                kinds.INSTALLATION_NAME,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return found
+        return await objects.get(
+            self.api,
+            kind=kinds.Kind.ICHOR_INSTALLATION,
+            name=kinds.INSTALLATION_NAME,
+            namespace=None,
+        )
 
     async def _write(
         self, body: Mapping[str, Any], patch: Mapping[str, Any]
@@ -388,31 +377,17 @@ class ReleaseCheck:
         """Merge-patch ``/status``, on condition that the object is still the one read."""
         if not patch:
             return None
-        request: dict[str, Any] = {"status": dict(patch)}
         version = (body.get("metadata") or {}).get("resourceVersion")
-        if version:
-            request["metadata"] = {"resourceVersion": version}
-        written: dict[str, Any] = await client.CustomObjectsApi(
-            self.api
-        ).patch_cluster_custom_object_status(
-            kinds.GROUP,
-            kinds.VERSION,
-            kinds.Plural.ICHOR_INSTALLATIONS,
-            kinds.INSTALLATION_NAME,
-            request,
-            _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # missing from the stubs
-            _request_timeout=REQUEST_TIMEOUT,
+        return await patching.patch_status(
+            self.api,
+            kind=kinds.Kind.ICHOR_INSTALLATION,
+            name=kinds.INSTALLATION_NAME,
+            namespace=None,
+            status_patch=patch,
+            resource_version=str(version) if version else None,
         )
-        return written
 
     async def _post(self, body: Mapping[str, Any], planned: Sequence[PlannedEvent]) -> None:
         involved = bodies.reference(body)
         for event in planned:
-            try:
-                await events.emit(
-                    self.api, involved, type_=event.type, reason=event.reason, message=event.message
-                )
-            except (ApiException, aiohttp.ClientError, TimeoutError) as error:
-                logger.warning(
-                    "event %s on the IchorInstallation not posted: %s", event.reason, error
-                )
+            await events.post(self.api, involved, event)

@@ -26,7 +26,7 @@ from ichor.api.ichorinstallation import (
     UpgradeTargets,
 )
 from ichor.kube import conditions as kube_conditions
-from ichor.kube.bodies import EventType, merge_patch
+from ichor.kube.bodies import EventType, PlannedEvent, merge_patch
 from ichor.release.versions import Version, VersionError, parse
 from ichor.upgrade.targets import finals
 
@@ -299,13 +299,6 @@ def check_conditions(
 class EventReason(StrEnum):
     LISTING_FAILED = "ReleaseListingFailed"
     LISTING_RECOVERED = "ReleaseListingRecovered"
-
-
-@dataclass(frozen=True)
-class PlannedEvent:
-    type: EventType
-    reason: EventReason
-    message: str
 
 
 def listing_events(

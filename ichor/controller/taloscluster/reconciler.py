@@ -54,12 +54,11 @@ from ichor.controller.queue import WorkQueue
 from ichor.controller.taloscluster.status import (
     Failure,
     Installation,
-    PlannedEvent,
     evaluate,
     read_spec,
 )
-from ichor.kube import bodies, conditions, events, metrics
-from ichor.kube.bodies import merge_patch
+from ichor.kube import bodies, conditions, events, metrics, objects
+from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
     KubeconfigError,
@@ -146,21 +145,17 @@ class ClusterController:
     async def load_installation(self) -> None:
         """Read the IchorInstallation once before the first reconcile, so clusters seen
         at startup get their choices in one write rather than two."""
-        objects = client.CustomObjectsApi(self.api)
         try:
-            body = await objects.get_cluster_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                kinds.Plural.ICHOR_INSTALLATIONS,
-                kinds.INSTALLATION_NAME,
-                _request_timeout=REQUEST_TIMEOUT,
+            body = await objects.get(
+                self.api,
+                kind=kinds.Kind.ICHOR_INSTALLATION,
+                name=kinds.INSTALLATION_NAME,
+                namespace=None,
             )
-        except ApiException as error:
-            if error.status != 404:
-                logger.warning("IchorInstallation not read at startup: %s", error)
-            return
-        except (aiohttp.ClientError, TimeoutError) as error:
+        except (ApiException, aiohttp.ClientError, TimeoutError) as error:
             logger.warning("IchorInstallation not read at startup: %s", error)
+            return
+        if body is None:
             return
         self.installation = Installation.from_body(body)
         self.installation_body = body
@@ -373,12 +368,7 @@ class ClusterController:
     async def _post(self, body: Mapping[str, Any], planned: Sequence[PlannedEvent]) -> None:
         involved = bodies.reference(body)
         for event in planned:
-            try:
-                await events.emit(
-                    self.api, involved, type_=event.type, reason=event.reason, message=event.message
-                )
-            except (ApiException, aiohttp.ClientError, TimeoutError) as error:
-                logger.warning("event %s on %s not posted: %s", event.reason, involved, error)
+            await events.post(self.api, involved, event)
 
     async def _observe(self, cluster: _Cluster, source: SecretKey | None) -> None:
         loop = asyncio.get_running_loop()

@@ -55,7 +55,7 @@ from ichor.api.taloscluster import (
 from ichor.controller.declarative.decisions import ActiveOperation, Declared
 from ichor.controller.observe import Observation
 from ichor.kube import conditions
-from ichor.kube.bodies import EventType
+from ichor.kube.bodies import EventType, PlannedEvent
 from ichor.release import steps
 from ichor.release.pinned import PINNED
 from ichor.release.refusals import Refusal, Rule
@@ -100,13 +100,6 @@ class Failure:
 
 #: What the controller knows of the IchorInstallation singleton (read as the CLI reads it).
 Installation = ichorinstallation.Installation
-
-
-@dataclass(frozen=True)
-class PlannedEvent:
-    type: EventType
-    reason: EventReason
-    message: str
 
 
 @dataclass(frozen=True)

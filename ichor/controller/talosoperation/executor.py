@@ -36,13 +36,11 @@ controller too (``status._frozen_patch``); the Helm Job only renders it.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, cast
 
-import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -55,8 +53,8 @@ from ichor.controller import observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.talosoperation import jobs, lifecycle
 from ichor.controller.talosoperation.lifecycle import ClusterState, EventReason, Operation, Reason
-from ichor.kube import bodies, events, metrics
-from ichor.kube.bodies import MERGE_PATCH, merge_patch
+from ichor.kube import bodies, errors, events, metrics, objects, patching
+from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
     KubeconfigError,
@@ -69,7 +67,7 @@ logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, TalosCluster name)
 
-_TRANSIENT = (aiohttp.ClientError, TimeoutError, OSError)
+_TRANSIENT = errors.TRANSIENT
 
 
 class Conflict(Exception):
@@ -91,16 +89,6 @@ def _now() -> datetime:
 
 def _raw(api: ApiClient, model: Any) -> dict[str, Any]:
     return cast(dict[str, Any], api.sanitize_for_serialization(model))
-
-
-def _api_error(error: ApiException) -> str:
-    """The API server's message of a failed call (a webhook's denial text included)."""
-    try:
-        body = json.loads(error.body or "{}")
-    except (TypeError, ValueError):
-        body = {}
-    message = body.get("message") if isinstance(body, dict) else None
-    return str(message or f"{error.status} {error.reason}")
 
 
 class OperationController:
@@ -541,27 +529,21 @@ class OperationController:
             current = str((body.get("spec") or {}).get(spec_field, ""))
             if not lifecycle.needs_spec_update(current=current, target=target):
                 return None, body
-            patch = {
-                "metadata": {"resourceVersion": body["metadata"]["resourceVersion"]},
-                "spec": {spec_field: target},
-            }
             try:
-                written = await self._objects.patch_namespaced_custom_object(
-                    kinds.GROUP,
-                    kinds.VERSION,
-                    op.namespace,
-                    kinds.Plural.TALOS_CLUSTERS,
-                    op.spec.cluster_ref.name,
-                    patch,
-                    _content_type=MERGE_PATCH,  # type: ignore[call-arg]
-                    _request_timeout=REQUEST_TIMEOUT,
+                written = await patching.patch_object(
+                    self.api,
+                    kind=kinds.Kind.TALOS_CLUSTER,
+                    name=op.spec.cluster_ref.name,
+                    namespace=op.namespace,
+                    patch={"spec": {spec_field: target}},
+                    resource_version=body["metadata"]["resourceVersion"],
                 )
+            except errors.Conflict:
+                self.conflicts += 1
+                continue
             except ApiException as error:
-                if error.status == 409:
-                    self.conflicts += 1
-                    continue
                 if error.status is not None and 400 <= error.status < 500:
-                    return _api_error(error), body
+                    return errors.message(error), body
                 raise
             return None, cast(Mapping[str, Any], written)
         raise Conflict(f"TalosCluster {op.spec.cluster_ref.name} kept moving")
@@ -711,20 +693,12 @@ class OperationController:
         return list(_raw(self.api, listed).get("items") or [])
 
     async def _read_cluster(self, op: Operation) -> dict[str, Any] | None:
-        try:
-            body = await self._objects.get_namespaced_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                op.namespace,
-                kinds.Plural.TALOS_CLUSTERS,
-                op.spec.cluster_ref.name,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return cast(dict[str, Any], body)
+        return await objects.get(
+            self.api,
+            kind=kinds.Kind.TALOS_CLUSTER,
+            name=op.spec.cluster_ref.name,
+            namespace=op.namespace,
+        )
 
     # --- writes ---------------------------------------------------------------------------
 
@@ -735,49 +709,40 @@ class OperationController:
             return op
         if self.before_write is not None:
             await self.before_write(op)
-        body = {"metadata": {"resourceVersion": op.resource_version}, "status": patch}
         try:
-            written = await self._objects.patch_namespaced_custom_object_status(
-                kinds.GROUP,
-                kinds.VERSION,
-                op.namespace,
-                kinds.Plural.TALOS_OPERATIONS,
-                op.name,
-                body,
-                _content_type=MERGE_PATCH,  # type: ignore[call-arg]
-                _request_timeout=REQUEST_TIMEOUT,
+            written = await patching.patch_status(
+                self.api,
+                kind=kinds.Kind.TALOS_OPERATION,
+                name=op.name,
+                namespace=op.namespace,
+                status_patch=patch,
+                resource_version=op.resource_version,
             )
-        except ApiException as error:
-            if error.status == 409:
-                raise Conflict(f"{op} moved before its status was written") from error
-            if error.status == 404:
-                raise Conflict(f"{op} is gone") from error
-            raise
+        except errors.Conflict as error:
+            raise Conflict(f"{op} moved before its status was written") from error
+        except errors.NotFound as error:
+            raise Conflict(f"{op} is gone") from error
         return Operation.from_body(written)
 
-    async def _patch_meta(self, op: Operation, finalizers: list[str]) -> Operation:
-        body = {"metadata": {"resourceVersion": op.resource_version, "finalizers": finalizers}}
+    async def _finalizer(self, op: Operation, *, add: bool) -> Operation:
+        """Add or remove the operation's finalizer, guarded by the version read."""
         try:
-            written = await self._objects.patch_namespaced_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                op.namespace,
-                kinds.Plural.TALOS_OPERATIONS,
-                op.name,
-                body,
-                _content_type=MERGE_PATCH,  # type: ignore[call-arg]
-                _request_timeout=REQUEST_TIMEOUT,
+            written = await patching.set_finalizer(
+                self.api,
+                kind=kinds.Kind.TALOS_OPERATION,
+                name=op.name,
+                namespace=op.namespace,
+                finalizers=op.finalizers,
+                finalizer=lifecycle.FINALIZER,
+                present=add,
+                resource_version=op.resource_version,
             )
-        except ApiException as error:
-            if error.status in (404, 409):
-                raise Conflict(f"{op} moved before its finalizers were written") from error
-            raise
-        return Operation.from_body(written)
+        except (errors.NotFound, errors.Conflict) as error:
+            raise Conflict(f"{op} moved before its finalizers were written") from error
+        return op if written is None else Operation.from_body(written)
 
     async def _add_finalizer(self, op: Operation) -> Operation:
-        if lifecycle.FINALIZER in op.finalizers:
-            return op
-        return await self._patch_meta(op, [*op.finalizers, lifecycle.FINALIZER])
+        return await self._finalizer(op, add=True)
 
     async def _release(self, op: Operation) -> None:
         """Drop the finalizer; for an operation being deleted while Running, stop its Job."""
@@ -807,16 +772,12 @@ class OperationController:
                 await self._event(
                     cluster_body, bodies.EventType.WARNING, EventReason.STOPPED, message
                 )
-        await self._patch_meta(op, [f for f in op.finalizers if f != lifecycle.FINALIZER])
+        await self._finalizer(op, add=False)
 
     async def _event(
         self, body: Mapping[str, Any], type_: bodies.EventType, reason: str, message: str
     ) -> None:
-        involved = bodies.reference(body)
-        try:
-            await events.emit(self.api, involved, type_=type_, reason=reason, message=message)
-        except (ApiException, *_TRANSIENT) as error:
-            logger.warning("event %s on %s not posted: %s", reason, involved.get("name"), error)
+        await events.post(self.api, bodies.reference(body), PlannedEvent(type_, reason, message))
 
 
 class _Unrunnable(Exception):

@@ -15,7 +15,6 @@ connection) is raised for the caller to retry.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -25,6 +24,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.controller.talosoperation import starts
+from ichor.kube import errors
 from ichor.kube.clients import REQUEST_TIMEOUT
 
 
@@ -47,15 +47,6 @@ class StartRefused(Exception):
         self.status = status
 
 
-def _message(error: ApiException) -> str:
-    try:
-        body = json.loads(error.body or "{}")
-    except (TypeError, ValueError):
-        body = {}
-    found = body.get("message") if isinstance(body, dict) else None
-    return str(found or f"{error.status} {error.reason}")
-
-
 async def start_operation(api: ApiClient, *, request: starts.StartRequest) -> Started:
     """Create the request's operation, or return the one a earlier run created."""
     objects = client.CustomObjectsApi(api)
@@ -75,7 +66,7 @@ async def start_operation(api: ApiClient, *, request: starts.StartRequest) -> St
         if error.status == 409:
             return await _existing(objects, request=request, name=name)
         if error.status is not None and 400 <= error.status < 500:
-            raise StartRefused(_message(error), status=error.status) from error
+            raise StartRefused(errors.message(error), status=error.status) from error
         raise
     return Started(name=name, created=True, body=cast(dict[str, Any], created))
 

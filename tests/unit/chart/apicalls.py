@@ -103,10 +103,15 @@ def _plural_in(node: ast.AST) -> str | None:
     return None
 
 
-def _kind_arguments(trees: dict[Path, ast.Module], function: str) -> set[str]:
-    """Plurals of ``kind=kinds.Kind.X`` passed to calls of ``function`` anywhere."""
+def _kind_arguments(
+    trees: dict[Path, ast.Module], function: str, *, seen: frozenset[str] = frozenset()
+) -> set[str]:
+    """Plurals of ``kind=kinds.Kind.X`` passed to calls of ``function`` anywhere; a caller
+    that passes its own ``kind`` on (``kind=kind``, the client layer's functions) is
+    followed to its callers."""
     found: set[str] = set()
     for tree in trees.values():
+        parents = _parents(tree)
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
@@ -115,14 +120,23 @@ def _kind_arguments(trees: dict[Path, ast.Module], function: str) -> set[str]:
             if name != function:
                 continue
             for keyword in node.keywords:
-                value = keyword.value
-                if (
-                    keyword.arg == "kind"
-                    and isinstance(value, ast.Attribute)
-                    and isinstance(value.value, ast.Attribute)
-                    and value.value.attr == "Kind"
-                ):
-                    found.add(str(kinds.PLURALS[kinds.Kind[value.attr]]))
+                if keyword.arg != "kind":
+                    continue
+                named = {
+                    sub.attr
+                    for sub in ast.walk(keyword.value)
+                    if isinstance(sub, ast.Attribute)
+                    and isinstance(sub.value, ast.Attribute)
+                    and sub.value.attr == "Kind"
+                }
+                found |= {str(kinds.PLURALS[kinds.Kind[kind]]) for kind in named}
+                if not named and isinstance(keyword.value, ast.Name):
+                    caller = next(
+                        p for p in _enclosing(node, parents)
+                        if isinstance(p, ast.FunctionDef | ast.AsyncFunctionDef)
+                    )  # fmt: skip
+                    if caller.name not in seen:
+                        found |= _kind_arguments(trees, caller.name, seen=seen | {function})
     return found
 
 

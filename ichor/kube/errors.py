@@ -1,0 +1,87 @@
+"""The API server's answers, mapped once to typed errors; and the one set of failures
+below HTTP.
+
+Every call of the client layer (``ichor.kube.patching``, ``ichor.kube.events``) raises
+one of these instead of the client's bare ``ApiException``, as kopf's ``errors.py`` maps
+its statuses. They are ``ApiException`` too, with the same ``status``, ``reason`` and
+``body``, so a caller that only knows the client's exception still catches them.
+``TRANSIENT`` is the failures below HTTP (connection, TLS, timeout): the server may
+answer later.
+"""
+
+from __future__ import annotations
+
+import json
+
+import aiohttp
+from kubernetes_asyncio.client.exceptions import ApiException
+
+#: Failures below HTTP: no answer (yet) from the server. ``ssl.SSLError`` is an OSError.
+TRANSIENT = (aiohttp.ClientError, TimeoutError, OSError)
+
+
+class ApiError(ApiException):
+    """An answer of the API server that is not a success, with its status and body."""
+
+    def __init__(self, error: ApiException) -> None:
+        super().__init__(status=error.status, reason=error.reason)
+        self.body = error.body
+        self.headers = error.headers
+
+    @property
+    def message(self) -> str:
+        return message(self)
+
+
+class Unauthorized(ApiError):
+    """401: the credentials were not accepted."""
+
+
+class Forbidden(ApiError):
+    """403: RBAC or a webhook refused the call (the body says which and why)."""
+
+
+class NotFound(ApiError):
+    """404: the object (or its namespace) does not exist."""
+
+
+class Conflict(ApiError):
+    """409: the object moved since it was read (a resourceVersion precondition failed),
+    or a create met an object of that name."""
+
+
+class Invalid(ApiError):
+    """422: the object does not pass the CRD's schema."""
+
+
+class ServerError(ApiError):
+    """5xx: the server could not answer; it may later."""
+
+
+_BY_STATUS: dict[int, type[ApiError]] = {
+    401: Unauthorized,
+    403: Forbidden,
+    404: NotFound,
+    409: Conflict,
+    422: Invalid,
+}
+
+
+def typed(error: ApiException) -> ApiError:
+    """``error`` as the typed error of its status (``ApiError`` for any other)."""
+    if isinstance(error, ApiError):
+        return error
+    status = error.status if isinstance(error.status, int) else 0
+    kind = _BY_STATUS.get(status, ServerError if status >= 500 else ApiError)
+    return kind(error)
+
+
+def message(error: ApiException) -> str:
+    """The API server's message of a failed call (a webhook's denial text included), or
+    the status and reason when the body holds none."""
+    try:
+        body = json.loads(error.body or "{}")
+    except (TypeError, ValueError):
+        body = {}
+    found = body.get("message") if isinstance(body, dict) else None
+    return str(found or f"{error.status} {error.reason}")
