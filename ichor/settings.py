@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ichor.registry.limits import Limits
-from ichor.release.pinned import PINNED
+from ichor.release.release_set import PINNED
 
 S = TypeVar("S")
 

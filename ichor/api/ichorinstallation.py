@@ -17,8 +17,8 @@ from pydantic import ValidationError
 from ichor.api._base import ApiModel
 from ichor.api.autopatch import FleetAutoPatchSpec, FleetAutoPatchStatus
 from ichor.api.conditions import Condition
-from ichor.upgrade import targets
-from ichor.upgrade.target import Component
+from ichor.upgrade import choices
+from ichor.upgrade.rule import Component
 
 DEFAULT_TALOS_REPOSITORY = "ghcr.io/siderolabs/installer-base"
 DEFAULT_KUBERNETES_REPOSITORY = "ghcr.io/siderolabs/kubelet"
@@ -92,7 +92,7 @@ class RecordedList:
     can be used."""
 
     releases: tuple[str, ...] | None
-    availability: targets.Availability
+    availability: choices.Availability
 
 
 @dataclass(frozen=True)
@@ -131,10 +131,10 @@ class Installation:
         if not self.present:
             return RecordedList(
                 releases=None,
-                availability=targets.Availability(
+                availability=choices.Availability(
                     available=False,
                     reason=NO_INSTALLATION,
-                    cause=targets.Unavailable.NOT_RECORDED,
+                    cause=choices.Unavailable.NOT_RECORDED,
                 ),
             )
         recorded = self.targets or UpgradeTargets()
@@ -144,7 +144,7 @@ class Installation:
         error = own if (recorded.talos_error or recorded.kubernetes_error) else recorded.error
         return RecordedList(
             releases=releases,
-            availability=targets.availability(
+            availability=choices.availability(
                 check_enabled=self.check_enabled, recorded=releases is not None, error=error
             ),
         )

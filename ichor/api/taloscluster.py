@@ -15,7 +15,7 @@ from ichor.api._base import ApiModel
 from ichor.api.autopatch import AutoPatchSpec, AutoPatchStatus
 from ichor.api.conditions import Condition
 from ichor.release import steps
-from ichor.upgrade.target import ClusterVersions
+from ichor.upgrade.rule import ClusterVersions
 
 
 class CNIPreset(StrEnum):
@@ -85,7 +85,7 @@ class CNIStatus(ApiModel):
 
 
 class ChoiceGroup(ApiModel):
-    """Upgrade choices of one component, newest first (see ichor.upgrade.targets)."""
+    """Upgrade choices of one component, newest first (see ichor.upgrade.choices)."""
 
     recommended: str | None = None
     patch: tuple[str, ...] = ()

@@ -1,7 +1,7 @@
 """``ichor version``, ``ichor init``, ``ichor adopt`` and ``ichor status``.
 
 ``init`` writes a TalosCluster with the release set of this build and nothing else: a
-different version is an upgrade, run after the install (``release.pinned``). ``adopt``
+different version is an upgrade, run after the install (``release.release_set``). ``adopt``
 reads what a running cluster runs (its Nodes' ``osImage`` and ``kubeletVersion``, and the
 Cilium DaemonSet) and refuses, before writing anything, a cluster Ichor cannot operate;
 an incompatible pair is adopted with a warning. Both leave the compatibility decision to
@@ -23,7 +23,7 @@ from kubernetes.config.config_exception import ConfigException
 from ichor.api import kinds, records
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, CNIPreset
 from ichor.cli import common, kube, output, views
-from ichor.release import pinned
+from ichor.release import release_set
 from ichor.release.refusals import Refusal
 from ichor.release.versions import Version, VersionError, parse
 
@@ -41,7 +41,7 @@ def build_version() -> str:
 @output.OUTPUT_OPTION
 def version(fmt: str) -> None:
     """This build, and the versions a new install gets."""
-    release = pinned.PINNED
+    release = release_set.PINNED
     if fmt != output.Format.TABLE:
         output.emit(
             {
@@ -123,19 +123,19 @@ _CNI = click.Choice([preset.value for preset in CNIPreset])
 @click.argument("name")
 @click.option(
     "--talos-version",
-    default=pinned.PINNED.talos,
+    default=release_set.PINNED.talos,
     show_default=True,
     help="Talos of the first install: the release set's, and no other.",
 )
 @click.option(
     "--kubernetes-version",
-    default=pinned.PINNED.kubernetes,
+    default=release_set.PINNED.kubernetes,
     show_default=True,
     help="Kubernetes of the first install: the release set's, and no other.",
 )
 @click.option(
     "--version-contract",
-    default=pinned.PINNED.contract,
+    default=release_set.PINNED.contract,
     show_default=True,
     help="Version contract of the first install: the release set's, and no other.",
 )
@@ -160,10 +160,10 @@ def init(
 ) -> None:
     """Write a TalosCluster NAME for a first install, with this build's release set."""
     refusal = (
-        pinned.check_pinned_flags(
+        release_set.check_pinned_flags(
             talos=talos_version, kubernetes=kubernetes_version, contract=version_contract
         )
-        or pinned.check_init_compat()
+        or release_set.check_init_compat()
     )
     if refusal is not None:
         common.refused(refusal.message)
@@ -181,7 +181,7 @@ def init(
     _write_cluster(target, body, dry_run=dry_run)
     done = "would be written (dry run, nothing written)" if dry_run else "created"
     click.echo(
-        f"TalosCluster {target.namespace}/{name} {done}: {pinned.PINNED}."
+        f"TalosCluster {target.namespace}/{name} {done}: {release_set.PINNED}."
         + ("" if dry_run else " Follow it with: ichor status " + name)
     )
 
@@ -331,12 +331,12 @@ def adopt(
     )
     for note in notes:
         common.warn(note)
-    verdict = pinned.check_adopt_compat(
+    verdict = release_set.check_adopt_compat(
         talos=talos.tag, kubernetes=kubernetes.tag, managed_cni=not cni_unmanaged
     )
     if verdict.refusal is not None:
         common.refused(verdict.refusal.message + " Nothing was written.")
-    contract = pinned.adopt_contract(contract=version_contract, talos=talos)
+    contract = release_set.adopt_contract(contract=version_contract, talos=talos)
     if isinstance(contract, Refusal):
         common.refused(contract.message + " Nothing was written.")
     for warning in verdict.warnings:

@@ -19,8 +19,8 @@ from rich.console import Console
 from rich.table import Table
 
 from ichor.cli import views
-from ichor.upgrade import plan
-from ichor.upgrade.target import Component
+from ichor.upgrade import path_plan as plans
+from ichor.upgrade.rule import Component
 
 
 class Format(StrEnum):
@@ -102,14 +102,14 @@ def choice_list(view: views.ChoiceList) -> None:
             out.print(f"    {line.message}{more}")
 
 
-def _plan_steps(result: plan.PathPlan, *, indent: str = "  ") -> None:
+def _plan_steps(result: plans.PathPlan, *, indent: str = "  ") -> None:
     out = console()
     for number, step in enumerate(result.steps, start=1):
         out.print(f"{indent}{number}. {step.command}")
         out.print(f"{indent}   why: {step.why}")
 
 
-def path_plan(result: plan.PathPlan, *, cluster: str) -> None:
+def path_plan(result: plans.PathPlan, *, cluster: str) -> None:
     out = console()
     for warning in result.warnings:
         out.print(f"Note: {warning}")

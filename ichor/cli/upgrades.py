@@ -5,7 +5,7 @@ version; the rules answer through the server's plan, a dry-run create of the ope
 that the admission webhook judges with the same target rule as the executors. A refusal
 is printed with its reason and, when the server says an override would pass it, the hint
 to rerun with ``--override`` (which needs the RBAC verb). Without VERSION the default
-choice is used (``ichor.upgrade.targets``); ``--list`` prints the choices and what is not
+choice is used (``ichor.upgrade.choices``); ``--list`` prints the choices and what is not
 offered, and why. There is no ``ichor upgrade cluster``: each component upgrades on its own.
 """
 
@@ -20,9 +20,9 @@ from kubernetes.client.exceptions import ApiException
 from ichor.api import kinds
 from ichor.api.talosoperation import OperationType, Phase
 from ichor.cli import common, kube, output, views
-from ichor.release.pinned import PINNED
+from ichor.release.release_set import PINNED
 from ichor.release.versions import VersionError, parse
-from ichor.upgrade.target import Component
+from ichor.upgrade.rule import Component
 
 OVERRIDE_HINT = (
     "Rerun with --override to pass this refusal; that needs the RBAC verb `override` on "

@@ -7,7 +7,7 @@ call), applied to the recorded release list, so ``ichor upgrade ... --list`` can
 disagree with ``status.upgradeChoices`` or with the server's plan.
 
 It refuses to judge anything itself: a version question goes to ``ichor.upgrade``; a
-list that cannot be used says why (``targets.availability``) instead of guessing.
+list that cannot be used says why (``upgrade_choices.availability``) instead of guessing.
 """
 
 from __future__ import annotations
@@ -22,8 +22,10 @@ from pydantic import ValidationError
 from ichor.api import ichorinstallation, taloscluster
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.release import steps
-from ichor.upgrade import blocked, plan, targets
-from ichor.upgrade.target import ClusterVersions, Component
+from ichor.upgrade import blocked
+from ichor.upgrade import choices as upgrade_choices
+from ichor.upgrade import path_plan as plans
+from ichor.upgrade.rule import ClusterVersions, Component
 
 
 @dataclass(frozen=True)
@@ -76,7 +78,7 @@ class ReleaseList:
     """One recorded list (Talos or Kubernetes) and whether it can be used."""
 
     tags: tuple[str, ...]
-    availability: targets.Availability
+    availability: upgrade_choices.Availability
 
 
 def release_list(installation: Mapping[str, Any] | None, component: Component) -> ReleaseList:
@@ -112,8 +114,8 @@ class ChoiceList:
     namespace: str
     component: Component
     running: str
-    choices: targets.Choices
-    availability: targets.Availability
+    choices: upgrade_choices.Choices
+    availability: upgrade_choices.Availability
     not_offered: tuple[blocked.BlockedRelease, ...]
     note: str | None = None
 
@@ -140,14 +142,14 @@ def choice_list(cluster: Cluster, component: Component, releases: ReleaseList) -
     running = versions.talos if component is Component.TALOS else versions.kubernetes
     note: str | None = None
     if not releases.availability.available:
-        choices = targets.Choices()
+        choices = upgrade_choices.Choices()
         lines: list[blocked.BlockedRelease] = []
     else:
         if component is Component.TALOS:
-            choices = targets.talos_choices(cluster=versions, releases=releases.tags)
+            choices = upgrade_choices.talos_choices(cluster=versions, releases=releases.tags)
         else:
-            choices = targets.kubernetes_choices(cluster=versions, releases=releases.tags)
-            hold = targets.kubernetes_hold(versions)
+            choices = upgrade_choices.kubernetes_choices(cluster=versions, releases=releases.tags)
+            hold = upgrade_choices.kubernetes_hold(versions)
             if hold is not None:
                 note = f"no Kubernetes is offered: {hold}"
         lines = blocked.blocked_releases(
@@ -165,7 +167,7 @@ def choice_list(cluster: Cluster, component: Component, releases: ReleaseList) -
     )
 
 
-def _step_json(step: plan.PlanStep) -> dict[str, Any]:
+def _step_json(step: plans.PlanStep) -> dict[str, Any]:
     return {
         "component": str(step.component),
         "target": step.target,
@@ -174,7 +176,7 @@ def _step_json(step: plan.PlanStep) -> dict[str, Any]:
     }
 
 
-def plan_json(result: plan.PathPlan) -> dict[str, Any]:
+def plan_json(result: plans.PathPlan) -> dict[str, Any]:
     return {
         "outcome": str(result.outcome),
         "goal": {
@@ -199,9 +201,9 @@ def path_plan(
     kubernetes: ReleaseList,
     talos_goal: str | None,
     kubernetes_goal: str | None,
-) -> plan.PathPlan:
+) -> plans.PathPlan:
     """``ichor upgrade plan``: the shared planner over the recorded releases."""
-    return plan.plan_path(
+    return plans.plan_path(
         cluster=cluster.versions,
         talos_releases=talos.tags,
         kubernetes_releases=kubernetes.tags,

@@ -3,7 +3,7 @@
 ``GET /v2/<name>/tags/list?n=<page>``, then the ``Link: <...>; rel="next"`` target (resolved
 against the response URL) until there is none; every tag is kept as listed (``v1.14.3``,
 ``1.14.3``, pre-releases): choosing the final releases is the rules' job
-(``ichor.upgrade.targets.finals``). Authentication is ghcr.io's anonymous bearer flow: a 401
+(``ichor.upgrade.choices.finals``). Authentication is ghcr.io's anonymous bearer flow: a 401
 with ``WWW-Authenticate: Bearer realm=..,service=..,scope=..`` leads to one token request to
 the realm, the token is cached per (registry, scope, user) until it expires, and a later
 401 re-fetches it once. Optional credentials (a private mirror) go to the realm, or to the

@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ichor.release import compat
-from ichor.release.pinned import PINNED
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
+from ichor.release.release_set import PINNED
 from ichor.release.versions import (
     Version,
     VersionError,

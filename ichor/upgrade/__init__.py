@@ -1,3 +1,4 @@
 """Pure path rules: Talos upgrade paths, Kubernetes skew and pairing, and the
-one target rule the plan and the executors both apply, and the upgrade choices built
-from it (``targets``). No I/O."""
+one target rule the plan and the executors both apply (``rule``), the upgrade choices
+built from it (``choices``), why a release is not offered (``blocked``) and the path
+plans (``path_plan``). No I/O."""

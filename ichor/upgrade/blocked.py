@@ -1,6 +1,6 @@
 """Why a recorded release is not offered, and the step that would unblock it.
 
-The choices (``targets``) answer "what can I upgrade to"; this module answers the next
+The choices (``choices``) answer "what can I upgrade to"; this module answers the next
 question a person asks: *why not the newer one?* For every recorded final release newer
 than what runs and not offered, it names the component or rule that blocks it and the
 step that unblocks it, one line per minor (the newest release of the minor), newest
@@ -10,8 +10,8 @@ first, so a list of hundreds of tags stays a few lines:
     Kubernetes v1.38.2: two minors up; move to the newest v1.37 first
     Talos v1.15.0: unknown to this build; a newer Ichor release is needed
 
-It adds no rule. What is offered comes from ``targets.talos_choices`` and
-``targets.kubernetes_choices``; the reason is the first refusal of
+It adds no rule. What is offered comes from ``upgrade_choices.talos_choices`` and
+``upgrade_choices.kubernetes_choices``; the reason is the first refusal of
 ``target.check_target_version`` (the choices' rule, in its order: newer, path or skew,
 Talos pair, Cilium), turned into words with the ranges the table and machinery hold.
 Only two lines are not refusals: a Talos release the rule accepts but the choices leave
@@ -20,7 +20,7 @@ path the Talos docs test), and a Kubernetes release held back because the cluste
 is not observed yet (``CNI_NOT_OBSERVED``: the choices offer nothing then).
 
 A line names the *first* blocker, as the target rule sees it; the step that removes it
-may reveal the next one. ``ichor.upgrade.plan`` gives the whole sequence. A minor whose
+may reveal the next one. ``ichor.upgrade.path_plan`` gives the whole sequence. A minor whose
 newest release is offered has no line, even if an older patch of it is not.
 
 For the callers (the CLI's ``--list`` "Not offered" group and ``--output json``, the
@@ -44,11 +44,11 @@ from enum import StrEnum
 from functools import lru_cache
 
 from ichor.release import compat, machinery
-from ichor.release.pinned import PINNED
 from ichor.release.refusals import Refusal, Rule
+from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, VersionError, parse
-from ichor.upgrade import targets
-from ichor.upgrade.target import ClusterVersions, Component, check_target, check_target_version
+from ichor.upgrade import choices as upgrade_choices
+from ichor.upgrade.rule import ClusterVersions, Component, check_target, check_target_version
 
 __all__ = [
     "NEWER_ICHOR",
@@ -338,7 +338,7 @@ def _kubernetes(
     running = parse(cluster.kubernetes)
     kube = Component.KUBERNETES
     if refusal is None:
-        hold = targets.kubernetes_hold(cluster)
+        hold = upgrade_choices.kubernetes_hold(cluster)
         if hold is None:
             return None
         return _line(
@@ -493,16 +493,16 @@ def blocked_releases(
     except VersionError:
         return []
     if component is Component.TALOS:
-        choices = targets.talos_choices(
+        choices = upgrade_choices.talos_choices(
             cluster=cluster, releases=tags, recommended=recommended or PINNED.talos
         )
     else:
-        choices = targets.kubernetes_choices(
+        choices = upgrade_choices.kubernetes_choices(
             cluster=cluster, releases=tags, recommended=recommended or PINNED.kubernetes
         )
     offered = set(choices.offered)
     by_minor: dict[Minor, list[Version]] = {}
-    for version in targets.finals(tags):
+    for version in upgrade_choices.finals(tags):
         if version > running:
             by_minor.setdefault(version.minor_key, []).append(version)
     lines: list[BlockedRelease] = []

@@ -24,7 +24,7 @@ from enum import IntEnum
 from ichor.api import records, talosoperation
 from ichor.release import compat, steps, versions
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
-from ichor.upgrade import target as upgrade_target
+from ichor.upgrade import rule as upgrade_target
 from ichor.webhook.reviews import (
     ClusterObject,
     ClusterRef,

@@ -6,7 +6,7 @@ Two figures, measured in one run:
   pairs given as strings, parse included, once over a registry-like vocabulary (the
   port's parse cache is warm after the first sight of a tag) and once with nearly every
   string distinct (the parse cache cannot help; cleared before each round);
-- the choices for one cluster (``targets.talos_choices`` and ``kubernetes_choices``)
+- the choices for one cluster (``upgrade_choices.talos_choices`` and ``kubernetes_choices``)
   from 10,000 tags each, built from a list not seen before (cold) and again from the
   same list (the list's index is cached, as for a second cluster).
 
@@ -30,8 +30,8 @@ from functools import partial
 
 from ichor.release import machinery, versions
 from ichor.release.versions import VersionError
-from ichor.upgrade import targets
-from ichor.upgrade.target import ClusterVersions
+from ichor.upgrade import choices as upgrade_choices
+from ichor.upgrade.rule import ClusterVersions
 from tests.differential import oracle
 from tests.harness.binaries import MissingBinaryError
 
@@ -117,8 +117,8 @@ def judge_all(
 
 
 def _choices(talos: list[str], kubernetes: list[str]) -> None:
-    targets.talos_choices(cluster=CLUSTER, releases=talos)
-    targets.kubernetes_choices(cluster=CLUSTER, releases=kubernetes)
+    upgrade_choices.talos_choices(cluster=CLUSTER, releases=talos)
+    upgrade_choices.kubernetes_choices(cluster=CLUSTER, releases=kubernetes)
 
 
 @dataclass(frozen=True)
@@ -206,8 +206,8 @@ def run() -> list[str]:
             except MissingBinaryError as missing:
                 go_missing = str(missing)
 
-    offered = targets.talos_choices(cluster=CLUSTER, releases=talos)
-    offered_k8s = targets.kubernetes_choices(cluster=CLUSTER, releases=kubelet)
+    offered = upgrade_choices.talos_choices(cluster=CLUSTER, releases=talos)
+    offered_k8s = upgrade_choices.kubernetes_choices(cluster=CLUSTER, releases=kubelet)
     best = figures.best
     choices = best["choices cold"]
 

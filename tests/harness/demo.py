@@ -51,7 +51,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 from ichor.api import kinds, records
 from ichor.api.talosoperation import STARTED_BY_LABEL, StartedBy
-from ichor.release.pinned import PINNED
+from ichor.release.release_set import PINNED
 from ichor.webhook import server
 from tests.harness import account, binaries, certs, checkout, controlplane, stack
 from tests.harness import registry as test_registry

@@ -18,7 +18,7 @@ import time
 
 import pytest
 
-from ichor.release.pinned import PINNED
+from ichor.release.release_set import PINNED
 from tests.harness import images, workload
 from tests.node import story
 from tests.node.conftest import CILIUM_CHART_PATH, NodeImages, OnNode, record

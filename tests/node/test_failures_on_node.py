@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ichor.release.pinned import PINNED
+from ichor.release.release_set import PINNED
 from tests.component.chart import helm
 from tests.harness import images, workload
 from tests.node import story

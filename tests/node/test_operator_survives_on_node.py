@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ichor.release.pinned import PINNED
+from ichor.release.release_set import PINNED
 from tests.component.chart import helm
 from tests.harness import images, workload
 from tests.node import story

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ichor.release.pinned import PINNED
+from ichor.release.release_set import PINNED
 from tests.harness import binaries, certs, node, talos_standin, workload
 from tests.node import story
 from tests.node.conftest import NodeImages, OnNode

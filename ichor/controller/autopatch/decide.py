@@ -56,7 +56,7 @@ from ichor.api.talosoperation import Phase
 from ichor.controller.autopatch.policy import Policy
 from ichor.controller.autopatch.windows import Interval
 from ichor.kube import conditions
-from ichor.upgrade.target import Component
+from ichor.upgrade.rule import Component
 
 Reason = AutoPatchReason
 READY = ClusterConditionType.AUTO_PATCH_READY

@@ -14,7 +14,7 @@ from ichor.api.autopatch import (
     Window,
 )
 from ichor.controller.autopatch.windows import WindowError, Windows, parse_duration
-from ichor.upgrade.target import Component
+from ichor.upgrade.rule import Component
 
 #: The order components are patched in: Talos before Kubernetes. Cilium selects nothing.
 ORDER: tuple[tuple[AutoPatchComponent, Component], ...] = (

@@ -45,7 +45,7 @@ from ichor.controller.autopatch.policy import effective, max_concurrent
 from ichor.controller.talosoperation import starter, starts
 from ichor.kube import bodies, events, metrics, objects, patching
 from ichor.kube.clients import REQUEST_TIMEOUT
-from ichor.upgrade.target import Component
+from ichor.upgrade.rule import Component
 
 logger = logging.getLogger(__name__)
 

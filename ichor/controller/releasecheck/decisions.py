@@ -28,7 +28,7 @@ from ichor.api.ichorinstallation import (
 from ichor.kube import conditions as kube_conditions
 from ichor.kube.bodies import EventType, PlannedEvent, merge_patch
 from ichor.release.versions import Version, VersionError, parse
-from ichor.upgrade.targets import finals
+from ichor.upgrade.choices import finals
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -57,11 +57,12 @@ from ichor.controller.observe import Observation
 from ichor.kube import conditions
 from ichor.kube.bodies import EventType, PlannedEvent
 from ichor.release import steps
-from ichor.release.pinned import PINNED
 from ichor.release.refusals import Refusal, Rule
+from ichor.release.release_set import PINNED
 from ichor.release.versions import VersionError, check_contract, check_spec_version
-from ichor.upgrade import blocked, targets
-from ichor.upgrade.target import Component
+from ichor.upgrade import blocked
+from ichor.upgrade import choices as upgrade_choices
+from ichor.upgrade.rule import Component
 
 Type = ClusterConditionType
 Reason = ClusterReason
@@ -235,7 +236,9 @@ def _compatible(builder: _Builder, *, spec: TalosClusterSpec, cni: CNIStatus) ->
     builder.add(Type.VERSIONS_COMPATIBLE, T, Reason.COMPATIBLE, message)
 
 
-def _group(choices: targets.Choices, availability: targets.Availability) -> ChoiceGroup:
+def _group(
+    choices: upgrade_choices.Choices, availability: upgrade_choices.Availability
+) -> ChoiceGroup:
     return ChoiceGroup(
         recommended=choices.recommended.tag if choices.recommended else None,
         patch=tuple(v.tag for v in choices.patch),
@@ -246,7 +249,7 @@ def _group(choices: targets.Choices, availability: targets.Availability) -> Choi
     )
 
 
-def _offer_message(name: str, choices: targets.Choices) -> str:
+def _offer_message(name: str, choices: upgrade_choices.Choices) -> str:
     parts = []
     if choices.default is not None:
         parts.append(f"{name} {choices.default.tag} is the default choice")
@@ -277,21 +280,21 @@ def _upgrades(
         recorded = installation.recorded(component)
         releases, availability = recorded.releases, recorded.availability
         if not availability.available:
-            groups[name] = _group(targets.Choices(), availability)
+            groups[name] = _group(upgrade_choices.Choices(), availability)
             builder.add(type_, U, Reason.LIST_UNAVAILABLE, availability.reason or "")
             continue
         lines = (lines or []) + blocked.blocked_releases(
             component=component, cluster=cluster, releases=releases or ()
         )
         if name == "Talos":
-            choices = targets.talos_choices(cluster=cluster, releases=releases or ())
+            choices = upgrade_choices.talos_choices(cluster=cluster, releases=releases or ())
         else:
-            hold = targets.kubernetes_hold(cluster)
+            hold = upgrade_choices.kubernetes_hold(cluster)
             if hold is not None:
-                groups[name] = _group(targets.Choices(), availability)
+                groups[name] = _group(upgrade_choices.Choices(), availability)
                 builder.add(type_, U, Reason.CNI_NOT_OBSERVED, f"no Kubernetes is offered: {hold}")
                 continue
-            choices = targets.kubernetes_choices(cluster=cluster, releases=releases or ())
+            choices = upgrade_choices.kubernetes_choices(cluster=cluster, releases=releases or ())
         groups[name] = _group(choices, availability)
         stale = f" ({availability.reason})" if availability.reason else ""
         if choices.offered:

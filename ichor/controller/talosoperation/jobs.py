@@ -35,7 +35,7 @@ from typing import Any, TypedDict
 from ichor.api import kinds
 from ichor.api.talosoperation import OperationType
 from ichor.release import steps
-from ichor.release.pinned import PINNED
+from ichor.release.release_set import PINNED
 from ichor.release.versions import VersionError
 from ichor.settings import ExecutorSettings
 

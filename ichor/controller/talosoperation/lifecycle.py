@@ -43,11 +43,11 @@ from ichor.api.conditions import (
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus, UpgradeStrategy
 from ichor.api.talosoperation import OperationType, Phase, TalosOperationSpec, TalosOperationStatus
 from ichor.kube import conditions
-from ichor.release.pinned import PINNED
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
+from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, VersionError, parse
-from ichor.upgrade import target as upgrade_target
-from ichor.upgrade.target import ClusterVersions, Component, judge_target
+from ichor.upgrade import rule as upgrade_target
+from ichor.upgrade.rule import ClusterVersions, Component, judge_target
 
 #: Set on an operation while its Job may run; removed when it ends. Deleting a Running
 #: operation stops its Job first.

@@ -15,7 +15,7 @@ import yaml
 
 from ichor.api import records
 from ichor.cli.main import main
-from ichor.release.pinned import PINNED
+from ichor.release.release_set import PINNED
 from tests.component.cli.conftest import PLAIN, Cli
 from tests.harness import controlplane
 from tests.support import nodes

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from ichor.upgrade import blocked, plan, targets
-from ichor.upgrade.target import ClusterVersions, Component
+from ichor.upgrade import blocked, choices, path_plan
+from ichor.upgrade.rule import ClusterVersions, Component
 from tests.component.cli.conftest import HOLDER, KUBERNETES_TAGS, PLAIN, TALOS_TAGS, Cli
 
 pytestmark = pytest.mark.component
@@ -51,7 +51,7 @@ def test_list_json_is_what_the_choice_functions_give(
     result = cli("upgrade", component.value, "prod", "--list", "-o", "json")
     assert result.code == 0, result.err
     tags = TALOS_TAGS if component is Component.TALOS else KUBERNETES_TAGS
-    choose = targets.talos_choices if component is Component.TALOS else targets.kubernetes_choices
+    choose = choices.talos_choices if component is Component.TALOS else choices.kubernetes_choices
     expected = choose(cluster=state, releases=tags)
     answer = result.json
     assert answer["recommended"] == (expected.recommended.tag if expected.recommended else None)
@@ -302,7 +302,7 @@ def test_plan_of_the_issue_cluster_reaches_talos_114_and_kubernetes_136(
     goal = ("--talos", "v1.14.5", "--kubernetes", "v1.36.7")
     result = cli("upgrade", "plan", "edge", *goal, "-o", "json")
     assert result.code == 0, result.err
-    expected = plan.plan_path(
+    expected = path_plan.plan_path(
         cluster=OLD_STATE,
         talos_releases=TALOS_TAGS,
         kubernetes_releases=KUBERNETES_TAGS,

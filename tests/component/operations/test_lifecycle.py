@@ -9,7 +9,7 @@ from kubernetes_asyncio import client
 from ichor.api.talosoperation import OperationType
 from ichor.controller.talosoperation import jobs, lifecycle
 from ichor.controller.talosoperation.lifecycle import Operation
-from ichor.release.pinned import PINNED
+from ichor.release.release_set import PINNED
 from tests.component.operations.conftest import (
     FAST,
     Objects,

@@ -29,7 +29,7 @@ from ichor.api.taloscluster import (
 from ichor.api.talosoperation import Phase
 from ichor.controller.autopatch import decide as d
 from ichor.controller.autopatch.policy import effective, max_concurrent
-from ichor.upgrade.target import Component
+from ichor.upgrade.rule import Component
 
 NOW = datetime(2026, 6, 1, 2, 30, tzinfo=UTC)  # inside 02:00-06:00 UTC
 LONG_AGO = NOW - timedelta(days=30)

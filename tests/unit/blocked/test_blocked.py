@@ -8,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
-from ichor.release.pinned import PINNED
 from ichor.release.refusals import Rule
+from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, parse
 from ichor.upgrade.blocked import (
     NEWER_ICHOR,
@@ -20,8 +20,8 @@ from ichor.upgrade.blocked import (
     explain,
     summarize,
 )
-from ichor.upgrade.target import ClusterVersions, Component, check_target_version
-from ichor.upgrade.targets import finals, kubernetes_choices, talos_choices
+from ichor.upgrade.choices import finals, kubernetes_choices, talos_choices
+from ichor.upgrade.rule import ClusterVersions, Component, check_target_version
 from tests.unit.plan.lists import KUBERNETES_TAGS, TALOS_TAGS
 
 TALOS = Component.TALOS

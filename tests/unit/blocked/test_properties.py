@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from ichor.release.versions import VersionError, parse
 from ichor.upgrade.blocked import Blocker, blocked_releases, summarize
-from ichor.upgrade.target import ClusterVersions, Component, check_target_version
-from ichor.upgrade.targets import finals, kubernetes_choices, talos_choices
+from ichor.upgrade.choices import finals, kubernetes_choices, talos_choices
+from ichor.upgrade.rule import ClusterVersions, Component, check_target_version
 from tests.unit.plan.test_properties import clusters, kubernetes_tags, talos_tags
 
 pure = settings(

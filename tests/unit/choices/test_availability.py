@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ichor.upgrade.targets import Availability, Unavailable, availability
+from ichor.upgrade.choices import Availability, Unavailable, availability
 
 
 @pytest.mark.parametrize(

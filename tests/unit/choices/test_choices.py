@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ichor.release.versions import Version, parse
-from ichor.upgrade.target import ClusterVersions
-from ichor.upgrade.targets import Choices, finals, kubernetes_choices, talos_choices
+from ichor.upgrade.choices import Choices, finals, kubernetes_choices, talos_choices
+from ichor.upgrade.rule import ClusterVersions
 
 TALOS_TAGS = [
     "v1.12.9",

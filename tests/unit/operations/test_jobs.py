@@ -10,7 +10,7 @@ import pytest
 from ichor.api.talosoperation import OperationType
 from ichor.controller.talosoperation import jobs
 from ichor.controller.talosoperation.jobs import NodeRole, TargetNode
-from ichor.release.pinned import PINNED
+from ichor.release.release_set import PINNED
 from ichor.settings import DEFAULT_CILIUM_CHART, DEFAULT_SCHEMATIC, ExecutorSettings
 
 UID = "0b6c0f0e-7f1b-4b8e-9d55-3f0a0c1e2d3f"

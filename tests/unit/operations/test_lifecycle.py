@@ -13,8 +13,8 @@ from ichor.api.taloscluster import CNIPreset, CNISpec
 from ichor.api.talosoperation import Phase
 from ichor.controller.talosoperation import lifecycle
 from ichor.controller.talosoperation.lifecycle import ClusterState, JobState, Operation, Reason
-from ichor.release.pinned import PINNED
 from ichor.release.refusals import Rule
+from ichor.release.release_set import PINNED
 from ichor.release.versions import parse
 
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from ichor.release.pinned import PINNED
 from ichor.release.refusals import Rule
+from ichor.release.release_set import PINNED
 from ichor.upgrade.paths import kubernetes_pairing, kubernetes_skew
 
 

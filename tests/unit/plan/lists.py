@@ -13,11 +13,11 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from ichor.release.pinned import PINNED
+from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, parse
-from ichor.upgrade.plan import PathPlan, PlanStep
-from ichor.upgrade.target import ClusterVersions, Component, check_target
-from ichor.upgrade.targets import finals
+from ichor.upgrade.choices import finals
+from ichor.upgrade.path_plan import PathPlan, PlanStep
+from ichor.upgrade.rule import ClusterVersions, Component, check_target
 
 
 def _minor_tags(minor: str, newest_patch: int) -> list[str]:

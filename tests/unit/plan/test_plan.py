@@ -6,9 +6,9 @@ import pytest
 
 from ichor.release.versions import parse
 from ichor.upgrade.blocked import Blocker
-from ichor.upgrade.plan import Goal, PathPlan, PlanOutcome, plan_path
-from ichor.upgrade.target import ClusterVersions, Component
-from ichor.upgrade.targets import availability
+from ichor.upgrade.choices import availability
+from ichor.upgrade.path_plan import Goal, PathPlan, PlanOutcome, plan_path
+from ichor.upgrade.rule import ClusterVersions, Component
 from tests.unit.plan.lists import KUBERNETES_TAGS, TALOS_TAGS, execute, shortest
 
 ON_1_12 = ClusterVersions("v1.12.4", "v1.33.5", "1.19.10", "cilium")
@@ -313,7 +313,7 @@ def test_a_goal_that_is_not_a_recorded_newer_final_is_refused_with_its_reason(
 def test_without_a_usable_list_the_plan_says_unavailable_and_why(
     talos_usable: object, kubernetes_usable: object, says: str
 ) -> None:
-    from ichor.upgrade.targets import Availability
+    from ichor.upgrade.choices import Availability
 
     assert isinstance(talos_usable, Availability)
     assert isinstance(kubernetes_usable, Availability)

@@ -8,9 +8,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ichor.release.versions import parse
-from ichor.upgrade.plan import PathPlan, PlanOutcome, plan_path
-from ichor.upgrade.target import ClusterVersions
-from ichor.upgrade.targets import finals
+from ichor.upgrade.choices import finals
+from ichor.upgrade.path_plan import PathPlan, PlanOutcome, plan_path
+from ichor.upgrade.rule import ClusterVersions
 from tests.unit.plan.lists import execute, shortest
 
 # No example database on disk: unit tests do no I/O.

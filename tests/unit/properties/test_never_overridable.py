@@ -29,11 +29,17 @@ from ichor.controller.observe import CNIObservation, NodesObservation, Observati
 from ichor.controller.taloscluster import status
 from ichor.controller.talosoperation import lifecycle
 from ichor.release import compat, steps
-from ichor.release.pinned import ADOPT_MIN_TALOS, ReleaseSet, check_adopt_compat, check_init_compat
 from ichor.release.refusals import Refusal, Rule, Verdict
+from ichor.release.release_set import (
+    ADOPT_MIN_TALOS,
+    ReleaseSet,
+    check_adopt_compat,
+    check_init_compat,
+)
 from ichor.release.versions import VersionError, check_final, parse
-from ichor.upgrade import blocked, paths, plan, targets
-from ichor.upgrade.target import ClusterVersions, Component, check_target
+from ichor.upgrade import blocked, path_plan, paths
+from ichor.upgrade import choices as upgrade_choices
+from ichor.upgrade.rule import ClusterVersions, Component, check_target
 from ichor.webhook import admission
 from ichor.webhook.reviews import ClusterObject, ClusterRef, OperationSpec, OperationType, Requester
 
@@ -457,7 +463,9 @@ def test_a_blocked_line_is_never_overridable_when_one_rule_is_not(scene: Scene) 
 @example(OLD_NODES)
 def test_every_offered_choice_passes_every_single_rule(scene: Scene) -> None:
     choose = (
-        targets.talos_choices if scene.component is Component.TALOS else targets.kubernetes_choices
+        upgrade_choices.talos_choices
+        if scene.component is Component.TALOS
+        else upgrade_choices.kubernetes_choices
     )
     choices = choose(cluster=scene.cluster, releases=RELEASES[scene.component])
     for version in choices.offered:
@@ -473,7 +481,7 @@ def test_every_offered_choice_passes_every_single_rule(scene: Scene) -> None:
 )
 @given(scenes())
 def test_every_step_of_a_path_plan_passes_every_single_rule(scene: Scene) -> None:
-    result = plan.plan_path(
+    result = path_plan.plan_path(
         cluster=scene.cluster,
         talos_releases=RELEASES[Component.TALOS],
         kubernetes_releases=RELEASES[Component.KUBERNETES],

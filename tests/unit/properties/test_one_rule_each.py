@@ -1,7 +1,7 @@
 """Each small rule has one function, and every place that applies it agrees with it.
 
 - the Kubernetes hold: no Kubernetes is offered or planned until the CNI (and, for a
-  Cilium Ichor runs, its release) is observed (``targets.kubernetes_hold``): the choices,
+  Cilium Ichor runs, its release) is observed (``upgrade_choices.kubernetes_hold``): the choices,
   the status condition, the CLI's ``--list`` note, the blocked lines and the path plan;
 - "the CNI is Cilium" (``steps.is_cilium``), however the controller wrote it;
 - "the running Cilium is older than the chart" (``steps.cilium_behind_chart``): the
@@ -28,11 +28,12 @@ from ichor.controller.observe import CNIObservation, NodesObservation, Observati
 from ichor.controller.taloscluster import status
 from ichor.controller.talosoperation import jobs
 from ichor.release import steps
-from ichor.release.pinned import PINNED
 from ichor.release.refusals import Rule
+from ichor.release.release_set import PINNED
 from ichor.release.versions import VersionError, parse
-from ichor.upgrade import blocked, plan, targets
-from ichor.upgrade.target import ClusterVersions, Component, judge_target
+from ichor.upgrade import blocked, path_plan
+from ichor.upgrade import choices as upgrade_choices
+from ichor.upgrade.rule import ClusterVersions, Component, judge_target
 
 pure = settings(
     database=None, deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow]
@@ -109,11 +110,11 @@ def test_every_place_holds_kubernetes_back_exactly_when_the_one_rule_does(
 ) -> None:
     cluster = views.Cluster.of(_body(preset=preset, detected=detected, version=version))
     versions = cluster.versions
-    hold = targets.kubernetes_hold(versions)
+    hold = upgrade_choices.kubernetes_hold(versions)
     # the choices
-    choices = targets.kubernetes_choices(cluster=versions, releases=KUBERNETES)
+    choices = upgrade_choices.kubernetes_choices(cluster=versions, releases=KUBERNETES)
     if hold is not None:
-        assert choices == targets.Choices()
+        assert choices == upgrade_choices.Choices()
     # the status condition
     offered = _condition(
         _run(preset=preset, detected=detected, version=version), Type.KUBERNETES_UPGRADE_AVAILABLE
@@ -125,7 +126,9 @@ def test_every_place_holds_kubernetes_back_exactly_when_the_one_rule_does(
     listed = views.choice_list(
         cluster,
         Component.KUBERNETES,
-        views.ReleaseList(tags=KUBERNETES, availability=targets.Availability(available=True)),
+        views.ReleaseList(
+            tags=KUBERNETES, availability=upgrade_choices.Availability(available=True)
+        ),
     )
     assert (listed.note is not None) is (hold is not None)
     # the blocked lines
@@ -139,10 +142,10 @@ def test_every_place_holds_kubernetes_back_exactly_when_the_one_rule_does(
         assert line.reason == hold.reason
         assert line.step == hold.step
     # the path plan
-    planned = plan.plan_path(
+    planned = path_plan.plan_path(
         cluster=versions, talos_releases=TALOS, kubernetes_releases=KUBERNETES, kubernetes="v1.36.7"
     )
-    assert (planned.outcome is plan.PlanOutcome.UNAVAILABLE) is (hold is not None), planned
+    assert (planned.outcome is path_plan.PlanOutcome.UNAVAILABLE) is (hold is not None), planned
     if hold is not None:
         assert planned.reason is not None
         assert hold.reason in planned.reason

@@ -9,12 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ichor.release import compat, machinery, steps
-from ichor.release.pinned import ReleaseSet, check_adopt_compat, check_init_compat
 from ichor.release.refusals import Refusal
+from ichor.release.release_set import ReleaseSet, check_adopt_compat, check_init_compat
 from ichor.release.versions import VersionError, parse
 from ichor.upgrade import paths
-from ichor.upgrade.target import ClusterVersions, Component, check_target
-from ichor.upgrade.targets import availability, finals, kubernetes_choices, talos_choices
+from ichor.upgrade.choices import availability, finals, kubernetes_choices, talos_choices
+from ichor.upgrade.rule import ClusterVersions, Component, check_target
 
 # No example database on disk: unit tests do no I/O.
 pure = settings(database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])

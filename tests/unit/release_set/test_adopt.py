@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from ichor.release.pinned import adopt_contract, check_adopt_compat
 from ichor.release.refusals import Refusal, Rule
+from ichor.release.release_set import adopt_contract, check_adopt_compat
 
 
 @pytest.mark.parametrize(

@@ -7,14 +7,14 @@ import dataclasses
 import pytest
 
 from ichor.release import compat, machinery
-from ichor.release.pinned import (
+from ichor.release.refusals import Rule
+from ichor.release.release_set import (
     ADOPT_MIN_TALOS,
     PINNED,
     ReleaseSet,
     check_init_compat,
     check_pinned_flags,
 )
-from ichor.release.refusals import Rule
 from ichor.release.versions import check_contract, check_spec_version, parse
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ichor.release.refusals import Rule
-from ichor.upgrade.target import ClusterVersions, Component, check_target
+from ichor.upgrade.rule import ClusterVersions, Component, check_target
 
 PINNED_CLUSTER = ClusterVersions(
     talos="v1.14.3", kubernetes="v1.36.2", cilium="1.20.4", cni="cilium"

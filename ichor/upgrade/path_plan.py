@@ -36,7 +36,7 @@ move there ("not reachable with this build: ... a newer Ichor release is needed"
 defaulted goal, ``instead`` then holds the plan to the newest Talos, and the newest
 Kubernetes with it, that the rules do reach.
 
-It refuses to plan what it cannot check: a list that ``targets.availability`` calls
+It refuses to plan what it cannot check: a list that ``choices.availability`` calls
 unusable (check off, never recorded) is ``UNAVAILABLE`` with that reason (a stale list is
 used, with a warning); a goal that is not a final recorded release is ``INVALID``; and
 Kubernetes is not moved while no CNI (or no Cilium release) is observed. Nothing is
@@ -55,12 +55,12 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 
 from ichor.release.compat import talos_kubernetes_error
-from ichor.release.pinned import PINNED
 from ichor.release.refusals import Refusal, Rule
+from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, VersionError, check_final, parse
-from ichor.upgrade import blocked, targets
-from ichor.upgrade.target import ClusterVersions, Component, check_target
-from ichor.upgrade.targets import Availability
+from ichor.upgrade import blocked, choices
+from ichor.upgrade.choices import Availability
+from ichor.upgrade.rule import ClusterVersions, Component, check_target
 
 __all__ = [
     "Goal",
@@ -159,7 +159,7 @@ class Releases:
     @classmethod
     def of(cls, tags: Iterable[str]) -> Releases:
         grouped: dict[Minor, list[Version]] = {}
-        for version in targets.finals(tags):
+        for version in choices.finals(tags):
             grouped.setdefault(version.minor_key, []).append(version)
         return cls({minor: tuple(versions) for minor, versions in grouped.items()})
 
@@ -193,7 +193,7 @@ def _next(minor: Minor) -> Minor:
 
 def _kubernetes_known(cluster: ClusterVersions) -> str | None:
     """Why Kubernetes cannot be moved yet (the choices' gate), or None."""
-    hold = targets.kubernetes_hold(cluster)
+    hold = choices.kubernetes_hold(cluster)
     return str(hold) if hold is not None else None
 
 
@@ -448,7 +448,7 @@ def plan_path(
 
     ``talos``/``kubernetes``: the goal (final ``vX.Y.Z``); with neither, the newest
     recorded of each. ``name`` goes into the commands. The availabilities come from
-    ``targets.availability`` for each list (``status.upgradeTargets``).
+    ``choices.availability`` for each list (``status.upgradeTargets``).
     """
     warnings: list[str] = []
     for label, usable in (("Talos", talos_availability), ("Kubernetes", kubernetes_availability)):

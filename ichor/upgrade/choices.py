@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 
-from ichor.release.pinned import PINNED
+from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, VersionError, parse
-from ichor.upgrade.target import ClusterVersions, Component, check_target_version
+from ichor.upgrade.rule import ClusterVersions, Component, check_target_version
 
 __all__ = [
     "Availability",

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ichor.release import compat, steps
-from ichor.release.pinned import PINNED
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
+from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, VersionError, check_final, parse
 from ichor.upgrade import paths
 
