@@ -208,17 +208,18 @@ async def test_a_spec_bump_applied_server_side_runs_the_upgrade_and_kubectl_wait
     await asyncio.sleep(1.0)
     assert waiter.returncode is None, "kubectl wait returned before the upgrade"
 
-    await objects.play_job(job["metadata"]["name"], succeeded=True)
-    done = await eventually(
-        lambda: objects.operation(name), lambda b: phase(b) == "Succeeded", what="Succeeded"
-    )
-    assert condition(done, "Ready")["status"] == "True"
-    # the kubelets report the new version (the Job's work, played here)
+    # the Job upgrades the kubelets (its work, played here), then succeeds: the executor
+    # calls the operation Succeeded only once every Node reports the target
     for node in list(workload.nodes):
         await workload.core.patch_node_status(
             node,
             {"status": {"nodeInfo": nodes.talos_node_info(talos="v1.14.3", kubelet="v1.36.7")}},
         )
+    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    done = await eventually(
+        lambda: objects.operation(name), lambda b: phase(b) == "Succeeded", what="Succeeded"
+    )
+    assert condition(done, "Ready")["status"] == "True"
     out, err = await asyncio.wait_for(waiter.communicate(), timeout=90)
     assert waiter.returncode == 0, err.decode()
     assert "condition met" in out.decode()
