@@ -20,12 +20,13 @@ from packaging.requirements import Requirement
 from tests.harness import checkout, wheel
 from tests.package.conftest import Installed
 
-#: What ``ichor/`` holds in the wheel: the entry points, the controllers and the webhook,
-#: the client layer, the rules and the typed shapes of the API.
+#: What ``ichor/`` holds in the wheel: the entry points, the one settings object, the
+#: controllers and the webhook, the client layer, the rules and the typed shapes of the API.
 SHIPPED = {
     "__init__.py",
     "py.typed",
     "operator.py",
+    "settings.py",
     "api",
     "cli",
     "controller",
