@@ -44,6 +44,24 @@ class Window(ApiModel):
     time_zone: str = DEFAULT_TIME_ZONE
 
 
+#: Limits of the health checks a person declares (the CRD holds the same).
+MAX_HEALTH_CHECKS = 16
+MAX_EXPRESSION_LENGTH = 1024
+
+
+class HealthCheck(ApiModel):
+    """A gate a person declares: a CEL ``expression`` over the objects of one resource of
+    the workload cluster (``objects``: the list, each the object's JSON as the API server
+    returns it), which must be true before auto-patch starts anything. ``namespace``
+    unset: every namespace."""
+
+    name: str
+    api_version: str
+    resource: str
+    namespace: str | None = None
+    expression: str
+
+
 class AutoPatchSpec(ApiModel):
     """A cluster's own settings; ``None`` is "the fleet's"."""
 
@@ -51,6 +69,7 @@ class AutoPatchSpec(ApiModel):
     windows: tuple[Window, ...] | None = None
     min_release_age: str | None = None
     suspended: bool | None = None
+    health_checks: tuple[HealthCheck, ...] | None = None
 
 
 class FleetAutoPatchSpec(AutoPatchSpec):

@@ -120,6 +120,8 @@ class AutoPatchReason(StrEnum):
     VERSIONS_INCOMPATIBLE = "VersionsIncompatible"
     RELEASE_LIST_STALE = "ReleaseListStale"
     WORKLOAD_NOT_READY = "WorkloadNotReady"
+    #: A health check of ``spec.autoPatch.healthChecks`` (the message names it).
+    HEALTH_CHECK_FAILED = "HealthCheckFailed"
 
 
 class OperationConditionType(StrEnum):

@@ -20,7 +20,7 @@ The order of the checks is the order of the answer a person reads:
 9. the health gates: the cluster Ready, every Node Ready and on the spec's versions (so the
    last operation has finished on every node), VersionsCompatible, the release list of
    the component current, then (the only one that needs a request) the workload's
-   ``/readyz``;
+   ``/readyz`` and the health checks a person declared (CEL over workload objects);
 10. start it.
 
 Nothing here remembers: a restart reads the same operations and decides the same start,
@@ -53,6 +53,7 @@ from ichor.api.conditions import (
 )
 from ichor.api.taloscluster import ChoiceGroup, TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import Phase
+from ichor.controller.autopatch.health import Verdict
 from ichor.controller.autopatch.policy import Policy
 from ichor.controller.autopatch.windows import Interval
 from ichor.kube import conditions
@@ -77,6 +78,7 @@ _STOPPED = frozenset(
         Reason.VERSIONS_INCOMPATIBLE,
         Reason.RELEASE_LIST_STALE,
         Reason.WORKLOAD_NOT_READY,
+        Reason.HEALTH_CHECK_FAILED,
     }
 )
 
@@ -90,6 +92,7 @@ GATES = frozenset(
         Reason.VERSIONS_INCOMPATIBLE,
         Reason.RELEASE_LIST_STALE,
         Reason.WORKLOAD_NOT_READY,
+        Reason.HEALTH_CHECK_FAILED,
     }
 )
 
@@ -346,11 +349,13 @@ def decide(
     fleet: Fleet,
     now: datetime,
     readyz: Probe | None = None,
+    health: Sequence[Verdict] | None = None,
 ) -> Decision:
     """The whole decision for ``cluster`` at ``now``.
 
     ``readyz``: the answer of the workload's ``/readyz``, None while it was not asked
-    (then a start that waits only for it comes back with ``needs_probe``).
+    (then a start that waits only for it comes back with ``needs_probe``); ``health``:
+    the verdicts of ``policy.health``, asked together with ``readyz``.
     """
     previous = cluster.status.auto_patch
     old_condition = conditions.find(cluster.status.conditions, READY)
@@ -527,6 +532,14 @@ def decide(
         return finish(
             Reason.WORKLOAD_NOT_READY,
             f"{what} waits for a health gate: the workload cluster's /readyz {readyz.message}",
+            status=status,
+        )
+    failing = next((v for v in health or () if not v.ok), None)
+    if failing is not None:
+        return finish(
+            Reason.HEALTH_CHECK_FAILED,
+            f"{what} waits for a health gate: {failing.message}; it is checked again at the "
+            "next check",
             status=status,
         )
     attempt = cluster.resume or FIRST_ATTEMPT

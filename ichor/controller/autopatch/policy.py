@@ -13,6 +13,7 @@ from ichor.api.autopatch import (
     FleetAutoPatchSpec,
     Window,
 )
+from ichor.controller.autopatch.health import Compiled, compile_checks
 from ichor.controller.autopatch.windows import WindowError, Windows, parse_duration
 from ichor.upgrade.rule import Component
 
@@ -33,6 +34,8 @@ class Policy:
     problems: tuple[str, ...]
     #: Whether any component or window is set at all, by the cluster or the fleet.
     configured: bool
+    #: The health checks in force, compiled (one that does not compile is a problem).
+    health: tuple[Compiled, ...] = ()
 
     @property
     def enabled(self) -> bool:
@@ -56,6 +59,9 @@ def effective(*, cluster: AutoPatchSpec | None, fleet: FleetAutoPatchSpec | None
         age = parse_duration(DEFAULT_MIN_RELEASE_AGE, field="minReleaseAge")
     read = Windows.read(windows)
     problems.extend(read.problems)
+    checks = own.health_checks if own.health_checks is not None else base.health_checks
+    health, unreadable = compile_checks(checks or ())
+    problems.extend(unreadable)
     selected = set(chosen or ())
     return Policy(
         components=tuple(c for a, c in ORDER if a in selected),
@@ -64,6 +70,7 @@ def effective(*, cluster: AutoPatchSpec | None, fleet: FleetAutoPatchSpec | None
         suspended=bool(suspended),
         problems=tuple(problems),
         configured=bool(chosen) or bool(windows),
+        health=health,
     )
 
 

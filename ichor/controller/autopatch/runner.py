@@ -15,6 +15,7 @@ a cache, so a restart counts what is there.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -41,6 +42,7 @@ from ichor.api.ichorinstallation import UpgradeTargets
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType, Phase, StartedBy
 from ichor.controller.autopatch import decide as decisions
+from ichor.controller.autopatch import health
 from ichor.controller.autopatch.policy import effective, max_concurrent
 from ichor.controller.talosoperation import starter, starts
 from ichor.kube import bodies, events, metrics, objects, patching
@@ -52,6 +54,8 @@ logger = logging.getLogger(__name__)
 TRANSIENT = (ApiException, aiohttp.ClientError, TimeoutError, OSError)
 #: Seconds the workload's ``/readyz`` may take.
 READYZ_TIMEOUT = 5.0
+#: Seconds one health check's evaluation may take.
+HEALTH_TIMEOUT = 10.0
 
 
 def _read(model: Any, raw: object) -> Any:
@@ -61,6 +65,19 @@ def _read(model: Any, raw: object) -> Any:
         return model.model_validate(raw)
     except ValidationError:
         return None
+
+
+async def _read_bounded(stream: Any, limit: int) -> bytes:
+    """At most ``limit`` bytes of ``stream`` (an aiohttp StreamReader)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size < limit:
+        chunk = await stream.read(limit - size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 @dataclass(frozen=True)
@@ -165,6 +182,70 @@ class AutoPatcher:
             return decisions.Probe(ok=False, message=f"did not answer: {error or 'timeout'}")
         return decisions.Probe(ok=True)
 
+    async def _health(
+        self, workload: ApiClient, checks: Sequence[health.Compiled]
+    ) -> tuple[health.Verdict, ...]:
+        """Each check over the objects it names, listed from the workload cluster
+        (bounded: ``MAX_OBJECTS`` items, ``MAX_LIST_BYTES`` of response)."""
+        verdicts: list[health.Verdict] = []
+        for check in checks:
+            items, failure = await self._list(workload, check)
+            if items is None:
+                verdicts.append(health.evaluate(check, objects=None, failure=failure))
+                continue
+            try:
+                verdict = await asyncio.wait_for(
+                    asyncio.to_thread(health.evaluate, check, objects=items),
+                    timeout=HEALTH_TIMEOUT,
+                )
+            except TimeoutError:
+                verdict = health.evaluate(
+                    check, objects=None, failure=f"the evaluation took over {HEALTH_TIMEOUT:.0f} s"
+                )
+            verdicts.append(verdict)
+            if not verdict.ok:
+                break
+        return tuple(verdicts)
+
+    async def _list(
+        self, workload: ApiClient, check: health.Compiled
+    ) -> tuple[list[Any] | None, str]:
+        try:
+            async with asyncio.timeout(READYZ_TIMEOUT):
+                response = await workload.call_api(
+                    check.path,
+                    "GET",
+                    query_params=[("limit", str(health.MAX_OBJECTS + 1))],
+                    auth_settings=["BearerToken"],
+                    response_types_map={"200": "object"},
+                    _return_http_data_only=True,
+                    _preload_content=False,
+                    _request_timeout=READYZ_TIMEOUT,
+                )
+                try:
+                    status = int(response.status)
+                    raw = await _read_bounded(response.content, health.MAX_LIST_BYTES + 1)
+                finally:
+                    response.release()
+        except ApiException as error:
+            return None, f"its objects could not be listed (the API server answered {error.status})"
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            return None, "its objects could not be listed (the API server did not answer)"
+        if not 200 <= status <= 299:
+            return None, f"its objects could not be listed (the API server answered {status})"
+        if len(raw) > health.MAX_LIST_BYTES:
+            return None, f"its objects exceed {health.MAX_LIST_BYTES // 1024} KiB"
+        try:
+            items = json.loads(raw).get("items")
+        except (ValueError, AttributeError, RecursionError):
+            return None, "the API server's answer is not a list"
+        if not isinstance(items, list):
+            return None, "the API server's answer is not a list"
+        more = len(items) > health.MAX_OBJECTS
+        if more:
+            return None, f"it names more than {health.MAX_OBJECTS} objects"
+        return items, ""
+
     async def _installation(self) -> dict[str, Any] | None:
         return await objects.get(
             self.api,
@@ -264,9 +345,15 @@ class AutoPatcher:
                     if workload is not None
                     else decisions.Probe(ok=False, message="cannot be asked")
                 )
-                decision = decisions.decide(
-                    cluster=cluster, policy=policy, runs=runs, fleet=fleet, now=now, readyz=probe
+                verdicts = (
+                    await self._health(workload, policy.health)
+                    if probe.ok and workload is not None
+                    else None
                 )
+                decision = decisions.decide(
+                    cluster=cluster, policy=policy, runs=runs, fleet=fleet, now=now,
+                    readyz=probe, health=verdicts,
+                )  # fmt: skip
                 if decision.start is not None:
                     decision = await self._start(
                         decision, body=body, now=now, previous=previous_condition

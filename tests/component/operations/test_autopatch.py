@@ -403,3 +403,42 @@ async def test_nobody_but_the_operator_writes_the_record(
     )  # fmt: skip
     assert made.returncode != 0
     assert STARTED_BY_LABEL in made.stderr
+
+
+async def test_a_false_health_check_holds_the_start_until_the_workload_makes_it_true(
+    fleet: Fleet, operator: Operator, ready: Workload, objects: Objects
+) -> None:
+    """A declared CEL check over a ConfigMap of the workload cluster: false holds the start
+    in an open window (the condition names the check, one Event, checked again at each
+    look); the ConfigMap changes, the check is true, the patch starts."""
+    gate = "ichor-gate-" + objects.namespace[-8:]
+    await ready.core.create_namespaced_config_map(
+        "default",
+        {"metadata": {"name": gate}, "data": {"ready": "no", "token": "t0p-s3cret"}},  # type: ignore[arg-type]
+    )
+    try:
+        expression = f'objects.exists(o, o.metadata.name == "{gate}" && o.data.ready == "yes")'
+        check = {"name": "apps-ready", "apiVersion": "v1", "resource": "configmaps",
+                 "namespace": "default", "expression": expression}  # fmt: skip
+        await objects.create_cluster(autoPatch=auto_patch(healthChecks=[check]))
+        body = await the_reason(objects, "HealthCheckFailed")
+        said = condition(body, "AutoPatchReady")
+        assert said["status"] == "False"
+        assert 'health check "apps-ready"' in said["message"]
+        assert "is false" in said["message"]
+        assert "t0p-s3cret" not in said["message"]
+        await quiet(objects)  # six looks: none starts, and no second Event
+        blocked = [
+            e for e in await objects.events("prod")
+            if e["reason"] == "AutoPatchBlocked" and "apps-ready" in e["message"]
+        ]  # fmt: skip
+        assert len(blocked) == 1, blocked
+        assert blocked[0]["type"] == "Warning"
+        assert "t0p-s3cret" not in blocked[0]["message"]
+        await ready.core.patch_namespaced_config_map(gate, "default", {"data": {"ready": "yes"}})
+        (talos,) = await eventually(lambda: auto_operations(objects), lambda ops: len(ops) == 1,
+                                    what="the Talos patch started")  # fmt: skip
+        assert talos["spec"]["version"] == "v1.14.5"
+        await stop(objects, "prod")
+    finally:
+        await ready.core.delete_namespaced_config_map(gate, "default")
