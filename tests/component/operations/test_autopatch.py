@@ -406,12 +406,34 @@ async def test_nobody_but_the_operator_writes_the_record(
 
 
 async def test_a_false_health_check_holds_the_start_until_the_workload_makes_it_true(
-    fleet: Fleet, operator: Operator, ready: Workload, objects: Objects
+    fleet: Fleet,
+    operator: Operator,
+    ready: Workload,
+    objects: Objects,
+    kube_api: ApiClient,
+    operator_account: account.Account,
 ) -> None:
     """A declared CEL check over a ConfigMap of the workload cluster: false holds the start
     in an open window (the condition names the check, one Event, checked again at each
     look); the ConfigMap changes, the check is true, the patch starts."""
     gate = "ichor-gate-" + objects.namespace[-8:]
+    # The workload cluster here is the management API server, its kubeconfig the operator's
+    # identity: the workload's admin lets that identity read ConfigMaps of "default" (a
+    # Talos admin kubeconfig reads everything). Without it the check fails as a 403.
+    rbac = client.RbacAuthorizationV1Api(kube_api)
+    role = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": gate},
+        "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list"]}],
+    }
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": gate},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": gate},
+               "subjects": [{"kind": "User", "name": operator_account.username,
+                             "apiGroup": "rbac.authorization.k8s.io"}]}  # fmt: skip
+    await rbac.create_namespaced_role("default", role)  # type: ignore[arg-type]
+    await rbac.create_namespaced_role_binding("default", binding)  # type: ignore[arg-type]
     await ready.core.create_namespaced_config_map(
         "default",
         {"metadata": {"name": gate}, "data": {"ready": "no", "token": "t0p-s3cret"}},  # type: ignore[arg-type]
@@ -421,8 +443,15 @@ async def test_a_false_health_check_holds_the_start_until_the_workload_makes_it_
         check = {"name": "apps-ready", "apiVersion": "v1", "resource": "configmaps",
                  "namespace": "default", "expression": expression}  # fmt: skip
         await objects.create_cluster(autoPatch=auto_patch(healthChecks=[check]))
-        body = await the_reason(objects, "HealthCheckFailed")
+        # the first look may come before the API server's authorizer saw the Role (a 403);
+        # then the check is false
+        body = await eventually(
+            lambda: objects.cluster("prod"),
+            lambda b: "is false" in condition(b, "AutoPatchReady").get("message", ""),
+            what="AutoPatchReady HealthCheckFailed: the check is false",
+        )
         said = condition(body, "AutoPatchReady")
+        assert said["reason"] == "HealthCheckFailed"
         assert said["status"] == "False"
         assert 'health check "apps-ready"' in said["message"]
         assert "is false" in said["message"]
@@ -442,3 +471,5 @@ async def test_a_false_health_check_holds_the_start_until_the_workload_makes_it_
         await stop(objects, "prod")
     finally:
         await ready.core.delete_namespaced_config_map(gate, "default")
+        await rbac.delete_namespaced_role_binding(gate, "default")
+        await rbac.delete_namespaced_role(gate, "default")
