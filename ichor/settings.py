@@ -20,11 +20,13 @@ from __future__ import annotations
 import dataclasses
 import importlib.metadata
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from ichor.api.autopatch import DEFAULT_HEALTH_CHECK_RESOURCES, NEVER_CHECKED
 from ichor.registry.limits import Limits
 from ichor.release.release_set import PINNED
 
@@ -82,6 +84,32 @@ def _args(name: str, value: str | None) -> Any:
 def _names(name: str, value: str | None) -> Any:
     """Comma-separated names, empty ones dropped."""
     return tuple(n for n in value.split(",") if n) if value else _DEFAULT
+
+
+_RESOURCE_KEY = re.compile(
+    r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$"
+)
+
+
+def _resources(name: str, value: str | None) -> Any:
+    """Comma-separated ``<apiVersion>/<resource>`` names (``apps/v1/deployments``); Secrets
+    are refused, whatever the rest says."""
+    found = _names(name, value)
+    if found is _DEFAULT:
+        return found
+    for key in found:
+        if not _RESOURCE_KEY.match(key):
+            raise SettingsError(
+                f"{name} names {key[:80]!r}, which is not <apiVersion>/<resource> (for "
+                "example apps/v1/deployments or v1/pods); fix it or unset it for the default"
+            )
+        if key.rsplit("/", 1)[1] in NEVER_CHECKED:
+            raise SettingsError(
+                f"{name} names {key!r}, which is refused: a health check's verdict would let "
+                "whoever writes a TalosCluster's spec test the workload's secret values; "
+                "remove it"
+            )
+    return found
 
 
 def _as_is(name: str, value: str | None) -> Any:
@@ -220,6 +248,11 @@ class ControllerSettings(_FromEnv):
     observe_timeout: float = env("ICHOR_OBSERVE_TIMEOUT", 20.0, read=_float)
     #: Clusters reconciled at the same time.
     workers: int = env("ICHOR_WORKERS", 8, read=_int)
+    #: Comma-separated ``<apiVersion>/<resource>`` an auto-patch health check may list in
+    #: a workload cluster (a check over another is refused); Secrets are never allowed.
+    health_check_resources: tuple[str, ...] = env(
+        "ICHOR_HEALTH_CHECK_RESOURCES", DEFAULT_HEALTH_CHECK_RESOURCES, read=_resources
+    )
 
     def backoff(self, failures: int) -> float:
         return float(min(self.backoff_initial * 2 ** max(failures - 1, 0), self.backoff_max))

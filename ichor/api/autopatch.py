@@ -47,6 +47,23 @@ class Window(ApiModel):
 #: Limits of the health checks a person declares (the CRD holds the same).
 MAX_HEALTH_CHECKS = 16
 MAX_EXPRESSION_LENGTH = 1024
+#: Resources no health check reads, whatever the operator's settings allow: a check's
+#: verdict is one bit its author reads from the condition, so a check over Secrets would
+#: let whoever may write the spec test the workload's secret values one guess at a time.
+NEVER_CHECKED = frozenset({"secrets"})
+#: The resources a health check may read (``<apiVersion>/<resource>``) unless the operator
+#: is told others (``ICHOR_HEALTH_CHECK_RESOURCES``, the chart's
+#: ``autoPatchHealthCheckResources``): the workloads' readiness, nothing that holds secrets.
+DEFAULT_HEALTH_CHECK_RESOURCES = (
+    "v1/nodes",
+    "v1/pods",
+    "v1/configmaps",
+    "apps/v1/deployments",
+    "apps/v1/daemonsets",
+    "apps/v1/statefulsets",
+    "batch/v1/jobs",
+    "policy/v1/poddisruptionbudgets",
+)
 
 
 class HealthCheck(ApiModel):
@@ -60,6 +77,11 @@ class HealthCheck(ApiModel):
     resource: str
     namespace: str | None = None
     expression: str
+
+    @property
+    def resource_key(self) -> str:
+        """``<apiVersion>/<resource>``, as the operator's allow-list names it."""
+        return f"{self.api_version}/{self.resource}"
 
 
 class AutoPatchSpec(ApiModel):

@@ -8,6 +8,9 @@ nothing compiled, and it implements the CEL standard (macros ``all``, ``exists``
 
 A verdict never quotes the objects: who may write the spec must not read the workload's
 data through a message. It names the check, its expression and the kind of failure only.
+Even so a verdict is one bit its author reads, so what a check may read is bounded: never
+Secrets (``NEVER_CHECKED``), and only the resources the operator's settings allow
+(``ICHOR_HEALTH_CHECK_RESOURCES``); a check over anything else is a problem, never listed.
 """
 
 from __future__ import annotations
@@ -22,7 +25,13 @@ from celpy import celtypes
 from celpy.adapter import json_to_cel
 from celpy.evaluation import CELEvalError
 
-from ichor.api.autopatch import MAX_EXPRESSION_LENGTH, MAX_HEALTH_CHECKS, HealthCheck
+from ichor.api.autopatch import (
+    DEFAULT_HEALTH_CHECK_RESOURCES,
+    MAX_EXPRESSION_LENGTH,
+    MAX_HEALTH_CHECKS,
+    NEVER_CHECKED,
+    HealthCheck,
+)
 
 #: At most this many objects are listed for one check (more: the check fails, it says so).
 MAX_OBJECTS = 200
@@ -60,9 +69,15 @@ def _quoted(check: HealthCheck) -> str:
     return f'health check "{check.name}" ({text})'
 
 
-def compile_checks(checks: Sequence[HealthCheck]) -> tuple[tuple[Compiled, ...], tuple[str, ...]]:
+def compile_checks(
+    checks: Sequence[HealthCheck],
+    *,
+    allowed: Sequence[str] = DEFAULT_HEALTH_CHECK_RESOURCES,
+) -> tuple[tuple[Compiled, ...], tuple[str, ...]]:
     """The checks compiled, and a sentence for each one that cannot be (the CRD refuses
-    most of these; a stored object may still hold one)."""
+    most of these; a stored object may still hold one). ``allowed``: the resources a check
+    may read (``<apiVersion>/<resource>``); Secrets never, whatever it holds."""
+    permitted = frozenset(allowed)
     problems: list[str] = []
     compiled: list[Compiled] = []
     if len(checks) > MAX_HEALTH_CHECKS:
@@ -83,6 +98,22 @@ def compile_checks(checks: Sequence[HealthCheck]) -> tuple[tuple[Compiled, ...],
                 f'health check "{check.name}": apiVersion {check.api_version[:64]!r} and '
                 f"resource {check.resource[:64]!r} must name a resource such as apps/v1 "
                 f"deployments; {fix}"
+            )
+            continue
+        if check.resource in NEVER_CHECKED:
+            problems.append(
+                f'health check "{check.name}": resource {check.resource} is refused: a '
+                "check's verdict would let whoever writes the spec test the workload's "
+                "secret values; gate on the workloads that use them (their Pods or "
+                f"Deployments) instead; {fix}"
+            )
+            continue
+        if check.resource_key not in permitted:
+            problems.append(
+                f'health check "{check.name}": {check.resource_key} is not a resource this '
+                f"operator lets a health check read ({', '.join(sorted(permitted))}); use one "
+                "of them, or ask the operator's admin to add it to the chart's "
+                f"autoPatchHealthCheckResources (ICHOR_HEALTH_CHECK_RESOURCES); {fix}"
             )
             continue
         if check.namespace is not None and not _NAME.match(check.namespace):

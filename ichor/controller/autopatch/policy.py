@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 
 from ichor.api.autopatch import (
+    DEFAULT_HEALTH_CHECK_RESOURCES,
     DEFAULT_MAX_CONCURRENT_CLUSTERS,
     DEFAULT_MIN_RELEASE_AGE,
     AutoPatchComponent,
@@ -43,8 +45,14 @@ class Policy:
         return bool(self.components) and bool(self.windows.schedules or self.windows.problems)
 
 
-def effective(*, cluster: AutoPatchSpec | None, fleet: FleetAutoPatchSpec | None) -> Policy:
-    """The settings in force for one cluster."""
+def effective(
+    *,
+    cluster: AutoPatchSpec | None,
+    fleet: FleetAutoPatchSpec | None,
+    health_resources: Sequence[str] = DEFAULT_HEALTH_CHECK_RESOURCES,
+) -> Policy:
+    """The settings in force for one cluster; ``health_resources``: what a health check
+    may read (the operator's settings)."""
     own = cluster or AutoPatchSpec()
     base = fleet or FleetAutoPatchSpec()
     chosen = own.components if own.components is not None else base.components
@@ -60,7 +68,7 @@ def effective(*, cluster: AutoPatchSpec | None, fleet: FleetAutoPatchSpec | None
     read = Windows.read(windows)
     problems.extend(read.problems)
     checks = own.health_checks if own.health_checks is not None else base.health_checks
-    health, unreadable = compile_checks(checks or ())
+    health, unreadable = compile_checks(checks or (), allowed=health_resources)
     problems.extend(unreadable)
     selected = set(chosen or ())
     return Policy(

@@ -30,6 +30,7 @@ from pydantic import ValidationError
 
 from ichor.api import kinds
 from ichor.api.autopatch import (
+    DEFAULT_HEALTH_CHECK_RESOURCES,
     RESUME_ANNOTATION,
     AutoPatchSpec,
     FleetAutoPatchSpec,
@@ -120,8 +121,12 @@ def parse_run(body: Mapping[str, Any], *, cluster_uid: str) -> decisions.Run | N
 
 
 class AutoPatcher:
-    def __init__(self, *, api: ApiClient) -> None:
+    def __init__(
+        self, *, api: ApiClient, health_resources: Sequence[str] = DEFAULT_HEALTH_CHECK_RESOURCES
+    ) -> None:
         self.api = api
+        #: What a health check may read (``ICHOR_HEALTH_CHECK_RESOURCES``).
+        self.health_resources = tuple(health_resources)
         self.objects = client.CustomObjectsApi(api)
         self._lock = asyncio.Lock()
 
@@ -289,7 +294,7 @@ class AutoPatcher:
         fleet_spec = _read(
             FleetAutoPatchSpec, ((installation or {}).get("spec") or {}).get("autoPatch")
         )
-        policy = effective(cluster=own, fleet=fleet_spec)
+        policy = effective(cluster=own, fleet=fleet_spec, health_resources=self.health_resources)
         previous_condition = next((c for c in status.conditions if c.type == decisions.READY), None)
         if not policy.configured:
             return Result(status=None, condition=None)

@@ -132,7 +132,9 @@ class ClusterController:
         self.installation = Installation()
         #: The IchorInstallation as last seen, for auto-patch (its settings and record).
         self.installation_body: Mapping[str, Any] | None = None
-        self.autopatch = autopatch.AutoPatcher(api=api)
+        self.autopatch = autopatch.AutoPatcher(
+            api=api, health_resources=settings.health_check_resources
+        )
         self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=settings.workers)
         self._workload: dict[SecretKey, tuple[str, ApiClient]] = {}
         #: Pending or Running operations by (namespace, operation name): their cluster

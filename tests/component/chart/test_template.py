@@ -106,6 +106,23 @@ def test_lint_passes(option: str) -> None:
         ({"networkPolicy": {"webhook": {"cidrs": ["apiserver"]}}}, "/networkPolicy/webhook/cidrs"),
         ({"webhook": {"clientAuth": {"commonNames": ["a,b"]}}}, "/webhook/clientAuth/commonNames"),
         ({"webhook": {"clientAuth": {"ca": "PEM"}}}, "additional properties 'ca' not allowed"),
+        ({"autoPatchHealthCheckResources": ["v1/secrets"]}, "/autoPatchHealthCheckResources/0"),
+        ({"autoPatchHealthCheckResources": ["pods"]}, "/autoPatchHealthCheckResources/0"),
+        (
+            {
+                "autoPatch": {
+                    "healthChecks": [
+                        {
+                            "name": "o",
+                            "apiVersion": "v1",
+                            "resource": "secrets",
+                            "expression": "true",
+                        }
+                    ]
+                }
+            },
+            "/autoPatch/healthChecks/0/resource",
+        ),
     ],
     ids=[
         "typo",
@@ -119,6 +136,9 @@ def test_lint_passes(option: str) -> None:
         "cidr-not-a-cidr",
         "common-name-with-comma",
         "client-auth-typo",
+        "health-check-secrets-allowed",
+        "health-check-resource-without-version",
+        "fleet-health-check-over-secrets",
     ],
 )
 def test_a_wrong_value_fails_the_schema(values: dict[str, Any], words: str) -> None:
@@ -496,3 +516,11 @@ def test_the_webhook_port_is_admitted_only_from_the_configured_cidrs(
         "Ingress" not in policy["spec"]["policyTypes"]
         for policy in helm.find(rendered["defaults"], "NetworkPolicy")
     )
+
+
+def test_health_check_resources_reach_the_operator_and_default_to_its_own() -> None:
+    """Unset, the operator's default applies (the variable is absent); set, it is the list."""
+    assert "ICHOR_HEALTH_CHECK_RESOURCES" not in helm.env(helm.template({}))
+    values = {"autoPatchHealthCheckResources": ["v1/pods", "example.com/v1/widgets"]}
+    env = helm.env(helm.template(values))
+    assert env["ICHOR_HEALTH_CHECK_RESOURCES"] == "v1/pods,example.com/v1/widgets"

@@ -81,6 +81,47 @@ WINDOW = {"schedule": "0 2 * * 6", "duration": "4h", "timeZone": "Europe/Berlin"
                 ({"components": ["talos", "etcd"]}, "Unsupported value"),
                 ({"components": ["talos", "talos"]}, "Duplicate value"),
                 ({"windows": [WINDOW] * 17}, "must have at most 16 items"),
+                # a check over Secrets: its verdict would be an oracle on their values
+                (
+                    {
+                        "healthChecks": [
+                            {
+                                "name": "oracle",
+                                "apiVersion": "v1",
+                                "resource": "secrets",
+                                "namespace": "kube-system",
+                                "expression": "objects.size() > 0",
+                            }
+                        ]
+                    },
+                    "resource secrets is refused",
+                ),
+                (
+                    {
+                        "healthChecks": [
+                            {
+                                "name": "oracle",
+                                "apiVersion": "example.com/v1",
+                                "resource": "secrets",
+                                "expression": "true",
+                            }
+                        ]
+                    },
+                    "resource secrets is refused",
+                ),
+                (
+                    {
+                        "healthChecks": [
+                            {
+                                "name": "sub",
+                                "apiVersion": "v1",
+                                "resource": "secrets/token",
+                                "expression": "true",
+                            }
+                        ]
+                    },
+                    "resource in body should match",
+                ),
             ]
         ],
     ],
@@ -135,6 +176,19 @@ def test_auto_patch_settings_are_stored_as_written_with_the_zone_defaulted(
         ({"maxConcurrentClusters": 0}, "should be greater than or equal to 1"),
         ({"windows": [{**WINDOW, "duration": "0m"}]}, 'duration "0m" must be longer than 0'),
         ({"windows": [{**WINDOW, "schedule": "every night"}]}, 'schedule "every night" is not'),
+        (
+            {
+                "healthChecks": [
+                    {
+                        "name": "oracle",
+                        "apiVersion": "v1",
+                        "resource": "secrets",
+                        "expression": "true",
+                    }
+                ]
+            },
+            "resource secrets is refused",
+        ),
     ],
 )
 def test_the_fleet_auto_patch_settings_are_refused_by_form(

@@ -243,3 +243,75 @@ def test_condition_type_is_auto_patch_ready() -> None:
     cond = decide(p, (verdict,)).condition
     assert cond is not None
     assert cond.type == d.READY
+
+
+# --- what a check may read -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("api_version", ["v1", "example.com/v1", "apps/v1"])
+def test_secrets_are_refused_in_any_group_even_when_the_settings_allow_them(
+    api_version: str,
+) -> None:
+    """A verdict is one bit its author reads from the condition: a check over Secrets would
+    let whoever may write the spec test the workload's secret values one guess at a time."""
+    oracle = check('objects.exists(o, o.data.token.startsWith("czNj"))', name="oracle",
+                   api_version=api_version, resource="secrets")  # fmt: skip
+    allowing = (f"{api_version}/secrets", "v1/secrets")
+    done, problems = health.compile_checks([oracle], allowed=allowing)
+    assert done == ()
+    assert len(problems) == 1
+    assert "resource secrets is refused" in problems[0]
+    assert "secret values" in problems[0]
+
+
+def test_a_resource_the_operator_does_not_allow_is_refused_naming_the_setting() -> None:
+    done, problems = health.compile_checks(
+        [check("true", api_version="rbac.authorization.k8s.io/v1", resource="roles")]
+    )
+    assert done == ()
+    assert "rbac.authorization.k8s.io/v1/roles is not a resource this operator lets" in problems[0]
+    assert "ICHOR_HEALTH_CHECK_RESOURCES" in problems[0]
+    assert "autoPatchHealthCheckResources" in problems[0]
+
+
+def test_the_operator_may_allow_more_and_a_check_over_them_compiles() -> None:
+    widgets = check("true", api_version="example.com/v1", resource="widgets")
+    done, problems = health.compile_checks([widgets], allowed=("example.com/v1/widgets",))
+    assert problems == ()
+    assert done[0].path == "/apis/example.com/v1/widgets"
+    # and what it allows replaces the default: ConfigMaps are no longer readable
+    _, refused = health.compile_checks([check("true")], allowed=("example.com/v1/widgets",))
+    assert "v1/configmaps is not a resource" in refused[0]
+
+
+def test_the_default_reads_readiness_and_nothing_that_holds_secrets() -> None:
+    from ichor.api.autopatch import DEFAULT_HEALTH_CHECK_RESOURCES
+
+    assert not [k for k in DEFAULT_HEALTH_CHECK_RESOURCES if k.endswith("/secrets")]
+    for key in DEFAULT_HEALTH_CHECK_RESOURCES:
+        version, resource = key.rsplit("/", 1)
+        _, problems = health.compile_checks([check("true", api_version=version, resource=resource)])
+        assert problems == (), key
+
+
+def test_a_refused_resource_holds_every_start_even_beside_a_passing_check() -> None:
+    """The refused check is not merely dropped (the others would then start a patch with a
+    gate missing): the settings are invalid and nothing starts."""
+    p = effective(
+        cluster=AutoPatchSpec(
+            components=(AutoPatchComponent.TALOS,),
+            windows=(Window(schedule="0 2 * * *", duration="4h"),),
+            min_release_age="72h",
+            health_checks=(check("true", name="fine"),
+                           check("true", name="oracle", resource="secrets")),
+        ),
+        fleet=None,
+        health_resources=("v1/configmaps", "v1/secrets"),
+    )  # fmt: skip
+    assert [c.check.name for c in p.health] == ["fine"]
+    ok = health.evaluate(p.health[0], objects=[])
+    decision = decide(p, (ok,))
+    assert decision.start is None
+    assert decision.condition is not None
+    assert decision.condition.reason == "InvalidSettings"
+    assert "resource secrets is refused" in decision.condition.message

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import re
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,10 @@ from ichor.settings import (
 )
 
 PACKAGE = Path(settings.__file__).resolve().parent
+
+
+#: Variables whose reader checks the form: a value of that form, unlike the default.
+_SAMPLES = {"ICHOR_HEALTH_CHECK_RESOURCES": "v1/pods"}
 
 
 def _every_variable(cls: type[Any], prefix: str = "") -> dict[str, tuple[str, str]]:
@@ -42,6 +47,7 @@ def _every_variable(cls: type[Any], prefix: str = "") -> dict[str, tuple[str, st
                 if "Path" in kind
                 else "x"
             )
+            text = _SAMPLES.get(item.metadata["env"], text)
             found[item.metadata["env"]] = (path, text)
     return found
 
@@ -166,3 +172,22 @@ def test_the_scan_sees_a_read(tmp_path: Path) -> None:
     )
     found = _environment_reads(sample, root=tmp_path)
     assert [w.split(":")[1] for w in found] == ["2", "4", "5"]
+
+
+def test_health_check_resources_default_and_refusals() -> None:
+    from ichor.api.autopatch import DEFAULT_HEALTH_CHECK_RESOURCES
+    from ichor.settings import ControllerSettings, SettingsError
+
+    assert ControllerSettings.from_env({}).health_check_resources == DEFAULT_HEALTH_CHECK_RESOURCES
+    given = ControllerSettings.from_env(
+        {"ICHOR_HEALTH_CHECK_RESOURCES": "v1/pods,example.com/v1/widgets"}
+    )
+    assert given.health_check_resources == ("v1/pods", "example.com/v1/widgets")
+    for bad, words in [
+        ("v1/secrets", "'v1/secrets', which is refused"),
+        ("v1/pods,example.com/v1/secrets", "secret values"),
+        ("pods", "not <apiVersion>/<resource>"),
+        ("v1/pods/../secrets", "not <apiVersion>/<resource>"),
+    ]:
+        with pytest.raises(SettingsError, match=re.escape(words)):
+            ControllerSettings.from_env({"ICHOR_HEALTH_CHECK_RESOURCES": bad})
