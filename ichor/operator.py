@@ -24,7 +24,6 @@ import getpass
 import logging
 import os
 import random
-from typing import Any
 
 import kopf
 
@@ -33,32 +32,10 @@ from ichor.controller.releasecheck import wiring as releasecheck_wiring
 from ichor.controller.taloscluster import wiring as cluster_wiring
 from ichor.controller.talosoperation import wiring as operation_wiring
 from ichor.kube import metrics
-from ichor.settings import Settings, WebhookSettings
-from ichor.webhook import server, validating
+from ichor.settings import Settings
+from ichor.webhook import wiring as webhook_wiring
 
 logger = logging.getLogger("ichor.operator")
-
-
-def _configure_webhook(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
-    webhook: WebhookSettings = settings.webhook
-    if webhook.cert is None or webhook.key is None:
-        logger.warning("no ICHOR_WEBHOOK_CERT/ICHOR_WEBHOOK_KEY: the webhook is not served")
-        return
-    validating.register(registry, settings=settings)
-    cert, key = webhook.cert, webhook.key
-
-    async def configure_webhook(settings: kopf.OperatorSettings, **_: Any) -> None:
-        server.configure(
-            settings,
-            port=webhook.port,
-            certfile=cert,
-            pkeyfile=key,
-            client_ca=webhook.client_ca,
-            client_names=list(webhook.client_names),
-            addr=webhook.addr,
-        )
-
-    kopf.on.startup(id="webhook-configure", registry=registry)(configure_webhook)
 
 
 def build_registry(
@@ -72,7 +49,7 @@ def build_registry(
     releasecheck_wiring.register(registry, settings=settings)
     operation_wiring.register(registry, settings=settings)
     recorder_wiring.register(registry, settings=settings)
-    _configure_webhook(registry, settings=settings)
+    webhook_wiring.register(registry, settings=settings)
     return registry
 
 

@@ -15,7 +15,7 @@ Two kinds of check, both without I/O so they are tested without a server:
   digits of an int) escape as an exception.
 
 Every refusal is an AdmissionReview denial with a sentence (``denial``). This module
-refuses to judge an object: the rules do that, in the handlers.
+refuses to judge an object: the rules do that, through ``judgement``.
 """
 
 from __future__ import annotations
@@ -27,14 +27,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ichor.api import kinds
-from ichor.webhook.admission import Code
-from ichor.webhook.validating import (
-    CLUSTER_HANDLER,
-    CLUSTER_STAMP,
-    OPERATION_HANDLER,
-    OPERATION_STAMP,
-    STATUS_HANDLERS,
-)
+from ichor.webhook.decisions import Code
+
+#: The paths of the endpoint, which are the kopf handler ids too (``wiring``).
+#: The validating half of each kind: it answers.
+CLUSTER_HANDLER = "taloscluster"
+OPERATION_HANDLER = "talosoperation"
+#: The mutating half (the MutatingWebhookConfiguration): it writes the admission records.
+CLUSTER_STAMP = "taloscluster-records"
+OPERATION_STAMP = "talosoperation-records"
+#: The path judging the status subresource of each kind: only the operator writes status.
+STATUS_HANDLERS: Mapping[kinds.Kind, str] = {
+    kinds.Kind.TALOS_CLUSTER: "taloscluster-status",
+    kinds.Kind.TALOS_OPERATION: "talosoperation-status",
+    kinds.Kind.ICHOR_INSTALLATION: "ichorinstallation-status",
+}
 
 REVIEW_VERSION = "admission.k8s.io/v1"
 PREFIX = "the ichor admission webhook"

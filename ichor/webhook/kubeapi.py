@@ -26,7 +26,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ichor.api import kinds
 from ichor.kube import clients, identity
 from ichor.settings import KubeSettings
-from ichor.webhook import admission
+from ichor.webhook import decisions
 from ichor.webhook.access_cache import AccessCache
 from ichor.webhook.reviews import ClusterRef, Requester
 
@@ -85,9 +85,9 @@ def access_review(requester: Requester, ref: ClusterRef) -> SubjectAccessReview:
             groups=list(requester.groups),
             extra={key: list(values) for key, values in requester.extra},
             resourceAttributes=ResourceAttributes(
-                group=admission.GROUP,
-                resource=admission.RESOURCE,
-                verb=admission.VERB,
+                group=decisions.GROUP,
+                resource=decisions.RESOURCE,
+                verb=decisions.VERB,
                 namespace=ref.namespace,
                 name=ref.name,
             ),
@@ -202,11 +202,11 @@ class KubeBackend:
         )
 
     async def holds_override(self, requester: Requester, ref: ClusterRef) -> bool:
-        kept = self._answers.get(requester, verb=admission.VERB, ref=ref)
+        kept = self._answers.get(requester, verb=decisions.VERB, ref=ref)
         if kept is not None:
             return kept
         allowed = await self._access_review(requester, ref)
-        self._answers.put(requester, verb=admission.VERB, ref=ref, allowed=allowed)
+        self._answers.put(requester, verb=decisions.VERB, ref=ref, allowed=allowed)
         return allowed
 
     async def _access_review(self, requester: Requester, ref: ClusterRef) -> bool:
@@ -218,10 +218,10 @@ class KubeBackend:
             )
         except ApiException as error:
             raise ApiUnavailable(
-                f"the SubjectAccessReview for the verb `{admission.VERB}` failed: {error.reason}"
+                f"the SubjectAccessReview for the verb `{decisions.VERB}` failed: {error.reason}"
             ) from None
         except (TimeoutError, OSError) as error:
             raise ApiUnavailable(
-                f"the SubjectAccessReview for the verb `{admission.VERB}` failed: {error!r}"
+                f"the SubjectAccessReview for the verb `{decisions.VERB}` failed: {error!r}"
             ) from None
         return bool(review.status is not None and review.status.allowed)

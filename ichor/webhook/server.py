@@ -38,7 +38,7 @@ import aiohttp.web
 import kopf
 
 from ichor.api import kinds
-from ichor.webhook import admission, intake
+from ichor.webhook import decisions, intake
 from ichor.webhook.intake import CLAIMS, MAX_REVIEW_BYTES, REVIEW_VERSION, Claim, denial
 
 _log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ def _clean(response: object, *, uid: str, mutating: bool = False) -> dict[str, A
     answer of a mutating path carries a patch, and only a JSONPatch of bounded size."""
     body = response.get("response") if isinstance(response, Mapping) else None
     if not isinstance(body, Mapping) or not isinstance(body.get("allowed"), bool):
-        return denial(uid, f"{intake.PREFIX} gave no answer", code=admission.Code.UNAVAILABLE)
+        return denial(uid, f"{intake.PREFIX} gave no answer", code=decisions.Code.UNAVAILABLE)
     allowed: bool = body["allowed"]
     out: dict[str, Any] = {"uid": uid, "allowed": allowed}
     patch = body.get("patch")
@@ -95,7 +95,7 @@ def _clean(response: object, *, uid: str, mutating: bool = False) -> dict[str, A
             return denial(
                 uid,
                 f"{intake.PREFIX} made a patch it may not send; nothing was changed",
-                code=admission.Code.UNAVAILABLE,
+                code=decisions.Code.UNAVAILABLE,
             )
         out["patchType"] = "JSONPatch"
         out["patch"] = patch
@@ -112,7 +112,7 @@ def _clean(response: object, *, uid: str, mutating: bool = False) -> dict[str, A
             message = f"{intake.PREFIX} refused the write"
         code = status.get("code")
         if not isinstance(code, int) or isinstance(code, bool) or not 400 <= code <= 599:
-            code = int(admission.Code.FORBIDDEN)
+            code = int(decisions.Code.FORBIDDEN)
         out["status"] = {"code": code, "message": intake.clip(message, intake.MAX_MESSAGE)}
     return {"apiVersion": REVIEW_VERSION, "kind": "AdmissionReview", "response": out}
 
@@ -152,7 +152,7 @@ async def respond(
             uid,
             f"{intake.PREFIX} could not decide ({type(error).__name__}: {error}); "
             "nothing was changed",
-            code=admission.Code.UNAVAILABLE,
+            code=decisions.Code.UNAVAILABLE,
         )
     claim = intake.claim_at(webhook, claims)
     return _clean(response, uid=uid, mutating=claim is not None and claim.mutating)
@@ -364,7 +364,7 @@ class AdmissionServer:
                 f"{intake.PREFIX} answers only the API server: the client certificate "
                 f"{intake.clip(str(_common_name(peer)), 80)!r} is not one of "
                 f"{', '.join(sorted(self.client_names))}; nothing was changed",
-                code=admission.Code.FORBIDDEN,
+                code=decisions.Code.FORBIDDEN,
             ), True
         if request.method != "POST":
             return intake.unreadable("", f"{request.method} is not POST"), True
@@ -409,7 +409,7 @@ class AdmissionServer:
                 f"{intake.PREFIX} already holds {_mib(self.budget.in_use)} of reviews, its "
                 f"budget, and this one waited {QUEUE_SECONDS:.0f} s for room; nothing was "
                 "changed, retry the write",
-                code=admission.Code.UNAVAILABLE,
+                code=decisions.Code.UNAVAILABLE,
             ), True
         except (OSError, aiohttp.ClientError, ValueError) as error:
             return intake.unreadable("", f"the body could not be read ({error})"), True

@@ -29,7 +29,7 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from ichor.webhook import server, validating
+from ichor.webhook import judgement, server
 from tests.benches._api import Endpoint, Profile, clusters_path, quantiles
 from tests.component.webhook import harness
 from tests.harness import account, certs, controlplane
@@ -139,7 +139,7 @@ async def _handler_times(count: int) -> list[float]:
     for i in range(count):
         new = taloscluster(kubernetes=f"v1.36.{7 + i % 50}", cilium="1.20.4")
         start = time.perf_counter()
-        answer = await validating.cluster_answer(
+        answer = await judgement.cluster_answer(
             new=new, old=old, userinfo=userinfo(), operation="UPDATE", dryrun=True, backend=backend
         )
         samples.append(time.perf_counter() - start)

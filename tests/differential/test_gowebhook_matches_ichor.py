@@ -4,7 +4,7 @@ The benchmark holds Ichor's webhook against a minimal controller-runtime webhook
 (tests/gotools/gowebhook) deciding the same TalosCluster rule from the same table
 (tests/gotools/compat.json). That comparison is only fair if both decide alike, so every
 review of ``admission_cases.corpus()`` (several thousand) and a few hundred generated
-ones go to both: the Go program over HTTPS, Ichor's ``validating.cluster_answer`` in this
+ones go to both: the Go program over HTTPS, Ichor's ``judgement.cluster_answer`` in this
 process with a backend that grants the override verb to nobody (the Go webhook grants no
 override). Compared: allowed or not, the HTTP code (403 a rule, 400 an unreadable
 review), and for a rule's refusal the rule's name. The sentences differ on purpose.
@@ -29,7 +29,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ichor.webhook import admission, reviews, validating
+from ichor.webhook import decisions, judgement, reviews
 from tests.differential import admission_cases
 from tests.fixtures.fuzzing import figure, tally
 from tests.harness import certs
@@ -82,14 +82,14 @@ def _decided_rule(request: dict[str, Any]) -> str:
         if request.get("operation") == "UPDATE"
         else None
     )
-    verdict = admission.review_cluster(new=new, old=old)
+    verdict = decisions.review_cluster(new=new, old=old)
     refusal = verdict.blocking or verdict.overridable[0]
     return str(refusal.rule)
 
 
 async def ichor_verdict(review: dict[str, Any]) -> Verdict:
     request = review["request"]
-    answer = await validating.cluster_answer(
+    answer = await judgement.cluster_answer(
         new=request.get("object"),
         old=request.get("oldObject"),
         userinfo=request.get("userInfo"),
@@ -97,10 +97,10 @@ async def ichor_verdict(review: dict[str, Any]) -> Verdict:
         dryrun=bool(request.get("dryRun")),
         backend=FakeBackend(),
     )
-    assert answer.code != admission.Code.UNAVAILABLE, f"Ichor could not decide: {answer.message}"
+    assert answer.code != decisions.Code.UNAVAILABLE, f"Ichor could not decide: {answer.message}"
     if answer.allowed:
         return (True, 200, "")
-    rule = _decided_rule(request) if answer.code == admission.Code.FORBIDDEN else ""
+    rule = _decided_rule(request) if answer.code == decisions.Code.FORBIDDEN else ""
     return (False, int(answer.code), rule)
 
 

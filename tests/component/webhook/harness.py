@@ -25,7 +25,8 @@ import yaml
 
 from ichor.api import kinds
 from ichor.controller.recorder import wiring as recorder_wiring
-from ichor.webhook import kubeapi, server, validating
+from ichor.webhook import handlers, kubeapi, server
+from ichor.webhook import wiring as webhook_wiring
 from tests.harness import account, certs, controlplane
 from tests.support import operator as support
 
@@ -116,7 +117,7 @@ def build(
     that posts what the webhook admitted as Events) and settings (our server, fixed
     configurations)."""
     registry = kopf.OperatorRegistry()
-    validating.register(registry)
+    webhook_wiring.register(registry)
     if recorder:
         recorder_wiring.register(registry)
 
@@ -143,15 +144,11 @@ def build(
     return registry, settings, admission_server
 
 
-_backends: dict[Path, kubeapi.KubeBackend] = {}
-
-
-def use_backend(kubeconfig: Path) -> None:
-    """One backend per API server: it keeps a client per event loop and closes each one in
-    kopf's cleanup, so a second webhook in the same process must not orphan the first's."""
-    validating.use_backend(
-        _backends.setdefault(kubeconfig, kubeapi.KubeBackend(kubeconfig=kubeconfig))
-    )
+def memo_for(kubeconfig: Path) -> kopf.Memo:
+    """kopf's memo holding the webhook's backend, reading the API as ``kubeconfig`` says
+    (the webhook's start keeps one it finds there). Each webhook has its own: the backend
+    keeps a client per event loop and its kopf's cleanup closes it."""
+    return kopf.Memo({handlers.BACKEND: kubeapi.KubeBackend(kubeconfig=kubeconfig)})
 
 
 def _timed(
@@ -205,12 +202,17 @@ def serve(
     timings: Path | None = None,
 ) -> None:
     """Run the webhook until the process is stopped (a child process's target)."""
-    use_backend(credentials.kubeconfig)
     registry, settings, admission_server = build(credentials, port=port, files=files)
     if timings is not None:
         settings.admission.server = _timed(admission_server, timings)
     asyncio.run(
-        kopf.operator(registry=registry, settings=settings, clusterwide=True, standalone=True)
+        kopf.operator(
+            registry=registry,
+            settings=settings,
+            memo=memo_for(credentials.kubeconfig),
+            clusterwide=True,
+            standalone=True,
+        )
     )
 
 
@@ -258,7 +260,7 @@ class Webhook:
         self.registry, self.settings, self.server = build(
             Credentials.of(plane, operator), port=self.port, files=self.files, recorder=recorder
         )
-        memo = kopf.Memo()
+        memo = memo_for(operator.kubeconfig)
         memo[recorder_wiring.KUBECONFIG] = operator.kubeconfig
         self.kopf = support.KopfThread(
             self.registry, settings=self.settings, memo=memo, name=self.name
@@ -275,7 +277,6 @@ class Webhook:
         )
 
     def start(self) -> Webhook:
-        use_backend(self.operator.kubeconfig)
         self.kopf.start()
         apply_configuration(self.plane, self.mutating_configuration())
         apply_configuration(self.plane, self.configuration())

@@ -16,11 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import kopf
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ichor.webhook import intake, validating
+from ichor.webhook import handlers, intake
 from tests.component.webhook import harness, rawhttp
 from tests.fixtures.fuzzing import figure, tally
 from tests.harness import certs, controlplane
@@ -49,9 +50,14 @@ class Endpoint:
         registry, settings_, _ = harness.build(
             harness.Credentials.admin(plane), port=self.port, files=self.files
         )
-        self.kopf = support.KopfThread(registry, settings=settings_, name="ichor-endpoint-fuzz")
-        self.context = plane.webhook_caller_context(serving_ca=self.files.ca)
         self.backend = FakeBackend(holders={"alice"})
+        self.kopf = support.KopfThread(
+            registry,
+            settings=settings_,
+            memo=kopf.Memo({handlers.BACKEND: self.backend}),
+            name="ichor-endpoint-fuzz",
+        )
+        self.context = plane.webhook_caller_context(serving_ca=self.files.ca)
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +66,6 @@ def endpoint(
 ) -> Iterator[Endpoint]:
     running = Endpoint(control_plane, tmp_path_factory.mktemp("endpoint-fuzz"))
     harness.install_crds(control_plane)
-    previous = validating.use_backend(running.backend)
     running.kopf.start()
     try:
         running.kopf.wait_ready()
@@ -68,7 +73,6 @@ def endpoint(
         yield running
     finally:
         running.kopf.stop()
-        validating.use_backend(previous)
         figure(
             "webhook endpoint fuzz: answers "
             + ", ".join(f"{key} {count}" for key, count in sorted(OUTCOMES.items()))

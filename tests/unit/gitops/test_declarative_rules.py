@@ -11,7 +11,7 @@ import pytest
 from ichor.controller.talosoperation import lifecycle
 from ichor.controller.talosoperation.lifecycle import ClusterState, Operation
 from ichor.release.refusals import Rule
-from ichor.webhook import admission
+from ichor.webhook import decisions
 from ichor.webhook.reviews import ClusterObject, OperationSpec, OperationType, cluster_versions
 
 
@@ -42,7 +42,7 @@ def op_spec(version: str, type_: OperationType = OperationType.KUBERNETES) -> Op
 
 
 def plan(body: dict[str, Any], version: str) -> Any:
-    return admission.review_operation(spec=op_spec(version), cluster=cluster_versions(body))
+    return decisions.review_operation(spec=op_spec(version), cluster=cluster_versions(body))
 
 
 def test_a_declarative_cluster_is_judged_from_what_the_nodes_run() -> None:

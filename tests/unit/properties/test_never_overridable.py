@@ -40,7 +40,7 @@ from ichor.release.versions import VersionError, check_final, parse
 from ichor.upgrade import blocked, path_plan, paths
 from ichor.upgrade import choices as upgrade_choices
 from ichor.upgrade.rule import ClusterVersions, Component, check_target
-from ichor.webhook import admission
+from ichor.webhook import decisions
 from ichor.webhook.reviews import ClusterObject, ClusterRef, OperationSpec, OperationType, Requester
 
 EXAMPLES = 400
@@ -300,11 +300,11 @@ def test_the_webhooks_plan_of_an_operation_follows_every_rule(scene: Scene, over
         override=override,
         cni_image_version=None,
     )
-    verdict = admission.review_operation(spec=spec, cluster=_object(scene.cluster))
+    verdict = decisions.review_operation(spec=spec, cluster=_object(scene.cluster))
     want = classify(target_rules(scene.component, scene.target, scene.cluster))
     event(f"verdict: {want.value}")
     assert _verdict_class(verdict) is want, scene
-    answer = admission.answer_operation(verdict, spec=spec, requester=_holder(), holds_verb=True)
+    answer = decisions.answer_operation(verdict, spec=spec, requester=_holder(), holds_verb=True)
     if want is Class.NEVER:
         assert not answer.allowed, scene
 
@@ -368,9 +368,9 @@ def test_the_webhooks_cluster_write_asks_every_rule_before_the_override(scene: S
             )
     want = classify(answers)
     event(f"verdict: {want.value}")
-    verdict = admission.review_cluster(new=_object(new), old=_object(old))
+    verdict = decisions.review_cluster(new=_object(new), old=_object(old))
     assert _verdict_class(verdict) is want, (old, new, verdict)
-    answer = admission.answer_cluster(
+    answer = decisions.answer_cluster(
         verdict,
         requester=_holder(),
         cluster=_object(new).ref,

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ichor.kube import identity
-from ichor.webhook import kubeapi, validating
+from ichor.webhook import judgement, kubeapi
 from ichor.webhook.reviews import ClusterRef, Requester
 
 
@@ -103,7 +103,7 @@ async def stamped(
     """``new`` as the webhook's mutating half leaves it: judged with a twin of ``backend``
     (so the calls of that half are not counted), its stamp set into the annotations."""
     twin = dataclasses.replace(backend, reviews=[])
-    judge = validating.judge_cluster if kind == "TalosCluster" else validating.judge_operation
+    judge = judgement.judge_cluster if kind == "TalosCluster" else judgement.judge_operation
     judged = await judge(new=new, old=old, userinfo=userinfo, operation=operation, backend=twin)
     body = copy.deepcopy(dict(new))
     if judged.stamp is not None:

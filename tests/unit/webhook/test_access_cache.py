@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 
-from ichor.webhook import admission, kubeapi
+from ichor.webhook import decisions, kubeapi
 from ichor.webhook.access_cache import AccessCache
 from ichor.webhook.reviews import ClusterRef, Requester
 
@@ -145,15 +145,15 @@ async def test_the_memory_is_bounded_and_forgets_the_oldest(
 
 def test_the_cache_keys_the_verb_too() -> None:
     cache = AccessCache(clock=Clock())
-    cache.put(ALICE, verb=admission.VERB, ref=CLUSTER, allowed=True)
-    assert cache.get(ALICE, verb=admission.VERB, ref=CLUSTER) is True
+    cache.put(ALICE, verb=decisions.VERB, ref=CLUSTER, allowed=True)
+    assert cache.get(ALICE, verb=decisions.VERB, ref=CLUSTER) is True
     assert cache.get(ALICE, verb="delete", ref=CLUSTER) is None
 
 
 def test_a_zero_ttl_or_size_keeps_nothing_and_negative_is_refused() -> None:
     for cache in (AccessCache(ttl=0, clock=Clock()), AccessCache(size=0, clock=Clock())):
-        cache.put(ALICE, verb=admission.VERB, ref=CLUSTER, allowed=True)
-        assert cache.get(ALICE, verb=admission.VERB, ref=CLUSTER) is None
+        cache.put(ALICE, verb=decisions.VERB, ref=CLUSTER, allowed=True)
+        assert cache.get(ALICE, verb=decisions.VERB, ref=CLUSTER) is None
         assert len(cache) == 0
     with pytest.raises(ValueError, match="must not be negative"):
         AccessCache(ttl=-1)

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from ichor.release.refusals import Rule
-from ichor.webhook import admission
+from ichor.webhook import decisions
 from ichor.webhook.reviews import (
     ClusterObject,
     ClusterRef,
@@ -110,7 +110,7 @@ def test_a_cluster_write_is_refused_by_the_rule_that_matters(
     overridable: bool,
     words: str,
 ) -> None:
-    verdict = admission.review_cluster(new=new, old=old)
+    verdict = decisions.review_cluster(new=new, old=old)
     refusal = verdict.blocking if not overridable else verdict.overridable[0]
     assert refusal is not None
     assert refusal.rule is rule
@@ -146,13 +146,13 @@ def test_a_cluster_write_is_refused_by_the_rule_that_matters(
 def test_a_compatible_or_untouched_write_is_clean(
     new: ClusterObject, old: ClusterObject | None
 ) -> None:
-    assert admission.review_cluster(new=new, old=old).clean
+    assert decisions.review_cluster(new=new, old=old).clean
 
 
 def test_no_path_check_on_a_cluster_write() -> None:
     """Talos 1.11 -> 1.14 is refused by the plan (path) but not by a TalosCluster write."""
     old = cluster(talos="v1.11.5", kubernetes="v1.33.4", contract="v1.11")
-    assert admission.review_cluster(new=cluster(kubernetes="v1.33.4"), old=old).clean
+    assert decisions.review_cluster(new=cluster(kubernetes="v1.33.4"), old=old).clean
 
 
 @pytest.mark.parametrize(
@@ -163,16 +163,16 @@ def test_no_path_check_on_a_cluster_write() -> None:
 def test_an_overridable_cluster_refusal_passes_only_for_the_holder(
     holds: bool, allowed: bool
 ) -> None:
-    verdict = admission.review_cluster(new=cluster(kubernetes="v1.31.9"), old=None)
-    assert admission.needs_access_review(verdict, override_requested=True)
-    answer = admission.answer_cluster(
+    verdict = decisions.review_cluster(new=cluster(kubernetes="v1.31.9"), old=None)
+    assert decisions.needs_access_review(verdict, override_requested=True)
+    answer = decisions.answer_cluster(
         verdict, requester=ALICE, cluster=REF, holds_verb=holds, operation="CREATE"
     )
     assert answer.allowed is allowed
     if allowed:
         assert answer.warnings
         assert "override by alice" in answer.warnings[0]
-        assert all(len(w) <= admission.WARNING_LIMIT for w in answer.warnings)
+        assert all(len(w) <= decisions.WARNING_LIMIT for w in answer.warnings)
         assert answer.record is not None
         assert "alice" in answer.record
         assert "v1.31.9" in answer.record
@@ -186,9 +186,9 @@ def test_an_overridable_cluster_refusal_passes_only_for_the_holder(
 
 
 def test_an_unknown_version_is_refused_even_for_the_holder() -> None:
-    verdict = admission.review_cluster(new=cluster(talos="v1.15.0"), old=None)
-    assert not admission.needs_access_review(verdict, override_requested=True)
-    answer = admission.answer_cluster(
+    verdict = decisions.review_cluster(new=cluster(talos="v1.15.0"), old=None)
+    assert not decisions.needs_access_review(verdict, override_requested=True)
+    answer = decisions.answer_cluster(
         verdict, requester=ALICE, cluster=REF, holds_verb=True, operation="CREATE"
     )
     assert not answer.allowed
@@ -227,7 +227,7 @@ RUNNING = cluster(talos="v1.13.2", kubernetes="v1.35.4", contract="v1.13", ciliu
 def test_the_plan_refuses_by_the_target_rule(
     spec: OperationSpec, rule: Rule, overridable: bool, words: str
 ) -> None:
-    verdict = admission.review_operation(spec=spec, cluster=RUNNING)
+    verdict = decisions.review_operation(spec=spec, cluster=RUNNING)
     refusal = verdict.blocking if not overridable else verdict.overridable[0]
     assert refusal is not None
     assert (refusal.rule, refusal.overridable) == (rule, overridable)
@@ -253,7 +253,7 @@ def test_the_plan_refuses_by_the_target_rule(
 def test_the_plan_applies_path_and_pairing(
     running: ClusterObject, spec: OperationSpec, rule: Rule
 ) -> None:
-    verdict = admission.review_operation(spec=spec, cluster=running)
+    verdict = decisions.review_operation(spec=spec, cluster=running)
     refusals = [verdict.blocking, *verdict.overridable]
     assert rule in {r.rule for r in refusals if r is not None}
 
@@ -264,8 +264,8 @@ def test_the_plan_applies_path_and_pairing(
     ids=["talos-next-minor", "kubernetes-patch", "cni-to-the-chart"],
 )
 def test_a_valid_target_is_accepted_without_warning(spec: OperationSpec) -> None:
-    verdict = admission.review_operation(spec=spec, cluster=RUNNING)
-    answer = admission.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=None)
+    verdict = decisions.review_operation(spec=spec, cluster=RUNNING)
+    answer = decisions.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=None)
     assert answer.allowed
     assert not answer.warnings
     assert answer.record is None
@@ -285,9 +285,9 @@ def test_an_operation_override_needs_the_flag_and_the_verb(
     override: bool, holds: bool | None, allowed: bool, words: str
 ) -> None:
     spec = operation("kubernetes", "v1.36.2", override=override)
-    verdict = admission.review_operation(spec=spec, cluster=RUNNING)
-    assert admission.needs_access_review(verdict, override_requested=override) is override
-    answer = admission.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=holds)
+    verdict = decisions.review_operation(spec=spec, cluster=RUNNING)
+    assert decisions.needs_access_review(verdict, override_requested=override) is override
+    answer = decisions.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=holds)
     assert answer.allowed is allowed
     assert words in answer.message
     if allowed:
@@ -298,14 +298,14 @@ def test_an_operation_override_needs_the_flag_and_the_verb(
 
 def test_override_true_does_not_pass_a_rule_that_is_never_overridable() -> None:
     spec = operation("talos", "v1.15.0", override=True)
-    verdict = admission.review_operation(spec=spec, cluster=RUNNING)
-    answer = admission.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=True)
+    verdict = decisions.review_operation(spec=spec, cluster=RUNNING)
+    answer = decisions.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=True)
     assert not answer.allowed
     assert "never overridable" in answer.message
 
 
 def test_a_missing_cluster_is_named() -> None:
-    answer = admission.missing_cluster(operation("talos", "v1.14.3"))
+    answer = decisions.missing_cluster(operation("talos", "v1.14.3"))
     assert not answer.allowed
     assert "TalosCluster team-a/prod does not exist" in answer.message
 
@@ -314,11 +314,11 @@ def test_an_unknown_cilium_behind_a_pair_refusal_is_refused_for_the_holder() -> 
     """The update an admin would pass: the pair is overridable, Cilium 1.21 is not."""
     old = cluster(kubernetes="v1.31.5", cilium="1.21.0")
     new = cluster(kubernetes="v1.32.0", cilium="1.21.0")
-    verdict = admission.review_cluster(new=new, old=old)
+    verdict = decisions.review_cluster(new=new, old=old)
     assert verdict.blocking is not None
     assert verdict.blocking.rule is Rule.UNKNOWN_VERSION
     assert [r.rule for r in verdict.overridable] == [Rule.TALOS_KUBERNETES]
-    answer = admission.answer_cluster(
+    answer = decisions.answer_cluster(
         verdict, requester=ALICE, cluster=REF, holds_verb=True, operation="UPDATE"
     )
     assert not answer.allowed
@@ -329,11 +329,11 @@ def test_an_unknown_cilium_behind_a_pair_refusal_is_refused_for_the_holder() -> 
 def test_an_unknown_cilium_behind_a_pair_refusal_is_refused_in_the_plan_under_override() -> None:
     running = cluster(kubernetes="v1.31.5", cilium="1.21.0")
     spec = operation("kubernetes", "v1.32.0", override=True)
-    verdict = admission.review_operation(spec=spec, cluster=running)
+    verdict = decisions.review_operation(spec=spec, cluster=running)
     assert verdict.blocking is not None
     assert verdict.blocking.rule is Rule.UNKNOWN_VERSION
-    assert not admission.needs_access_review(verdict, override_requested=True)
-    answer = admission.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=True)
+    assert not decisions.needs_access_review(verdict, override_requested=True)
+    answer = decisions.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=True)
     assert not answer.allowed
     assert answer.record is None
     assert "never overridable" in answer.message
@@ -347,8 +347,8 @@ def test_an_unmanaged_cni_is_not_held_to_the_cilium_table_even_when_cilium_is_de
     """spec.cni.preset unmanaged: the user runs their own Cilium, Ichor judges only the pair."""
     old = _unmanaged(cluster(kubernetes="v1.36.6", cilium="1.20.4"))
     new = _unmanaged(cluster(kubernetes="v1.37.1", cilium="1.20.4"))
-    assert admission.review_cluster(new=new, old=old).clean
-    managed = admission.review_cluster(
+    assert decisions.review_cluster(new=new, old=old).clean
+    managed = decisions.review_cluster(
         new=cluster(kubernetes="v1.37.1", cilium="1.20.4"),
         old=cluster(kubernetes="v1.36.6", cilium="1.20.4"),
     )
@@ -366,7 +366,7 @@ def test_an_unmanaged_cni_is_not_held_to_the_cilium_table_even_when_cilium_is_de
 def test_a_cni_operation_is_refused_when_ichor_does_not_run_the_clusters_cilium(
     running: ClusterObject, words: str
 ) -> None:
-    verdict = admission.review_operation(
+    verdict = decisions.review_operation(
         spec=operation("cni", None, override=True), cluster=running
     )
     assert verdict.blocking is not None
@@ -377,7 +377,7 @@ def test_a_cni_operation_is_refused_when_ichor_does_not_run_the_clusters_cilium(
 
 def test_the_plan_of_an_unmanaged_cni_is_bounded_by_the_talos_pair_alone() -> None:
     running = _unmanaged(cluster(kubernetes="v1.36.6", cilium="1.20.4"))
-    verdict = admission.review_operation(spec=operation("kubernetes", "v1.37.1"), cluster=running)
+    verdict = decisions.review_operation(spec=operation("kubernetes", "v1.37.1"), cluster=running)
     assert verdict.clean
 
 
@@ -386,10 +386,10 @@ def test_the_plan_of_an_unmanaged_cni_is_bounded_by_the_talos_pair_alone() -> No
 )
 def test_override_on_a_clean_plan_asks_for_the_verb(holds: bool, allowed: bool) -> None:
     spec = operation("talos", "v1.14.3", override=True)
-    verdict = admission.review_operation(spec=spec, cluster=RUNNING)
+    verdict = decisions.review_operation(spec=spec, cluster=RUNNING)
     assert verdict.clean
-    assert admission.needs_access_review(verdict, override_requested=True)
-    answer = admission.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=holds)
+    assert decisions.needs_access_review(verdict, override_requested=True)
+    answer = decisions.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=holds)
     assert answer.allowed is allowed
     if allowed:
         assert answer.warnings
@@ -403,8 +403,8 @@ def test_override_on_a_clean_plan_asks_for_the_verb(holds: bool, allowed: bool) 
 
 def test_a_clean_plan_without_override_asks_nothing() -> None:
     spec = operation("talos", "v1.14.3")
-    verdict = admission.review_operation(spec=spec, cluster=RUNNING)
-    assert not admission.needs_access_review(verdict, override_requested=spec.override)
+    verdict = decisions.review_operation(spec=spec, cluster=RUNNING)
+    assert not decisions.needs_access_review(verdict, override_requested=spec.override)
 
 
 def stored(
@@ -432,11 +432,11 @@ NEW = cluster(kubernetes="v1.37.1", cilium="1.20.4")
 
 
 def test_the_operators_write_carries_the_override_of_its_succeeded_operation() -> None:
-    carried = admission.carried_override(new=NEW, old=OLD, operations=[stored()])
+    carried = decisions.carried_override(new=NEW, old=OLD, operations=[stored()])
     assert carried == stored()
-    verdict = admission.review_cluster(new=NEW, old=OLD)
+    verdict = decisions.review_cluster(new=NEW, old=OLD)
     operator = Requester("system:serviceaccount:ichor-system:ichor")
-    answer = admission.answer_cluster(
+    answer = decisions.answer_cluster(
         verdict, requester=operator, cluster=REF, holds_verb=None, operation="UPDATE",
         carried=carried,
     )  # fmt: skip
@@ -474,7 +474,7 @@ def test_the_operators_write_carries_the_override_of_its_succeeded_operation() -
 def test_nothing_else_carries_an_override(
     operations: list[StoredOperation], new: ClusterObject
 ) -> None:
-    assert admission.carried_override(new=new, old=OLD, operations=operations) is None
+    assert decisions.carried_override(new=new, old=OLD, operations=operations) is None
 
 
 def test_the_stored_operation_is_read_from_its_status_never_guessed() -> None:

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ichor.webhook import admission, server, validating
+from ichor.webhook import decisions, handlers, judgement, server
 from tests.unit.webhook.fakes import FakeBackend
 
 FUZZ = settings(
@@ -115,8 +115,8 @@ def runner() -> Iterator[asyncio.Runner]:
         yield loop_runner
 
 
-def assert_answer(answer: admission.Answer) -> None:
-    assert isinstance(answer, admission.Answer)
+def assert_answer(answer: decisions.Answer) -> None:
+    assert isinstance(answer, decisions.Answer)
     if not answer.allowed:
         assert answer.message.strip()
         assert answer.code in (400, 403, 503)
@@ -145,7 +145,7 @@ def test_cluster_reviews_always_get_an_answer(
 ) -> None:
     backend = FakeBackend(holders={"alice"} if holder else set(), fail=fail)
     answer = runner.run(
-        validating.cluster_answer(
+        judgement.cluster_answer(
             new=new, old=old, userinfo=userinfo, operation=operation, dryrun=dryrun, backend=backend
         )
     )
@@ -183,7 +183,7 @@ def test_operation_reviews_always_get_an_answer(
         fail=fail,
     )
     answer = runner.run(
-        validating.operation_answer(
+        judgement.operation_answer(
             new=new, userinfo=userinfo, operation=operation, dryrun=dryrun, backend=backend
         )
     )
@@ -198,19 +198,22 @@ def test_operation_reviews_always_get_an_answer(
 def test_the_kopf_handler_raises_nothing_but_an_admission_error(
     runner: asyncio.Runner, new: Any, old: Any, userinfo: Any, operation: Any
 ) -> None:
-    previous = validating.use_backend(FakeBackend())
+    memo = kopf.Memo({handlers.BACKEND: FakeBackend()})
     warnings: list[str] = []
     refused: kopf.AdmissionError | None = None
     try:
         runner.run(
-            validating.validate_taloscluster(
-                new=new, old=old, userinfo=userinfo, operation=operation, warnings=warnings
+            handlers.validate_taloscluster(
+                memo=memo,
+                new=new,
+                old=old,
+                userinfo=userinfo,
+                operation=operation,
+                warnings=warnings,
             )
         )
     except kopf.AdmissionError as error:
         refused = error
-    finally:
-        validating.use_backend(previous)
     if refused is not None:
         assert str(refused).strip()
     assert all(isinstance(w, str) and w for w in warnings)

@@ -10,7 +10,7 @@ import pytest
 from ichor.api import records
 from ichor.controller.recorder import recorder
 from ichor.kube import bodies
-from ichor.webhook import kubeapi, validating
+from ichor.webhook import handlers, judgement, kubeapi
 from ichor.webhook.reviews import ClusterRef, Requester
 from tests.unit.webhook.fakes import (
     FakeBackend,
@@ -33,7 +33,7 @@ async def test_a_holder_passes_and_the_override_travels_with_the_object(dryrun: 
         taloscluster(kubernetes="v1.31.9"), old=old, userinfo=userinfo(), operation="UPDATE",
         backend=backend,
     )  # fmt: skip
-    answer = await validating.cluster_answer(
+    answer = await judgement.cluster_answer(
         new=new, old=old, userinfo=userinfo(), operation="UPDATE", dryrun=dryrun, backend=backend
     )
     assert answer.allowed, answer.message
@@ -47,7 +47,7 @@ async def test_a_holder_passes_and_the_override_travels_with_the_object(dryrun: 
     assert "User alice overrode" in message
     assert "v1.31.9" in message
     # the same write without the record the mutating half adds is refused
-    bare = await validating.cluster_answer(
+    bare = await judgement.cluster_answer(
         new=taloscluster(kubernetes="v1.31.9"), old=old, userinfo=userinfo(), operation="UPDATE",
         dryrun=dryrun, backend=backend,
     )  # fmt: skip
@@ -57,7 +57,7 @@ async def test_a_holder_passes_and_the_override_travels_with_the_object(dryrun: 
 
 async def test_a_compatible_write_asks_nothing_of_the_api() -> None:
     backend = FakeBackend()
-    answer = await validating.cluster_answer(
+    answer = await judgement.cluster_answer(
         new=taloscluster(kubernetes="v1.36.7"),
         old=taloscluster(),
         userinfo=userinfo(),
@@ -73,7 +73,7 @@ async def test_a_compatible_write_asks_nothing_of_the_api() -> None:
 
 
 async def test_a_failing_api_gives_a_denial_that_says_to_retry() -> None:
-    answer = await validating.cluster_answer(
+    answer = await judgement.cluster_answer(
         new=taloscluster(kubernetes="v1.31.9"),
         old=None,
         userinfo=userinfo(),
@@ -88,7 +88,7 @@ async def test_a_failing_api_gives_a_denial_that_says_to_retry() -> None:
 
 async def test_the_plan_of_an_operation_reads_the_cluster_it_names() -> None:
     backend = FakeBackend(clusters={REF: taloscluster(talos="v1.13.2", kubernetes="v1.35.4")})
-    allowed = await validating.operation_answer(
+    allowed = await judgement.operation_answer(
         new=talosoperation("talos", "v1.14.3"),
         userinfo=userinfo(),
         operation="CREATE",
@@ -97,7 +97,7 @@ async def test_the_plan_of_an_operation_reads_the_cluster_it_names() -> None:
     )
     assert allowed.allowed
     assert not allowed.warnings
-    missing = await validating.operation_answer(
+    missing = await judgement.operation_answer(
         new=talosoperation("talos", "v1.14.3", cluster="nope"),
         userinfo=userinfo(),
         operation="CREATE",
@@ -124,7 +124,7 @@ async def test_an_operation_asks_for_the_verb_only_under_override(
         talosoperation("kubernetes", "v1.36.2", override=override), old=None,
         userinfo=userinfo(), operation="CREATE", backend=backend, kind="TalosOperation",
     )  # fmt: skip
-    answer = await validating.operation_answer(
+    answer = await judgement.operation_answer(
         new=new,
         userinfo=userinfo(),
         operation="CREATE",
@@ -139,20 +139,18 @@ async def test_an_operation_asks_for_the_verb_only_under_override(
 
 
 async def test_the_kopf_handler_raises_an_admission_error_with_the_message() -> None:
-    previous = validating.use_backend(FakeBackend())
+    memo = kopf.Memo({handlers.BACKEND: FakeBackend()})
     warnings: list[str] = []
-    try:
-        with pytest.raises(kopf.AdmissionError) as raised:
-            await validating.validate_taloscluster(
-                new=taloscluster(talos="v1.15.0"),
-                old=None,
-                userinfo=userinfo(),
-                operation="CREATE",
-                dryrun=False,
-                warnings=warnings,
-            )
-    finally:
-        validating.use_backend(previous)
+    with pytest.raises(kopf.AdmissionError) as raised:
+        await handlers.validate_taloscluster(
+            memo=memo,
+            new=taloscluster(talos="v1.15.0"),
+            old=None,
+            userinfo=userinfo(),
+            operation="CREATE",
+            dryrun=False,
+            warnings=warnings,
+        )
     assert raised.value.code == 403
     assert "Talos v1.15.0 is refused" in str(raised.value)
 
@@ -228,7 +226,7 @@ async def test_only_the_operators_write_after_success_carries_an_override(
         taloscluster(kubernetes="v1.31.9"), old=old, userinfo=userinfo(user), operation="UPDATE",
         backend=backend,
     )  # fmt: skip
-    answer = await validating.cluster_answer(
+    answer = await judgement.cluster_answer(
         new=new,
         old=old,
         userinfo=userinfo(user),

@@ -310,12 +310,12 @@ def test_a_review_of_the_largest_size_can_be_read_within_the_budget() -> None:
 async def test_a_version_past_pythons_digit_limit_is_a_form_refusal_not_a_retry(
     field: str,
 ) -> None:
-    from ichor.webhook import validating
+    from ichor.webhook import judgement
     from tests.unit.webhook.fakes import FakeBackend, taloscluster, userinfo
 
     new = taloscluster()
     new["spec"][field] = "v1." + "9" * 10_000 + (".0" if field != "versionContract" else "")
-    result = await validating.cluster_answer(
+    result = await judgement.cluster_answer(
         new=new,
         old=None,
         userinfo=userinfo(),

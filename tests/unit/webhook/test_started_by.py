@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from ichor.api.talosoperation import STARTED_BY_LABEL
-from ichor.webhook import validating
+from ichor.webhook import judgement
 from tests.unit.webhook.fakes import FakeBackend, stamped, taloscluster, talosoperation, userinfo
 from tests.unit.webhook.test_handlers import REF
 
@@ -34,11 +34,11 @@ async def answer(
         kind="TalosOperation",
     )  # fmt: skip
     if old is None:
-        found = await validating.operation_answer(
+        found = await judgement.operation_answer(
             new=body, userinfo=userinfo(user), operation=operation, dryrun=False, backend=backend
         )
     else:
-        judged = await validating.judge_operation(
+        judged = await judgement.judge_operation(
             new=body, old=old, userinfo=userinfo(user), operation=operation, backend=backend
         )
         found = judged.answer

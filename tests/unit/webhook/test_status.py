@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ichor.api import kinds
-from ichor.webhook import admission, validating
+from ichor.webhook import decisions, intake, judgement
 from ichor.webhook.reviews import Requester
 from tests.unit.webhook.fakes import FakeBackend, taloscluster, userinfo
 
@@ -13,13 +13,13 @@ OPERATOR = "system:serviceaccount:ichor-system:ichor"
 
 
 def test_only_the_operators_username_writes_status() -> None:
-    own = admission.answer_status(
+    own = decisions.answer_status(
         kind="TalosCluster", namespace="team-a", name="prod",
         requester=Requester(OPERATOR), operator=OPERATOR,
     )  # fmt: skip
     assert own.allowed
     for other in ("nadia", "system:admin", OPERATOR + "x", "system:serviceaccount:ichor-system"):
-        answer = admission.answer_status(
+        answer = decisions.answer_status(
             kind="TalosCluster", namespace="team-a", name="prod",
             requester=Requester(other, groups=("system:masters",)), operator=OPERATOR,
         )  # fmt: skip
@@ -30,14 +30,14 @@ def test_only_the_operators_username_writes_status() -> None:
         assert OPERATOR in answer.message
 
 
-@pytest.mark.parametrize("kind", list(validating.STATUS_HANDLERS))
+@pytest.mark.parametrize("kind", list(intake.STATUS_HANDLERS))
 async def test_the_handler_asks_who_the_operator_is(kind: kinds.Kind) -> None:
     backend = FakeBackend(operator="op")
     body = taloscluster()
-    mine = await validating.status_answer(
+    mine = await judgement.status_answer(
         kind=kind, new=body, old=body, userinfo=userinfo("op"), operation="UPDATE", backend=backend
     )
-    theirs = await validating.status_answer(
+    theirs = await judgement.status_answer(
         kind=kind, new=body, old=body, userinfo=userinfo(), operation="UPDATE", backend=backend
     )
     assert mine.allowed
@@ -47,7 +47,7 @@ async def test_the_handler_asks_who_the_operator_is(kind: kinds.Kind) -> None:
 
 async def test_an_unknown_identity_is_undecided_never_allowed() -> None:
     body = taloscluster()
-    answer = await validating.status_answer(
+    answer = await judgement.status_answer(
         kind=kinds.Kind.TALOS_CLUSTER, new=body, old=body, userinfo=userinfo(),
         operation="UPDATE", backend=FakeBackend(fail=True),
     )  # fmt: skip
@@ -70,7 +70,7 @@ async def test_an_unknown_identity_is_undecided_never_allowed() -> None:
 async def test_a_review_it_cannot_read_is_denied(
     operation: str, info: object, body: object
 ) -> None:
-    answer = await validating.status_answer(
+    answer = await judgement.status_answer(
         kind=kinds.Kind.TALOS_CLUSTER, new=body, old=body, userinfo=info,
         operation=operation, backend=FakeBackend(operator="alice"),
     )  # fmt: skip

@@ -1,0 +1,188 @@
+"""The webhook's kopf handlers, thin: each takes the backend from kopf's memo, asks
+``judgement`` and hands the answer to kopf.
+
+Two halves per kind: the mutating handlers (``stamp_*``) write the judgement's stamp
+into kopf's patch of the object, the validating handlers (``validate_*``) answer and
+raise ``kopf.AdmissionError`` for a denial. A status handler answers a write of a status
+subresource. They are registered by ``wiring`` (the paths are ``intake``'s) and decide
+nothing themselves. A passed override is logged and returned as an admission warning.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Coroutine, MutableMapping
+from typing import Any
+
+import kopf
+
+from ichor.api import kinds
+from ichor.kube import metrics
+from ichor.webhook import decisions, judgement, kubeapi
+
+#: The memo key of the webhook's API backend (``kubeapi.Backend``): ``wiring`` puts the
+#: operator's there at start unless a caller (a test, with a fake) put one there first.
+BACKEND = "ichor_webhook_backend"
+
+_log = logging.getLogger(__name__)
+
+
+def backend_of(memo: kopf.Memo) -> kubeapi.Backend:
+    """The backend the webhook's start put into kopf's memo."""
+    backend: kubeapi.Backend = memo[BACKEND]
+    return backend
+
+
+def deliver(answer: decisions.Answer, warnings: list[str]) -> None:
+    """Hand an answer to kopf: warnings appended, a denial raised as an AdmissionError."""
+    warnings.extend(answer.warnings)
+    metrics.webhook_decided(allowed=answer.allowed, overridden=answer.record is not None)
+    if not answer.allowed:
+        raise kopf.AdmissionError(answer.message, code=int(answer.code))
+
+
+async def validate_taloscluster(
+    *,
+    memo: kopf.Memo,
+    new: object = None,
+    old: object = None,
+    userinfo: object = None,
+    operation: object = None,
+    dryrun: bool = False,
+    warnings: list[str],
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    **_: Any,
+) -> None:
+    """kopf handler: TalosCluster create/update."""
+    answer = await judgement.cluster_answer(
+        new=new,
+        old=old,
+        userinfo=userinfo,
+        operation=operation,
+        dryrun=bool(dryrun),
+        backend=backend_of(memo),
+        logger=logger,
+    )
+    deliver(answer, warnings)
+
+
+async def validate_talosoperation(
+    *,
+    memo: kopf.Memo,
+    new: object = None,
+    old: object = None,
+    userinfo: object = None,
+    operation: object = None,
+    dryrun: bool = False,
+    warnings: list[str],
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    **_: Any,
+) -> None:
+    """kopf handler: TalosOperation create (the plan) and update (its stamp)."""
+    answer = await judgement.operation_answer(
+        new=new,
+        old=old,
+        userinfo=userinfo,
+        operation=operation,
+        dryrun=bool(dryrun),
+        backend=backend_of(memo),
+        logger=logger,
+    )
+    deliver(answer, warnings)
+
+
+def stamp_patch(judged: judgement.Judged, patch: MutableMapping[str, Any]) -> None:
+    """The mutating half: write the judgement's stamp into kopf's patch of the object.
+
+    It refuses nothing a rule refuses: the API server checks the CRD's schema after the
+    mutating webhooks and before the validating ones, so a refusal here would hide the
+    schema's own message; the validating half refuses the write with the same judgement.
+    Only a judgement it could not make (an API call failed) is refused here, to be retried.
+    An allowed write gets the annotations, so it is stored with exactly what the
+    validating half checks.
+    """
+    answer = judged.answer
+    if not answer.allowed:
+        if answer.code == decisions.Code.UNAVAILABLE:
+            raise kopf.AdmissionError(answer.message, code=int(answer.code))
+        return
+    if judged.stamp is None:
+        return
+    metadata = patch.setdefault("metadata", {})
+    annotations = metadata.setdefault("annotations", {})
+    for key, value in judged.stamp.annotations().items():
+        annotations[key] = value
+
+
+async def stamp_taloscluster(
+    *,
+    memo: kopf.Memo,
+    new: object = None,
+    old: object = None,
+    userinfo: object = None,
+    operation: object = None,
+    patch: MutableMapping[str, Any],
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    **_: Any,
+) -> None:
+    """kopf mutating handler: the admission records of a TalosCluster write."""
+    judged = await judgement.judge_cluster(
+        new=new,
+        old=old,
+        userinfo=userinfo,
+        operation=operation,
+        backend=backend_of(memo),
+        logger=logger,
+    )
+    stamp_patch(judged, patch)
+
+
+async def stamp_talosoperation(
+    *,
+    memo: kopf.Memo,
+    new: object = None,
+    old: object = None,
+    userinfo: object = None,
+    operation: object = None,
+    patch: MutableMapping[str, Any],
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    **_: Any,
+) -> None:
+    """kopf mutating handler: the admission records and stamp of a TalosOperation write."""
+    judged = await judgement.judge_operation(
+        new=new,
+        old=old,
+        userinfo=userinfo,
+        operation=operation,
+        backend=backend_of(memo),
+        logger=logger,
+    )
+    stamp_patch(judged, patch)
+
+
+def status_handler(kind: kinds.Kind) -> Callable[..., Coroutine[Any, Any, None]]:
+    """The kopf handler of a write of ``kind``'s status subresource."""
+
+    async def validate_status(
+        *,
+        memo: kopf.Memo,
+        new: object = None,
+        old: object = None,
+        userinfo: object = None,
+        operation: object = None,
+        warnings: list[str],
+        **_: Any,
+    ) -> None:
+        """kopf handler: a write of the status subresource."""
+        answer = await judgement.status_answer(
+            kind=kind,
+            new=new,
+            old=old,
+            userinfo=userinfo,
+            operation=operation,
+            backend=backend_of(memo),
+        )
+        deliver(answer, warnings)
+
+    validate_status.__qualname__ = f"validate_{kind.value.lower()}_status"
+    return validate_status

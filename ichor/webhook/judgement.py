@@ -1,0 +1,270 @@
+"""One judgement per TalosCluster or TalosOperation write, shared by the webhook's two halves.
+
+The mutating half writes the annotations the judgement says the stored object must carry
+(the admission records, and an operation's ``override-by`` stamp, ``ichor.api.records``);
+the validating half answers and refuses an object that does not carry exactly those
+(``handlers``). A judgement reads the review (``reviews``), asks the pure decision layers
+(``decisions``, ``stamps``) and makes the reads the answer depends on through the backend
+it is given (``kubeapi``: who the operator is, the cluster an operation names, the
+operations of a cluster, the SubjectAccessReview). Nothing here decides a rule, nothing
+here writes, and nothing here knows kopf: the operator posts the Events of what was
+admitted once it sees the object stored (``ichor.controller.recorder``).
+
+A judgement never lets an exception out: a review it cannot read, an API call that fails
+or a bug all become a denial with a sentence, because kopf would otherwise answer with
+the exception's text and code 500.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ichor.api import kinds, records
+from ichor.webhook import decisions, kubeapi, reviews, stamps
+
+_log = logging.getLogger(__name__)
+
+
+def _annotations(body: object) -> Mapping[str, Any]:
+    return records.annotations_of(body)
+
+
+def _what(kind: kinds.Kind, body: object) -> str:
+    try:
+        namespace, name = reviews.object_name(body)
+    except reviews.MalformedReview:
+        return kind.value
+    return f"{kind.value} {namespace}/{name}"
+
+
+async def _is_operator(backend: kubeapi.Backend, who: reviews.Requester) -> bool:
+    return who.username == (await backend.own_identity()).username
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One judgement of a write, shared by the two halves: the answer, and when it
+    allows the write, the annotations the stored object must carry."""
+
+    answer: decisions.Answer
+    stamp: stamps.Stamp | None = None
+
+
+async def judge_cluster(
+    *,
+    new: object,
+    old: object,
+    userinfo: object,
+    operation: object,
+    backend: kubeapi.Backend,
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+) -> Judged:
+    """The judgement of a TalosCluster create or update; never raises."""
+    try:
+        if operation not in ("CREATE", "UPDATE"):
+            return Judged(decisions.malformed(f"operation {operation!r} is not validated here"))
+        who = reviews.requester(userinfo)
+        cluster = reviews.cluster_versions(new, where="object")
+        before = reviews.cluster_versions(old, where="oldObject") if operation == "UPDATE" else None
+        if operation == "UPDATE" and old is None:
+            return Judged(decisions.malformed("an UPDATE review carries no oldObject"))
+    except reviews.MalformedReview as error:
+        return Judged(decisions.malformed(str(error)))
+    try:
+        operator = await _is_operator(backend, who)
+        verdict = decisions.review_cluster(new=cluster, old=before)
+        carried = None
+        if before is not None and verdict.blocking is None and verdict.overridable and operator:
+            carried = await _carried_operation(backend, new=cluster, old=before)
+        holds = None
+        if carried is None and decisions.needs_access_review(
+            verdict, override_requested=bool(verdict.overridable)
+        ):
+            holds = await backend.holds_override(who, cluster.ref)
+        answer = decisions.answer_cluster(
+            verdict,
+            requester=who,
+            cluster=cluster.ref,
+            holds_verb=holds,
+            operation=str(operation),
+            carried=carried,
+            adoption=_annotations(new).get(records.ADOPTION) == "true",
+        )
+    except kubeapi.ApiUnavailable as error:
+        return Judged(decisions.undecided(str(error)))
+    except Exception as error:
+        logger.exception("TalosCluster admission failed")
+        return Judged(decisions.undecided(f"internal error {type(error).__name__}"))
+    if not answer.allowed:
+        return Judged(answer)
+    stamp = stamps.cluster_stamp(
+        old=_annotations(old) if operation == "UPDATE" else None,
+        given=_annotations(new),
+        operator=operator,
+        admitted=answer.admitted,
+    )
+    return Judged(answer, stamp)
+
+
+async def _carried_operation(
+    backend: kubeapi.Backend, *, new: reviews.ClusterObject, old: reviews.ClusterObject
+) -> reviews.StoredOperation | None:
+    """The stored operation whose override the operator's spec write carries, if any."""
+    stored = [
+        reviews.stored_operation(body) for body in await backend.list_operations(new.ref.namespace)
+    ]
+    return decisions.carried_override(
+        new=new, old=old, operations=[op for op in stored if op is not None]
+    )
+
+
+async def judge_operation(
+    *,
+    new: object,
+    old: object,
+    userinfo: object,
+    operation: object,
+    backend: kubeapi.Backend,
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+) -> Judged:
+    """The judgement of a TalosOperation create (the plan) or update (its stamp only: the
+    CRD keeps its spec as created); never raises."""
+    try:
+        if operation not in ("CREATE", "UPDATE"):
+            return Judged(decisions.malformed(f"operation {operation!r} is not validated here"))
+        who = reviews.requester(userinfo)
+        spec = reviews.operation_spec(new, where="object")
+        if operation == "UPDATE" and old is None:
+            return Judged(decisions.malformed("an UPDATE review carries no oldObject"))
+    except reviews.MalformedReview as error:
+        return Judged(decisions.malformed(str(error)))
+    try:
+        operator = await _is_operator(backend, who)
+        marked = decisions.started_by_label(
+            new=new, old=old, operation=str(operation), requester=who, operator=operator
+        )
+        if marked is not None:
+            return Judged(marked)
+        if operation == "UPDATE":
+            answer = decisions.Answer(allowed=True, cluster=spec.cluster_ref)
+        else:
+            body = await backend.read_cluster(spec.cluster_ref)
+            if body is None:
+                return Judged(decisions.missing_cluster(spec))
+            try:
+                cluster = reviews.cluster_versions(body, where=f"TalosCluster {spec.cluster_ref}")
+            except reviews.MalformedReview as error:
+                return Judged(decisions.undecided(str(error)))
+            verdict = decisions.review_operation(spec=spec, cluster=cluster)
+            holds = None
+            if decisions.needs_access_review(verdict, override_requested=spec.override):
+                holds = await backend.holds_override(who, spec.cluster_ref)
+            answer = decisions.answer_operation(verdict, spec=spec, requester=who, holds_verb=holds)
+    except kubeapi.ApiUnavailable as error:
+        return Judged(decisions.undecided(str(error)))
+    except Exception as error:
+        logger.exception("TalosOperation admission failed")
+        return Judged(decisions.undecided(f"internal error {type(error).__name__}"))
+    if not answer.allowed:
+        return Judged(answer)
+    stamp = stamps.operation_stamp(
+        old=_annotations(old) if operation == "UPDATE" else None,
+        given=_annotations(new),
+        operator=operator,
+        admitted=answer.admitted,
+        override_by=who.username if spec.override else None,
+    )
+    return Judged(answer, stamp)
+
+
+def _checked(
+    judged: Judged,
+    *,
+    kind: kinds.Kind,
+    new: object,
+    dryrun: bool,
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
+) -> decisions.Answer:
+    """The validating half: the judgement's answer, refused when the object does not carry
+    the stamp exactly (or would carry more records than may wait)."""
+    answer, stamp = judged.answer, judged.stamp
+    if not answer.allowed or stamp is None:
+        return answer
+    what = _what(kind, new)
+    problem = stamps.too_many(stamp, what=what) or stamps.problem(
+        stamp, _annotations(new), what=what
+    )
+    if problem is not None:
+        return decisions.Answer(allowed=False, message=problem, code=decisions.Code.FORBIDDEN)
+    if answer.record is not None:
+        # Recorded as an Event by the operator once it sees the object stored.
+        logger.warning("%s%s", answer.record, " (dry run)" if dryrun else "")
+    return answer
+
+
+async def cluster_answer(
+    *,
+    new: object,
+    old: object,
+    userinfo: object,
+    operation: object,
+    dryrun: bool,
+    backend: kubeapi.Backend,
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+) -> decisions.Answer:
+    """The validating answer to a TalosCluster create or update; never raises."""
+    judged = await judge_cluster(
+        new=new, old=old, userinfo=userinfo, operation=operation, backend=backend, logger=logger
+    )
+    return _checked(judged, kind=kinds.Kind.TALOS_CLUSTER, new=new, dryrun=dryrun, logger=logger)
+
+
+async def operation_answer(
+    *,
+    new: object,
+    userinfo: object,
+    operation: object,
+    dryrun: bool,
+    backend: kubeapi.Backend,
+    old: object = None,
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+) -> decisions.Answer:
+    """The validating answer to a TalosOperation create (the plan) or update; never raises."""
+    judged = await judge_operation(
+        new=new, old=old, userinfo=userinfo, operation=operation, backend=backend, logger=logger
+    )
+    return _checked(judged, kind=kinds.Kind.TALOS_OPERATION, new=new, dryrun=dryrun, logger=logger)
+
+
+async def status_answer(
+    *,
+    kind: kinds.Kind,
+    new: object,
+    old: object,
+    userinfo: object,
+    operation: object,
+    backend: kubeapi.Backend,
+) -> decisions.Answer:
+    """The answer to a write of a status subresource; never raises."""
+    try:
+        if operation != "UPDATE":
+            return decisions.malformed(
+                f"operation {operation!r} on the status of a {kind} is not validated here"
+            )
+        who = reviews.requester(userinfo)
+        namespace, name = reviews.object_name(new if new is not None else old)
+    except reviews.MalformedReview as error:
+        return decisions.malformed(str(error))
+    try:
+        own = await backend.own_identity()
+    except kubeapi.ApiUnavailable as error:
+        return decisions.undecided(str(error))
+    except Exception as error:
+        _log.exception("status admission failed")
+        return decisions.undecided(f"internal error {type(error).__name__}")
+    return decisions.answer_status(
+        kind=kind.value, namespace=namespace, name=name, requester=who, operator=own.username
+    )

@@ -1,0 +1,132 @@
+"""kopf registration of the admission webhook, and nothing else.
+
+``register`` puts the thin handlers of ``handlers`` into a registry under the paths
+``intake`` claims (the mutating and validating halves of both kinds, the status
+subresources), a start that puts the API backend into kopf's memo (as the controllers
+keep theirs) and asks once who the operator is, and a stop that closes the backend's
+client. Given the operator's settings it also points kopf at the HTTPS endpoint
+(``server``) at start, and registers nothing without a certificate.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from ichor.api import kinds
+from ichor.settings import Settings
+from ichor.webhook import handlers, intake, kubeapi, server
+
+_log = logging.getLogger(__name__)
+
+
+async def stop(memo: kopf.Memo, **_: Any) -> None:
+    """kopf cleanup: close the API client of the backend, if it has one."""
+    close = getattr(memo.get(handlers.BACKEND), "close", None)
+    if close is not None:
+        await close()
+
+
+async def identify(
+    backend: kubeapi.Backend, logger: logging.Logger | logging.LoggerAdapter[logging.Logger]
+) -> None:
+    """Ask once who the operator is and say so; a failure is asked again at the first
+    review that needs it (that review is undecided meanwhile)."""
+    try:
+        own = await backend.own_identity()
+    except kubeapi.ApiUnavailable as error:
+        logger.warning("%s; asked again at the first status write", error)
+        return
+    logger.info(
+        "the operator authenticates as %s: only it may write the status of ichor.dev kinds", own
+    )
+
+
+def register(registry: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
+    """Put the webhook's handlers into ``registry``.
+
+    With ``settings`` (the operator): nothing without ``ICHOR_WEBHOOK_CERT``/``_KEY``
+    (a local run of the controllers alone), else the handlers, a backend that reaches the
+    cluster as the settings say, and the endpoint configured from them at start. Without
+    (a test that configures the endpoint itself with ``server.configure``): the handlers,
+    and a backend as the environment says unless the memo holds one already.
+    """
+    if settings is not None:
+        webhook = settings.webhook
+        if webhook.cert is None or webhook.key is None:
+            _log.warning("no ICHOR_WEBHOOK_CERT/ICHOR_WEBHOOK_KEY: the webhook is not served")
+            return
+        cert, key = webhook.cert, webhook.key
+
+        async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+            server.configure(
+                settings,
+                port=webhook.port,
+                certfile=cert,
+                pkeyfile=key,
+                client_ca=webhook.client_ca,
+                client_names=list(webhook.client_names),
+                addr=webhook.addr,
+            )
+
+        kopf.on.startup(id="webhook-configure", registry=registry)(configure)
+
+    async def start(
+        memo: kopf.Memo,
+        logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+        **_: Any,
+    ) -> None:
+        if handlers.BACKEND not in memo:
+            memo[handlers.BACKEND] = kubeapi.KubeBackend(
+                kube=settings.kube if settings is not None else None
+            )
+        await identify(handlers.backend_of(memo), logger)
+
+    kopf.on.validate(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.TALOS_CLUSTERS.value,
+        id=intake.CLUSTER_HANDLER,
+        operations=["CREATE", "UPDATE"],
+        registry=registry,
+    )(handlers.validate_taloscluster)
+    kopf.on.validate(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.TALOS_OPERATIONS.value,
+        id=intake.OPERATION_HANDLER,
+        operations=["CREATE", "UPDATE"],
+        registry=registry,
+    )(handlers.validate_talosoperation)
+    kopf.on.mutate(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.TALOS_CLUSTERS.value,
+        id=intake.CLUSTER_STAMP,
+        operations=["CREATE", "UPDATE"],
+        registry=registry,
+    )(handlers.stamp_taloscluster)
+    kopf.on.mutate(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.TALOS_OPERATIONS.value,
+        id=intake.OPERATION_STAMP,
+        operations=["CREATE", "UPDATE"],
+        registry=registry,
+    )(handlers.stamp_talosoperation)
+    for kind, path in intake.STATUS_HANDLERS.items():
+        kopf.on.validate(
+            kinds.GROUP,
+            kinds.VERSION,
+            kinds.PLURALS[kind].value,
+            id=path,
+            operations=["UPDATE"],
+            subresource="status",
+            registry=registry,
+        )(handlers.status_handler(kind))
+    # Explicit ids: kopf keys an activity's progress by id (the controllers register
+    # functions named start/stop too).
+    kopf.on.startup(id="webhook-start", registry=registry)(start)
+    kopf.on.cleanup(id="webhook-stop", registry=registry)(stop)
