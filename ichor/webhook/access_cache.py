@@ -18,14 +18,14 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
-from ichor.webhook.reviews import ClusterRef, Requester
+from ichor.webhook.reviews import NamespacedName, Requester
 
 #: Seconds an answer is kept.
 TTL_SECONDS = 5.0
 #: Answers kept at most.
 SIZE = 1024
 
-Key = tuple[Requester, str, ClusterRef]
+Key = tuple[Requester, str, NamespacedName]
 
 
 class AccessCache:
@@ -46,7 +46,7 @@ class AccessCache:
     def __len__(self) -> int:
         return len(self._answers)
 
-    def get(self, requester: Requester, *, verb: str, ref: ClusterRef) -> bool | None:
+    def get(self, requester: Requester, *, verb: str, ref: NamespacedName) -> bool | None:
         """The answer kept for exactly this requester, verb and cluster, or None."""
         key = (requester, verb, ref)
         found = self._answers.get(key)
@@ -58,7 +58,7 @@ class AccessCache:
             return None
         return allowed
 
-    def put(self, requester: Requester, *, verb: str, ref: ClusterRef, allowed: bool) -> None:
+    def put(self, requester: Requester, *, verb: str, ref: NamespacedName, allowed: bool) -> None:
         """Keep an answer the API server gave just now."""
         if not self.size or not self.ttl:
             return

@@ -22,14 +22,14 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 
 from ichor.api import records, talosoperation
+from ichor.api.talosoperation import OperationType
 from ichor.release import compat, steps, versions
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.upgrade import rule as upgrade_target
 from ichor.webhook.reviews import (
     ClusterObject,
-    ClusterRef,
+    NamespacedName,
     OperationSpec,
-    OperationType,
     Requester,
     StoredOperation,
 )
@@ -63,7 +63,7 @@ class Answer:
     code: int = 200
     warnings: tuple[str, ...] = ()
     record: str | None = None
-    cluster: ClusterRef | None = field(default=None)
+    cluster: NamespacedName | None = field(default=None)
     admitted: records.Record | None = None
 
 
@@ -77,7 +77,7 @@ def _admitting(
     kind: str,
     namespace: str,
     name: str,
-    cluster: ClusterRef,
+    cluster: NamespacedName,
     warnings: tuple[str, ...],
 ) -> Answer:
     return Answer(
@@ -243,7 +243,7 @@ def needs_access_review(verdict: Verdict, *, override_requested: bool) -> bool:
     return verdict.blocking is None and override_requested
 
 
-def _verb_text(cluster: ClusterRef) -> str:
+def _verb_text(cluster: NamespacedName) -> str:
     return (
         f"the RBAC verb `{VERB}` on `{RESOURCE}` in API group `{GROUP}` for TalosCluster {cluster}"
     )
@@ -260,7 +260,7 @@ def _passed(
     verdict: Verdict,
     *,
     requester: Requester,
-    cluster: ClusterRef,
+    cluster: NamespacedName,
     kind: str,
     namespace: str,
     name: str,
@@ -325,7 +325,7 @@ def carried_override(
 
 
 def _carried(
-    verdict: Verdict, *, requester: Requester, cluster: ClusterRef, carried: StoredOperation
+    verdict: Verdict, *, requester: Requester, cluster: NamespacedName, carried: StoredOperation
 ) -> Answer:
     record = records.Record(
         kind=records.RecordKind.CARRIED,
@@ -346,7 +346,7 @@ def _carried(
     )
 
 
-def _adopted(verdict: Verdict, *, requester: Requester, cluster: ClusterRef) -> Answer:
+def _adopted(verdict: Verdict, *, requester: Requester, cluster: NamespacedName) -> Answer:
     record = records.Record(
         kind=records.RecordKind.ADOPTION,
         user=requester.username,
@@ -374,7 +374,7 @@ def answer_cluster(
     verdict: Verdict,
     *,
     requester: Requester,
-    cluster: ClusterRef,
+    cluster: NamespacedName,
     holds_verb: bool | None,
     operation: str,
     carried: StoredOperation | None = None,

@@ -28,7 +28,7 @@ from ichor.kube import clients, identity
 from ichor.settings import KubeSettings
 from ichor.webhook import decisions
 from ichor.webhook.access_cache import AccessCache
-from ichor.webhook.reviews import ClusterRef, Requester
+from ichor.webhook.reviews import NamespacedName, Requester
 
 #: Seconds any one API call of the webhook may take (the configuration allows 5 in all).
 CALL_TIMEOUT = 2.0
@@ -42,13 +42,13 @@ class Backend(Protocol):
     async def own_identity(self) -> identity.Identity:
         """The identity the operator's own requests carry (raises ``ApiUnavailable``)."""
 
-    async def read_cluster(self, ref: ClusterRef) -> Mapping[str, Any] | None:
+    async def read_cluster(self, ref: NamespacedName) -> Mapping[str, Any] | None:
         """The TalosCluster object, or None when it does not exist."""
 
     async def list_operations(self, namespace: str) -> list[Mapping[str, Any]]:
         """The TalosOperations stored in ``namespace``."""
 
-    async def holds_override(self, requester: Requester, ref: ClusterRef) -> bool:
+    async def holds_override(self, requester: Requester, ref: NamespacedName) -> bool:
         """Whether the requester holds the override verb for that cluster."""
 
 
@@ -74,7 +74,7 @@ class SubjectAccessReview(TypedDict):
     spec: SubjectAccessReviewSpec
 
 
-def access_review(requester: Requester, ref: ClusterRef) -> SubjectAccessReview:
+def access_review(requester: Requester, ref: NamespacedName) -> SubjectAccessReview:
     """The SubjectAccessReview asking whether the requester holds the verb on the cluster."""
     return SubjectAccessReview(
         apiVersion="authorization.k8s.io/v1",
@@ -159,7 +159,7 @@ class KubeBackend:
                 raise ApiUnavailable(f"the operator's own identity is unknown: {error}") from None
         return self._identity
 
-    async def read_cluster(self, ref: ClusterRef) -> Mapping[str, Any] | None:
+    async def read_cluster(self, ref: NamespacedName) -> Mapping[str, Any] | None:
         api = client.CustomObjectsApi(await self._api())
         try:
             body: Mapping[str, Any] = await api.get_namespaced_custom_object(
@@ -201,7 +201,7 @@ class KubeBackend:
             [item for item in items if isinstance(item, Mapping)] if isinstance(items, list) else []
         )
 
-    async def holds_override(self, requester: Requester, ref: ClusterRef) -> bool:
+    async def holds_override(self, requester: Requester, ref: NamespacedName) -> bool:
         kept = self._answers.get(requester, verb=decisions.VERB, ref=ref)
         if kept is not None:
             return kept
@@ -209,7 +209,7 @@ class KubeBackend:
         self._answers.put(requester, verb=decisions.VERB, ref=ref, allowed=allowed)
         return allowed
 
-    async def _access_review(self, requester: Requester, ref: ClusterRef) -> bool:
+    async def _access_review(self, requester: Requester, ref: NamespacedName) -> bool:
         """The API server's answer (raises ``ApiUnavailable``; nothing is kept then)."""
         api = client.AuthorizationV1Api(await self._api())
         try:

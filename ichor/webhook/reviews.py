@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any, NotRequired, TypedDict
 
 from ichor.api import records
 from ichor.api.conditions import OperationConditionType, OperationReason
-from ichor.api.talosoperation import Phase
+from ichor.api.talosoperation import OperationType, Phase
 
 
 class MalformedReview(ValueError):
@@ -31,14 +30,6 @@ class UserInfo(TypedDict):
     uid: NotRequired[str]
     groups: NotRequired[list[str]]
     extra: NotRequired[dict[str, list[str]]]
-
-
-class OperationType(StrEnum):
-    """``spec.type`` of a TalosOperation."""
-
-    TALOS = "talos"
-    KUBERNETES = "kubernetes"
-    CNI = "cni"
 
 
 @dataclass(frozen=True)
@@ -56,7 +47,12 @@ class Requester:
 
 
 @dataclass(frozen=True)
-class ClusterRef:
+class NamespacedName:
+    """A TalosCluster by namespace and name, as the webhook asks about it (a read, a
+    SubjectAccessReview, a cached answer): hashable, printed ``namespace/name``. The
+    API's ``ichor.api.talosoperation.ClusterRef`` is the spec field, which names the
+    cluster only (the operation's namespace is implied)."""
+
     namespace: str
     name: str
 
@@ -68,7 +64,7 @@ class ClusterRef:
 class ClusterObject:
     """The version fields of a TalosCluster and the CNI its status shows."""
 
-    ref: ClusterRef
+    ref: NamespacedName
     talos: str
     kubernetes: str
     contract: str
@@ -95,8 +91,8 @@ class OperationSpec:
     cni_image_version: str | None
 
     @property
-    def cluster_ref(self) -> ClusterRef:
-        return ClusterRef(self.namespace, self.cluster)
+    def cluster_ref(self) -> NamespacedName:
+        return NamespacedName(self.namespace, self.cluster)
 
 
 @dataclass(frozen=True)
@@ -199,7 +195,7 @@ def cluster_versions(body: object, *, where: str = "object") -> ClusterObject:
     status = _mapping(obj.get("status") or {}, where=f"{where}.status")
     status_cni = _mapping(status.get("cni") or {}, where=f"{where}.status.cni")
     return ClusterObject(
-        ref=ClusterRef(namespace, name),
+        ref=NamespacedName(namespace, name),
         talos=_string(spec, "talosVersion", where=f"{where}.spec"),
         kubernetes=_string(spec, "kubernetesVersion", where=f"{where}.spec"),
         contract=_string(spec, "versionContract", where=f"{where}.spec"),

@@ -8,11 +8,12 @@ from typing import Any
 
 import pytest
 
+from ichor.api.talosoperation import OperationType
 from ichor.controller.talosoperation import lifecycle
 from ichor.controller.talosoperation.lifecycle import ClusterState, Operation
 from ichor.release.refusals import Rule
 from ichor.webhook import decisions
-from ichor.webhook.reviews import ClusterObject, OperationSpec, OperationType, cluster_versions
+from ichor.webhook.reviews import ClusterObject, OperationSpec, cluster_versions
 
 
 def stored(**spec: Any) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from ichor.api.conditions import ClusterConditionType, ClusterReason
 from ichor.api.ichorinstallation import UpgradeTargets
 from ichor.api.taloscluster import TalosClusterStatus
+from ichor.api.talosoperation import OperationType
 from ichor.controller.observe import CNIObservation, NodesObservation, Observation
 from ichor.controller.taloscluster import status
 from ichor.controller.talosoperation import lifecycle
@@ -41,7 +42,7 @@ from ichor.upgrade import blocked, path_plan, paths
 from ichor.upgrade import choices as upgrade_choices
 from ichor.upgrade.rule import ClusterVersions, Component, check_target
 from ichor.webhook import decisions
-from ichor.webhook.reviews import ClusterObject, ClusterRef, OperationSpec, OperationType, Requester
+from ichor.webhook.reviews import ClusterObject, NamespacedName, OperationSpec, Requester
 
 EXAMPLES = 400
 pure = settings(
@@ -257,7 +258,7 @@ def _cluster_state(scene: Scene) -> lifecycle.ClusterState:
 
 def _object(cluster: ClusterVersions) -> ClusterObject:
     return ClusterObject(
-        ref=ClusterRef("team-a", "prod"),
+        ref=NamespacedName("team-a", "prod"),
         talos=cluster.talos,
         kubernetes=cluster.kubernetes,
         contract="v1.14",

@@ -10,20 +10,20 @@ from typing import Any
 
 from ichor.kube import identity
 from ichor.webhook import judgement, kubeapi
-from ichor.webhook.reviews import ClusterRef, Requester
+from ichor.webhook.reviews import NamespacedName, Requester
 
 
 @dataclass
 class FakeBackend:
-    clusters: dict[ClusterRef, Mapping[str, Any]] = field(default_factory=dict)
+    clusters: dict[NamespacedName, Mapping[str, Any]] = field(default_factory=dict)
     operations: list[Mapping[str, Any]] = field(default_factory=list)
     holders: set[str] = field(default_factory=set)
     fail: bool = False
     operator: str = "system:serviceaccount:ichor-system:ichor"
-    reviews: list[tuple[Requester, ClusterRef]] = field(default_factory=list)
+    reviews: list[tuple[Requester, NamespacedName]] = field(default_factory=list)
     #: Events the webhook wrote: it has no call that writes one (the operator posts the
     #: Events of what it admitted once the object is stored), so this stays empty.
-    events: list[tuple[ClusterRef, str, str | None]] = field(default_factory=list)
+    events: list[tuple[NamespacedName, str, str | None]] = field(default_factory=list)
 
     def _check(self) -> None:
         if self.fail:
@@ -33,7 +33,7 @@ class FakeBackend:
         self._check()
         return identity.Identity(username=self.operator)
 
-    async def read_cluster(self, ref: ClusterRef) -> Mapping[str, Any] | None:
+    async def read_cluster(self, ref: NamespacedName) -> Mapping[str, Any] | None:
         self._check()
         return self.clusters.get(ref)
 
@@ -43,7 +43,7 @@ class FakeBackend:
             op for op in self.operations if (op.get("metadata") or {}).get("namespace") == namespace
         ]
 
-    async def holds_override(self, requester: Requester, ref: ClusterRef) -> bool:
+    async def holds_override(self, requester: Requester, ref: NamespacedName) -> bool:
         self._check()
         self.reviews.append((requester, ref))
         return requester.username in self.holders

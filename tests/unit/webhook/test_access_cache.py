@@ -12,10 +12,10 @@ import pytest
 
 from ichor.webhook import decisions, kubeapi
 from ichor.webhook.access_cache import AccessCache
-from ichor.webhook.reviews import ClusterRef, Requester
+from ichor.webhook.reviews import NamespacedName, Requester
 
 ALICE = Requester(username="alice", uid="a-1", groups=("admins", "system:authenticated"))
-CLUSTER = ClusterRef(namespace="fleet", name="prod")
+CLUSTER = NamespacedName(namespace="fleet", name="prod")
 
 
 class Clock:
@@ -31,11 +31,11 @@ class Scripted(kubeapi.KubeBackend):
 
     def __init__(self, cache: AccessCache) -> None:
         super().__init__(answers=cache)
-        self.granted: set[tuple[Requester, ClusterRef]] = set()
-        self.sent: list[tuple[Requester, ClusterRef]] = []
+        self.granted: set[tuple[Requester, NamespacedName]] = set()
+        self.sent: list[tuple[Requester, NamespacedName]] = []
         self.unavailable = False
 
-    async def _access_review(self, requester: Requester, ref: ClusterRef) -> bool:
+    async def _access_review(self, requester: Requester, ref: NamespacedName) -> bool:
         self.sent.append((requester, ref))
         if self.unavailable:
             raise kubeapi.ApiUnavailable("the SubjectAccessReview failed: test")
@@ -90,11 +90,14 @@ async def test_a_cached_allow_never_serves_another_requester(
 
 @pytest.mark.parametrize(
     "elsewhere",
-    [ClusterRef(namespace="fleet", name="staging"), ClusterRef(namespace="other", name="prod")],
+    [
+        NamespacedName(namespace="fleet", name="staging"),
+        NamespacedName(namespace="other", name="prod"),
+    ],
     ids=["name", "namespace"],
 )
 async def test_a_cached_allow_never_serves_another_cluster(
-    backend: Scripted, elsewhere: ClusterRef
+    backend: Scripted, elsewhere: NamespacedName
 ) -> None:
     backend.granted.add((ALICE, CLUSTER))
     assert await backend.holds_override(ALICE, CLUSTER)

@@ -6,19 +6,19 @@ import dataclasses
 
 import pytest
 
+from ichor.api.talosoperation import OperationType
 from ichor.release.refusals import Rule
 from ichor.webhook import decisions
 from ichor.webhook.reviews import (
     ClusterObject,
-    ClusterRef,
+    NamespacedName,
     OperationSpec,
-    OperationType,
     Requester,
     StoredOperation,
     stored_operation,
 )
 
-REF = ClusterRef("team-a", "prod")
+REF = NamespacedName("team-a", "prod")
 ALICE = Requester(username="alice", groups=("ops",))
 
 

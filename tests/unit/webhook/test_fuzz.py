@@ -175,10 +175,10 @@ def test_operation_reviews_always_get_an_answer(
     holder: bool,
     fail: bool,
 ) -> None:
-    from ichor.webhook.reviews import ClusterRef
+    from ichor.webhook.reviews import NamespacedName
 
     backend = FakeBackend(
-        clusters={ClusterRef("team-a", "prod"): cluster, ClusterRef("", "prod"): cluster},
+        clusters={NamespacedName("team-a", "prod"): cluster, NamespacedName("", "prod"): cluster},
         holders={"alice"} if holder else set(),
         fail=fail,
     )

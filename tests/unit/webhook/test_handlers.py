@@ -11,7 +11,7 @@ from ichor.api import records
 from ichor.controller.recorder import recorder
 from ichor.kube import bodies
 from ichor.webhook import handlers, judgement, kubeapi
-from ichor.webhook.reviews import ClusterRef, Requester
+from ichor.webhook.reviews import NamespacedName, Requester
 from tests.unit.webhook.fakes import (
     FakeBackend,
     stamped,
@@ -20,7 +20,7 @@ from tests.unit.webhook.fakes import (
     userinfo,
 )
 
-REF = ClusterRef("team-a", "prod")
+REF = NamespacedName("team-a", "prod")
 
 
 @pytest.mark.parametrize("dryrun", [False, True], ids=["write", "dry-run"])
