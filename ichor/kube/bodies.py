@@ -51,7 +51,7 @@ class EventType(StrEnum):
 @dataclass(frozen=True)
 class PlannedEvent:
     """An Event a pure decision asks for; the caller posts it about the object it judged.
-    ``reason`` is a member of the deciding controller's own ``EventReason``."""
+    ``reason`` is a member of one of ``ichor.api.events``' reason enums."""
 
     type: EventType
     reason: str

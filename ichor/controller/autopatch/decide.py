@@ -32,8 +32,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from enum import StrEnum
-from typing import Literal
 
 from ichor.api.autopatch import (
     RESUME_ANNOTATION,
@@ -51,12 +49,14 @@ from ichor.api.conditions import (
     Condition,
     ConditionStatus,
 )
+from ichor.api.events import AutoPatchEventReason
 from ichor.api.taloscluster import ChoiceGroup, TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import Phase
 from ichor.controller.autopatch.health import Verdict
 from ichor.controller.autopatch.policy import Policy
 from ichor.controller.autopatch.windows import Interval
 from ichor.kube import conditions
+from ichor.kube.bodies import EventType, PlannedEvent
 from ichor.upgrade.rule import Component
 
 Reason = AutoPatchReason
@@ -95,26 +95,6 @@ GATES = frozenset(
         Reason.HEALTH_CHECK_FAILED,
     }
 )
-
-
-class EventReason(StrEnum):
-    STARTED = "AutoPatchStarted"
-    FAILED = "AutoPatchFailed"
-    RESUMED = "AutoPatchResumed"
-    BLOCKED = "AutoPatchBlocked"
-
-
-#: The Event types (``ichor.kube.bodies.EventType``'s values).
-EventType = Literal["Normal", "Warning"]
-WARNING: EventType = "Warning"
-NORMAL: EventType = "Normal"
-
-
-@dataclass(frozen=True)
-class PlannedEvent:
-    type: EventType
-    reason: EventReason
-    message: str
 
 
 @dataclass(frozen=True)
@@ -396,7 +376,7 @@ def decide(
             and reason not in (Reason.FAILED, Reason.DISABLED)
             and (old_condition is None or old_condition.reason != reason.value)
         ):
-            events.append(PlannedEvent(WARNING, EventReason.BLOCKED, message))
+            events.append(PlannedEvent(EventType.WARNING, AutoPatchEventReason.BLOCKED, message))
         moments = [m for m in (wake, wake_at) if m is not None and m > now]
         return Decision(
             status=written,
@@ -456,7 +436,7 @@ def decide(
         )
         recorded = previous.suspension if previous else None
         if recorded is None or recorded.operation != last.name:
-            events.append(PlannedEvent(WARNING, EventReason.FAILED, message))
+            events.append(PlannedEvent(EventType.WARNING, AutoPatchEventReason.FAILED, message))
             stretch = policy.windows.open_at(last.created)
             halt = Halt(
                 component=last.type,
@@ -471,8 +451,8 @@ def decide(
     if previous and previous.suspension:
         events.append(
             PlannedEvent(
-                NORMAL,
-                EventReason.RESUMED,
+                EventType.NORMAL,
+                AutoPatchEventReason.RESUMED,
                 f"auto-patch resumed after TalosOperation {previous.suspension.operation} "
                 f"({previous.suspension.component} {previous.suspension.version}) failed",
             )
@@ -577,9 +557,9 @@ def refused(
         message=message,
         last_transition_time=now,
     )
-    events = [e for e in decision.events if e.reason != EventReason.STARTED]
+    events = [e for e in decision.events if e.reason != AutoPatchEventReason.STARTED]
     if previous is None or previous.reason != Reason.START_REFUSED.value:
-        events.append(PlannedEvent(WARNING, EventReason.BLOCKED, message))
+        events.append(PlannedEvent(EventType.WARNING, AutoPatchEventReason.BLOCKED, message))
     return replace(decision, status=status, condition=condition, events=tuple(events), start=None)
 
 

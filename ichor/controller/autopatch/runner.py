@@ -39,6 +39,7 @@ from ichor.api.autopatch import (
     RunResult,
 )
 from ichor.api.conditions import Condition
+from ichor.api.events import AutoPatchEventReason
 from ichor.api.ichorinstallation import UpgradeTargets
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType, Phase, StartedBy
@@ -88,7 +89,7 @@ class Result:
     #: None: no ``status.autoPatch`` (not configured); the condition goes too.
     status: Any
     condition: Condition | None
-    events: tuple[decisions.PlannedEvent, ...] = ()
+    events: tuple[bodies.PlannedEvent, ...] = ()
     wake_at: datetime | None = None
 
 
@@ -524,9 +525,9 @@ class AutoPatcher:
         if started.created:
             metrics.auto_patch_run(result="Started")
             planned.append(
-                decisions.PlannedEvent(
-                    decisions.NORMAL,
-                    decisions.EventReason.STARTED,
+                bodies.PlannedEvent(
+                    bodies.EventType.NORMAL,
+                    AutoPatchEventReason.STARTED,
                     f"started TalosOperation {started.name}: {plan.reason}",
                 )
             )
@@ -542,12 +543,8 @@ class AutoPatcher:
 
 
 async def post(
-    api: ApiClient, body: Mapping[str, Any], planned: Sequence[decisions.PlannedEvent]
+    api: ApiClient, body: Mapping[str, Any], planned: Sequence[bodies.PlannedEvent]
 ) -> None:
     involved = bodies.reference(body)
     for event in planned:
-        await events.post(
-            api,
-            involved,
-            bodies.PlannedEvent(bodies.EventType(event.type), event.reason.value, event.message),
-        )
+        await events.post(api, involved, event)

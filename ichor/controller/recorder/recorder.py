@@ -28,6 +28,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds, records
+from ichor.api.events import RecordEventReason
 from ichor.controller.queue import WorkQueue
 from ichor.kube import bodies, errors, events, objects, patching
 
@@ -41,10 +42,10 @@ RETRY_SECONDS = 5.0
 Key = tuple[kinds.Plural, str, str]  # (plural, namespace, name)
 
 #: The Event reason of each kind of record.
-REASONS: Mapping[records.RecordKind, str] = {
-    records.RecordKind.OVERRIDE: "Override",
-    records.RecordKind.CARRIED: "Override",
-    records.RecordKind.ADOPTION: "AdoptedIncompatible",
+REASONS: Mapping[records.RecordKind, RecordEventReason] = {
+    records.RecordKind.OVERRIDE: RecordEventReason.OVERRIDE,
+    records.RecordKind.CARRIED: RecordEventReason.OVERRIDE,
+    records.RecordKind.ADOPTION: RecordEventReason.ADOPTED_INCOMPATIBLE,
 }
 
 

@@ -21,6 +21,7 @@ from ichor.api.conditions import (
     InstallationConditionType,
     InstallationReason,
 )
+from ichor.api.events import ReleaseCheckEventReason
 from ichor.api.ichorinstallation import (
     LatestRelease,
     UpgradeTargets,
@@ -296,11 +297,6 @@ def check_conditions(
     return [listed, upgrade, ready]
 
 
-class EventReason(StrEnum):
-    LISTING_FAILED = "ReleaseListingFailed"
-    LISTING_RECOVERED = "ReleaseListingRecovered"
-
-
 def listing_events(
     *,
     before: Mapping[ListKind, str | None],
@@ -326,7 +322,7 @@ def listing_events(
             planned.append(
                 PlannedEvent(
                     EventType.WARNING,
-                    EventReason.LISTING_FAILED,
+                    ReleaseCheckEventReason.LISTING_FAILED,
                     f"{label} releases could not be listed: {now}; {keeps}",
                 )
             )
@@ -334,7 +330,7 @@ def listing_events(
             planned.append(
                 PlannedEvent(
                     EventType.NORMAL,
-                    EventReason.LISTING_RECOVERED,
+                    ReleaseCheckEventReason.LISTING_RECOVERED,
                     f"{label} releases are listed again ({holding or 'none published'})",
                 )
             )

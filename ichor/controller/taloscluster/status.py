@@ -34,13 +34,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
 from typing import Any
 
 from pydantic import ValidationError
 
 from ichor.api import ichorinstallation, taloscluster
 from ichor.api.conditions import ClusterConditionType, ClusterReason, Condition, ConditionStatus
+from ichor.api.events import ClusterEventReason
 from ichor.api.taloscluster import (
     BlockedLine,
     BlockedReleases,
@@ -66,29 +66,6 @@ from ichor.upgrade.rule import Component
 
 Type = ClusterConditionType
 Reason = ClusterReason
-
-
-class EventReason(StrEnum):
-    """Reasons of the Events the TalosCluster controller posts."""
-
-    OBSERVED = "Observed"
-    VERSION_CHANGED = "VersionChanged"
-    NODES_DIFFER = "NodesDiffer"
-    UNREACHABLE = "WorkloadUnreachable"
-    KUBECONFIG_UNUSABLE = "KubeconfigUnusable"
-    NODE_VERSION_UNREADABLE = "NodeVersionUnreadable"
-    INVALID_SPEC = "InvalidSpec"
-    INCOMPATIBLE = "VersionsIncompatible"
-    COMPATIBLE = "VersionsCompatible"
-    TALOS_UPGRADE = "TalosUpgradeAvailable"
-    KUBERNETES_UPGRADE = "KubernetesUpgradeAvailable"
-    CILIUM_UPGRADE = "CiliumUpgradeAvailable"
-    #: Declarative: the start of the operation the spec asks for was refused.
-    UPGRADE_REFUSED = "UpgradeRefused"
-    #: Declarative: the spec cannot be reached without a person's step.
-    SPEC_NOT_REACHED = "SpecNotReached"
-    #: Declarative: the Nodes run the spec's versions (again).
-    SPEC_REACHED = "SpecReached"
 
 
 @dataclass(frozen=True)
@@ -572,10 +549,10 @@ def _progress(
 
 
 _WARNING_READY = {
-    Reason.WORKLOAD_UNREACHABLE: EventReason.UNREACHABLE,
-    Reason.KUBECONFIG_UNUSABLE: EventReason.KUBECONFIG_UNUSABLE,
-    Reason.NODE_VERSION_UNREADABLE: EventReason.NODE_VERSION_UNREADABLE,
-    Reason.INVALID_SPEC: EventReason.INVALID_SPEC,
+    Reason.WORKLOAD_UNREACHABLE: ClusterEventReason.UNREACHABLE,
+    Reason.KUBECONFIG_UNUSABLE: ClusterEventReason.KUBECONFIG_UNUSABLE,
+    Reason.NODE_VERSION_UNREADABLE: ClusterEventReason.NODE_VERSION_UNREADABLE,
+    Reason.INVALID_SPEC: ClusterEventReason.INVALID_SPEC,
 }
 
 
@@ -590,23 +567,23 @@ def _events(previous: TalosClusterStatus, current: TalosClusterStatus) -> list[P
                     PlannedEvent(warn, _WARNING_READY[ClusterReason(new.reason)], new.message)
                 )
             elif new.reason == Reason.NODES_DIFFER:
-                events.append(PlannedEvent(normal, EventReason.NODES_DIFFER, new.message))
+                events.append(PlannedEvent(normal, ClusterEventReason.NODES_DIFFER, new.message))
             elif new.status == T and (old is None or old.status != T):
-                events.append(PlannedEvent(normal, EventReason.OBSERVED, new.message))
+                events.append(PlannedEvent(normal, ClusterEventReason.OBSERVED, new.message))
         elif new.type == Type.VERSIONS_COMPATIBLE:
             if new.status == F:
                 reason = (
-                    EventReason.INVALID_SPEC
+                    ClusterEventReason.INVALID_SPEC
                     if new.reason == Reason.INVALID_SPEC
-                    else EventReason.INCOMPATIBLE
+                    else ClusterEventReason.INCOMPATIBLE
                 )
                 events.append(PlannedEvent(warn, reason, new.message))
             elif new.status == T and old is not None and old.status == F:
-                events.append(PlannedEvent(normal, EventReason.COMPATIBLE, new.message))
+                events.append(PlannedEvent(normal, ClusterEventReason.COMPATIBLE, new.message))
         elif new.type == Type.SPEC_REACHED:
             events.extend(_declared_event(old, new))
         elif new.type == Type.CILIUM_UPGRADE_AVAILABLE and new.status == T:
-            events.append(PlannedEvent(normal, EventReason.CILIUM_UPGRADE, new.message))
+            events.append(PlannedEvent(normal, ClusterEventReason.CILIUM_UPGRADE, new.message))
     # A start refused again for a new spec generation is judged afresh: one more Event.
     old_spec = conditions.find(previous.conditions, Type.SPEC_REACHED)
     new_spec = conditions.find(current.conditions, Type.SPEC_REACHED)
@@ -632,16 +609,16 @@ def _events(previous: TalosClusterStatus, current: TalosClusterStatus) -> list[P
     ):
         if before is not None and after is not None and before != after:
             message = f"the cluster now runs {name} {after} (was {before})"
-            events.append(PlannedEvent(normal, EventReason.VERSION_CHANGED, message))
+            events.append(PlannedEvent(normal, ClusterEventReason.VERSION_CHANGED, message))
     return events
 
 
 #: SpecReached reasons that post a Warning (the cluster is Stalled under them).
 _DECLARED_WARNINGS = {
-    "Refused": EventReason.UPGRADE_REFUSED,
-    "Failed": EventReason.SPEC_NOT_REACHED,
-    "NodesAhead": EventReason.SPEC_NOT_REACHED,
-    "Unreadable": EventReason.SPEC_NOT_REACHED,
+    "Refused": ClusterEventReason.UPGRADE_REFUSED,
+    "Failed": ClusterEventReason.SPEC_NOT_REACHED,
+    "NodesAhead": ClusterEventReason.SPEC_NOT_REACHED,
+    "Unreadable": ClusterEventReason.SPEC_NOT_REACHED,
 }
 
 
@@ -649,23 +626,28 @@ def _declared_event(old: Condition | None, new: Condition) -> list[PlannedEvent]
     if new.reason in _DECLARED_WARNINGS:
         return [PlannedEvent(EventType.WARNING, _DECLARED_WARNINGS[new.reason], new.message)]
     if new.status == T and old is not None and old.status != T:
-        return [PlannedEvent(EventType.NORMAL, EventReason.SPEC_REACHED, new.message)]
+        return [PlannedEvent(EventType.NORMAL, ClusterEventReason.SPEC_REACHED, new.message)]
     return []
 
 
 def _defaults(
     previous: TalosClusterStatus, current: TalosClusterStatus
-) -> Sequence[tuple[str, EventReason, str | None, str | None]]:
+) -> Sequence[tuple[str, ClusterEventReason, str | None, str | None]]:
     def default(status: TalosClusterStatus, name: str) -> str | None:
         choices = status.upgrade_choices
         group = getattr(choices, name) if choices else None
         return group.default if isinstance(group, ChoiceGroup) else None
 
     return (
-        ("Talos", EventReason.TALOS_UPGRADE, default(previous, "talos"), default(current, "talos")),
+        (
+            "Talos",
+            ClusterEventReason.TALOS_UPGRADE,
+            default(previous, "talos"),
+            default(current, "talos"),
+        ),
         (
             "Kubernetes",
-            EventReason.KUBERNETES_UPGRADE,
+            ClusterEventReason.KUBERNETES_UPGRADE,
             default(previous, "kubernetes"),
             default(current, "kubernetes"),
         ),

@@ -47,12 +47,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.api.conditions import OperationReason
+from ichor.api.events import OperationEventReason
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, DEFAULT_TALOSCONFIG_KEY
 from ichor.api.talosoperation import OperationType, Phase, TalosOperationStatus
 from ichor.controller import observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.talosoperation import jobs, lifecycle
-from ichor.controller.talosoperation.lifecycle import ClusterState, EventReason, Operation, Reason
+from ichor.controller.talosoperation.lifecycle import ClusterState, Operation, Reason
 from ichor.kube import bodies, errors, events, metrics, objects, patching
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
@@ -209,7 +210,7 @@ class OperationController:
                 )
                 if previous != message:
                     await self._event(
-                        op.body, bodies.EventType.NORMAL, EventReason.WAITING, message
+                        op.body, bodies.EventType.NORMAL, OperationEventReason.WAITING, message
                     )
         return again
 
@@ -272,7 +273,7 @@ class OperationController:
             await self._event(
                 op.body,
                 bodies.EventType.WARNING,
-                EventReason.OVERRIDE,
+                OperationEventReason.OVERRIDE,
                 f"{op} runs under override: true, {decision.passing}",
             )
         op = await self._create_job(op, manifest, detail=detail, cluster_body=cluster_body)
@@ -282,7 +283,7 @@ class OperationController:
         op = await self._write(
             op, lifecycle.failed(op, reason=reason, message=message, now=_now(), refused=True)
         )
-        await self._event(op.body, bodies.EventType.WARNING, EventReason.REFUSED, message)
+        await self._event(op.body, bodies.EventType.WARNING, OperationEventReason.REFUSED, message)
         return op
 
     async def _create_job(
@@ -323,12 +324,14 @@ class OperationController:
             ),
         )
         if created:
-            await self._event(op.body, bodies.EventType.NORMAL, EventReason.STARTED, message)
+            await self._event(
+                op.body, bodies.EventType.NORMAL, OperationEventReason.STARTED, message
+            )
             if cluster_body is not None:
                 await self._event(
                     cluster_body,
                     bodies.EventType.NORMAL,
-                    EventReason.UPGRADE_STARTED,
+                    OperationEventReason.UPGRADE_STARTED,
                     f"{op} started: {message}",
                 )
         return op
@@ -497,15 +500,15 @@ class OperationController:
         if succeeded:
             kind, on_op, on_cluster, verb = (
                 bodies.EventType.NORMAL,
-                EventReason.SUCCEEDED,
-                EventReason.UPGRADE_SUCCEEDED,
+                OperationEventReason.SUCCEEDED,
+                OperationEventReason.UPGRADE_SUCCEEDED,
                 "succeeded",
             )
         else:
             kind, on_op, on_cluster, verb = (
                 bodies.EventType.WARNING,
-                EventReason.FAILED,
-                EventReason.UPGRADE_FAILED,
+                OperationEventReason.FAILED,
+                OperationEventReason.UPGRADE_FAILED,
                 "failed",
             )
         await self._event(op.body, kind, on_op, message)
@@ -770,7 +773,7 @@ class OperationController:
             cluster_body = await self._read_cluster(op)
             if cluster_body is not None:
                 await self._event(
-                    cluster_body, bodies.EventType.WARNING, EventReason.STOPPED, message
+                    cluster_body, bodies.EventType.WARNING, OperationEventReason.STOPPED, message
                 )
         await self._finalizer(op, add=False)
 

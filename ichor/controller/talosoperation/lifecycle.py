@@ -81,21 +81,6 @@ class Reason(StrEnum):
     NODES_NOT_UPGRADED = "NodesNotUpgraded"
 
 
-class EventReason(StrEnum):
-    """Reasons of the Events the executor posts (on the operation and its cluster)."""
-
-    WAITING = "Waiting"
-    STARTED = "Started"
-    SUCCEEDED = "Succeeded"
-    FAILED = "Failed"
-    REFUSED = "Refused"
-    OVERRIDE = "Override"
-    STOPPED = "Stopped"
-    UPGRADE_STARTED = "UpgradeStarted"
-    UPGRADE_SUCCEEDED = "UpgradeSucceeded"
-    UPGRADE_FAILED = "UpgradeFailed"
-
-
 COMPONENTS: Mapping[OperationType, Component] = {
     OperationType.TALOS: Component.TALOS,
     OperationType.KUBERNETES: Component.KUBERNETES,

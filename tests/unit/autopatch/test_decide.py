@@ -19,6 +19,7 @@ from ichor.api.autopatch import (
     Window,
 )
 from ichor.api.conditions import Condition, ConditionStatus
+from ichor.api.events import AutoPatchEventReason
 from ichor.api.taloscluster import (
     ChoiceGroup,
     NodeVersions,
@@ -300,7 +301,7 @@ def test_each_health_gate_stops_the_start_with_its_name(
     assert decision.condition
     assert decision.condition.status == ConditionStatus.FALSE
     (event,) = decision.events
-    assert (event.type, event.reason) == ("Warning", d.EventReason.BLOCKED)
+    assert (event.type, event.reason) == ("Warning", AutoPatchEventReason.BLOCKED)
     assert event.message == decision.condition.message
 
 
@@ -345,7 +346,7 @@ def test_a_failed_auto_patch_suspends_the_cluster_and_halts_the_version_once() -
     assert decision.status.last_run.result == "Failed"
     (event,) = decision.events
     assert event.type == "Warning"
-    assert event.reason == d.EventReason.FAILED
+    assert event.reason == AutoPatchEventReason.FAILED
     assert "ichor autopatch resume prod -n ns" in event.message
     assert "ichor.dev/auto-patch-resume=auto-patch-prod-1" in event.message
     assert decision.halt is not None
@@ -373,7 +374,7 @@ def test_resume_names_the_failed_operation_and_the_retry_gets_a_new_attempt() ->
                      runs=[failed])  # fmt: skip
     assert resumed.start is not None
     assert resumed.start.attempt == "auto-patch-prod-1"
-    assert [e.reason for e in resumed.events] == [d.EventReason.RESUMED]
+    assert [e.reason for e in resumed.events] == [AutoPatchEventReason.RESUMED]
     assert resumed.status is not None
     assert resumed.status.suspension is None
 

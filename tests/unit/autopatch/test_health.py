@@ -9,6 +9,7 @@ import pytest
 
 from ichor.api.autopatch import AutoPatchComponent, AutoPatchSpec, HealthCheck, Window
 from ichor.api.conditions import Condition, ConditionStatus
+from ichor.api.events import AutoPatchEventReason
 from ichor.controller.autopatch import decide as d
 from ichor.controller.autopatch import health
 from ichor.controller.autopatch.policy import effective
@@ -207,7 +208,7 @@ def test_a_failing_check_holds_the_start_with_one_event() -> None:
     assert first.condition.status == ConditionStatus.FALSE
     assert first.condition.reason == "HealthCheckFailed"
     assert 'health check "apps-ready"' in first.condition.message
-    assert [e.reason for e in first.events] == [d.EventReason.BLOCKED]
+    assert [e.reason for e in first.events] == [AutoPatchEventReason.BLOCKED]
     again = decide(p, (verdict,), old=first.condition)
     assert again.start is None
     assert again.events == ()

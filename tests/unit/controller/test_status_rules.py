@@ -10,11 +10,11 @@ import pytest
 from ichor.api.conditions import ClusterConditionType as Type
 from ichor.api.conditions import ClusterReason as Reason
 from ichor.api.conditions import Condition, ConditionStatus
+from ichor.api.events import ClusterEventReason
 from ichor.api.ichorinstallation import UpgradeTargets
 from ichor.api.taloscluster import CNIStatus, TalosClusterStatus
 from ichor.controller.observe import CNIObservation, NodesObservation, Observation
 from ichor.controller.taloscluster.status import (
-    EventReason,
     Failure,
     Installation,
     Outcome,
@@ -136,7 +136,7 @@ def test_a_malformed_spec_gets_invalid_spec_conditions_and_no_choices(
     for type_ in (Type.TALOS_UPGRADE_AVAILABLE, Type.KUBERNETES_UPGRADE_AVAILABLE):
         assert condition(outcome, type_).reason == Reason.INVALID_SPEC
     assert outcome.status.upgrade_choices is None
-    assert any(e.reason == EventReason.INVALID_SPEC for e in outcome.events)
+    assert any(e.reason == ClusterEventReason.INVALID_SPEC for e in outcome.events)
 
 
 @pytest.mark.parametrize(
@@ -157,7 +157,7 @@ def test_an_incompatible_set_names_the_rule(
     compatible = condition(outcome, Type.VERSIONS_COMPATIBLE)
     assert (compatible.status, compatible.reason) == (ConditionStatus.FALSE, reason)
     assert "refused" in compatible.message
-    assert any(e.reason == EventReason.INCOMPATIBLE for e in outcome.events)
+    assert any(e.reason == ClusterEventReason.INCOMPATIBLE for e in outcome.events)
 
 
 def test_choices_group_the_listed_releases() -> None:
@@ -299,7 +299,7 @@ def test_an_unreachable_cluster_keeps_what_was_seen_and_says_why() -> None:
     ready = condition(outcome, Type.READY)
     assert (ready.status, ready.reason) == (ConditionStatus.FALSE, Reason.WORKLOAD_UNREACHABLE)
     assert ready.last_transition_time == LATER
-    assert [e.reason for e in outcome.events] == [EventReason.UNREACHABLE]
+    assert [e.reason for e in outcome.events] == [ClusterEventReason.UNREACHABLE]
 
 
 def test_an_unchanged_status_keeps_its_transition_times_and_posts_nothing() -> None:
@@ -307,13 +307,16 @@ def test_an_unchanged_status_keeps_its_transition_times_and_posts_nothing() -> N
     again = run(previous=first.status, now=LATER)
     assert again.status == first.status
     assert again.events == ()
-    assert {e.reason for e in first.events} >= {EventReason.OBSERVED, EventReason.TALOS_UPGRADE}
+    assert {e.reason for e in first.events} >= {
+        ClusterEventReason.OBSERVED,
+        ClusterEventReason.TALOS_UPGRADE,
+    }
 
 
 def test_a_node_upgrade_is_an_event() -> None:
     first = run(observation=seen(talos=("v1.14.3",)))
     outcome = run(observation=seen(talos=("v1.14.4",)), previous=first.status, now=LATER)
-    changed = [e for e in outcome.events if e.reason == EventReason.VERSION_CHANGED]
+    changed = [e for e in outcome.events if e.reason == ClusterEventReason.VERSION_CHANGED]
     assert [e.message for e in changed] == ["the cluster now runs Talos v1.14.4 (was v1.14.3)"]
 
 

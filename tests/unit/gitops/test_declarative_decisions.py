@@ -10,11 +10,12 @@ import pytest
 
 from ichor.api.conditions import ClusterConditionType as Type
 from ichor.api.conditions import ConditionStatus
+from ichor.api.events import ClusterEventReason
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import OperationType
 from ichor.controller.declarative import decisions
 from ichor.controller.declarative.decisions import ActiveOperation, Decision, Reason, decide
-from ichor.controller.taloscluster.status import EventReason, Outcome, evaluate
+from ichor.controller.taloscluster.status import Outcome, evaluate
 from tests.unit.controller.test_status_rules import LISTED, seen
 
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
@@ -168,14 +169,14 @@ def test_a_refused_start_is_stalled_with_the_sentence_and_one_event() -> None:
     assert "Reconciling" not in found
     stalled = next(c for c in first.status.conditions if c.type == Type.STALLED)
     assert stalled.message == sentence
-    warnings = [e for e in first.events if e.reason == EventReason.UPGRADE_REFUSED]
+    warnings = [e for e in first.events if e.reason == ClusterEventReason.UPGRADE_REFUSED]
     assert [e.message for e in warnings] == [sentence]
     # the same refusal for the same generation: no second Event (no retry loop)
     again = run(refused, previous=first.status)
-    assert [e for e in again.events if e.reason == EventReason.UPGRADE_REFUSED] == []
+    assert [e for e in again.events if e.reason == ClusterEventReason.UPGRADE_REFUSED] == []
     # a new spec generation refused again is judged afresh: one more Event
     later = run(refused, previous=again.status, generation=3)
-    assert len([e for e in later.events if e.reason == EventReason.UPGRADE_REFUSED]) == 1
+    assert len([e for e in later.events if e.reason == ClusterEventReason.UPGRADE_REFUSED]) == 1
 
 
 def test_reached_is_ready_and_back_in_operations_the_condition_goes() -> None:
@@ -187,8 +188,8 @@ def test_reached_is_ready_and_back_in_operations_the_condition_goes() -> None:
     assert found["Ready"] == (T, "Observed")
     assert "Reconciling" not in found
     assert "Stalled" not in found
-    assert [e.reason for e in done.events if e.reason == EventReason.SPEC_REACHED] == [
-        EventReason.SPEC_REACHED
+    assert [e.reason for e in done.events if e.reason == ClusterEventReason.SPEC_REACHED] == [
+        ClusterEventReason.SPEC_REACHED
     ]
     operations = run(None, previous=done.status)
     assert "SpecReached" not in by_type(operations)

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from ichor.api.events import ReleaseCheckEventReason
 from ichor.controller.releasecheck.decisions import (
-    EventReason,
     Failed,
     Listed,
     Listing,
@@ -85,14 +85,14 @@ def test_a_failure_posts_one_warning_and_a_recovery_one_normal_event() -> None:
     )
     assert first == []
     ((type_, reason, message),) = failed
-    assert (type_, reason) == (EventType.WARNING, EventReason.LISTING_FAILED)
+    assert (type_, reason) == (EventType.WARNING, ReleaseCheckEventReason.LISTING_FAILED)
     assert message == (
         f"Kubernetes releases could not be listed: {DOWN}; what was last listed (1 release) is kept"
     )
     assert still == []
     assert other_words == []
     ((type_, reason, message),) = recovered
-    assert (type_, reason) == (EventType.NORMAL, EventReason.LISTING_RECOVERED)
+    assert (type_, reason) == (EventType.NORMAL, ReleaseCheckEventReason.LISTING_RECOVERED)
     assert message == "Kubernetes releases are listed again (1 release)"
     assert quiet == []
 
@@ -106,12 +106,12 @@ def test_a_failure_on_the_first_check_says_nothing_was_recorded() -> None:
 def test_each_list_has_its_own_transition() -> None:
     everything_down: dict[ListKind, Listing] = {kind: Failed(DOWN) for kind in ListKind}
     _, down, up_again = run([GOOD, everything_down, failing(ListKind.CHART)])
-    assert [reason for _, reason, _ in down] == [EventReason.LISTING_FAILED] * 3
+    assert [reason for _, reason, _ in down] == [ReleaseCheckEventReason.LISTING_FAILED] * 3
     assert [message.split(" releases")[0] for _, _, message in up_again] == [
         "Talos",
         "Kubernetes",
     ]
-    assert {reason for _, reason, _ in up_again} == {EventReason.LISTING_RECOVERED}
+    assert {reason for _, reason, _ in up_again} == {ReleaseCheckEventReason.LISTING_RECOVERED}
 
 
 def test_the_chart_event_names_the_version_it_keeps() -> None:
@@ -122,7 +122,7 @@ def test_the_chart_event_names_the_version_it_keeps() -> None:
 def test_an_earlier_controllers_error_counts_as_a_failure_of_both_lists() -> None:
     raw = {"upgradeTargets": {"talos": ["v1.14.3"], "error": "timeout"}}
     result = check(raw, GOOD)
-    assert [e.reason for e in result.events] == [EventReason.LISTING_RECOVERED] * 2
+    assert [e.reason for e in result.events] == [ReleaseCheckEventReason.LISTING_RECOVERED] * 2
 
 
 def test_events_are_planned_from_errors_alone() -> None:
@@ -133,7 +133,7 @@ def test_events_are_planned_from_errors_alone() -> None:
     )
     assert [(e.reason, e.message) for e in planned] == [
         (
-            EventReason.LISTING_FAILED,
+            ReleaseCheckEventReason.LISTING_FAILED,
             "Ichor chart releases could not be listed: c; nothing was recorded yet",
         )
     ]
