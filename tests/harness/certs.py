@@ -186,7 +186,9 @@ class Authority:
 
 @dataclass(frozen=True)
 class SigningKey:
-    """A bare key pair, as kube-apiserver wants for service-account tokens."""
+    """A bare key pair that signs tokens: kube-apiserver's service-account tokens, and the
+    test registry's token server (whose registry trusts the key through a self-signed
+    certificate, ``self_signed``)."""
 
     private: bytes
     public: bytes
@@ -198,6 +200,32 @@ class SigningKey:
             serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
         )
         return cls(private=_key_pem(key), public=public)
+
+    def public_key(self) -> ec.EllipticCurvePublicKey:
+        key = serialization.load_pem_public_key(self.public)
+        assert isinstance(key, ec.EllipticCurvePublicKey)
+        return key
+
+    def self_signed(
+        self, common_name: str, *, lifetime: datetime.timedelta = datetime.timedelta(days=2)
+    ) -> bytes:
+        """A self-signed CA certificate of this key (PEM), valid from five minutes ago."""
+        key = serialization.load_pem_private_key(self.private, password=None)
+        assert isinstance(key, ec.EllipticCurvePrivateKey)
+        name = _name(common_name)
+        now = datetime.datetime.now(datetime.UTC)
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(name)
+            .issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + lifetime)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256())
+        )
+        return cert.public_bytes(serialization.Encoding.PEM)
 
 
 @dataclass(frozen=True)

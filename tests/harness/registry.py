@@ -39,20 +39,16 @@ import threading
 import time
 from collections.abc import Awaitable, Coroutine, Iterable
 from concurrent.futures import Future
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import aiohttp
 import jwt
 from aiohttp import web
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from yarl import URL
 
-from tests.harness import binaries
+from tests.harness import binaries, certs
 
 T = TypeVar("T")
 
@@ -113,41 +109,6 @@ def jwk_thumbprint(key: ec.EllipticCurvePublicKey) -> str:
     return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
-@dataclass(frozen=True)
-class SigningKey:
-    """The token server's key and the self-signed certificate the registry trusts."""
-
-    private_pem: bytes
-    certificate_pem: bytes
-    key_id: str
-
-    @classmethod
-    def generate(cls) -> SigningKey:
-        key = ec.generate_private_key(ec.SECP256R1())
-        name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, ISSUER)])
-        now = datetime.datetime.now(datetime.UTC)
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(name)
-            .issuer_name(name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5))
-            .not_valid_after(now + datetime.timedelta(days=2))
-            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .sign(key, hashes.SHA256())
-        )
-        return cls(
-            private_pem=key.private_bytes(
-                serialization.Encoding.PEM,
-                serialization.PrivateFormat.PKCS8,
-                serialization.NoEncryption(),
-            ),
-            certificate_pem=cert.public_bytes(serialization.Encoding.PEM),
-            key_id=jwk_thumbprint(key.public_key()),
-        )
-
-
 def _parse_scope(scope: str) -> tuple[str, str, list[str]] | None:
     # repository:NAME:ACTIONS, where NAME may itself hold a ':' only for a port-less name.
     kind, sep, rest = scope.partition(":")
@@ -163,8 +124,10 @@ class TokenServer:
     Counts the tokens it issues so tests can prove a client caches them.
     """
 
-    def __init__(self, *, key: SigningKey, seed_password: str) -> None:
+    def __init__(self, *, key: certs.SigningKey, seed_password: str) -> None:
         self.key = key
+        #: The ``kid`` of its tokens: the key ID the registry gives its root certificate.
+        self.key_id = jwk_thumbprint(key.public_key())
         self.seed_password = seed_password
         self.issued = 0
         self.refused = 0
@@ -209,9 +172,7 @@ class TokenServer:
             "jti": secrets.token_hex(8),
             "access": access,
         }
-        return jwt.encode(
-            claims, self.key.private_pem, algorithm="ES256", headers={"kid": self.key.key_id}
-        )
+        return jwt.encode(claims, self.key.private, algorithm="ES256", headers={"kid": self.key_id})
 
     async def handle(self, request: web.Request) -> web.Response:
         seeding = self._authenticated(request)
@@ -339,8 +300,8 @@ class LocalRegistry:
         self.store.mkdir(parents=True, exist_ok=True)
         self.max_tags_per_page = max_tags_per_page
         self.seed_password = secrets.token_urlsafe(16)
-        self.key = SigningKey.generate()
-        (self.workdir / "root.crt").write_bytes(self.key.certificate_pem)
+        self.key = certs.SigningKey.create()
+        (self.workdir / "root.crt").write_bytes(self.key.self_signed(ISSUER))
         self.tokens = TokenServer(key=self.key, seed_password=self.seed_password)
         self.port = free_port()
         self.log_path = self.workdir / "registry.log"
