@@ -32,20 +32,19 @@ def _guarded(body: Mapping[str, Any], resource_version: str | None) -> dict[str,
     return guarded
 
 
-async def patch_status(
+async def _merge_patch(
     api: ApiClient,
     *,
     kind: kinds.Kind,
     name: str,
     namespace: str | None,
-    status_patch: Mapping[str, Any],
-    resource_version: str | None = None,
+    body: Mapping[str, Any],
+    status: bool,
 ) -> dict[str, Any]:
-    """Merge-patch ``status`` of one of Ichor's objects through its status subresource;
-    with ``resource_version``, only if the object is still at that version (else
-    ``errors.Conflict``). Returns the object as written."""
+    """The one merge-patch call of the writes here: of the object (``status`` False, a
+    namespaced kind) or of its status subresource (``namespace`` None: a cluster-scoped
+    kind's)."""
     objects = client.CustomObjectsApi(api)
-    body = _guarded({"status": dict(status_patch)}, resource_version)
     plural = str(kinds.PLURALS[kind])
     try:
         if namespace is None:
@@ -59,7 +58,12 @@ async def patch_status(
                 _request_timeout=REQUEST_TIMEOUT,
             )
         else:
-            result = await objects.patch_namespaced_custom_object_status(
+            patch = (
+                objects.patch_namespaced_custom_object_status
+                if status
+                else objects.patch_namespaced_custom_object
+            )
+            result = await patch(
                 kinds.GROUP,
                 kinds.VERSION,
                 namespace,
@@ -72,6 +76,24 @@ async def patch_status(
     except ApiException as error:
         raise errors.typed(error) from error
     return cast(dict[str, Any], result)
+
+
+async def patch_status(
+    api: ApiClient,
+    *,
+    kind: kinds.Kind,
+    name: str,
+    namespace: str | None,
+    status_patch: Mapping[str, Any],
+    resource_version: str | None = None,
+) -> dict[str, Any]:
+    """Merge-patch ``status`` of one of Ichor's objects through its status subresource;
+    with ``resource_version``, only if the object is still at that version (else
+    ``errors.Conflict``). Returns the object as written."""
+    body = _guarded({"status": dict(status_patch)}, resource_version)
+    return await _merge_patch(
+        api, kind=kind, name=name, namespace=namespace, body=body, status=True
+    )
 
 
 async def patch_object(
@@ -87,20 +109,9 @@ async def patch_object(
     with ``resource_version``, only if the object is still at that version (else
     ``errors.Conflict``). Returns the object as written."""
     body = _guarded(patch, resource_version)
-    try:
-        result = await client.CustomObjectsApi(api).patch_namespaced_custom_object(
-            kinds.GROUP,
-            kinds.VERSION,
-            namespace,
-            kinds.PLURALS[kind],
-            name,
-            body,
-            _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # missing from the stubs
-            _request_timeout=REQUEST_TIMEOUT,
-        )
-    except ApiException as error:
-        raise errors.typed(error) from error
-    return cast(dict[str, Any], result)
+    return await _merge_patch(
+        api, kind=kind, name=name, namespace=namespace, body=body, status=False
+    )
 
 
 async def set_finalizer(

@@ -38,6 +38,16 @@ class ApiUnavailable(RuntimeError):
     """An API call of the webhook failed; the write cannot be decided."""
 
 
+#: The failures of an API call that leave a write undecided.
+FAILURES = (ApiException, TimeoutError, OSError)
+
+
+def _unavailable(what: str, error: BaseException) -> ApiUnavailable:
+    """The one mapping of a failed call to the webhook's error: ``<what> failed: <why>``."""
+    why = error.reason if isinstance(error, ApiException) else repr(error)
+    return ApiUnavailable(f"{what} failed: {why}")
+
+
 class Backend(Protocol):
     async def own_identity(self) -> identity.Identity:
         """The identity the operator's own requests carry (raises ``ApiUnavailable``)."""
@@ -170,12 +180,10 @@ class KubeBackend:
                 ref.name,
                 _request_timeout=CALL_TIMEOUT,
             )
-        except ApiException as error:
-            if error.status == 404:
+        except FAILURES as error:
+            if isinstance(error, ApiException) and error.status == 404:
                 return None
-            raise ApiUnavailable(f"reading TalosCluster {ref} failed: {error.reason}") from None
-        except (TimeoutError, OSError) as error:
-            raise ApiUnavailable(f"reading TalosCluster {ref} failed: {error!r}") from None
+            raise _unavailable(f"reading TalosCluster {ref}", error) from None
         return body
 
     async def list_operations(self, namespace: str) -> list[Mapping[str, Any]]:
@@ -188,14 +196,8 @@ class KubeBackend:
                 kinds.Plural.TALOS_OPERATIONS.value,
                 _request_timeout=CALL_TIMEOUT,
             )
-        except ApiException as error:
-            raise ApiUnavailable(
-                f"listing the TalosOperations of {namespace} failed: {error.reason}"
-            ) from None
-        except (TimeoutError, OSError) as error:
-            raise ApiUnavailable(
-                f"listing the TalosOperations of {namespace} failed: {error!r}"
-            ) from None
+        except FAILURES as error:
+            raise _unavailable(f"listing the TalosOperations of {namespace}", error) from None
         items = listed.get("items")
         return (
             [item for item in items if isinstance(item, Mapping)] if isinstance(items, list) else []
@@ -216,12 +218,8 @@ class KubeBackend:
             review = await api.create_subject_access_review(
                 body=cast(Any, access_review(requester, ref)), _request_timeout=CALL_TIMEOUT
             )
-        except ApiException as error:
-            raise ApiUnavailable(
-                f"the SubjectAccessReview for the verb `{decisions.VERB}` failed: {error.reason}"
-            ) from None
-        except (TimeoutError, OSError) as error:
-            raise ApiUnavailable(
-                f"the SubjectAccessReview for the verb `{decisions.VERB}` failed: {error!r}"
+        except FAILURES as error:
+            raise _unavailable(
+                f"the SubjectAccessReview for the verb `{decisions.VERB}`", error
             ) from None
         return bool(review.status is not None and review.status.allowed)
