@@ -41,7 +41,7 @@ from base64 import b64encode
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 import yaml
 
@@ -76,6 +76,11 @@ class ProcessState(TypedDict):
     pid: int
     binary: str
     log: str
+    #: Seconds ``stack down`` waits after SIGTERM before SIGKILL (default 10).
+    grace: NotRequired[float]
+    #: True for a process holding a node (tests/harness/node.py): after it stops,
+    #: ``stack down`` sweeps whatever of the node a killed holder left.
+    holds_node: NotRequired[bool]
 
 
 class State(TypedDict):

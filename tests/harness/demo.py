@@ -13,15 +13,29 @@ under the stack name ``demo`` (``$ICHOR_CACHE/stacks/demo``):
   webhook on loopback TLS with a generated certificate) and the webhook configuration.
 
 Then it walks through the story, printing each command before its output and what to
-notice after it. The "workload cluster" is the same API server: the demo creates its Node
-objects and a ``cilium`` DaemonSet; the adopted ``edge`` cluster's is the second API
-server, with its own. No kubelet or Job controller runs, so the demo plays each Job's
-outcome (and the versions the nodes or the DaemonSet then report) and says so.
+notice after it.
+
+Where the upgrade Jobs run (``ICHOR_DEMO_JOBS``):
+
+- ``node`` (the default): the management cluster is the one-node Kubernetes of the node
+  tests (tests/harness/demo_node.py holds it), and the Talos step's and the Cilium step's
+  Jobs run there for real: talosctl from the talosctl image against the Talos API
+  stand-in, helm from the helm image against the stand-in Cilium chart in the node's
+  registry. The operator runs as a process inside the node's network namespace. The
+  workload clusters are small API servers of their own (``prod`` and ``edge``) with Node
+  objects the demo writes; the Talos API stand-in plays prod's Talos nodes. The auto-patch
+  step's Kubernetes Job (``talosctl upgrade-k8s``) needs a real Talos control plane, so
+  the demo cordons the node and plays that one Job's outcome, and says so. When the node
+  cannot start here (no root, a part ``make testenv`` did not build) the demo stops and
+  says what to build; it never falls back on its own.
+- ``played``: the pre-node demo, for a machine without the node: the workload cluster
+  of ``prod`` is the management API server itself, and the demo plays each Job's outcome
+  (and the versions the nodes or the DaemonSet then report), saying so at each step.
 
 It leaves everything running and prints the kubeconfig; ``make demo-down``
-(``python -m tests.harness.stack down --name demo``) stops the operator and the registry
-and the second API server too, because their pids are recorded in the stack's
-``state.json`` with the others.
+(``python -m tests.harness.stack down --name demo``) stops the operator, the registry,
+the node (its holder process, which leaves no process, mount or network namespace) and
+the other API servers, because their pids are recorded in the stack's ``state.json``.
 It refuses to run over a demo already running: that one is stopped first, so every run
 tells the same story.
 """
@@ -53,7 +67,18 @@ from ichor.api import kinds, records
 from ichor.api.talosoperation import STARTED_BY_LABEL, StartedBy
 from ichor.release.release_set import PINNED
 from ichor.webhook import server
-from tests.harness import account, binaries, certs, checkout, controlplane, stack
+from tests.harness import (
+    account,
+    binaries,
+    certs,
+    checkout,
+    controlplane,
+    demo_node,
+    netns,
+    node,
+    stack,
+    workload,
+)
 from tests.harness import registry as test_registry
 
 T = TypeVar("T")
@@ -88,6 +113,30 @@ EDGE_CILIUM = "1.19.10"
 EDGE_KUBERNETES_TARGET = "v1.36.7"
 
 _WAIT = 90.0
+
+#: ``ICHOR_DEMO_JOBS``: where the upgrade Jobs run.
+JOBS_ENV = "ICHOR_DEMO_JOBS"
+ON_NODE = "node"
+PLAYED = "played"
+#: prod's Nodes (name, InternalIP, control plane): on the node the Talos API stand-in
+#: answers for them behind the first one's address, on the node's own link.
+PROD_NODES = (
+    ("prod-cp-1", "10.201.1.21", True),
+    ("prod-cp-2", "10.201.1.22", True),
+    ("prod-worker-1", "10.201.1.23", False),
+)
+#: Seconds the node may take to start, beyond waiting for another run's node to stop.
+_NODE_START = 300.0
+#: ``helm upgrade`` of the Cilium Job on the node: the node's registry speaks plain HTTP.
+_NODE_HELM_ARGS = "--reset-then-reuse-values --wait --timeout 5m --plain-http"
+
+
+def jobs_mode() -> str:
+    """``ICHOR_DEMO_JOBS`` (default ``node``)."""
+    mode = os.environ.get(JOBS_ENV, "").strip() or ON_NODE
+    if mode not in (ON_NODE, PLAYED):
+        raise DemoError(f"{JOBS_ENV}={mode} is refused: use {ON_NODE} (the default) or {PLAYED}")
+    return mode
 
 
 def _patches(minor: str, last: int) -> list[str]:
@@ -197,6 +246,23 @@ class Demo:
         self.state: controlplane.State | None = None
         self.kubeconfig = self.dir / "kubeconfig"
         self.webhook_name = "ichor-webhook"
+        self.jobs = jobs_mode()
+        #: the management cluster: its API server as this machine reaches it, and its CA
+        self.server = ""
+        self.pki = self.dir / "pki"
+        #: on the node: the API server as the operator reaches it inside the node
+        self.inside_server = ""
+        self.node_ready: dict[str, Any] = {}
+        self.lock_wait = 0.0
+        #: kubectl flags for prod's workload cluster (none: the management API server)
+        self.prod_config: tuple[str, ...] = ()
+        self.prod_server = ""
+        self.prod_node_kubeconfig = ""
+        self.edge_server = ""
+        self.registry_url = ""
+        self.registry_ports: tuple[int, int] = (0, 0)
+        #: the real Jobs' figures, for the end: (what, seconds)
+        self.figures: list[tuple[str, str]] = []
 
     # -- processes and files ---------------------------------------------------------------
 
@@ -209,6 +275,10 @@ class Demo:
                 "KUBECONFIG": str(self.kubeconfig),
                 "PATH": path,
                 "COLUMNS": "120",
+                # helm's own folders inside the demo's (the Cilium step shows its history)
+                "HELM_CACHE_HOME": str(self.dir / "helm" / "cache"),
+                "HELM_CONFIG_HOME": str(self.dir / "helm" / "config"),
+                "HELM_DATA_HOME": str(self.dir / "helm" / "data"),
                 "NO_COLOR": "1",
                 "PYTHONUNBUFFERED": "1",
             }
@@ -245,11 +315,27 @@ class Demo:
     def apply(self, documents: Iterable[dict[str, Any]]) -> None:
         self.kubectl("apply", "-f", "-", input=yaml.safe_dump_all(list(documents)))
 
-    def spawn(self, name: str, args: Sequence[str], env: dict[str, str]) -> None:
-        """Start a process that outlives the demo and record it for ``make demo-down``."""
+    def spawn(
+        self,
+        name: str,
+        args: Sequence[str],
+        env: dict[str, str],
+        *,
+        grace: float | None = None,
+        holds_node: bool = False,
+        netns_path: str | None = None,
+    ) -> int:
+        """Start a process that outlives the demo and record it for ``make demo-down``
+        (``grace``: seconds it may take to stop; ``netns_path``: the network namespace it
+        runs in). Returns its pid."""
         logs = self.dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         log = logs / f"{name}.log"
+
+        def enter() -> None:
+            if netns_path is not None:
+                netns.setns(netns_path)
+
         with log.open("ab") as sink:
             process = subprocess.Popen(
                 [sys.executable, *args],
@@ -259,43 +345,44 @@ class Demo:
                 env=env,
                 cwd=self.dir,
                 start_new_session=True,
+                preexec_fn=enter if netns_path is not None else None,
             )
         assert self.state is not None
-        self.state["processes"].append(
-            {"name": name, "pid": process.pid, "binary": sys.executable, "log": str(log)}
-        )
-        (self.dir / "state.json").write_text(json.dumps(self.state, indent=2) + "\n")
+        entry: controlplane.ProcessState = {
+            "name": name,
+            "pid": process.pid,
+            "binary": sys.executable,
+            "log": str(log),
+        }
+        if grace is not None:
+            entry["grace"] = grace
+        if holds_node:
+            entry["holds_node"] = True
+        self.state["processes"].append(entry)
+        self.save_state()
+        return process.pid
 
     # -- setup ------------------------------------------------------------------------------
 
     def setup(self) -> None:
         for name in ("etcd", "kube-apiserver", "kubectl", "registry"):
             binaries.find(name)
+        if self.jobs == ON_NODE:
+            reason = demo_node.missing()
+            if reason is not None:
+                raise DemoError(
+                    f"the node the demo runs its upgrade Jobs on cannot start here: {reason}."
+                    f" The demo does not fall back on its own; for the story with played"
+                    f" Jobs instead, run `{JOBS_ENV}={PLAYED} make demo`"
+                )
         _say("Setting up the demo (the binaries come from `make testenv`, cached)...")
         if stack.load(STACK) is not None:
             stack.down(STACK)
             _say("  a demo from before was still running: stopped it, so this run starts fresh")
-        began = time.monotonic()
-        self.state = stack.up(STACK)
-        _say(f"  control plane: kube-apiserver {self.state['server']} ({self._since(began)})")
-        began = time.monotonic()
-        registry_dir = self.dir / "registry"
-        registry_dir.mkdir(parents=True, exist_ok=True)
-        self.spawn(
-            "registry",
-            ["-m", "tests.harness.demo", "serve-registry", "--workdir", str(registry_dir)],
-            checkout.python_env(controlplane.loopback_env()),
-        )
-        self.edge_plane()
-        ready = _wait_for(
-            "the registry's start and seeding", lambda: _read_json(registry_dir / "ready.json")
-        )
-        self.registry_url = str(ready["url"])
-        _say(
-            f"  OCI registry {self.registry_url} with token auth, seeded with "
-            f"{len(talos_tags())} Talos and {len(kubernetes_tags())} Kubernetes tags "
-            f"({self._since(began)})"
-        )
+        if self.jobs == ON_NODE:
+            self.setup_on_node()
+        else:
+            self.setup_played()
         self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(CRDS))
         for kind in kinds.Kind:
             self.kubectl(
@@ -312,40 +399,230 @@ class Demo:
         )
         began = time.monotonic()
         self.operator()
+        where = " inside the node's network namespace" if self.jobs == ON_NODE else ""
         _say(
-            f"  operator running as {account.username()} with the chart's ClusterRole, "
+            f"  operator running{where} as {account.username()} with the chart's ClusterRole, "
             f"admission webhook registered and answering over mutual TLS ({self._since(began)})"
         )
         self.workload()
         self.edge_workload()
-        _say(
-            "  workload cluster: this same API server, with 3 Node objects (Talos "
-            f"{PINNED.talos}, kubelet {PINNED.kubernetes}) and a cilium DaemonSet "
-            f"(Cilium {START_CILIUM}) that the demo created"
+        if self.jobs == ON_NODE:
+            _say(
+                f"  workload cluster of {CLUSTER}: a small API server of its own "
+                f"({self.prod_server}) with 3 Node objects (Talos {PINNED.talos}, kubelet "
+                f"{PINNED.kubernetes}) and a cilium DaemonSet (Cilium {START_CILIUM}) that "
+                "the demo created"
+            )
+        else:
+            _say(
+                "  workload cluster: this same API server, with 3 Node objects (Talos "
+                f"{PINNED.talos}, kubelet {PINNED.kubernetes}) and a cilium DaemonSet "
+                f"(Cilium {START_CILIUM}) that the demo created"
+            )
+        cilium = (
+            f"the stand-in Cilium chart's release at {EDGE_CILIUM}, installed with helm"
+            if self.jobs == ON_NODE
+            else f"a cilium DaemonSet (Cilium {EDGE_CILIUM})"
         )
         _say(
-            f"  an older running cluster to adopt later: a second small API server "
+            f"  an older running cluster to adopt later: another small API server "
             f"({self.edge_server}) with 2 Node objects (Talos {EDGE_TALOS}, kubelet "
-            f"{EDGE_KUBERNETES}) and a cilium DaemonSet (Cilium {EDGE_CILIUM}), also "
-            "created by the demo"
+            f"{EDGE_KUBERNETES}) and {cilium}, also created by the demo"
         )
         began = time.monotonic()
         self.installation()
         _say(
             f"  release check listed the registry into the IchorInstallation ({self._since(began)})"
         )
+        self.say_what_is_real()
         _say(f"Ready in {self._since(self.started)}.")
+
+    def say_what_is_real(self) -> None:
+        """Which parts are the real thing and which stand in, in plain words."""
+        _say("What is real here and what stands in:")
+        if self.jobs == ON_NODE:
+            _say(
+                f"  real: the management cluster is a one-node Kubernetes ({node.NODE_NAME}: "
+                "kube-apiserver, etcd, controller-manager, scheduler, kubelet, containerd, "
+                "runc), and the Talos and Cilium steps' Jobs run there in Pods: talosctl and "
+                "helm, built from their modules, in images in the node's registry"
+            )
+            _say(
+                "  stand-ins: the Talos nodes themselves (a Talos API stand-in answers "
+                "talosctl over mutual TLS and moves each Node's osImage when it 'reboots'); "
+                "the workload clusters (small API servers whose Node objects the demo wrote, "
+                "with no kubelet behind them); the Cilium chart (a stand-in whose DaemonSet "
+                "selects no node); and the auto-patch step's Kubernetes Job, whose outcome "
+                "the demo plays (talosctl upgrade-k8s needs a real Talos control plane)"
+            )
+        else:
+            _say(
+                f"  PLAYED JOBS ({JOBS_ENV}={PLAYED}): no kubelet or Job controller runs, so "
+                "no upgrade Job runs: the demo writes each Job's outcome and the versions "
+                "the Nodes or the DaemonSet then report. Everything else is real."
+            )
+
+    def setup_played(self) -> None:
+        """The management cluster is the stack's API server, which is also prod's
+        workload cluster; nothing runs the Jobs."""
+        began = time.monotonic()
+        self.state = stack.up(STACK)
+        self.server = self.state["server"]
+        _say(f"  control plane: kube-apiserver {self.server} ({self._since(began)})")
+        began = time.monotonic()
+        self.spawn_registry()
+        self.edge_plane()
+        self.wait_registry(began)
+
+    def setup_on_node(self) -> None:
+        """The management cluster is the node (held by ``demo_node``); prod and edge are
+        workload API servers of their own, reachable from the node."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.state = {
+            "server": "",
+            "etcd_url": "",
+            "kubeconfig": str(self.kubeconfig),
+            "ca_file": "",
+            "processes": [],
+        }
+        self.save_state()
+        began = time.monotonic()
+        self.spawn_registry()
+        self.prod_plane()
+        self.edge_plane()
+        self.wait_registry(began)
+        began = time.monotonic()
+        ready = self.start_node()
+        self.node_ready = ready
+        self.server = str(ready["server"])
+        self.inside_server = str(ready["inside_server"])
+        self.pki = Path(str(ready["pki"]))
+        self.kubeconfig.write_text(Path(str(ready["kubeconfig"])).read_text())
+        assert self.state is not None
+        self.state["server"] = self.server
+        self.state["ca_file"] = str(self.pki / "ca.crt")
+        # the node's parts, recorded before their holder: `demo-down` stops the holder,
+        # which stops them, and finds them gone
+        holder = next(i for i, p in enumerate(self.state["processes"]) if p["name"] == "node")
+        self.state["processes"][holder:holder] = list(ready["processes"])
+        self.save_state()
+        figures = ready.get("figures") or {}
+        waited = float(figures.get("node lock wait", 0.0))
+        self.lock_wait = waited
+        _say(
+            f"  management cluster: the node {node.NODE_NAME}, Ready "
+            f"{figures.get('node ready', '?')} s after its start, kube-apiserver {self.server}"
+            f" (node and its images {self._since(began)}"
+            + (f", of which {waited:.0f} s waiting for another run's node" if waited else "")
+            + ")"
+        )
+
+    def save_state(self) -> None:
+        (self.dir / "state.json").write_text(json.dumps(self.state, indent=2) + "\n")
+
+    def spawn_registry(self) -> None:
+        registry_dir = self.dir / "registry"
+        registry_dir.mkdir(parents=True, exist_ok=True)
+        self.spawn(
+            "registry",
+            ["-m", "tests.harness.demo", "serve-registry", "--workdir", str(registry_dir)],
+            checkout.python_env(controlplane.loopback_env()),
+        )
+
+    def wait_registry(self, began: float) -> None:
+        ready = _wait_for(
+            "the registry's start and seeding",
+            lambda: _read_json(self.dir / "registry" / "ready.json"),
+        )
+        self.registry_url = str(ready["url"])
+        self.registry_ports = (
+            int(str(ready["host"]).rsplit(":", 1)[1]),
+            int(str(ready["realm"]).split("://", 1)[1].split("/", 1)[0].rsplit(":", 1)[1]),
+        )
+        _say(
+            f"  OCI registry {self.registry_url} with token auth, seeded with "
+            f"{len(talos_tags())} Talos and {len(kubernetes_tags())} Kubernetes tags "
+            f"({self._since(began)})"
+        )
+
+    def start_node(self) -> dict[str, Any]:
+        """Start the node's holder and wait until it is up; say so while it waits for
+        another run's node (one node runs on a machine at a time)."""
+        workdir = self.dir / "node"
+        prod_port = int(self.prod_server.rsplit(":", 1)[1])
+        edge_port = int(self.edge_server.rsplit(":", 1)[1])
+        demo_node.write_spec(
+            workdir,
+            loopback_ports=[prod_port, edge_port, *self.registry_ports],
+            node_ports=[prod_port, edge_port],
+            edge_kubeconfig=self.dir / EDGE / "kubeconfig",
+            edge_cilium=EDGE_CILIUM,
+            cilium_chart_version=PINNED.cilium_chart,
+            talos_kubeconfig=self.dir / CLUSTER / "kubeconfig",
+            talos_served_kubeconfig=self.prod_node_kubeconfig,
+            talos_endpoint=PROD_NODES[0][1],
+            talos_nodes=[(name, address) for name, address, _ in PROD_NODES],
+        )
+        pid = self.spawn(
+            "node",
+            ["-m", "tests.harness.demo_node", "serve", "--workdir", str(workdir)],
+            checkout.python_env(controlplane.loopback_env()),
+            grace=180.0,
+            holds_node=True,
+        )
+        lock = node.MachineLock()
+        told = False
+        deadline = time.monotonic() + demo_node.LOCK_WAIT + _NODE_START
+        while True:
+            found = demo_node.read_ready(workdir)
+            if found is not None:
+                break
+            holder = lock.holder()
+            if not told and holder and not holder.startswith(f"process {pid},"):
+                _say(
+                    f"  waiting for the machine's node lock ({holder}): one node runs on a "
+                    "machine at a time; the demo goes on once that run's node has stopped"
+                )
+                told = True
+            if not _alive(pid) or time.monotonic() > deadline:
+                found = {"failed": "its holder ended or did not start in time"}
+                break
+            time.sleep(0.5)
+        if "failed" in found:
+            log = self.dir / "logs" / "node.log"
+            raise DemoError(
+                f"the node did not start: {found['failed']}. The end of {log}:\n"
+                f"{_tail(log)}\nThe node's parts come from `make testenv`; "
+                "`make demo-down` stops what was started"
+            )
+        return found
+
+    def prod_plane(self) -> None:
+        """prod's workload cluster on the node: an API server of its own (the node's own
+        API server has a real Node, which is not a Talos node)."""
+        plane = workload.WorkloadPlane(workdir=self.dir / CLUSTER, detached=True, daemonsets=False)
+        plane.start()
+        self.record(plane, CLUSTER)
+        self.prod_server = plane.server
+        plane.node_server = f"https://{node.NODE_IP}:{plane.server.rsplit(':', 1)[1]}"
+        self.prod_node_kubeconfig = plane.node_kubeconfig()
+        self.prod_config = ("--kubeconfig", str(plane.kubeconfig))
+
+    def record(self, plane: controlplane.ControlPlane, prefix: str) -> None:
+        assert self.state is not None
+        for process in plane.state()["processes"]:
+            self.state["processes"].append({**process, "name": f"{prefix}-{process['name']}"})
+        self.save_state()
 
     def _since(self, began: float) -> str:
         return f"{time.monotonic() - began:.1f} s"
 
     def users(self) -> None:
-        authority = _authority(self.dir / "pki")
-        assert self.state is not None
+        authority = _authority(self.pki)
         for user in (PLAIN_USER, HOLDER):
             controlplane.write_kubeconfig(
                 self.dir / "users" / f"{user}.kubeconfig",
-                server=self.state["server"],
+                server=self.server,
                 ca_pem=authority.cert_pem,
                 user=user,
                 client=authority.issue_client(user=user),
@@ -355,10 +632,12 @@ class Demo:
     def operator(self) -> None:
         # The operator runs as the chart's ServiceAccount with the chart's ClusterRole,
         # never as the admin: the admin holds every verb and would hide what it lacks.
-        assert self.state is not None
+        on_node = self.jobs == ON_NODE
         identity = account.issue(
-            _authority(self.dir / "pki"),
-            server=self.state["server"],
+            _authority(self.pki),
+            # on the node the operator runs inside the node's network namespace, where
+            # the API server listens on 127.0.0.1
+            server=self.inside_server if on_node else self.server,
             directory=self.dir / "operator",
         )
         self.apply(account.manifests(account.chart_rules(), role=OPERATOR_ROLE))
@@ -371,16 +650,22 @@ class Demo:
                 "ICHOR_WEBHOOK_KEY": str(files.key),
                 "ICHOR_WEBHOOK_PORT": str(port),
                 # mutual TLS: the control plane presents its webhook client certificate
-                "ICHOR_WEBHOOK_CLIENT_CA": str(self.dir / "pki" / "webhook-client-ca.crt"),
+                "ICHOR_WEBHOOK_CLIENT_CA": str(self.pki / "webhook-client-ca.crt"),
                 "ICHOR_WEBHOOK_CLIENT_NAMES": controlplane.WEBHOOK_CLIENT,
                 "ICHOR_OBSERVE_INTERVAL": "2",
                 "ICHOR_BACKOFF_INITIAL": "1",
                 "ICHOR_OPERATION_RESYNC": "2",
                 "ICHOR_OPERATION_RETRY": "1",
                 "ICHOR_RELEASE_RETRY": "10",
+                **(self.executor_env() if on_node else {}),
             }
         )
-        self.spawn("operator", ["-m", "ichor.operator"], env)
+        self.spawn(
+            "operator",
+            ["-m", "ichor.operator"],
+            env,
+            netns_path=str(self.node_ready["netns"]) if on_node else None,
+        )
         configuration = server.render_configuration(
             url=f"https://127.0.0.1:{port}",
             ca_bundle=files.ca.read_bytes(),
@@ -417,38 +702,62 @@ class Demo:
 
         _wait_for("the admission webhook's first answer", answering)
 
+    def executor_env(self) -> dict[str, str]:
+        """The executor's images and chart in the node's registry, as the Pods pull them."""
+        ready = self.node_ready
+        return {
+            "ICHOR_TALOSCTL_IMAGE": str(ready["talosctl_image"]),
+            "ICHOR_HELM_IMAGE": str(ready["helm_image"]),
+            "ICHOR_CILIUM_CHART": str(ready["cilium_chart"]),
+            "ICHOR_HELM_ARGS": _NODE_HELM_ARGS,
+            "ICHOR_NODE_VERSION_DEADLINE": "60",
+        }
+
     def workload(self) -> None:
-        nodes = (
-            ("prod-cp-1", "10.5.0.2", True),
-            ("prod-cp-2", "10.5.0.3", True),
-            ("prod-worker-1", "10.5.0.4", False),
-        )
-        for name, address, control_plane in nodes:
+        config = self.prod_config
+        for name, address, control_plane in PROD_NODES:
             labels = {"node-role.kubernetes.io/control-plane": ""} if control_plane else {}
-            self.apply(
-                [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels}}]
+            body = {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": labels},
+            }
+            self.kubectl(*config, "apply", "-f", "-", input=json.dumps(body))
+            self.set_node(
+                name,
+                talos=PINNED.talos,
+                kubelet=PINNED.kubernetes,
+                address=address,
+                kubeconfig=config,
             )
-            self.set_node(name, talos=PINNED.talos, kubelet=PINNED.kubernetes, address=address)
-        self.apply([_cilium_daemonset(START_CILIUM)])
-        self.apply(
-            [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Secret",
-                    "metadata": {"name": f"{CLUSTER}-talosconfig", "namespace": NAMESPACE},
-                    "type": "Opaque",
-                    "data": {"talosconfig": base64.b64encode(b"context: demo\n").decode()},
-                }
-            ]
+        daemonset = json.dumps(_cilium_daemonset(START_CILIUM))
+        self.kubectl(*config, "apply", "-f", "-", input=daemonset)
+        # on the node, the Talos API stand-in's talosconfig (endpoint and client
+        # certificate); played, a placeholder nothing reads
+        talosconfig = (
+            str(self.node_ready["talosconfig"]) if self.jobs == ON_NODE else "context: demo\n"
         )
+        secrets = [_secret(f"{CLUSTER}-talosconfig", "talosconfig", talosconfig)]
+        if self.jobs == ON_NODE:
+            # the operator reads prod's workload cluster at the node's address
+            secrets.append(
+                _secret(f"{CLUSTER}-kubeconfig", "kubeconfig", self.prod_node_kubeconfig)
+            )
+        self.apply(secrets)
 
     def edge_plane(self) -> None:
-        """A second API server, the workload cluster of the adopted ``edge``."""
-        plane = controlplane.ControlPlane(workdir=self.dir / EDGE, detached=True).start()
-        assert self.state is not None
-        for process in plane.state()["processes"]:
-            self.state["processes"].append({**process, "name": f"{EDGE}-{process['name']}"})
-        (self.dir / "state.json").write_text(json.dumps(self.state, indent=2) + "\n")
+        """Another API server, the workload cluster of the adopted ``edge``; on the node
+        with the DaemonSet controller, so the Cilium Job's ``helm --wait`` sees a rollout."""
+        plane: controlplane.ControlPlane
+        if self.jobs == ON_NODE:
+            plane = workload.WorkloadPlane(workdir=self.dir / EDGE, detached=True).start()
+            port = plane.server.rsplit(":", 1)[1]
+            plane.node_server = f"https://{node.NODE_IP}:{port}"
+            # what the Secret of an adopted edge holds on the node (see step 9)
+            (self.dir / EDGE / "node.kubeconfig").write_text(plane.node_kubeconfig())
+        else:
+            plane = controlplane.ControlPlane(workdir=self.dir / EDGE, detached=True).start()
+        self.record(plane, EDGE)
         self.edge_server = plane.server
 
     def edge_workload(self) -> None:
@@ -468,7 +777,10 @@ class Demo:
                 address=f"10.6.0.{index + 2}",
                 kubeconfig=config,
             )
-        self.kubectl(*config, "apply", "-f", "-", input=json.dumps(_cilium_daemonset(EDGE_CILIUM)))
+        if self.jobs != ON_NODE:
+            # on the node, a Helm release of the stand-in chart (demo_node installed it)
+            daemonset = json.dumps(_cilium_daemonset(EDGE_CILIUM))
+            self.kubectl(*config, "apply", "-f", "-", input=daemonset)
 
     def set_node(
         self,
@@ -580,7 +892,8 @@ class Demo:
         return played[-1]
 
     def play_job(self, operation: str, *, after: Callable[[], None]) -> str:
-        """Play the Job of ``operation`` to success as the Job controller would."""
+        """Play the Job of ``operation`` to success as the Job controller would (on the
+        node, where the Job controller runs and has started it, only its end)."""
         path = f"{kinds.Plural.TALOS_OPERATIONS}.{kinds.GROUP}"
 
         def job_name() -> str | None:
@@ -594,10 +907,11 @@ class Demo:
         time.sleep(1.0)  # let `--wait` show Running first
         after()
         now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-        self.kubectl(
-            "patch", "job", job, "-n", NAMESPACE, "--subresource=status", "--type=merge",
-            "-p", json.dumps({"status": {"startTime": now, "active": 1, "ready": 0}}),
-        )  # fmt: skip
+        if self.jobs != ON_NODE:
+            self.kubectl(
+                "patch", "job", job, "-n", NAMESPACE, "--subresource=status", "--type=merge",
+                "-p", json.dumps({"status": {"startTime": now, "active": 1, "ready": 0}}),
+            )  # fmt: skip
         done = {
             "active": 0,
             "ready": 0,
@@ -631,10 +945,18 @@ class Demo:
         self.step(2, "A cluster created with `ichor init`")
         self.run(f"{admin} init staging --kubernetes-version {INCOMPATIBLE_KUBERNETES}", expect=1)
         self.notice("init takes the release set and nothing else: another version is an upgrade.")
-        self.run(f"{admin} init {CLUSTER} --talosconfig-secret {CLUSTER}-talosconfig")
+        if self.jobs == ON_NODE:
+            self.run(
+                f"{admin} init {CLUSTER} --talosconfig-secret {CLUSTER}-talosconfig "
+                f"--kubeconfig-secret {CLUSTER}-kubeconfig"
+            )
+            here = "prod's own API server, its Node objects and cilium DaemonSet"
+        else:
+            self.run(f"{admin} init {CLUSTER} --talosconfig-secret {CLUSTER}-talosconfig")
+            here = "this API server's Node objects and cilium DaemonSet"
         self.notice(
             "the TalosCluster holds the release set; the operator now reads the workload "
-            "cluster (here: this API server's Node objects and cilium DaemonSet)."
+            f"cluster (here: {here})."
         )
 
         self.wait_cluster(
@@ -699,22 +1021,45 @@ class Demo:
         )
 
         self.step(7, "An operation followed to Succeeded")
-        _say(
-            "(No kubelet or Job controller runs here: the demo plays the Job's outcome, "
-            f"success, and the Nodes then report Talos {TALOS_TARGET}, as talosctl upgrade "
-            "would leave them.)"
-        )
-        job = self.follow_played(
-            f"{admin} upgrade talos {CLUSTER} --wait", type_="talos", after=self._nodes_on_target
-        )
+        if self.jobs == ON_NODE:
+            _say(
+                f"(The Job runs for real on the node {node.NODE_NAME}: one talosctl upgrade "
+                "per Node, control plane first, in a Pod from the talosctl image, against "
+                "the Talos API stand-in that plays prod's Talos nodes and moves each Node's "
+                "osImage when it reboots.)"
+            )
+            began = time.monotonic()
+            self.run(f"{admin} upgrade talos {CLUSTER} --wait")
+            job = self.real_job("talos", began=began, what="Talos")
+            self.run(
+                f"kubectl --kubeconfig {CLUSTER}/kubeconfig get nodes -o custom-columns="
+                "NAME:.metadata.name,OS-IMAGE:.status.nodeInfo.osImage,"
+                "KUBELET:.status.nodeInfo.kubeletVersion"
+            )
+        else:
+            _say(
+                "(No kubelet or Job controller runs here: the demo plays the Job's outcome, "
+                f"success, and the Nodes then report Talos {TALOS_TARGET}, as talosctl upgrade "
+                "would leave them.)"
+            )
+            job = self.follow_played(
+                f"{admin} upgrade talos {CLUSTER} --wait",
+                type_="talos",
+                after=self._nodes_on_target,
+            )
         self.wait_cluster(
             f"Talos {TALOS_TARGET} observed",
             lambda body: (body.get("status") or {}).get("talosVersion") == TALOS_TARGET,
         )
+        outcome = (
+            f"Job {job} ran talosctl upgrade in its Pod and the stand-in's Nodes now report "
+            f"Talos {TALOS_TARGET}"
+            if self.jobs == ON_NODE
+            else f"the demo played Job {job} as succeeded"
+        )
         self.notice(
             f"without VERSION the default choice ({TALOS_TARGET}, the newest patch) was used; "
-            f"the demo played Job {job} as succeeded, and the executor moved the "
-            "cluster's spec to the new version."
+            f"{outcome}, and the executor moved the cluster's spec to the new version."
         )
 
         self.step(8, "The path to the newest recorded releases")
@@ -726,14 +1071,25 @@ class Demo:
 
         self.step(9, "An older cluster, adopted as it runs")
         _say(
-            f"(Its workload cluster is the demo's second API server: Node objects on Talos "
-            f"{EDGE_TALOS} and Kubernetes {EDGE_KUBERNETES}, and Cilium {EDGE_CILIUM}.)"
+            f"(Its workload cluster is another small API server of the demo: Node objects on "
+            f"Talos {EDGE_TALOS} and Kubernetes {EDGE_KUBERNETES}, and Cilium {EDGE_CILIUM}.)"
         )
         self.run(f"{admin} adopt {EDGE} --kubeconfig {EDGE}/kubeconfig")
         self.notice(
             "adopt read the versions from the running cluster and took them as they are: "
             "older than the release set is no reason to refuse; the kubeconfig went into a Secret."
         )
+        if self.jobs == ON_NODE:
+            _say(
+                "(A stand-in arrangement: the Jobs' Pods run inside the node's network "
+                f"namespace, where this API server is at {node.NODE_IP}, the node's forwarder "
+                "to it, not at the machine's 127.0.0.1 that adopt read; the demo points the "
+                "Secret there. On a real network one address serves both.)"
+            )
+            self.run(
+                f"kubectl patch secret {EDGE}-kubeconfig --type=merge -p "
+                f'"{{\\"data\\":{{\\"kubeconfig\\":\\"$(base64 -w0 {EDGE}/node.kubeconfig)\\"}}}}"'
+            )
         self.wait_cluster(
             f"Cilium {EDGE_CILIUM} observed on {EDGE}",
             lambda body: (
@@ -755,17 +1111,39 @@ class Demo:
         )
 
         self.step(11, "The Cilium step, followed to Succeeded")
-        _say(
-            "(Again the demo plays the Job's outcome, a helm upgrade, and the cilium DaemonSet "
-            f"of the edge API server then runs {PINNED.cilium_chart}, as the chart would leave it.)"
-        )
-        self.follow_played(
-            f"{admin} cni upgrade {EDGE} --wait", type_="cni", after=self._edge_cilium_on_chart
-        )
-        self.notice(
-            f"the operation's Job (played) ran the helm upgrade; the controller now reads "
-            f"Cilium {PINNED.cilium_chart} from the edge API server's DaemonSet."
-        )
+        if self.jobs == ON_NODE:
+            _say(
+                f"(The Job runs for real on the node {node.NODE_NAME}: helm from the helm "
+                f"image upgrades edge's Cilium release to the stand-in chart {PINNED.cilium_chart}"
+                " from the node's registry, and waits for its DaemonSet to roll out.)"
+            )
+            began = time.monotonic()
+            self.run(f"{admin} cni upgrade {EDGE} --wait")
+            job = self.real_job("cni", began=began, what="Cilium")
+            self.run(f"kubectl logs job/{job}")
+            self.run(f"helm --kubeconfig {EDGE}/kubeconfig history cilium -n kube-system")
+            self.run(
+                f"kubectl --kubeconfig {EDGE}/kubeconfig get daemonset cilium -n kube-system "
+                "-o custom-columns=NAME:.metadata.name,"
+                "IMAGE:.spec.template.spec.containers[0].image"
+            )
+            self.notice(
+                f"the operation's Job ran helm upgrade in its Pod; the controller now reads "
+                f"Cilium {PINNED.cilium_chart} from the DaemonSet helm left in edge's API server."
+            )
+        else:
+            _say(
+                "(Again the demo plays the Job's outcome, a helm upgrade, and the cilium "
+                f"DaemonSet of the edge API server then runs {PINNED.cilium_chart}, as the chart "
+                "would leave it.)"
+            )
+            self.follow_played(
+                f"{admin} cni upgrade {EDGE} --wait", type_="cni", after=self._edge_cilium_on_chart
+            )
+            self.notice(
+                f"the operation's Job (played) ran the helm upgrade; the controller now reads "
+                f"Cilium {PINNED.cilium_chart} from the edge API server's DaemonSet."
+            )
         self.wait_cluster(
             f"Cilium {PINNED.cilium_chart} observed on {EDGE}",
             lambda body: (
@@ -786,6 +1164,14 @@ class Demo:
             "is 0m rather than the default 72h; the demo plays the Job once more, and the "
             f"Nodes then report kubelet {KUBERNETES_PATCH}.)"
         )
+        if self.jobs == ON_NODE:
+            _say(
+                "(Played on the node too: this Job runs talosctl upgrade-k8s, which needs a "
+                "real Talos control plane; the Talos API stand-in serves only what talosctl "
+                f"upgrade asks. So the demo cordons {node.NODE_NAME}: the Job's Pod is never "
+                "scheduled, and the demo writes the Job's outcome.)"
+            )
+            self.run(f"kubectl cordon {node.NODE_NAME}")
         settings = {
             "components": ["talos", "kubernetes"],
             "windows": [{"schedule": "0 0 * * *", "duration": "24h", "timeZone": "UTC"}],
@@ -795,6 +1181,10 @@ class Demo:
         self.run(f"kubectl patch taloscluster {CLUSTER} --type=merge -p '{patch}'")
         operation = _wait_for("the operation auto-patch starts", self._auto_patch_operation)
         job = self.play_job(operation, after=self._kubelets_on_patch)
+        if self.jobs == ON_NODE:
+            # the Pod that never ran goes, and the node takes Pods again
+            self.kubectl("delete", "pods", "-n", NAMESPACE, "-l", f"job-name={job}", "--wait=false")
+            self.run(f"kubectl uncordon {node.NODE_NAME}")
         self.wait_cluster(
             f"Kubernetes {KUBERNETES_PATCH} applied and observed",
             lambda body: (
@@ -823,6 +1213,48 @@ class Demo:
                 return str(item["metadata"]["name"])
         return None
 
+    def real_job(self, type_: str, *, began: float, what: str) -> str:
+        """The Job of the newest ``type_`` operation, which ran on the node: show its Pod
+        and what the API says of its containers, and keep its figures."""
+        operation = self._newest_operation(type_)
+        body = self.get(
+            f"{kinds.Plural.TALOS_OPERATIONS}.{kinds.GROUP}", str(operation), "-n", NAMESPACE
+        )
+        job = str(((body or {}).get("status") or {}).get("jobName") or "")
+        if not job:
+            raise DemoError(f"the {type_} operation {operation} names no Job")
+        followed = time.monotonic() - began
+        self.run(f"kubectl get pods -l job-name={job} -o wide")
+        pods = (self.get("pods", "-n", NAMESPACE, "-l", f"job-name={job}") or {}).get("items") or []
+        if len(pods) != 1:
+            raise DemoError(f"Job {job} has {len(pods)} Pods, not one")
+        pod = pods[0]
+        status = pod.get("status") or {}
+        ran = [
+            *(status.get("initContainerStatuses") or []),
+            *(status.get("containerStatuses") or []),
+        ]
+        exits = {
+            str(c["name"]): ((c.get("state") or {}).get("terminated") or {}).get("exitCode")
+            for c in ran
+        }
+        if status.get("phase") != "Succeeded" or any(code != 0 for code in exits.values()):
+            raise DemoError(f"Job {job}'s Pod is {status.get('phase')} with exits {exits}")
+        found = self.get("job", job, "-n", NAMESPACE) or {}
+        seconds = _seconds_between(
+            (found.get("status") or {}).get("startTime"),
+            (found.get("status") or {}).get("completionTime"),
+        )
+        codes = ", ".join(f"{name} {code}" for name, code in exits.items())
+        _say(
+            f"Ran for real: Job {job}, Pod {pod['metadata']['name']} on node "
+            f"{(pod.get('spec') or {}).get('nodeName')}, phase Succeeded; container exit codes "
+            f"(from the API): {codes}. The Job ran {seconds} s (its startTime to completionTime); "
+            f"the operation was followed to Succeeded in {followed:.1f} s."
+        )
+        self.figures.append((f"{what} Job {job}", f"{seconds} s (followed {followed:.1f} s)"))
+        return job
+
     def _edge_cilium_on_chart(self) -> None:
         config = ("--kubeconfig", str(self.dir / EDGE / "kubeconfig"))
         daemonset = json.dumps(_cilium_daemonset(PINNED.cilium_chart))
@@ -838,21 +1270,41 @@ class Demo:
         return None
 
     def _kubelets_on_patch(self) -> None:
-        for name in ("prod-cp-1", "prod-cp-2", "prod-worker-1"):
-            self.set_node(name, talos=TALOS_TARGET, kubelet=KUBERNETES_PATCH)
+        for name, _, _ in PROD_NODES:
+            self.set_node(
+                name, talos=TALOS_TARGET, kubelet=KUBERNETES_PATCH, kubeconfig=self.prod_config
+            )
 
     def _nodes_on_target(self) -> None:
-        for name in ("prod-cp-1", "prod-cp-2", "prod-worker-1"):
-            self.set_node(name, talos=TALOS_TARGET, kubelet=PINNED.kubernetes)
+        for name, _, _ in PROD_NODES:
+            self.set_node(
+                name, talos=TALOS_TARGET, kubelet=PINNED.kubernetes, kubeconfig=self.prod_config
+            )
 
     def finish(self) -> None:
         _say()
-        _say(f"The demo ran in {self._since(self.started)}. Everything keeps running:")
+        total = time.monotonic() - self.started
+        waited = f" ({self.lock_wait:.0f} s of it waiting for another run's node)"
+        _say(f"The demo ran in {total:.1f} s{waited if self.lock_wait >= 1 else ''}.")
+        if self.figures:
+            _say("Jobs that ran for real on the node:")
+            for what, figure in self.figures:
+                _say(f"  {what}: {figure}")
+        self.say_what_is_real()
+        _say("Everything keeps running:")
         _say(f"  export KUBECONFIG={self.kubeconfig}")
         _say(f"  users: {self.dir / 'users'} ({PLAIN_USER}.kubeconfig, {HOLDER}.kubeconfig)")
+        if self.jobs == ON_NODE:
+            _say(f"  prod's workload API server: {self.dir / CLUSTER / 'kubeconfig'}")
         _say(f"  the adopted cluster's API server: {self.dir / EDGE / 'kubeconfig'}")
-        _say(f"  logs:  {self.dir / 'logs'} (operator.log, registry.log)")
-        _say("  stop it all (both API servers, registry, operator) with: make demo-down")
+        if self.jobs == ON_NODE:
+            _say(f"  logs:  {self.dir / 'logs'} (operator.log, registry.log, node.log)")
+            _say(
+                "  stop it all (the node, the API servers, registry, operator) with: make demo-down"
+            )
+        else:
+            _say(f"  logs:  {self.dir / 'logs'} (operator.log, registry.log)")
+            _say("  stop it all (both API servers, registry, operator) with: make demo-down")
 
 
 def _capture(fn: Callable[[], None], sink: list[str]) -> Callable[[], None]:
@@ -886,6 +1338,41 @@ def _condition(type_: str, now: str) -> dict[str, str]:
         "lastProbeTime": now,
         "lastTransitionTime": now,
     }
+
+
+def _secret(name: str, key: str, value: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "type": "Opaque",
+        "data": {key: base64.b64encode(value.encode()).decode()},
+    }
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"
+
+
+def _seconds_between(start: object, end: object) -> str:
+    """Whole seconds between two API timestamps (``2026-12-03T19:04:05Z``), or ``?``."""
+    try:
+        parsed = [
+            time.mktime(time.strptime(str(value), "%Y-%m-%dT%H:%M:%SZ")) for value in (start, end)
+        ]
+    except ValueError:
+        return "?"
+    return f"{parsed[1] - parsed[0]:.0f}"
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -508,6 +508,19 @@ class Node(controlplane.ControlPlane):
     def process_names(self) -> list[str]:
         return [p.name for p in self._processes if p.running()]
 
+    def process_states(self) -> list[controlplane.ProcessState]:
+        """Its running parts as a stack's ``state.json`` records processes."""
+        return [
+            {
+                "name": p.name,
+                "pid": p.popen.pid,
+                "binary": str(p.popen.args[0]) if isinstance(p.popen.args, list) else "",
+                "log": str(p.log),
+            }
+            for p in self._processes
+            if p.running()
+        ]
+
     # -- internals -----------------------------------------------------------------
 
     def _unmount(self) -> None:

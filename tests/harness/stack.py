@@ -22,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.harness import binaries, controlplane
+from tests.harness import binaries, controlplane, node
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _STOP_GRACE = 10.0
@@ -86,16 +86,20 @@ def up(name: str) -> controlplane.State:
 
 
 def _stop(state: controlplane.State) -> None:
-    # kube-apiserver first (it was started last), then etcd.
+    # the last started first: kube-apiserver before etcd, the demo's operator before the
+    # node it runs in
     for process in reversed(state["processes"]):
-        if not _ours(process):
-            continue
-        os.kill(process["pid"], signal.SIGTERM)
-        deadline = time.monotonic() + _STOP_GRACE
-        while _ours(process) and time.monotonic() < deadline:
-            time.sleep(0.1)
         if _ours(process):
-            os.kill(process["pid"], signal.SIGKILL)
+            os.kill(process["pid"], signal.SIGTERM)
+            deadline = time.monotonic() + process.get("grace", _STOP_GRACE)
+            while _ours(process) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            if _ours(process):
+                os.kill(process["pid"], signal.SIGKILL)
+        if process.get("holds_node"):
+            # a holder killed (here or before) leaves the node's cgroups, mounts and
+            # network namespace: the node harness ends what a dead holder left
+            node.sweep_stale()
 
 
 def down(name: str) -> bool:

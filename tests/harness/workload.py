@@ -25,9 +25,11 @@ from tests.harness import binaries, controlplane, node
 class WorkloadPlane(controlplane.ControlPlane):
     """``start()`` then ``expose(cluster)``; ``node_kubeconfig()`` is what a Secret holds."""
 
-    def __init__(self, *, workdir: Path) -> None:
-        super().__init__(workdir=workdir)
+    def __init__(self, *, workdir: Path, detached: bool = False, daemonsets: bool = True) -> None:
+        super().__init__(workdir=workdir, detached=detached)
         self.node_server = ""
+        #: Whether to run the DaemonSet controller (a Cilium that ``helm --wait`` follows).
+        self.daemonsets = daemonsets
 
     def _write_pki(self) -> None:
         super()._write_pki()
@@ -38,6 +40,8 @@ class WorkloadPlane(controlplane.ControlPlane):
 
     def start(self) -> WorkloadPlane:
         super().start()
+        if not self.daemonsets:
+            return self
         manager = binaries.find("kube-controller-manager")
         self._spawn(
             "kube-controller-manager",
@@ -58,7 +62,8 @@ class WorkloadPlane(controlplane.ControlPlane):
         return self.node_server
 
     def node_kubeconfig(self) -> str:
-        """The admin kubeconfig with the server as the node's Pods reach it."""
+        """The admin kubeconfig with the server as the node's Pods reach it (after
+        :meth:`expose`, or once ``node_server`` is set by whoever exposed it)."""
         if not self.node_server:
             raise RuntimeError("expose() the workload plane to the node first")
         config: dict[str, Any] = yaml.safe_load(self.kubeconfig.read_text())
