@@ -16,7 +16,7 @@ STAMP := $(VENV)/.installed
 
 help:
 	@echo "The two commands:"
-	@echo "  make demo          the whole upgrade story on a local control plane (make demo-down stops it)"
+	@echo "  make demo          the whole upgrade story, its Jobs run on a one-node Kubernetes (make demo-down stops it)"
 	@echo "  make test          make check, then every test tier (builds the test binaries once)"
 	@echo "Checks and test tiers:"
 	@echo "  make check         lint, typecheck and imports"
