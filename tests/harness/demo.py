@@ -489,6 +489,7 @@ class Demo:
         began = time.monotonic()
         self.spawn_registry()
         self.prod_plane()
+        self.prod_nodes()
         self.edge_plane()
         self.wait_registry(began)
         began = time.monotonic()
@@ -714,6 +715,24 @@ class Demo:
         }
 
     def workload(self) -> None:
+        if self.jobs != ON_NODE:
+            self.prod_nodes()
+        # on the node, the Talos API stand-in's talosconfig (endpoint and client
+        # certificate); played, a placeholder nothing reads
+        talosconfig = (
+            str(self.node_ready["talosconfig"]) if self.jobs == ON_NODE else "context: demo\n"
+        )
+        secrets = [_secret(f"{CLUSTER}-talosconfig", "talosconfig", talosconfig)]
+        if self.jobs == ON_NODE:
+            # the operator reads prod's workload cluster at the node's address
+            secrets.append(
+                _secret(f"{CLUSTER}-kubeconfig", "kubeconfig", self.prod_node_kubeconfig)
+            )
+        self.apply(secrets)
+
+    def prod_nodes(self) -> None:
+        """prod's Node objects and cilium DaemonSet (on the node before the Talos API
+        stand-in starts: it reads the Nodes it plays)."""
         config = self.prod_config
         for name, address, control_plane in PROD_NODES:
             labels = {"node-role.kubernetes.io/control-plane": ""} if control_plane else {}
@@ -732,18 +751,6 @@ class Demo:
             )
         daemonset = json.dumps(_cilium_daemonset(START_CILIUM))
         self.kubectl(*config, "apply", "-f", "-", input=daemonset)
-        # on the node, the Talos API stand-in's talosconfig (endpoint and client
-        # certificate); played, a placeholder nothing reads
-        talosconfig = (
-            str(self.node_ready["talosconfig"]) if self.jobs == ON_NODE else "context: demo\n"
-        )
-        secrets = [_secret(f"{CLUSTER}-talosconfig", "talosconfig", talosconfig)]
-        if self.jobs == ON_NODE:
-            # the operator reads prod's workload cluster at the node's address
-            secrets.append(
-                _secret(f"{CLUSTER}-kubeconfig", "kubeconfig", self.prod_node_kubeconfig)
-            )
-        self.apply(secrets)
 
     def edge_plane(self) -> None:
         """Another API server, the workload cluster of the adopted ``edge``; on the node
