@@ -1492,7 +1492,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "serve-registry":
         return serve_registry(args.workdir)
-    demo = Demo()
+    try:
+        demo = Demo()
+    except (DemoError, binaries.MissingBinaryError) as error:
+        print(f"The demo did not start: {error}", file=sys.stderr)
+        return 2
     try:
         demo.setup()
         demo.story()
