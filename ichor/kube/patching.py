@@ -32,47 +32,17 @@ def _guarded(body: Mapping[str, Any], resource_version: str | None) -> dict[str,
     return guarded
 
 
-async def _merge_patch(
-    api: ApiClient,
-    *,
-    kind: kinds.Kind,
-    name: str,
-    namespace: str | None,
-    body: Mapping[str, Any],
-    status: bool,
-) -> dict[str, Any]:
-    """The one merge-patch call of the writes here: of the object (``status`` False, a
-    namespaced kind) or of its status subresource (``namespace`` None: a cluster-scoped
-    kind's)."""
-    objects = client.CustomObjectsApi(api)
-    plural = str(kinds.PLURALS[kind])
+async def _merge_patch(method: Any, *arguments: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """The one merge-patch call of the writes here: ``method`` (a ``CustomObjectsApi``
+    patch, which each write names itself, so what it may patch is read from the code) with
+    ``arguments`` (group, version, [namespace,] plural, name) and ``body``."""
     try:
-        if namespace is None:
-            result = await objects.patch_cluster_custom_object_status(
-                kinds.GROUP,
-                kinds.VERSION,
-                plural,
-                name,
-                body,
-                _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # missing from the stubs
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        else:
-            patch = (
-                objects.patch_namespaced_custom_object_status
-                if status
-                else objects.patch_namespaced_custom_object
-            )
-            result = await patch(
-                kinds.GROUP,
-                kinds.VERSION,
-                namespace,
-                plural,
-                name,
-                body,
-                _content_type=MERGE_PATCH,  # type: ignore[call-arg]  # missing from the stubs
-                _request_timeout=REQUEST_TIMEOUT,
-            )
+        result = await method(
+            *arguments,
+            body,
+            _content_type=MERGE_PATCH,  # missing from the stubs
+            _request_timeout=REQUEST_TIMEOUT,
+        )
     except ApiException as error:
         raise errors.typed(error) from error
     return cast(dict[str, Any], result)
@@ -87,13 +57,24 @@ async def patch_status(
     status_patch: Mapping[str, Any],
     resource_version: str | None = None,
 ) -> dict[str, Any]:
-    """Merge-patch ``status`` of one of Ichor's objects through its status subresource;
-    with ``resource_version``, only if the object is still at that version (else
-    ``errors.Conflict``). Returns the object as written."""
+    """Merge-patch ``status`` of one of Ichor's objects through its status subresource
+    (``namespace`` None: a cluster-scoped kind's); with ``resource_version``, only if the
+    object is still at that version (else ``errors.Conflict``). Returns the object as
+    written."""
+    objects = client.CustomObjectsApi(api)
     body = _guarded({"status": dict(status_patch)}, resource_version)
+    plural = str(kinds.PLURALS[kind])
+    if namespace is None:
+        return await _merge_patch(
+            objects.patch_cluster_custom_object_status,
+            kinds.GROUP, kinds.VERSION, plural, name,
+            body=body,
+        )  # fmt: skip
     return await _merge_patch(
-        api, kind=kind, name=name, namespace=namespace, body=body, status=True
-    )
+        objects.patch_namespaced_custom_object_status,
+        kinds.GROUP, kinds.VERSION, namespace, plural, name,
+        body=body,
+    )  # fmt: skip
 
 
 async def patch_object(
@@ -108,10 +89,12 @@ async def patch_object(
     """Merge-patch a namespaced object of Ichor's (its metadata or spec, never its status);
     with ``resource_version``, only if the object is still at that version (else
     ``errors.Conflict``). Returns the object as written."""
-    body = _guarded(patch, resource_version)
+    objects = client.CustomObjectsApi(api)
     return await _merge_patch(
-        api, kind=kind, name=name, namespace=namespace, body=body, status=False
-    )
+        objects.patch_namespaced_custom_object,
+        kinds.GROUP, kinds.VERSION, namespace, str(kinds.PLURALS[kind]), name,
+        body=_guarded(patch, resource_version),
+    )  # fmt: skip
 
 
 async def set_finalizer(
