@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import re2  # type: ignore[import-untyped]
 import yaml
 from lupa import lua51  # type: ignore[import-untyped]
 
@@ -179,6 +180,21 @@ def _python(pattern: str) -> re.Pattern[str]:
     return re.compile(pattern.replace("(?<", "(?P<"))
 
 
+def _re2(pattern: str) -> Any:
+    """The pattern as Renovate compiles a custom manager's ``matchStrings``: with RE2,
+    which refuses what it cannot run in linear time (lookarounds, backreferences). A
+    pattern RE2 refuses is a manager Renovate rejects, so this raises for it."""
+    return re2.compile(pattern)
+
+
+def values(pattern: str, text: str) -> list[str]:
+    """The ``currentValue`` of each match, as RE2 finds them; Python's engine (the
+    JavaScript reading, named groups aside) must find the same."""
+    found = [m.group("currentValue") for m in _re2(pattern).finditer(text)]
+    assert found == [m.group("currentValue") for m in _python(pattern).finditer(text)]
+    return found
+
+
 def example() -> str:
     (found,) = [
         b
@@ -199,8 +215,7 @@ def test_the_renovate_managers_find_each_version_of_the_example_and_from_which_r
     found = {}
     for manager in managers:
         (pattern,) = manager["matchStrings"]
-        matches = [m.group("currentValue") for m in _python(pattern).finditer(example())]
-        found[manager["depNameTemplate"]] = matches
+        found[manager["depNameTemplate"]] = values(pattern, example())
         assert manager["datasourceTemplate"] == "docker"
     manifest = yaml.safe_load(example())["spec"]
     assert found == {
@@ -230,11 +245,11 @@ def test_the_managers_match_only_taloscluster_documents_each_once() -> None:
     )
     for manager in renovate()["customManagers"]:
         (pattern,) = manager["matchStrings"]
-        values = [m.group("currentValue") for m in _python(pattern).finditer(text)]
+        found = values(pattern, text)
         if manager["depNameTemplate"].endswith("installer-base"):
-            assert values == ["v1.14.3", "v1.13.2"]
+            assert found == ["v1.14.3", "v1.13.2"]
         else:
-            assert values == ["v1.36.6", "v1.35.2"]
+            assert found == ["v1.36.6", "v1.35.2"]
 
 
 def test_the_flux_kustomization_checks_the_health_of_a_taloscluster() -> None:
@@ -243,3 +258,29 @@ def test_the_flux_kustomization_checks_the_health_of_a_taloscluster() -> None:
     (check,) = kustomization["spec"]["healthChecks"]
     assert (check["apiVersion"], check["kind"]) == ("ichor.dev/v1alpha1", "TalosCluster")
     assert kustomization["spec"]["prune"] is False
+
+
+def test_each_manager_compiles_with_re2_as_renovate_compiles_it() -> None:
+    for manager in renovate()["customManagers"]:
+        for pattern in manager["matchStrings"]:
+            assert _re2(pattern).groupindex["currentValue"] >= 1
+
+
+def test_a_manager_never_reads_past_the_document_separator() -> None:
+    """A TalosCluster that does not name the field (or names it after a list, a flag, a
+    dash in a value) is read to its end and no further: the next document's field is
+    not its version."""
+    text = (
+        "kind: TalosCluster\nmetadata:\n  name: a\n  annotations:\n    note: a - b -- c\n"
+        "spec:\n  autoPatch:\n    windows:\n      - days: [Mon]\n        args: --x\n"
+        "---\nkind: ConfigMap\ndata:\n  talosVersion: v1.0.0\n  kubernetesVersion: v1.30.0\n"
+        "---\nkind: TalosCluster\nspec:\n  list:\n  - a\n  - --b\n"
+        "  talosVersion: v1.14.9\n  kubernetesVersion: v1.36.9\n"
+    )
+    for manager in renovate()["customManagers"]:
+        (pattern,) = manager["matchStrings"]
+        found = values(pattern, text)
+        if manager["depNameTemplate"].endswith("installer-base"):
+            assert found == ["v1.14.9"]
+        else:
+            assert found == ["v1.36.9"]
