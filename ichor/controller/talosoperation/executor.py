@@ -474,9 +474,17 @@ class OperationController:
                     f"{op.spec.cluster_ref.name} was not moved to {op.spec.version}: {denial}"
                 )
                 return await self._finish_failed(op, Reason.SPEC_NOT_UPDATED, message)
-            note = (
-                f"; TalosCluster {op.spec.cluster_ref.name} spec.{spec_field} is {op.spec.version}"
-            )
+            if cluster_body is not None and lifecycle.declarative(cluster_body):
+                held = (cluster_body.get("spec") or {}).get(spec_field)
+                note = (
+                    f"; TalosCluster {op.spec.cluster_ref.name} is Declarative, so its "
+                    f"spec is not written (spec.{spec_field} is {held})"
+                )
+            else:
+                note = (
+                    f"; TalosCluster {op.spec.cluster_ref.name} spec.{spec_field} is "
+                    f"{op.spec.version}"
+                )
         else:
             cluster_body = await self._read_cluster(op)
         message = lifecycle.success_message(op, spec_note=note)
@@ -527,10 +535,9 @@ class OperationController:
             body = await self._read_cluster(op)
             if body is None:
                 return f"TalosCluster {op.spec.cluster_ref.name} no longer exists", None
-            if lifecycle.declarative(body):
-                return None, body  # the spec is the desired state: never written
-            current = str((body.get("spec") or {}).get(spec_field, ""))
-            if not lifecycle.needs_spec_update(current=current, target=target):
+            # Declarative: the spec is the desired state, never written
+            patch = lifecycle.spec_record(body, spec_field=spec_field, target=target)
+            if patch is None:
                 return None, body
             try:
                 written = await patching.patch_object(
@@ -538,7 +545,7 @@ class OperationController:
                     kind=kinds.Kind.TALOS_CLUSTER,
                     name=op.spec.cluster_ref.name,
                     namespace=op.namespace,
-                    patch={"spec": {spec_field: target}},
+                    patch=patch,
                     resource_version=body["metadata"]["resourceVersion"],
                 )
             except errors.Conflict:

@@ -755,6 +755,23 @@ def declarative(cluster: Mapping[str, Any]) -> bool:
     )
 
 
+def spec_record(
+    cluster: Mapping[str, Any], *, spec_field: str, target: str
+) -> dict[str, Any] | None:
+    """The spec patch the executor writes once an operation moved the Nodes to
+    ``target``, or None when the spec stays as it is: a ``Declarative`` cluster's spec is
+    the desired state and is never written, not even by an operation newer than it (a
+    hand-made one, a holder's override: the cluster then shows the Nodes ahead); an
+    ``Operations`` spec already at or past the target never moves back."""
+    if declarative(cluster):
+        return None
+    spec = cluster.get("spec")
+    current = str((spec if isinstance(spec, Mapping) else {}).get(spec_field, ""))
+    if not needs_spec_update(current=current, target=target):
+        return None
+    return {"spec": {spec_field: target}}
+
+
 def needs_spec_update(*, current: str, target: str) -> bool:
     """Whether the spec must move to ``target``: only forward, never back."""
     try:

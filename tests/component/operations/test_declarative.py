@@ -417,3 +417,52 @@ async def test_no_write_of_a_user_without_the_verb_runs_an_incompatible_upgrade(
     assert await operations(objects) == []
     refusals = [e for e in await objects.events("prod") if e["reason"] == "UpgradeRefused"]
     assert len(refusals) == 1, refusals
+
+
+async def test_a_hand_made_operation_newer_than_the_spec_succeeds_and_never_writes_it(
+    webhook: harness.Webhook,
+    operator: Operator,
+    workload: Workload,
+    objects: Objects,
+    control_plane: controlplane.ControlPlane,
+    users: None,
+    talosconfig: None,
+) -> None:
+    """An operation a person creates on a Declarative cluster runs as usual, but its
+    executor never writes the spec, even when it moves the Nodes past it: the spec stays
+    the desired state (the copy in git), and the cluster shows the Nodes ahead."""
+    plane, namespace = control_plane, objects.namespace
+    assert apply(plane, namespace).returncode == 0
+    first = await settled(objects)
+    await objects.create_operation("by-hand", "talos", "v1.14.4")
+    _body, job = await running_job(objects, "by-hand")
+    await workload.report(talos="v1.14.4")
+    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    done = await eventually(
+        lambda: objects.operation("by-hand"), lambda b: phase(b) == "Succeeded", what="Succeeded"
+    )
+    assert done["status"]["message"] == (
+        "Talos v1.14.4 is installed; TalosCluster prod is Declarative, so its spec is not "
+        "written (spec.talosVersion is v1.14.3)"
+    )
+    ahead = await eventually(
+        objects.cluster,
+        lambda c: condition(c, "Stalled").get("reason") == "NodesAhead",
+        what="the Nodes ahead of the spec, Stalled",
+    )
+    assert ahead["spec"]["talosVersion"] == "v1.14.3"
+    assert ahead["metadata"]["generation"] == first["metadata"]["generation"] == 1
+    assert spec_managers(ahead) == {MANAGER}
+    assert condition(ahead, "SpecReached")["reason"] == "NodesAhead"
+    assert condition(ahead, "Ready")["status"] == "False"
+    assert condition(ahead, "Reconciling") == {}
+    assert "never downgrades" in condition(ahead, "Stalled")["message"]
+    events = await eventually(
+        lambda: objects.events("prod"),
+        lambda found: any(e["reason"] == "SpecNotReached" for e in found),
+        what="the SpecNotReached Event",
+    )
+    (warning,) = [e for e in events if e["reason"] == "SpecNotReached"]
+    assert warning["message"] == condition(ahead, "Stalled")["message"]
+    # nothing starts to bring the Nodes back: the one operation is the person's
+    assert [o["metadata"]["name"] for o in await operations(objects)] == ["by-hand"]

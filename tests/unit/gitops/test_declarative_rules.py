@@ -132,3 +132,26 @@ def test_a_declarative_cluster_is_never_written_by_the_executor() -> None:
     assert not lifecycle.declarative(stored(upgradeStrategy="Operations"))
     assert not lifecycle.declarative({"spec": "Declarative"})
     assert not lifecycle.declarative({})
+
+
+@pytest.mark.parametrize(
+    ("spec_field", "target"),
+    [("talosVersion", "v1.14.4"), ("kubernetesVersion", "v1.36.8"), ("talosVersion", "v1.15.0")],
+)
+def test_an_operation_newer_than_a_declarative_spec_never_writes_it(
+    spec_field: str, target: str
+) -> None:
+    """A hand-made operation (or a holder's override) that moves the Nodes past the spec:
+    the executor's write after success is none at all; the same in Operations moves the
+    spec forward to the target."""
+    assert lifecycle.spec_record(stored(), spec_field=spec_field, target=target) is None
+    operations = stored(upgradeStrategy="Operations")
+    assert lifecycle.spec_record(operations, spec_field=spec_field, target=target) == {
+        "spec": {spec_field: target}
+    }
+
+
+def test_the_operations_spec_never_moves_back_nor_to_what_it_holds() -> None:
+    operations = stored(upgradeStrategy="Operations")
+    for target in ("v1.14.3", "v1.14.2"):
+        assert lifecycle.spec_record(operations, spec_field="talosVersion", target=target) is None
