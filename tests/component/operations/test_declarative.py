@@ -45,6 +45,8 @@ pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
 BOT = "flux-applier"
 HOLDER = "olivia-holder"
 MANAGER = "flux-kustomize"
+#: An Image Factory schematic ID: a spec field the webhook's version rules do not judge.
+SCHEMATIC = "376567988ad370138ad8b2698212367b8edcb69b5fd68c80be1f2ec7d603b4ba"
 
 
 @pytest.fixture(scope="module")
@@ -262,6 +264,12 @@ async def test_a_bump_the_webhook_refuses_fails_the_server_side_apply_with_its_s
     assert 'admission webhook "' in refused.stderr, refused.stderr
     assert "denied the request" in refused.stderr
     assert "kubernetesVersion v1.38.0" in refused.stderr or "v1.38" in refused.stderr
+    # the rule's own sentence, whole: Kubernetes 1.38 is newer than any this Ichor knows
+    assert (
+        "denied the request: Kubernetes v1.38.0 is refused: this Ichor knows Kubernetes 1.23 "
+        "to 1.37 (Talos machinery and its compatibility table), so a newer Ichor release is "
+        "needed; no override passes an unknown version."
+    ) in refused.stderr, refused.stderr
     stored = await objects.cluster()
     assert stored["spec"]["kubernetesVersion"] == "v1.36.6"
     assert stored["metadata"]["generation"] == 1
@@ -412,11 +420,67 @@ async def test_no_write_of_a_user_without_the_verb_runs_an_incompatible_upgrade(
     )
     assert "Talos" in condition(stalled, "Stalled")["message"]
     assert await operations(objects) == []
-    # and a write of the non-holder after it does not change that
-    await asyncio.sleep(2.0)
+    # and a write of the non-holder after it does not change that: the same manifest
+    # again (every GitOps sync; no version moves, so the webhook admits it) ...
+    again = apply(plane, namespace, kubernetesVersion="v1.32.0")
+    assert again.returncode == 0, again.stderr
+    assert "override" not in again.stderr, again.stderr
+    assert (await objects.cluster())["metadata"]["generation"] == 2
     assert await operations(objects) == []
     refusals = [e for e in await objects.events("prod") if e["reason"] == "UpgradeRefused"]
     assert len(refusals) == 1, refusals
+    # ... nor a bump of another spec field: a new generation, judged afresh, refused again
+    other = apply(plane, namespace, kubernetesVersion="v1.32.0", schematic=SCHEMATIC)
+    assert other.returncode == 0, other.stderr
+    assert "override" not in other.stderr, other.stderr
+    rejudged = await eventually(
+        objects.cluster,
+        lambda c: (
+            condition(c, "Stalled").get("reason") == "Refused"
+            and condition(c, "Stalled").get("observedGeneration") == 3
+        ),
+        what="the start of generation 3 refused",
+    )
+    assert rejudged["spec"]["schematic"] == SCHEMATIC
+    assert "denied the request" in condition(rejudged, "Stalled")["message"]
+    assert await operations(objects) == []
+    refusals = [e for e in await objects.events("prod") if e["reason"] == "UpgradeRefused"]
+    assert len(refusals) == 2, refusals  # one per spec generation
+
+    # the documented way for the holder: a TalosOperation of their own, override: true,
+    # admitted under their verb; it runs, and its executor does not write the spec
+    held: dict[str, Any] = {
+        "apiVersion": kinds.API_VERSION,
+        "kind": "TalosOperation",
+        "metadata": {"name": "held", "namespace": namespace},
+        "spec": {
+            "clusterRef": {"name": "prod"},
+            "type": "kubernetes",
+            "version": "v1.32.0",
+            "override": True,
+        },
+    }
+    made = plane.kubectl("create", "-f", "-", input=json.dumps(held), as_user=HOLDER, check=False)
+    assert made.returncode == 0, made.stderr
+    body, job = await running_job(objects, "held")
+    assert condition(body, "Accepted")["reason"] == "Overridden"
+    await workload.report(kubelet="v1.32.0")
+    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    done = await eventually(
+        lambda: objects.operation("held"), lambda b: phase(b) == "Succeeded", what="Succeeded"
+    )
+    assert done["status"]["message"] == (
+        "Kubernetes v1.32.0 is installed; TalosCluster prod is Declarative, so its spec is "
+        "not written (spec.kubernetesVersion is v1.32.0)"
+    )
+    reached = await settled(objects)
+    assert reached["metadata"]["generation"] == 3
+    assert spec_managers(reached) == {MANAGER}
+    assert condition(reached, "Ready")["status"] == "True"
+    # the holder's is the one operation; none of the controller's ever carried an override
+    (only,) = await operations(objects)
+    assert only["metadata"]["name"] == "held"
+    assert STARTED_BY_LABEL not in (only["metadata"].get("labels") or {})
 
 
 async def test_a_hand_made_operation_newer_than_the_spec_succeeds_and_never_writes_it(
