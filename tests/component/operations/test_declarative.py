@@ -449,7 +449,7 @@ async def test_no_write_of_a_user_without_the_verb_runs_an_incompatible_upgrade(
 
     # the documented way for the holder: a TalosOperation of their own, override: true,
     # admitted under their verb; it runs, and its executor does not write the spec
-    held: dict[str, Any] = {
+    theirs: dict[str, Any] = {
         "apiVersion": kinds.API_VERSION,
         "kind": "TalosOperation",
         "metadata": {"name": "held", "namespace": namespace},
@@ -460,7 +460,7 @@ async def test_no_write_of_a_user_without_the_verb_runs_an_incompatible_upgrade(
             "override": True,
         },
     }
-    made = plane.kubectl("create", "-f", "-", input=json.dumps(held), as_user=HOLDER, check=False)
+    made = plane.kubectl("create", "-f", "-", input=json.dumps(theirs), as_user=HOLDER, check=False)
     assert made.returncode == 0, made.stderr
     body, job = await running_job(objects, "held")
     assert condition(body, "Accepted")["reason"] == "Overridden"
