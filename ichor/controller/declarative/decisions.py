@@ -131,6 +131,9 @@ class Decision:
     message: str
     start: Target | None = None
     status: ConditionStatus = ConditionStatus.FALSE
+    #: A refusal that is no rule's (a namesake, RBAC, the schema): shown, but tried again
+    #: at the next check rather than remembered for the spec generation.
+    retry: bool = False
 
     def declared(self) -> Declared:
         """What the cluster's status shows of it."""

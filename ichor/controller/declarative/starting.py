@@ -20,7 +20,13 @@ logger = logging.getLogger(__name__)
 
 
 class StartDeferred(Exception):
-    """A transient failure (5xx, timeout, the connection): try again later."""
+    """A transient failure (5xx, 429, a create and delete race, a timeout, the
+    connection): try again later."""
+
+
+#: Refusals nobody needs to act on: throttling (429), and the operation deleted between
+#: its create and its read (404). The start is deferred, as after a 5xx.
+TRY_LATER = frozenset({404, 429})
 
 
 def request(*, cluster: Mapping[str, Any], target: Target) -> starts.StartRequest:
@@ -60,15 +66,19 @@ def outcome(started: starter.Started, *, target: Target) -> Decision:
 
 async def start(api: ApiClient, *, cluster: Mapping[str, Any], target: Target) -> Decision:
     """Start (or find) the operation for ``target``. A refusal is a ``Refused`` decision
-    with the API server's sentence; a transient failure raises ``StartDeferred``."""
+    with the API server's sentence (``retry`` unless the webhook's rule denied it); a
+    transient failure raises ``StartDeferred``."""
     try:
         started = await starter.start_operation(
             api, request=request(cluster=cluster, target=target)
         )
     except starter.StartRefused as refused:
-        return Decision(
-            Reason.REFUSED, f"{target.sentence}, and the start was refused: {refused.message}"
-        )
+        said = f"{target.sentence}, and the start was refused: {refused.message}"
+        if refused.rule_denial:
+            return Decision(Reason.REFUSED, said)  # stands until the spec changes
+        if refused.status in TRY_LATER:
+            raise StartDeferred(refused.message) from refused
+        return Decision(Reason.REFUSED, f"{said}; it is tried again at the next check", retry=True)
     except (ApiException, aiohttp.ClientError, TimeoutError) as error:
         raise StartDeferred(str(error)) from error
     return outcome(started, target=target)

@@ -93,9 +93,12 @@ class _Cluster:
     source: SecretKey | None = None
     #: Set once a spec the model cannot read was reported; cleared by a new generation.
     parked_generation: int | None = None
-    #: Declarative: a start's lasting outcome (refused, failed) by (generation, type,
-    #: version), so the same spec is not started again: no retry loop.
+    #: Declarative: a start's lasting outcome (the webhook's rule refused it, its
+    #: operation failed) by (generation, type, version), so the same spec is not started
+    #: again: no retry loop.
     declared: dict[tuple[int | None, str, str], Decision] = field(default_factory=dict)
+    #: Declarative: starts deferred in a row (5xx, 429, a race), for the backoff.
+    deferrals: int = 0
 
 
 def _describe(error: BaseException) -> str:
@@ -357,13 +360,19 @@ class ClusterController:
         try:
             result = await starting.start(self.api, cluster=cluster.body, target=decided.start)
         except starting.StartDeferred as error:
-            logger.warning("declarative start for %s/%s deferred: %s", *key, error)
-            self.queue.add_after(key, self.settings.backoff_initial)
+            cluster.deferrals += 1
+            delay = self.settings.backoff(cluster.deferrals)
+            logger.warning(
+                "declarative start for %s/%s deferred (retry in %.0f s): %s", *key, delay, error
+            )
+            self.queue.add_after(key, delay)
             return Decision(
                 decisions.Reason.UPGRADING,
                 f"{decided.start.sentence}: the start is tried again ({error})",
             )
-        if result.reason in decisions.STALLED:
+        cluster.deferrals = 0
+        # a refusal that is no rule's (``retry``) is tried again at the next check
+        if result.reason in decisions.STALLED and not result.retry:
             cluster.declared[memo] = result
         return result
 

@@ -15,6 +15,7 @@ connection) is raised for the caller to retry.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -37,14 +38,26 @@ class Started:
     body: dict[str, Any]
 
 
+#: How the API server words a validating webhook's denial (k8s.io/apiserver's admission
+#: webhook errors): ``admission webhook "NAME" denied the request: ...``.
+_WEBHOOK_DENIAL = re.compile(r'admission webhook "[^"]*" denied the request')
+
+
 class StartRefused(Exception):
-    """The API server (its webhook, the CRD schema, RBAC) refused the create, or another
-    object holds the request's name. ``message`` says which and why."""
+    """The API server (its webhook, the CRD schema, RBAC, throttling) refused the create,
+    or another object holds the request's name. ``message`` says which and why."""
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
+
+    @property
+    def rule_denial(self) -> bool:
+        """The webhook denied the operation (its rule's sentence): the same request is
+        refused again until what it asks changes. Anything else (a namesake, a create and
+        delete race, RBAC, the schema, throttling) may pass at a later try."""
+        return self.status == 403 and _WEBHOOK_DENIAL.match(self.message) is not None
 
 
 async def start_operation(api: ApiClient, *, request: starts.StartRequest) -> Started:

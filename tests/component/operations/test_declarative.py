@@ -25,6 +25,7 @@ import yaml
 
 from ichor.api import kinds, records
 from ichor.api.talosoperation import STARTED_BY_LABEL
+from ichor.controller.taloscluster import wiring as cluster_wiring
 from tests.component.operations.conftest import (
     Objects,
     Operator,
@@ -313,6 +314,11 @@ async def test_a_target_refused_at_the_start_is_one_stalled_condition_and_one_ev
         [Ref(kinds.GROUP, kinds.VERSION, "talosclusters", namespace, "prod")],
     )
     assert result.status is Status.FAILED, result
+    # the API server's words for the denial read as the rule's: remembered for the
+    # generation (a refusal that is no rule's is tried again at each check)
+    controller = operator.memo[cluster_wiring.CONTROLLER]
+    (remembered,) = controller.clusters[(namespace, "prod")].declared.values()
+    assert (remembered.reason, remembered.retry) == ("Refused", False)
     # several observations later: still one Event, no operation, no new attempt
     await asyncio.sleep(4.0)
     refusals = [e for e in await objects.events("prod") if e["reason"] == "UpgradeRefused"]
@@ -530,3 +536,67 @@ async def test_a_hand_made_operation_newer_than_the_spec_succeeds_and_never_writ
     assert warning["message"] == condition(ahead, "Stalled")["message"]
     # nothing starts to bring the Nodes back: the one operation is the person's
     assert [o["metadata"]["name"] for o in await operations(objects)] == ["by-hand"]
+
+
+async def test_a_started_operation_that_fails_stalls_the_cluster_once_and_is_not_started_again(
+    webhook: harness.Webhook,
+    operator: Operator,
+    workload: Workload,
+    objects: Objects,
+    control_plane: controlplane.ControlPlane,
+    users: None,
+    talosconfig: None,
+) -> None:
+    plane, namespace = control_plane, objects.namespace
+    assert apply(plane, namespace).returncode == 0
+    await settled(objects)
+    bumped = apply(plane, namespace, kubernetesVersion="v1.36.7")
+    assert bumped.returncode == 0, bumped.stderr
+    (started,) = await eventually(
+        lambda: operations(objects), lambda found: len(found) == 1, what="the started operation"
+    )
+    name = started["metadata"]["name"]
+    _body, job = await running_job(objects, name)
+    await objects.play_job(job["metadata"]["name"], succeeded=False)
+    failed = await eventually(
+        lambda: objects.operation(name), lambda b: phase(b) == "Failed", what="Failed"
+    )
+    stalled = await eventually(
+        objects.cluster,
+        lambda c: condition(c, "Stalled").get("reason") == "Failed",
+        what="the cluster Stalled by the failed operation",
+    )
+    message = condition(stalled, "Stalled")["message"]
+    assert message == (
+        f"TalosOperation {name} for spec.kubernetesVersion is Kubernetes v1.36.7, the Nodes "
+        f"run v1.36.6 failed: {failed['status']['message']}; change the spec, or create a "
+        f"TalosOperation, to try again"
+    )
+    assert condition(stalled, "Stalled")["observedGeneration"] == 2
+    assert condition(stalled, "SpecReached")["reason"] == "Failed"
+    assert condition(stalled, "Ready")["status"] == "False"
+    assert condition(stalled, "Reconciling") == {}
+    (result,) = await asyncio.to_thread(
+        kstatus.read,
+        plane.kubeconfig,
+        [Ref(kinds.GROUP, kinds.VERSION, "talosclusters", namespace, "prod")],
+    )
+    assert result.status is Status.FAILED, result
+    await objects.saw_events("prod", "SpecNotReached")
+
+    # a later observation (one kubelet moved, as a half-done upgrade leaves it) judges the
+    # same spec again: still the failure, no second operation, no second Event
+    await workload.report(kubelet="v1.36.7", only=sorted(workload.nodes)[0])
+    later = await eventually(
+        objects.cluster,
+        lambda c: (
+            (c["status"].get("nodes") or {}).get("kubernetesVersions") == ["v1.36.6", "v1.36.7"]
+        ),
+        what="the half-done upgrade observed",
+    )
+    assert condition(later, "Stalled")["reason"] == "Failed"
+    assert [o["metadata"]["name"] for o in await operations(objects)] == [name]
+    warnings = [e for e in await objects.events("prod") if e["reason"] == "SpecNotReached"]
+    assert len(warnings) == 1, warnings
+    assert warnings[0]["type"] == "Warning"
+    assert warnings[0]["message"] == message

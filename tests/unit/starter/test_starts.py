@@ -146,3 +146,22 @@ def test_who_started_an_operation_is_read_from_its_label_only() -> None:
     assert starts.started_by(stored(labels={starts.STARTED_BY: "someone"})) is None
     assert starts.started_by({"metadata": {"labels": "garbage"}}) is None
     assert starts.started_by({}) is None
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "rule"),
+    [
+        (403, 'admission webhook "op.ichor.dev" denied the request: Talos v1.15.0 is ...', True),
+        (403, 'talosoperations.ichor.dev is forbidden: User "ichor" cannot create ...', False),
+        (400, 'admission webhook "op.ichor.dev" denied the request: ...', False),
+        (409, "TalosOperation a/b is not the one the controller starts; delete it ...", False),
+        (None, 'admission webhook "op.ichor.dev" denied the request: ...', False),
+    ],
+    ids=["webhook-denial", "rbac", "not-403", "namesake", "no-status"],
+)
+def test_only_the_webhooks_denial_is_a_rule_refusal(
+    status: int | None, message: str, rule: bool
+) -> None:
+    from ichor.controller.talosoperation.starter import StartRefused
+
+    assert StartRefused(message, status=status).rule_denial is rule
