@@ -370,6 +370,23 @@ def _adopted(verdict: Verdict, *, requester: Requester, cluster: NamespacedName)
     )
 
 
+#: Said to the writer of a Declarative TalosCluster that sets spec.autoPatch: admitted
+#: (the field is valid, and may be meant for a later switch back), but it does nothing.
+AUTO_PATCH_IGNORED = (
+    "spec.autoPatch is ignored: upgradeStrategy is Declarative, so only a spec change "
+    "starts an upgrade (an auto-patch would move the Nodes past a spec nobody writes); "
+    "remove spec.autoPatch, or bump the spec (e.g. with Renovate)"
+)
+
+
+def cluster_warnings(cluster: ClusterObject) -> tuple[str, ...]:
+    """What an admitted TalosCluster write is told besides its answer: a setting of
+    it that the controller ignores."""
+    if cluster.declarative and cluster.auto_patch:
+        return (AUTO_PATCH_IGNORED,)
+    return ()
+
+
 def answer_cluster(
     verdict: Verdict,
     *,

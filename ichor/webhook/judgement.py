@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ichor.api import kinds, records
@@ -100,6 +100,9 @@ async def judge_cluster(
         return Judged(decisions.undecided(f"internal error {type(error).__name__}"))
     if not answer.allowed:
         return Judged(answer)
+    noted = decisions.cluster_warnings(cluster)
+    if noted:
+        answer = replace(answer, warnings=(*answer.warnings, *noted))
     stamp = stamps.cluster_stamp(
         old=_annotations(old) if operation == "UPDATE" else None,
         given=_annotations(new),

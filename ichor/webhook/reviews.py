@@ -76,6 +76,8 @@ class ClusterObject:
     declarative: bool = False
     observed_talos: str | None = None
     observed_kubernetes: str | None = None
+    #: ``spec.autoPatch`` is set (the cluster's own auto-patch settings).
+    auto_patch: bool = False
 
 
 @dataclass(frozen=True)
@@ -209,6 +211,7 @@ def cluster_versions(body: object, *, where: str = "object") -> ClusterObject:
         # answer as before whatever else the status holds
         observed_talos=_lenient(status.get("talosVersion")),
         observed_kubernetes=_lenient(status.get("kubernetesVersion")),
+        auto_patch=spec.get("autoPatch") is not None,
     )
 
 

@@ -474,6 +474,10 @@ def evaluate(
     )
     merged = conditions.while_true(merged, Type.RECONCILING, reconciling, now=now)
     merged = conditions.while_true(merged, Type.STALLED, stalled, now=now)
+    if declared is not None:
+        # Declarative: auto-patch does not run, so nothing of it is shown (what the
+        # Operations mode wrote would stay at its generation, saying what no longer holds)
+        merged = tuple(c for c in merged if c.type != Type.AUTO_PATCH_READY)
     status = TalosClusterStatus(
         observed_generation=generation,
         talos_version=talos_version,
@@ -483,7 +487,7 @@ def evaluate(
         upgrade_choices=upgrade_choices,
         blocked_releases=blocked_releases,
         # auto-patch's own; the cluster controller writes the result of both at once
-        auto_patch=previous.auto_patch,
+        auto_patch=previous.auto_patch if declared is None else None,
         conditions=merged,
     )
     events = _events(previous, status)

@@ -109,7 +109,7 @@ async def talosconfig(objects: Objects) -> AsyncIterator[None]:
     yield
 
 
-def cluster_manifest(namespace: str, **spec: str) -> str:
+def cluster_manifest(namespace: str, **spec: Any) -> str:
     return json.dumps(
         {
             "apiVersion": kinds.API_VERSION,
@@ -127,7 +127,7 @@ def cluster_manifest(namespace: str, **spec: str) -> str:
     )
 
 
-def apply(plane: controlplane.ControlPlane, namespace: str, *, user: str = BOT, **spec: str) -> Any:
+def apply(plane: controlplane.ControlPlane, namespace: str, *, user: str = BOT, **spec: Any) -> Any:
     return plane.kubectl(
         "apply", "--server-side", f"--field-manager={MANAGER}", "-f", "-",
         input=cluster_manifest(namespace, **spec), as_user=user, check=False,
@@ -600,3 +600,41 @@ async def test_a_started_operation_that_fails_stalls_the_cluster_once_and_is_not
     assert len(warnings) == 1, warnings
     assert warnings[0]["type"] == "Warning"
     assert warnings[0]["message"] == message
+
+
+async def test_switching_to_declarative_drops_auto_patch_and_warns_that_it_is_ignored(
+    webhook: harness.Webhook,
+    operator: Operator,
+    workload: Workload,
+    objects: Objects,
+    control_plane: controlplane.ControlPlane,
+    users: None,
+    talosconfig: None,
+) -> None:
+    """A cluster auto-patched in the Operations mode moves to Declarative: auto-patch's
+    condition and record go from its status (nothing stays at the old generation), and
+    every apply that still sets spec.autoPatch passes with a warning that it is ignored."""
+    plane, namespace = control_plane, objects.namespace
+    auto_patch = {
+        "components": ["talos"],
+        "windows": [{"schedule": "0 3 * * *", "duration": "1h"}],
+        "minReleaseAge": "0m",
+    }
+    made = apply(plane, namespace, upgradeStrategy="Operations", autoPatch=auto_patch)
+    assert made.returncode == 0, made.stderr
+    assert "autoPatch" not in made.stderr, made.stderr
+    patched = await eventually(
+        objects.cluster,
+        lambda c: condition(c, "AutoPatchReady") != {} and "autoPatch" in c["status"],
+        what="auto-patch's condition and record in the Operations mode",
+    )
+    assert condition(patched, "AutoPatchReady")["observedGeneration"] == 1
+
+    switched = apply(plane, namespace, autoPatch=auto_patch)
+    assert switched.returncode == 0, switched.stderr
+    assert "Warning: spec.autoPatch is ignored" in switched.stderr, switched.stderr
+    declarative = await settled(objects)
+    assert declarative["metadata"]["generation"] == 2
+    assert condition(declarative, "AutoPatchReady") == {}
+    assert "autoPatch" not in declarative["status"]
+    assert {c["observedGeneration"] for c in declarative["status"]["conditions"]} == {2}

@@ -193,3 +193,32 @@ def test_reached_is_ready_and_back_in_operations_the_condition_goes() -> None:
     ]
     operations = run(None, previous=done.status)
     assert "SpecReached" not in by_type(operations)
+
+
+def test_auto_patch_leaves_nothing_stale_on_a_declarative_cluster() -> None:
+    """Switched from Operations (generation 1, auto-patch configured) to Declarative
+    (generation 2): auto-patch does not run, so its condition and its status go rather
+    than stay at generation 1 saying what no longer holds."""
+    from ichor.api.autopatch import AutoPatchStatus
+    from ichor.api.conditions import Condition
+
+    auto = Condition(
+        type=Type.AUTO_PATCH_READY, status=T, reason="WindowClosed",
+        message="the next window opens at 02:00", observed_generation=1,
+        last_transition_time=NOW,
+    )  # fmt: skip
+    before = run(None, generation=1).status
+    before = before.model_copy(
+        update={
+            "conditions": (*before.conditions, auto),
+            "auto_patch": AutoPatchStatus(enabled=True, reason="WindowClosed"),
+        }
+    )
+    declarative = run(Decision(Reason.UPGRADING, "runs"), previous=before)
+    assert Type.AUTO_PATCH_READY not in by_type(declarative)
+    assert declarative.status.auto_patch is None
+    assert "autoPatch" not in declarative.status.to_api()
+    # in Operations the controller's auto-patch step owns both: evaluate keeps them
+    operations = run(None, previous=before)
+    assert by_type(operations)[Type.AUTO_PATCH_READY] == (T, "WindowClosed")
+    assert operations.status.auto_patch == before.auto_patch

@@ -334,3 +334,28 @@ async def test_a_race_or_throttling_defers_the_start_with_a_growing_backoff(
     run.answer = answer
     await run.reconcile()
     assert run.next_check == 5.0
+
+
+async def test_the_status_written_for_a_declarative_cluster_drops_auto_patch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stored status of the Operations mode (generation 1) had auto-patch's condition
+    and record; the first write in Declarative removes both."""
+    run = Reconciles(monkeypatch, started(None, created=True))
+    run.body["status"] = {
+        "observedGeneration": 1,
+        "autoPatch": {"enabled": True, "windowOpen": False, "reason": "WindowClosed"},
+        "conditions": [
+            {
+                "type": "AutoPatchReady", "status": "True", "reason": "WindowClosed",
+                "message": "the next window opens at 02:00", "observedGeneration": 1,
+                "lastTransitionTime": "2026-12-03T07:00:00Z",
+            }
+        ],
+    }  # fmt: skip
+    run.controller.clusters[run.key].body = copy.deepcopy(run.body)
+    await run.reconcile()
+    assert "autoPatch" not in run.body["status"]
+    assert run.condition("AutoPatchReady") == {}
+    assert run.body["status"]["observedGeneration"] == 2
+    assert run.condition("Reconciling")["observedGeneration"] == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import kopf
@@ -10,7 +11,7 @@ import pytest
 from ichor.api import records
 from ichor.controller.recorder import recorder
 from ichor.kube import bodies
-from ichor.webhook import handlers, judgement, kubeapi
+from ichor.webhook import decisions, handlers, judgement, kubeapi
 from ichor.webhook.reviews import NamespacedName, Requester
 from tests.unit.webhook.fakes import (
     FakeBackend,
@@ -240,3 +241,40 @@ async def test_only_the_operators_write_after_success_carries_an_override(
     if carried:
         assert answer.record is not None
         assert "under the override of TalosOperation team-a/k8s" in answer.record
+
+
+async def test_auto_patch_on_a_declarative_cluster_is_admitted_with_a_warning() -> None:
+    """Auto-patch does not run on a Declarative cluster: the write passes (it is no
+    refusal), and the writer is told the field is ignored."""
+    backend = FakeBackend()
+    declarative = taloscluster()
+    declarative["spec"]["upgradeStrategy"] = "Declarative"
+    with_auto = copy.deepcopy(declarative)
+    with_auto["spec"]["autoPatch"] = {"components": ["talos"], "windows": []}
+    for operation, old in (("CREATE", None), ("UPDATE", declarative)):
+        answer = await judgement.cluster_answer(
+            new=with_auto, old=old, userinfo=userinfo(), operation=operation, dryrun=False,
+            backend=backend,
+        )  # fmt: skip
+        assert answer.allowed, answer.message
+        assert answer.warnings == (decisions.AUTO_PATCH_IGNORED,)
+        assert len(decisions.AUTO_PATCH_IGNORED) <= decisions.WARNING_LIMIT
+    # nothing to say without autoPatch, or in the Operations mode
+    operations = copy.deepcopy(with_auto)
+    operations["spec"]["upgradeStrategy"] = "Operations"
+    for new in (declarative, operations):
+        answer = await judgement.cluster_answer(
+            new=new, old=None, userinfo=userinfo(), operation="CREATE", dryrun=False,
+            backend=backend,
+        )  # fmt: skip
+        assert answer.allowed
+        assert answer.warnings == ()
+    # a refused write stays refused, with its own sentence only
+    refused = copy.deepcopy(with_auto)
+    refused["spec"]["kubernetesVersion"] = "v1.38.0"
+    answer = await judgement.cluster_answer(
+        new=refused, old=declarative, userinfo=userinfo(), operation="UPDATE", dryrun=False,
+        backend=backend,
+    )  # fmt: skip
+    assert not answer.allowed
+    assert answer.warnings == ()
