@@ -338,8 +338,9 @@ class ClusterController:
         self, key: Key, cluster: _Cluster, spec: TalosClusterSpec
     ) -> Decision | None:
         """Declarative mode: decide, and start the operation when one is due (once per
-        spec generation and target: a refusal or a failure stands until the spec
-        changes). None in the Operations mode."""
+        spec generation and target: the webhook's rule refusing it, or its operation
+        failing, stands until the spec changes; another refusal is tried again at the
+        next check, a deferred start after the backoff). None in the Operations mode."""
         # a read that fails now: what was last seen may be stale, so nothing starts
         observation = cluster.observation if cluster.failure is None else None
         decided = decisions.decide(

@@ -20,8 +20,10 @@ together; the API, not memory, holds the state, so a restart resumes where it st
    (``Complete=False/SpecUpdating``, still Running), then the TalosCluster's spec moves
    to the new version (a normal, optimistic update that the webhook judges as the
    operator's: it carries the override the operation was admitted under, if any; never
-   backwards), then ``Succeeded``; on failure ``Failed`` with the Job's reason and the failed
-   container's last log lines, and the spec untouched. Events mark start and end.
+   backwards; never at all for a ``Declarative`` cluster, whose spec is the desired
+   state: ``lifecycle.spec_record``), then ``Succeeded``; on failure ``Failed`` with the
+   Job's reason and the failed container's last log lines, and the spec untouched.
+   Events mark start and end.
 
 Every status write carries the ``resourceVersion`` it was computed from: a 409 means the
 object moved, and the whole step is computed again from a fresh read (never lost, never
