@@ -145,8 +145,13 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
             refusals.append(downgrade)
     talos_changed = old is None or new.talos != old.talos
     kubernetes_changed = old is None or new.kubernetes != old.kubernetes
+    # The Cilium half holds when the cluster is managed before *or* after the write: a
+    # write that flips the preset is judged by the table it leaves as well.
+    managed = old is not None and steps.is_cilium(old.cni_preset)
     cilium = steps.cilium_release(
-        preset=new.cni_preset, detected=new.detected_cni, version=new.detected_cni_version
+        preset=steps.CILIUM if managed else new.cni_preset,
+        detected=new.detected_cni,
+        version=new.detected_cni_version,
     )
     step: Refusal | Verdict | None
     try:
@@ -157,9 +162,23 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
             step = compat.talos_kubernetes_error(talos=new.talos, kubernetes=new.kubernetes)
         else:
             step = None
+        preset = (
+            steps.cni_preset_step(
+                old_preset=old.cni_preset,
+                new_preset=new.cni_preset,
+                detected=new.detected_cni,
+                version=new.detected_cni_version,
+                # a Kubernetes that moves is judged by the step, with the same Cilium
+                kubernetes=None if kubernetes_changed else new.kubernetes,
+            )
+            if old is not None
+            else None
+        )
     except versions.VersionError as error:
         # An unchanged field the rules cannot read (stored before this webhook ran).
-        step = _form(error)
+        step, preset = _form(error), None
+    if preset is not None:
+        refusals.append(preset)
     if step is not None:
         refusals.append(step)
     return _verdict(refusals)
@@ -298,7 +317,7 @@ def carried_override(
     from the write), that was admitted with ``override: true`` (which the webhook grants
     only to a holder of the verb, and records as ``ichor.dev/override-by``), whose Job
     the operator recorded as succeeded, and whose target is exactly the one version
-    field this write moves.
+    field this write moves (nothing else: not the contract, not the preset).
     """
     moved = [
         (field, value)
@@ -308,7 +327,11 @@ def carried_override(
         )
         if value != before
     ]
-    if len(moved) != 1 or new.contract != old.contract:
+    if (
+        len(moved) != 1
+        or new.contract != old.contract
+        or steps.is_cilium(new.cni_preset) != steps.is_cilium(old.cni_preset)
+    ):
         return None
     ((field, value),) = moved
     for stored in operations:
