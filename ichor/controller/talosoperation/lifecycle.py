@@ -11,8 +11,9 @@ decides comes from here, so the lifecycle is tested without a cluster:
   the plan and the run), with the Kubernetes pairing of a Talos target, and for a
   ``cni`` operation the chart with the Kubernetes the nodes run; and the refusal of a
   ``cni`` operation that names a version or an image patch.
-* ``decide``: a refusal stands unless it is overridable and the operation carries
-  ``override: true`` with the webhook's stamp (``ichor.dev/override-by``). The executor
+* ``decide`` (``decide_execution``: of the whole verdict at execution): a refusal stands
+  unless it is overridable and the operation carries ``override: true`` with the
+  webhook's stamp (``ichor.dev/override-by``); every refusal passed is named. The executor
   may rely on the override only because the webhook asks for the creator's verb whenever
   ``override: true`` is set, even on a plan that refuses nothing at creation (a refusal
   can appear at execution, against what the Nodes run), and stamps the operation then.
@@ -326,6 +327,13 @@ def decide(found: Refusal | Verdict | None, *, override: bool) -> Decision:
     if verdict.blocking is None and override:
         return Decision(passed=verdict.overridable[0], overridden=verdict.overridable)
     return Decision(refusal=verdict.refusal)
+
+
+def decide_execution(op: Operation, cluster: ClusterState) -> Decision:
+    """Whether ``op`` runs now: the whole verdict at execution (``judge_execution``),
+    passed only under an admitted override. Every refusal the override passes is in
+    ``overridden``, so the Accepted condition and the Override Event name each one."""
+    return decide(judge_execution(op, cluster), override=op.override_admitted)
 
 
 def refusal_message(refusal: Refusal, *, override: bool, flag: bool = False) -> str:

@@ -581,3 +581,39 @@ def test_a_cni_operation_is_judged_against_the_kubernetes_the_nodes_run(
     assert words in verdict.refusal.message
     assert lifecycle.decide(verdict, override=False).runs is False
     assert lifecycle.decide(verdict, override=True).runs is verdict.refusal.overridable
+
+
+def test_the_override_record_names_every_refusal_it_passed() -> None:
+    """Kubernetes v1.31.5 to v1.32.0 on Talos v1.14.3 and Cilium 1.20.4 under override: the
+    Talos pair and the Cilium pair both refuse, and the executor's decision (whose
+    ``passing`` is the Accepted condition and the Override Event) names both."""
+    op = Operation.from_body(
+        {
+            "metadata": {
+                "name": "up",
+                "namespace": "team-a",
+                "annotations": {"ichor.dev/override-by": "olivia"},
+            },
+            "spec": {
+                "clusterRef": {"name": "prod"},
+                "type": "kubernetes",
+                "version": "v1.32.0",
+                "override": True,
+            },
+        }
+    )
+    state = cluster(kubernetes="v1.31.5", cni={"detected": "cilium", "detectedVersion": "1.20.4"})
+    decision = lifecycle.decide_execution(op, state)
+    assert decision.runs
+    assert [r.rule for r in decision.overridden] == [
+        Rule.TALOS_KUBERNETES,
+        Rule.CILIUM_KUBERNETES,
+    ]
+    assert "passing TalosKubernetes" in decision.passing
+    assert "passing CiliumKubernetes" in decision.passing
+    plain = lifecycle.decide_execution(
+        Operation.from_body({**op.body, "metadata": {"name": "up", "namespace": "team-a"}}), state
+    )
+    assert not plain.runs
+    assert plain.refusal is not None
+    assert plain.refusal.rule is Rule.TALOS_KUBERNETES
