@@ -402,14 +402,32 @@ def answer_cluster(
     operation: str,
     carried: StoredOperation | None = None,
     adoption: bool = False,
+    declarative: bool = False,
 ) -> Answer:
     """A TalosCluster write: an overridable refusal passes when the user holds the verb,
     when the operator's write carries the override of an operation (``carried``), or on
     a create marked as an adoption (``adoption``: the cluster is taken as it runs, and
-    only its compatibility refusals pass; an unknown version never does).
+    only its compatibility refusals pass; an unknown version never does). The marker is
+    read on a create only, and refused on a ``declarative`` spec (``upgradeStrategy:
+    Declarative``): an adoption stores what runs, a Declarative spec is a desired state.
 
     ``holds_verb`` is the SubjectAccessReview's answer, None when none was needed.
     """
+    adopting = adoption and operation == "CREATE"
+    if adopting and declarative:
+        return Answer(
+            allowed=False,
+            message=(
+                f"TalosCluster {cluster} is refused: it is marked as an adoption "
+                f"({records.ADOPTION}), which stores the versions the cluster runs, and "
+                f"its spec sets upgradeStrategy: Declarative, which makes the spec a "
+                f"desired state the operator moves the cluster to; adopt with "
+                f"upgradeStrategy Operations (the default, what `ichor adopt` writes), "
+                f"then switch the stored cluster to Declarative."
+            ),
+            code=Code.FORBIDDEN,
+            cluster=cluster,
+        )
     if verdict.blocking is not None:
         return Answer(
             allowed=False,
@@ -431,7 +449,7 @@ def answer_cluster(
             name=cluster.name,
             detail=operation.lower(),
         )
-    if adoption and operation == "CREATE":
+    if adopting:
         return _adopted(verdict, requester=requester, cluster=cluster)
     first = verdict.overridable[0]
     return Answer(
