@@ -76,7 +76,9 @@ oracle:
 	@bash hack/oracle.sh
 
 # Go's printable characters (the %q table of parse errors) from the oracle, committed as
-# ichor/release/go_printable.py; the differential test checks it against the oracle.
+# ichor/release/go_printable.py; the differential test checks it against the oracle. On a
+# Python of Unicode 14.0.0, also tests/differential/unicode14_printable.py, the reference
+# the differential test's quoting cases are derived from (kept as committed otherwise).
 printable: $(STAMP) oracle
 	$(BIN)/python hack/printable.py
 

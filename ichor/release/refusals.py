@@ -41,14 +41,19 @@ class Rule(StrEnum):
     CONTRACT = "VersionContract"  # a version contract the running Talos does not take
     CNI_VERSION = "CniVersion"  # a Cilium version other than the embedded chart
     NOT_CILIUM = "NotCilium"  # a cni operation for a CNI Ichor does not run (unmanaged, other)
+    CNI_PRESET = "CniPreset"  # spec.cni.preset releases an observed Cilium from its table
 
 
-# Only compatibility refusals (the pairs) may be passed with the override verb. The path
-# and skew rules are enforced again by Talos and talosctl themselves, so passing them
-# here would only start a Job that fails; the others are not questions of compatibility.
+# Only compatibility refusals may be passed with the override verb: the pairs, and the
+# release of an observed Cilium from its pair (spec.cni.preset cilium -> unmanaged, which
+# hands every later Kubernetes step's Cilium compatibility to the user, so it is the
+# Cilium pair passed once for all steps). The path and skew rules are enforced again by
+# Talos and talosctl themselves, so passing them here would only start a Job that fails;
+# the others are not questions of compatibility.
 NEVER_OVERRIDABLE: frozenset[Rule] = frozenset(Rule) - {
     Rule.TALOS_KUBERNETES,
     Rule.CILIUM_KUBERNETES,
+    Rule.CNI_PRESET,
 }
 
 

@@ -35,6 +35,7 @@ __all__ = [
     "cilium_behind_chart",
     "cilium_constrains",
     "cilium_release",
+    "cni_preset_step",
     "frozen_patch",
     "is_cilium",
     "kubernetes_step",
@@ -121,6 +122,61 @@ def cilium_release(
     if version is None or not version.strip():
         return None
     return version.strip()
+
+
+def cni_preset_step(
+    *,
+    old_preset: str | None,
+    new_preset: str | None,
+    detected: str | None,
+    version: str | None,
+    kubernetes: str | Version | None,
+    embedded_cilium: str = PINNED.cilium_chart,
+) -> Verdict:
+    """A write of ``spec.cni.preset`` that changes whether the Cilium table holds the
+    cluster (``cilium_constrains``), judged while a Cilium is observed; clean otherwise.
+
+    The preset is in the spec, so without this rule a user could take a cluster out from
+    under the table (``cilium`` to ``unmanaged``), run a Kubernetes step its Cilium
+    refuses, and put the preset back. So:
+
+    * releasing an observed Cilium (``cilium`` to anything else) is a ``CNI_PRESET``
+      refusal: it hands every later Kubernetes step's Cilium compatibility to the user,
+      which only the override verb may do;
+    * either way (release or take-over), the Cilium half is asked of the Kubernetes the
+      cluster runs: taking over a Cilium that does not run it is the Cilium pair's
+      refusal, and a Cilium this build does not know is neither taken over nor released
+      (UnknownVersion, which no override passes, so the verb cannot pass an unknown
+      Cilium in two writes). ``kubernetes`` None: the write moves Kubernetes too, and
+      its step (``kubernetes_step``) asks the Cilium half of the new version.
+
+    Raises ``VersionError`` when ``kubernetes`` does not parse.
+    """
+    managed_before = is_cilium(CILIUM if old_preset is None else old_preset)
+    managed_after = is_cilium(CILIUM if new_preset is None else new_preset)
+    if managed_before == managed_after or not is_cilium(detected):
+        return Verdict()
+    running = version.strip() if version is not None and version.strip() else None
+    change = f"spec.cni.preset from {old_preset} to {new_preset}"
+    answers: list[Refusal | None] = []
+    if managed_before:
+        answers.append(
+            refuse(
+                Rule.CNI_PRESET,
+                f"{change} is refused while Cilium {running or '(version not read)'} runs on "
+                f"the cluster (status.cni.detected): {new_preset} takes its Kubernetes steps "
+                f"out from under Cilium's compatibility table (Cilium CI matrix), which hands "
+                f"that compatibility to the user; keep spec.cni.preset {old_preset}.",
+            )
+        )
+    half = (
+        None
+        if kubernetes is None
+        else _cilium_half(kubernetes=kubernetes, cilium=running, embedded_cilium=embedded_cilium)
+    )
+    if half is not None:
+        answers.append(refuse(half.rule, f"{change}, judged with the Cilium that runs: {half}"))
+    return judge(answers)
 
 
 def cilium_behind_chart(running: str, *, chart: str = PINNED.cilium_chart) -> bool:

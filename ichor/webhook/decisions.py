@@ -145,8 +145,13 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
             refusals.append(downgrade)
     talos_changed = old is None or new.talos != old.talos
     kubernetes_changed = old is None or new.kubernetes != old.kubernetes
+    # The Cilium half holds when the cluster is managed before *or* after the write: a
+    # write that flips the preset is judged by the table it leaves as well.
+    managed = old is not None and steps.is_cilium(old.cni_preset)
     cilium = steps.cilium_release(
-        preset=new.cni_preset, detected=new.detected_cni, version=new.detected_cni_version
+        preset=steps.CILIUM if managed else new.cni_preset,
+        detected=new.detected_cni,
+        version=new.detected_cni_version,
     )
     step: Refusal | Verdict | None
     try:
@@ -157,9 +162,23 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
             step = compat.talos_kubernetes_error(talos=new.talos, kubernetes=new.kubernetes)
         else:
             step = None
+        preset = (
+            steps.cni_preset_step(
+                old_preset=old.cni_preset,
+                new_preset=new.cni_preset,
+                detected=new.detected_cni,
+                version=new.detected_cni_version,
+                # a Kubernetes that moves is judged by the step, with the same Cilium
+                kubernetes=None if kubernetes_changed else new.kubernetes,
+            )
+            if old is not None
+            else None
+        )
     except versions.VersionError as error:
         # An unchanged field the rules cannot read (stored before this webhook ran).
-        step = _form(error)
+        step, preset = _form(error), None
+    if preset is not None:
+        refusals.append(preset)
     if step is not None:
         refusals.append(step)
     return _verdict(refusals)
@@ -298,7 +317,7 @@ def carried_override(
     from the write), that was admitted with ``override: true`` (which the webhook grants
     only to a holder of the verb, and records as ``ichor.dev/override-by``), whose Job
     the operator recorded as succeeded, and whose target is exactly the one version
-    field this write moves.
+    field this write moves (nothing else: not the contract, not the preset).
     """
     moved = [
         (field, value)
@@ -308,7 +327,11 @@ def carried_override(
         )
         if value != before
     ]
-    if len(moved) != 1 or new.contract != old.contract:
+    if (
+        len(moved) != 1
+        or new.contract != old.contract
+        or steps.is_cilium(new.cni_preset) != steps.is_cilium(old.cni_preset)
+    ):
         return None
     ((field, value),) = moved
     for stored in operations:
@@ -396,14 +419,32 @@ def answer_cluster(
     operation: str,
     carried: StoredOperation | None = None,
     adoption: bool = False,
+    declarative: bool = False,
 ) -> Answer:
     """A TalosCluster write: an overridable refusal passes when the user holds the verb,
     when the operator's write carries the override of an operation (``carried``), or on
     a create marked as an adoption (``adoption``: the cluster is taken as it runs, and
-    only its compatibility refusals pass; an unknown version never does).
+    only its compatibility refusals pass; an unknown version never does). The marker is
+    read on a create only, and refused on a ``declarative`` spec (``upgradeStrategy:
+    Declarative``): an adoption stores what runs, a Declarative spec is a desired state.
 
     ``holds_verb`` is the SubjectAccessReview's answer, None when none was needed.
     """
+    adopting = adoption and operation == "CREATE"
+    if adopting and declarative:
+        return Answer(
+            allowed=False,
+            message=(
+                f"TalosCluster {cluster} is refused: it is marked as an adoption "
+                f"({records.ADOPTION}), which stores the versions the cluster runs, and "
+                f"its spec sets upgradeStrategy: Declarative, which makes the spec a "
+                f"desired state the operator moves the cluster to; adopt with "
+                f"upgradeStrategy Operations (the default, what `ichor adopt` writes), "
+                f"then switch the stored cluster to Declarative."
+            ),
+            code=Code.FORBIDDEN,
+            cluster=cluster,
+        )
     if verdict.blocking is not None:
         return Answer(
             allowed=False,
@@ -425,7 +466,7 @@ def answer_cluster(
             name=cluster.name,
             detail=operation.lower(),
         )
-    if adoption and operation == "CREATE":
+    if adopting:
         return _adopted(verdict, requester=requester, cluster=cluster)
     first = verdict.overridable[0]
     return Answer(

@@ -92,6 +92,7 @@ async def judge_cluster(
             operation=str(operation),
             carried=carried,
             adoption=_annotations(new).get(records.ADOPTION) == "true",
+            declarative=cluster.declarative,
         )
     except kubeapi.ApiUnavailable as error:
         return Judged(decisions.undecided(str(error)))

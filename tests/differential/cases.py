@@ -15,6 +15,9 @@ from collections.abc import Iterable
 from itertools import product
 from typing import TypeVar
 
+from ichor.release import go_printable
+from tests.differential import unicode14_printable
+
 __all__ = [
     "ODD",
     "kubernetes_pairs",
@@ -229,24 +232,25 @@ ESCAPED = (
 )
 
 
-def quoting(go_printable: Iterable[tuple[int, int]]) -> list[str]:
-    """Strings whose parse error quotes a character where Go's %q and Python differ.
+def _points(ranges: Iterable[tuple[int, int]]) -> set[int]:
+    found: set[int] = set()
+    for first, last in ranges:
+        found.update(range(first, last + 1))
+    return found
 
-    ``go_printable``: the printable ranges the oracle's Go reports. Every code point on
-    which Go and this Python's ``str.isprintable`` disagree (Unicode 15.0's additions for
-    Go 1.26 against Python 3.11), and the escapes of ``ESCAPED``, each where a number,
-    a pre-release and build metadata are quoted; surrogates are left out (no UTF-8
-    string holds one)."""
-    printable: set[int] = set()
-    for first, last in go_printable:
-        printable.update(range(first, last + 1))
-    differ = [
-        chr(code)
-        for code in range(0x110000)
-        if not 0xD800 <= code <= 0xDFFF and (code in printable) != chr(code).isprintable()
-    ]
+
+def quoting() -> list[str]:
+    """Strings whose parse error quotes a character where Go's %q and Unicode 14 differ.
+
+    From committed data only, never from the running Python: every code point on which
+    Go's table (``ichor.release.go_printable``, held equal to the oracle's by the
+    differential test) and Unicode 14's (``unicode14_printable``, Python 3.11's
+    ``str.isprintable``) disagree, i.e. Unicode 15.0's additions for Go 1.26, and the
+    escapes of ``ESCAPED``; each where a number, a pre-release and build metadata are
+    quoted. Neither table holds a surrogate (no UTF-8 string holds one)."""
+    differ = sorted(_points(go_printable.RANGES) ^ _points(unicode14_printable.RANGES))
     texts: list[str] = []
-    for ch in [*ESCAPED, *differ]:
+    for ch in [*ESCAPED, *map(chr, differ)]:
         # inside the text, as Go's TrimSpace strips some of them at the ends
         texts += [f"1.{ch}.0", f"1.2.3-{ch}x", f"1.2.3+{ch}b"]
     return _unique(texts)

@@ -119,7 +119,7 @@ def judged() -> Judged:
     kubernetes = cases.kubernetes_pairs()
     vocabulary = cases.vocabulary()
     printable = oracle.printable()
-    quoting = cases.quoting((first, last) for first, last in printable["ranges"])
+    quoting = cases.quoting()
     requests: list[oracle.Request] = []
     requests += [{"op": "upgrade", "host": h, "target": t} for h, t in upgrades]
     requests += [{"op": "k8s", "kubernetes": k, "talos": t} for k, t in kubernetes]
@@ -292,9 +292,9 @@ def test_the_committed_printable_table_is_the_oracles(judged: Judged) -> None:
 
 
 def test_a_parse_error_quotes_every_character_as_gos_percent_q(judged: Judged) -> None:
-    """The characters where Go's %q and Python's str.isprintable differ, and the escapes
-    Go names (\\a, \\b) or writes as \\x, \\u, \\U: the message is the oracle's, byte for
-    byte."""
+    """The characters where Go's %q and Unicode 14 (Python 3.11's str.isprintable)
+    differ, from committed tables (``cases.quoting``), and the escapes Go names (\\a,
+    \\b) or writes as \\x, \\u, \\U: the message is the oracle's, byte for byte."""
     assert len(judged.quoting) > 3 * 4000  # the Unicode 15.0 additions are all there
     mismatches = []
     for text, answer in judged.quoting:

@@ -9,8 +9,9 @@ together; the API, not memory, holds the state, so a restart resumes where it st
 
 1. the oldest operation not yet finished runs; the others wait in ``Pending`` with a
    condition naming the one ahead of them;
-2. it is checked again (``lifecycle.check_execution``): a refusal is ``Failed`` with a
-   condition naming the rule; an overridable refusal runs only under ``override: true``;
+2. it is checked again (``lifecycle.decide_execution``): a refusal is ``Failed`` with a
+   condition naming the rule; overridable refusals run only under ``override: true``,
+   and the Accepted condition and the Override Event name every one passed;
 3. it is claimed: finalizer, then status ``Running`` with ``Complete=False/JobCreating``
    and the Job's deterministic name (``jobs.job_name``), then the Job is created (an
    existing Job of that name owned by the operation is the one created before a
@@ -242,9 +243,7 @@ class OperationController:
         except ValueError as error:
             message = f"the spec of TalosCluster {op.spec.cluster_ref.name} cannot be read: {error}"
             return await self._refuse(op, Reason.INVALID_OPERATION, message), None
-        decision = lifecycle.decide(
-            lifecycle.check_execution(op, cluster), override=op.override_admitted
-        )
+        decision = lifecycle.decide_execution(op, cluster)
         if decision.refusal is not None:
             message = lifecycle.refusal_message(
                 decision.refusal, override=op.override_admitted, flag=op.spec.override

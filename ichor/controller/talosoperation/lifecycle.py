@@ -8,10 +8,12 @@ decides comes from here, so the lifecycle is tested without a cluster:
   runs at a time per cluster; the others wait in Pending naming the one ahead of them.
 * ``check_execution``: the target rule again, at execution, against the cluster's
   current spec *and* what its nodes were last seen running (a cluster can move between
-  the plan and the run), with the Kubernetes pairing of a Talos target; and the refusal
-  of a ``cni`` operation that names a version or an image patch.
-* ``decide``: a refusal stands unless it is overridable and the operation carries
-  ``override: true`` with the webhook's stamp (``ichor.dev/override-by``). The executor
+  the plan and the run), with the Kubernetes pairing of a Talos target, and for a
+  ``cni`` operation the chart with the Kubernetes the nodes run; and the refusal of a
+  ``cni`` operation that names a version or an image patch.
+* ``decide`` (``decide_execution``: of the whole verdict at execution): a refusal stands
+  unless it is overridable and the operation carries ``override: true`` with the
+  webhook's stamp (``ichor.dev/override-by``); every refusal passed is named. The executor
   may rely on the override only because the webhook asks for the creator's verb whenever
   ``override: true`` is set, even on a plan that refuses nothing at creation (a refusal
   can appear at execution, against what the Nodes run), and stamps the operation then.
@@ -267,19 +269,22 @@ def judge_execution(op: Operation, cluster: ClusterState) -> Verdict:
     The same target rule as the plan (``judge_target``), against the spec and, always,
     against what the nodes were last seen running when that differs from the spec: the
     path or skew from the version that really runs, the pair with the running other
-    component. An overridable refusal of the spec does not end the judging, so a rule of
-    the running versions that no override passes is never skipped.
+    component, and for a ``cni`` operation the chart with the Kubernetes that runs. An
+    overridable refusal of the spec does not end the judging, so a rule of the running
+    versions that no override passes is never skipped.
     """
     spec = op.spec
     if spec.type is OperationType.CNI:
         if spec.version or (spec.cni is not None and spec.cni.image_version):
             return judge((cni_version_refusal(op),))
-        return judge_target(component=Component.CNI, target="", cluster=cluster.versions)
-    if not spec.version:
+        target = ""  # the embedded chart: the rule knows it
+    elif not spec.version:
         return judge(
             (refuse(Rule.FORM, f"{op} names no version: a {spec.type} operation needs one."),)
         )
-    component, target = COMPONENTS[spec.type], spec.version
+    else:
+        target = spec.version
+    component = COMPONENTS[spec.type]
     running = _running(cluster)
 
     def answers() -> Iterator[Verdict]:
@@ -322,6 +327,13 @@ def decide(found: Refusal | Verdict | None, *, override: bool) -> Decision:
     if verdict.blocking is None and override:
         return Decision(passed=verdict.overridable[0], overridden=verdict.overridable)
     return Decision(refusal=verdict.refusal)
+
+
+def decide_execution(op: Operation, cluster: ClusterState) -> Decision:
+    """Whether ``op`` runs now: the whole verdict at execution (``judge_execution``),
+    passed only under an admitted override. Every refusal the override passes is in
+    ``overridden``, so the Accepted condition and the Override Event name each one."""
+    return decide(judge_execution(op, cluster), override=op.override_admitted)
 
 
 def refusal_message(refusal: Refusal, *, override: bool, flag: bool = False) -> str:

@@ -281,6 +281,34 @@ async def test_an_overridable_refusal_runs_only_under_override(
         assert await objects.jobs() == []
 
 
+async def test_the_override_names_every_refusal_it_passed(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    """Spec Kubernetes v1.31.5 and Nodes on v1.32.4, Talos v1.14.4 under override: the
+    spec's pair and the running pair are two refusals, and the Accepted condition and
+    the Override Event name both, not only the first."""
+    for name in list(workload.nodes):
+        await workload.core.patch_node_status(
+            name, {"status": {"nodeInfo": {"kubeletVersion": "v1.32.4"}}}
+        )
+    await objects.create_cluster(kubernetesVersion="v1.31.5")
+    await eventually(
+        objects.cluster,
+        lambda c: (c.get("status") or {}).get("kubernetesVersion") == "v1.32.4",
+        what="the old kubelets observed",
+    )
+    await objects.create_operation("up", "talos", "v1.14.4", override=True)
+    body, _ = await running_job(objects, "up")
+    accepted = condition(body, "Accepted")
+    assert accepted["reason"] == "Overridden"
+    for kubernetes in ("v1.31.5", "v1.32.4"):
+        assert f"Kubernetes {kubernetes}" in accepted["message"], accepted["message"]
+    await objects.saw_events("up", "Override")
+    (event,) = [e for e in await objects.events("up") if e["reason"] == "Override"]
+    for kubernetes in ("v1.31.5", "v1.32.4"):
+        assert f"Kubernetes {kubernetes}" in event["message"], event["message"]
+
+
 async def test_override_true_without_the_webhooks_stamp_passes_nothing(
     operator: Operator, workload: Workload, objects: Objects
 ) -> None:

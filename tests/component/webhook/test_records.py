@@ -277,3 +277,20 @@ def test_the_adoption_marker_passes_nothing_on_an_update(api: Api) -> None:
     stored = api.cluster("prod")
     assert stored is not None
     assert stored["spec"]["kubernetesVersion"] == "v1.31.5"
+
+
+def test_an_adoption_of_a_declarative_spec_is_refused(api: Api) -> None:
+    """An adoption stores what runs; a Declarative spec is a desired state: a create that
+    is both is refused with the way to adopt (Operations, then switch)."""
+    body = harness.cluster_manifest("prod", api.namespace, kubernetes="v1.31.5")
+    body["metadata"]["annotations"] = {records.ADOPTION: "true"}
+    body["spec"]["upgradeStrategy"] = "Declarative"
+    result = api.create(body, user=PLAIN)
+    assert result.returncode != 0, result.stdout
+    assert "upgradeStrategy: Declarative" in result.stderr
+    assert "adopt with upgradeStrategy Operations" in result.stderr
+    assert api.cluster("prod") is None
+    body["spec"]["upgradeStrategy"] = "Operations"
+    adopted = api.create(body, user=PLAIN)
+    assert adopted.returncode == 0, adopted.stderr
+    assert "adopted as it runs" in adopted.stderr

@@ -21,7 +21,7 @@ VERB_WORDS = "the RBAC verb `override` on `talosclusters` in API group `ichor.de
 class Case:
     """A write to refuse: a create (no base) or a spec patch of a stored cluster."""
 
-    spec: dict[str, str]
+    spec: dict[str, Any]
     overridable: bool
     words: str
     base: dict[str, str] | None = None
@@ -82,6 +82,29 @@ CASES = {
         spec={"kubernetesVersion": "v1.36.6"},
         overridable=True,
         words="upgrade Cilium to 1.20.4 first, the chart this Ichor embeds",
+    ),
+    # The preset decides whether the Cilium table holds the cluster: releasing an
+    # observed Cilium from it needs the verb, so no flip, step, flip back goes around it.
+    "release-an-observed-cilium": Case(
+        base={},
+        cilium="1.20.4",
+        spec={"cni": {"preset": "unmanaged"}},
+        overridable=True,
+        words="spec.cni.preset from cilium to unmanaged is refused while Cilium 1.20.4 runs",
+    ),
+    "release-and-move-kubernetes-in-one-update": Case(
+        base={},
+        cilium="1.20.4",
+        spec={"cni": {"preset": "unmanaged"}, "kubernetesVersion": "v1.37.1"},
+        overridable=True,
+        words="spec.cni.preset from cilium to unmanaged is refused while Cilium 1.20.4 runs",
+    ),
+    "release-an-unknown-cilium": Case(
+        base={},
+        cilium="1.21.0",
+        spec={"cni": {"preset": "unmanaged"}},
+        overridable=False,
+        words="Cilium 1.21.0 is refused",
     ),
 }
 OVERRIDABLE = {name: case for name, case in CASES.items() if case.overridable}

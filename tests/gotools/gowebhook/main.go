@@ -6,8 +6,10 @@
 //
 // It decides the TalosCluster write rule for a user without the override verb: the form
 // of each version field the write sets, no downgrade, the Talos/Kubernetes pair (with the
-// "unknown version" refusal) and, when Kubernetes moves on a cluster whose status shows a
-// managed Cilium, the Cilium/Kubernetes pair. The rows come from the JSON export of
+// "unknown version" refusal), when Kubernetes moves on a cluster managed before or after
+// the write whose status shows a Cilium, the Cilium/Kubernetes pair, and for a write that
+// changes the preset while a Cilium is observed, CniPreset (releasing it) and the Cilium
+// pair of the Kubernetes the cluster runs. The rows come from the JSON export of
 // ichor.release.compat (-table, tests/gotools/compat.json), never from this file. It
 // grants no override (it sends no SubjectAccessReview) and writes no Event; its sentences
 // are its own, the rule name in each denial is Ichor's.

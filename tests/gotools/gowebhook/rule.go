@@ -12,19 +12,21 @@ import (
 )
 
 // The rule names Ichor's refusals carry (ichor.release.refusals.Rule); only the two pair
-// rules are passable with the override verb, which this webhook never grants.
+// rules and the release of an observed Cilium by the preset are passable with the
+// override verb, which this webhook never grants.
 const (
 	ruleForm             = "Form"
 	ruleDowngrade        = "Downgrade"
 	ruleTalosKubernetes  = "TalosKubernetes"
 	ruleCiliumKubernetes = "CiliumKubernetes"
 	ruleUnknownVersion   = "UnknownVersion"
+	ruleCniPreset        = "CniPreset"
 )
 
 type refusal struct{ rule, message string }
 
 func (r refusal) overridable() bool {
-	return r.rule == ruleTalosKubernetes || r.rule == ruleCiliumKubernetes
+	return r.rule == ruleTalosKubernetes || r.rule == ruleCiliumKubernetes || r.rule == ruleCniPreset
 }
 
 // decide is the refusal a user without the override verb is shown: the first one no
@@ -234,8 +236,9 @@ func contractVersion(value string) (minor, *refusal) {
 }
 
 // review is the TalosCluster write rule: the form of each field the write sets, no
-// downgrade, then the Talos/Kubernetes pair (and the running Cilium when Kubernetes
-// moves) when a version moves. old is nil on a create.
+// downgrade, a change of the preset while a Cilium is observed, then the
+// Talos/Kubernetes pair (and the running Cilium when Kubernetes moves and the cluster
+// is managed before or after the write) when a version moves. old is nil on a create.
 func (t *table) review(c, old *cluster) *refusal {
 	var forms []*refusal
 	for _, f := range []struct {
@@ -266,14 +269,42 @@ func (t *table) review(c, old *cluster) *refusal {
 	}
 	talosMoved := old == nil || c.talos != old.talos
 	kubernetesMoved := old == nil || c.kubernetes != old.kubernetes
+	managed := isCilium(&c.preset) || (old != nil && isCilium(&old.preset))
 	var step *refusal
 	switch {
 	case kubernetesMoved:
-		step = t.kubernetesStep(c)
+		step = t.kubernetesStep(c, managed)
 	case talosMoved:
 		step = t.pairOrForm(c)
 	}
-	return decide(downgrade, step)
+	var preset *refusal
+	if old != nil {
+		preset = t.presetStep(c, old, kubernetesMoved)
+	}
+	return decide(downgrade, preset, step)
+}
+
+// presetStep judges a write that changes whether the Cilium table holds the cluster,
+// while a Cilium is observed: releasing it needs the verb (CniPreset), and either way
+// the Cilium that runs is asked of the Kubernetes the cluster runs (unless Kubernetes
+// moves in the same write, whose step asks it of the new version).
+func (t *table) presetStep(c, old *cluster, kubernetesMoved bool) *refusal {
+	before, after := isCilium(&old.preset), isCilium(&c.preset)
+	if before == after || !isCilium(c.detected) {
+		return nil
+	}
+	var release *refusal
+	if before {
+		release = &refusal{ruleCniPreset, fmt.Sprintf("spec.cni.preset from %s to %s releases the observed Cilium from its table", old.preset, c.preset)}
+	}
+	if kubernetesMoved {
+		return release
+	}
+	kubernetes, r := parsed(c.kubernetes, "kubernetesVersion")
+	if r != nil {
+		return decide(release, r)
+	}
+	return decide(release, t.cilium(c, true, kubernetes))
 }
 
 func beforeOf(old *cluster, get func(*cluster) string) *string {
@@ -334,7 +365,7 @@ func (t *table) pairOrForm(c *cluster) *refusal {
 	return t.pair(talos, kubernetes)
 }
 
-func (t *table) kubernetesStep(c *cluster) *refusal {
+func (t *table) kubernetesStep(c *cluster, managed bool) *refusal {
 	talos, r := parsed(c.talos, "talosVersion")
 	if r != nil {
 		return r
@@ -343,7 +374,7 @@ func (t *table) kubernetesStep(c *cluster) *refusal {
 	if r != nil {
 		return r
 	}
-	return decide(t.pair(talos, kubernetes), t.cilium(c, kubernetes))
+	return decide(t.pair(talos, kubernetes), t.cilium(c, managed, kubernetes))
 }
 
 func minorOf(v semver.Version) minor { return minor{v.Major, v.Minor} }
@@ -394,8 +425,8 @@ func (a coreVersion) lt(b coreVersion) bool {
 
 // cilium is the Cilium half of a Kubernetes step: only for a managed Cilium the status
 // shows with a version.
-func (t *table) cilium(c *cluster, kubernetes semver.Version) *refusal {
-	if !isCilium(&c.preset) || !isCilium(c.detected) || c.detectedVersion == nil {
+func (t *table) cilium(c *cluster, managed bool, kubernetes semver.Version) *refusal {
+	if !managed || !isCilium(c.detected) || c.detectedVersion == nil {
 		return nil
 	}
 	text := pythonStrip(*c.detectedVersion)

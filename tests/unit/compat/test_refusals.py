@@ -9,7 +9,9 @@ from ichor.release.refusals import NEVER_OVERRIDABLE, Refusal, Refused, Rule, re
 
 @pytest.mark.parametrize("rule", list(Rule))
 def test_a_refusal_is_overridable_only_for_a_compatibility_rule(rule: Rule) -> None:
-    compatibility = rule in {Rule.TALOS_KUBERNETES, Rule.CILIUM_KUBERNETES}
+    # CniPreset releases an observed Cilium from its pair for every later step: the
+    # Cilium pair, passed once for all (ichor.release.steps.cni_preset_step).
+    compatibility = rule in {Rule.TALOS_KUBERNETES, Rule.CILIUM_KUBERNETES, Rule.CNI_PRESET}
     assert refuse(rule, "x").overridable is compatibility
     assert (rule in NEVER_OVERRIDABLE) is not compatibility
 

@@ -557,3 +557,63 @@ def test_job_finished_at_reads_the_completion_time_or_the_condition() -> None:
     assert lifecycle.job_finished_at(by_condition) == LATER
     assert lifecycle.job_finished_at({"status": {"completionTime": "yesterday"}}) is None
     assert lifecycle.job_finished_at({}) is None
+
+
+@pytest.mark.parametrize(
+    ("observed", "rule", "words"),
+    [
+        ("v1.37.2", Rule.CILIUM_KUBERNETES, "a newer Ichor release is needed"),
+        ("v1.38.0", Rule.UNKNOWN_VERSION, "no override passes"),
+    ],
+    ids=["chart-does-not-run-the-observed-kubernetes", "observed-kubernetes-unknown"],
+)
+def test_a_cni_operation_is_judged_against_the_kubernetes_the_nodes_run(
+    observed: str, rule: Rule, words: str
+) -> None:
+    """Spec Kubernetes v1.36.2 (chart 1.20.4 runs it), Nodes on another: the chart must
+    run what really runs, as a talos or kubernetes operation's step must."""
+    op = operation(type_="cni", version=None, override=True)
+    state = cluster(kubernetes="v1.36.2", observed={"kubernetesVersion": observed}, cni=CILIUM_119)
+    assert lifecycle.check_execution(op, cluster(kubernetes="v1.36.2", cni=CILIUM_119)) is None
+    verdict = lifecycle.judge_execution(op, state)
+    assert verdict.refusal is not None
+    assert verdict.refusal.rule is rule, verdict
+    assert words in verdict.refusal.message
+    assert lifecycle.decide(verdict, override=False).runs is False
+    assert lifecycle.decide(verdict, override=True).runs is verdict.refusal.overridable
+
+
+def test_the_override_record_names_every_refusal_it_passed() -> None:
+    """Kubernetes v1.31.5 to v1.32.0 on Talos v1.14.3 and Cilium 1.20.4 under override: the
+    Talos pair and the Cilium pair both refuse, and the executor's decision (whose
+    ``passing`` is the Accepted condition and the Override Event) names both."""
+    op = Operation.from_body(
+        {
+            "metadata": {
+                "name": "up",
+                "namespace": "team-a",
+                "annotations": {"ichor.dev/override-by": "olivia"},
+            },
+            "spec": {
+                "clusterRef": {"name": "prod"},
+                "type": "kubernetes",
+                "version": "v1.32.0",
+                "override": True,
+            },
+        }
+    )
+    state = cluster(kubernetes="v1.31.5", cni={"detected": "cilium", "detectedVersion": "1.20.4"})
+    decision = lifecycle.decide_execution(op, state)
+    assert decision.runs
+    assert [r.rule for r in decision.overridden] == [
+        Rule.TALOS_KUBERNETES,
+        Rule.CILIUM_KUBERNETES,
+    ]
+    assert "passing TalosKubernetes" in decision.passing
+    assert "passing CiliumKubernetes" in decision.passing
+    plain = lifecycle.decide_execution(
+        Operation.from_body({**op.body, "metadata": {"name": "up", "namespace": "team-a"}}), state
+    )
+    assert not plain.runs
+    assert plain.refusal is not None
+    assert plain.refusal.rule is Rule.TALOS_KUBERNETES
