@@ -56,6 +56,8 @@ logger = logging.getLogger(__name__)
 TRANSIENT = (ApiException, aiohttp.ClientError, TimeoutError, OSError)
 #: Seconds the workload's ``/readyz`` may take.
 READYZ_TIMEOUT = 5.0
+#: Bytes of the ``/readyz`` answer read (its verbose form is a few KiB).
+READYZ_MAX_BYTES = 64 * 1024
 #: Seconds one health check's evaluation may take.
 HEALTH_TIMEOUT = 10.0
 
@@ -80,6 +82,54 @@ async def _read_bounded(stream: Any, limit: int) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)
+
+
+async def _get(
+    workload: ApiClient, path: str, *, query: Sequence[tuple[str, str]] = (), limit: int
+) -> tuple[int, bytes]:
+    """GET ``path`` of the workload's API server: its status and at most ``limit`` bytes of
+    its body. With ``_preload_content=False`` the client neither raises on a status that
+    is not 2xx nor reads the body: the caller checks the status, and the response is
+    released here whatever happens (its connection goes back to the pool, or is closed
+    when the body was not read to its end)."""
+    response = await workload.call_api(
+        path,
+        "GET",
+        query_params=list(query),
+        auth_settings=["BearerToken"],
+        response_types_map={"200": "object"},
+        _return_http_data_only=True,
+        _preload_content=False,
+        _request_timeout=READYZ_TIMEOUT,
+    )
+    try:
+        status = int(response.status)
+        raw = await _read_bounded(response.content, limit)
+    finally:
+        response.release()
+    return status, raw
+
+
+def _last_line(raw: bytes) -> str:
+    lines = raw.decode(errors="replace").strip().splitlines()
+    return f": {lines[-1][:200]}" if lines else ""
+
+
+async def probe_readyz(workload: ApiClient) -> decisions.Probe:
+    """The workload's ``/readyz``: ready only on a 2xx; else the status and the last line
+    of the answer (the failing check, for the API server's verbose answer)."""
+    try:
+        async with asyncio.timeout(READYZ_TIMEOUT):
+            status, raw = await _get(workload, "/readyz", limit=READYZ_MAX_BYTES)
+    except ApiException as error:
+        body = error.body
+        said = _last_line(body if isinstance(body, bytes) else str(body or "").encode())
+        return decisions.Probe(ok=False, message=f"answered {error.status}{said}")
+    except (aiohttp.ClientError, TimeoutError, OSError) as error:
+        return decisions.Probe(ok=False, message=f"did not answer: {error or 'timeout'}")
+    if not 200 <= status <= 299:
+        return decisions.Probe(ok=False, message=f"answered {status}{_last_line(raw)}")
+    return decisions.Probe(ok=True)
 
 
 @dataclass(frozen=True)
@@ -167,26 +217,7 @@ class AutoPatcher:
         return frozenset(found)
 
     async def _readyz(self, workload: ApiClient) -> decisions.Probe:
-        try:
-            async with asyncio.timeout(READYZ_TIMEOUT):
-                await workload.call_api(
-                    "/readyz",
-                    "GET",
-                    auth_settings=["BearerToken"],
-                    response_types_map={"200": "str"},
-                    _return_http_data_only=True,
-                    _preload_content=False,
-                    _request_timeout=READYZ_TIMEOUT,
-                )
-        except ApiException as error:
-            raw = error.body
-            text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")
-            detail = text.strip().splitlines()
-            said = f": {detail[-1][:200]}" if detail else ""
-            return decisions.Probe(ok=False, message=f"answered {error.status}{said}")
-        except (aiohttp.ClientError, TimeoutError, OSError) as error:
-            return decisions.Probe(ok=False, message=f"did not answer: {error or 'timeout'}")
-        return decisions.Probe(ok=True)
+        return await probe_readyz(workload)
 
     async def _health(
         self, workload: ApiClient, checks: Sequence[health.Compiled]
@@ -218,21 +249,12 @@ class AutoPatcher:
     ) -> tuple[list[Any] | None, str]:
         try:
             async with asyncio.timeout(READYZ_TIMEOUT):
-                response = await workload.call_api(
+                status, raw = await _get(
+                    workload,
                     check.path,
-                    "GET",
-                    query_params=[("limit", str(health.MAX_OBJECTS + 1))],
-                    auth_settings=["BearerToken"],
-                    response_types_map={"200": "object"},
-                    _return_http_data_only=True,
-                    _preload_content=False,
-                    _request_timeout=READYZ_TIMEOUT,
+                    query=[("limit", str(health.MAX_OBJECTS + 1))],
+                    limit=health.MAX_LIST_BYTES + 1,
                 )
-                try:
-                    status = int(response.status)
-                    raw = await _read_bounded(response.content, health.MAX_LIST_BYTES + 1)
-                finally:
-                    response.release()
         except ApiException as error:
             return None, f"its objects could not be listed (the API server answered {error.status})"
         except (aiohttp.ClientError, TimeoutError, OSError):
