@@ -310,6 +310,15 @@ def _gates(cluster: Cluster, component: Component) -> tuple[Reason, str] | None:
     if compatible is None or compatible.status != ConditionStatus.TRUE:
         said = compatible.message if compatible else "not judged yet"
         return Reason.VERSIONS_INCOMPATIBLE, f"VersionsCompatible is not True: {said}"
+    group = choice_groups(status).get(component)
+    if group is None or not group.available or group.unavailable_reason:
+        # A list recorded once stays offered to a person after its listing failed
+        # (``available``, with the reason); a start waits for a list that is current.
+        why = group.unavailable_reason if group and group.unavailable_reason else "not read"
+        return (
+            Reason.RELEASE_LIST_STALE,
+            f"the {_NAMES[component]} release list is not current: {why}",
+        )
     return None
 
 

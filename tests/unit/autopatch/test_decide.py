@@ -58,6 +58,7 @@ def status(
     differ: bool = False,
     talos: str = "v1.14.3",
     available: bool = True,
+    stale: bool = False,
     auto_patch: AutoPatchStatus | None = None,
     extra: Sequence[Condition] = (),
 ) -> TalosClusterStatus:
@@ -70,7 +71,10 @@ def status(
         upgrade_choices=UpgradeChoices(
             talos=ChoiceGroup(
                 patch=tuple(talos_patch), next_minor=tuple(next_minor), available=available,
-                unavailable_reason=None if available else "the release check failed: 503",
+                unavailable_reason=None if available and not stale
+                else "the release check failed: 503" if not available
+                else "the last release listing failed (GitHub answered 503), so the list may "
+                "be stale",
             ),
             kubernetes=ChoiceGroup(patch=tuple(kubernetes_patch), available=True),
         ),
@@ -290,6 +294,7 @@ def test_the_fleet_limit_counts_other_clusters_only() -> None:
         ({"differ": True}, (), "NodesDiffer"),
         ({"talos": "v1.14.2"}, (), "NodesDiffer"),  # the nodes do not run the spec yet
         ({"compatible": "False"}, (), "VersionsIncompatible"),
+        ({"stale": True}, (), "ReleaseListStale"),
     ],
 )
 def test_each_health_gate_stops_the_start_with_its_name(
@@ -321,6 +326,19 @@ def test_a_stale_release_list_stops_that_component_only() -> None:
     assert alone.start is None
     assert reason(alone) == "ReleaseListStale"
     assert "503" in (alone.status.message or "")  # type: ignore[union-attr]
+
+
+def test_a_list_whose_last_listing_failed_holds_the_start_as_a_gate() -> None:
+    """The list was recorded once, so it is still offered (``available``), but its last
+    listing failed: a patch it offers may not be the newest, or may be withdrawn."""
+    decision = decide(cluster(status(stale=True)))
+    assert decision.start is None
+    assert reason(decision) == "ReleaseListStale"
+    message = decision.condition.message if decision.condition else ""
+    assert message.startswith("Talos v1.14.5 waits for a health gate: the Talos release list")
+    assert "GitHub answered 503" in message
+    assert [e.reason for e in decision.events] == [AutoPatchEventReason.BLOCKED]
+    assert not decide(cluster(status(stale=True)), probe=None).needs_probe  # no request
 
 
 def test_the_readyz_probe_comes_last_and_a_failure_is_a_gate() -> None:
