@@ -6,10 +6,18 @@ computed the cluster's status, and writes ``status.autoPatch`` and the ``AutoPat
 condition in the same status write: one writer of a TalosCluster's status. A cluster
 auto-patch is not configured for costs nothing here (no request).
 
-Starts are taken one at a time for the whole operator (a lock around "count the fleet's
-running auto-patch operations, then create"), so ``maxConcurrentClusters`` holds between
-clusters reconciled at the same time; the count is a fresh list of the API server, never
-a cache, so a restart counts what is there.
+The workload cluster (``/readyz``, the health checks) is asked first, outside any lock.
+Then starts are taken one at a time for the whole operator: a lock around "take the time,
+list the cluster's and the fleet's auto-patch operations and read the halts afresh,
+decide again, create", so ``maxConcurrentClusters`` holds between clusters reconciled at
+the same time, a window that closed while the workload was asked starts nothing, and a
+version that just failed elsewhere (a halt recorded since the watch cache was read, or a
+failed operation whose cluster has not recorded its halt yet) is not started. These are
+fresh lists of the API server, never a cache, so a restart counts what is there.
+
+While a failure suspends a cluster, every look asks for its halt (written once, by
+operation name), so a halt whose write failed is written at the next look; every write
+of the fleet's record drops the halts that are over.
 """
 
 from __future__ import annotations
@@ -17,9 +25,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -35,6 +43,7 @@ from ichor.api.autopatch import (
     AutoPatchSpec,
     FleetAutoPatchSpec,
     FleetAutoPatchStatus,
+    Halt,
     LastRun,
     RunResult,
 )
@@ -45,7 +54,7 @@ from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType, Phase, StartedBy
 from ichor.controller.autopatch import decide as decisions
 from ichor.controller.autopatch import health
-from ichor.controller.autopatch.policy import effective, max_concurrent
+from ichor.controller.autopatch.policy import Policy, effective, max_concurrent
 from ichor.controller.talosoperation import starter, starts
 from ichor.kube import bodies, events, metrics, objects, patching
 from ichor.kube.clients import REQUEST_TIMEOUT
@@ -60,6 +69,10 @@ READYZ_TIMEOUT = 5.0
 READYZ_MAX_BYTES = 64 * 1024
 #: Seconds one health check's evaluation may take.
 HEALTH_TIMEOUT = 10.0
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def _read(model: Any, raw: object) -> Any:
@@ -132,6 +145,20 @@ async def probe_readyz(workload: ApiClient) -> decisions.Probe:
     return decisions.Probe(ok=True)
 
 
+#: The phases of an operation that runs (or is about to).
+_ACTIVE = (None, Phase.PENDING, Phase.RUNNING)
+
+
+def _names(fleet: FleetAutoPatchStatus, halt: Halt) -> bool:
+    """Whether ``fleet`` (as the watch cache shows it) holds a halt of ``halt``'s
+    operation: then there is nothing to write."""
+    return any(h.operation == halt.operation for h in fleet.halts)
+
+
+def _uid(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("uid") or "")
+
+
 @dataclass(frozen=True)
 class Result:
     """What the cluster controller writes and posts for auto-patch."""
@@ -168,17 +195,60 @@ def parse_run(body: Mapping[str, Any], *, cluster_uid: str) -> decisions.Run | N
         created=when,
         auto_patch=labels.get(STARTED_BY_LABEL) == StartedBy.AUTO_PATCH.value and owned,
         message=str(status["message"]) if status.get("message") else None,
+        finished=_time(status.get("finishedAt")),
+    )
+
+
+def _time(raw: object) -> datetime | None:
+    if not raw:
+        return None
+    try:
+        return datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def parse_fleet_run(body: Mapping[str, Any]) -> decisions.FleetRun | None:
+    """An operation of the fleet's auto-patch listing (labelled by the operator)."""
+    meta: Mapping[str, Any] = body.get("metadata") or {}
+    spec: Mapping[str, Any] = body.get("spec") or {}
+    status: Mapping[str, Any] = body.get("status") or {}
+    created = _time(meta.get("creationTimestamp"))
+    if created is None:
+        return None
+    try:
+        phase = Phase(status["phase"]) if status.get("phase") is not None else None
+    except ValueError:
+        phase = None
+    ref = (spec.get("clusterRef") or {}).get("name")
+    return decisions.FleetRun(
+        cluster=f"{meta.get('namespace')}/{ref}",
+        operation=str(meta.get("name") or ""),
+        component=str(spec.get("type") or ""),
+        version=str(spec.get("version") or ""),
+        phase=phase,
+        created=created,
+        finished=_time(status.get("finishedAt")),
     )
 
 
 class AutoPatcher:
     def __init__(
-        self, *, api: ApiClient, health_resources: Sequence[str] = DEFAULT_HEALTH_CHECK_RESOURCES
+        self,
+        *,
+        api: ApiClient,
+        health_resources: Sequence[str] = DEFAULT_HEALTH_CHECK_RESOURCES,
+        clock: Callable[[], datetime] = _now,
     ) -> None:
         self.api = api
         #: What a health check may read (``ICHOR_HEALTH_CHECK_RESOURCES``).
         self.health_resources = tuple(health_resources)
         self.objects = client.CustomObjectsApi(api)
+        #: The time inside the fleet lock (the workload was asked before, for a while).
+        self.clock = clock
+        #: Held only around quick reads and writes of the API server: count the fleet,
+        #: read its halts, create; or write the fleet's record. Never while asking a
+        #: workload cluster.
         self._lock = asyncio.Lock()
 
     async def _operations(
@@ -204,17 +274,14 @@ class AutoPatcher:
         items: list[dict[str, Any]] = listed.get("items") or []
         return items
 
-    async def _busy(self) -> frozenset[str]:
-        """Clusters with an auto-patch operation Pending or Running, fleet-wide."""
-        found: set[str] = set()
+    async def _fleet_runs(self) -> tuple[decisions.FleetRun, ...]:
+        """The fleet's auto-patch operations, listed afresh (never a cache)."""
         selector = f"{STARTED_BY_LABEL}={StartedBy.AUTO_PATCH.value}"
-        for body in await self._operations(None, selector=selector):
-            phase = (body.get("status") or {}).get("phase")
-            if phase in (None, Phase.PENDING.value, Phase.RUNNING.value):
-                meta = body.get("metadata") or {}
-                ref = ((body.get("spec") or {}).get("clusterRef") or {}).get("name")
-                found.add(f"{meta.get('namespace')}/{ref}")
-        return frozenset(found)
+        return tuple(
+            run
+            for body in await self._operations(None, selector=selector)
+            if (run := parse_fleet_run(body)) is not None
+        )
 
     async def _readyz(self, workload: ApiClient) -> decisions.Probe:
         return await probe_readyz(workload)
@@ -337,13 +404,7 @@ class AutoPatcher:
         )
         uid = str(meta.get("uid") or "")
         try:
-            runs = [
-                run
-                for item in await self._operations(namespace)
-                if ((item.get("spec") or {}).get("clusterRef") or {}).get("name") == name
-                for run in [parse_run(item, cluster_uid=uid)]
-                if run is not None
-            ]
+            runs = await self._runs(namespace, name, uid=uid)
         except TRANSIENT as error:
             logger.warning("auto-patch of %s/%s: operations not listed: %s", namespace, name, error)
             return Result(status=status.auto_patch, condition=previous_condition)
@@ -362,32 +423,13 @@ class AutoPatcher:
 
         decision = decisions.decide(cluster=cluster, policy=policy, runs=runs, fleet=fleet, now=now)
         if decision.needs_probe:
-            async with self._lock:
-                busy = await self._busy_or_none()
-                fleet = decisions.Fleet(
-                    halts=fleet.halts, seen=fleet.seen, max_concurrent=fleet.max_concurrent,
-                    busy=busy or frozenset(), uncounted=busy is None,
-                )  # fmt: skip
-                probe = (
-                    await self._readyz(workload)
-                    if workload is not None
-                    else decisions.Probe(ok=False, message="cannot be asked")
-                )
-                verdicts = (
-                    await self._health(workload, policy.health)
-                    if probe.ok and workload is not None
-                    else None
-                )
-                decision = decisions.decide(
-                    cluster=cluster, policy=policy, runs=runs, fleet=fleet, now=now,
-                    readyz=probe, health=verdicts,
-                )  # fmt: skip
-                if decision.start is not None:
-                    decision = await self._start(
-                        decision, body=body, now=now, previous=previous_condition
-                    )
-        if decision.halt is not None and installation is not None:
-            await self._record_halt(decision, now=now)
+            decision = await self._probe_and_start(
+                cluster=cluster, policy=policy, body=body, workload=workload,
+                runs=runs, fleet=fleet, previous=previous_condition,
+            )  # fmt: skip
+        kept = decision.keep_halt
+        if kept is not None and installation is not None and not _names(fleet_status, kept):
+            await self._record_halt(kept)
         self._count(previous=status.auto_patch, decision=decision, old=previous_condition)
         metrics.auto_patch_window(
             namespace=namespace,
@@ -406,6 +448,82 @@ class AutoPatcher:
             wake_at=decision.wake_at,
         )
 
+    async def _runs(self, namespace: str, name: str, *, uid: str) -> list[decisions.Run]:
+        return [
+            run
+            for item in await self._operations(namespace)
+            if ((item.get("spec") or {}).get("clusterRef") or {}).get("name") == name
+            for run in [parse_run(item, cluster_uid=uid)]
+            if run is not None
+        ]
+
+    async def _probe_and_start(
+        self,
+        *,
+        cluster: decisions.Cluster,
+        policy: Policy,
+        body: Mapping[str, Any],
+        workload: ApiClient | None,
+        runs: Sequence[decisions.Run],
+        fleet: decisions.Fleet,
+        previous: Condition | None,
+    ) -> decisions.Decision:
+        """Ask the workload (``/readyz``, then the health checks), outside the fleet lock:
+        that takes seconds, up to minutes with 16 checks. Then, in the lock, decide again
+        on what is true now: the time (the window may have closed meanwhile), the
+        cluster's operations, the fleet's auto-patch operations (the count, and a failure
+        whose halt is not recorded yet) and the halts read afresh; and start."""
+        probe = (
+            await self._readyz(workload)
+            if workload is not None
+            else decisions.Probe(ok=False, message="cannot be asked")
+        )
+        verdicts = (
+            await self._health(workload, policy.health)
+            if probe.ok and workload is not None
+            else None
+        )
+        async with self._lock:
+            now = self.clock()
+            try:
+                runs = await self._runs(cluster.namespace, cluster.name, uid=_uid(body))
+                listed = await self._fleet_runs()
+                fresh = await self._installation()
+            except TRANSIENT as error:
+                # nothing starts on a guess: the fleet is "not counted" (FleetBusy)
+                logger.warning("auto-patch: the fleet not read afresh: %s", error)
+                fleet = replace(fleet, halts=decisions.live_halts(fleet.halts, now=now),
+                                uncounted=True)  # fmt: skip
+            else:
+                recorded = (
+                    _read(
+                        FleetAutoPatchStatus, ((fresh or {}).get("status") or {}).get("autoPatch")
+                    )
+                    or FleetAutoPatchStatus()
+                )
+                fleet_spec = _read(
+                    FleetAutoPatchSpec, ((fresh or {}).get("spec") or {}).get("autoPatch")
+                )
+                fleet = decisions.Fleet(
+                    halts=(
+                        *decisions.live_halts(recorded.halts, now=now),
+                        *decisions.unrecorded_halts(
+                            listed, recorded=recorded.halts, now=now, cluster=cluster.key,
+                            resume=cluster.resume,
+                        ),
+                    ),
+                    seen=decisions.seen_map(recorded.seen),
+                    busy=frozenset(r.cluster for r in listed if r.phase in _ACTIVE),
+                    max_concurrent=max_concurrent(fleet_spec),
+                )  # fmt: skip
+            decision = decisions.decide(
+                cluster=cluster, policy=policy, runs=runs, fleet=fleet, now=now,
+                readyz=probe, health=verdicts,
+            )  # fmt: skip
+            if decision.start is not None:
+                decision = await self._start(decision, body=body, now=now, previous=previous)
+        return decision
+
     @staticmethod
     def _count(*, previous: Any, decision: decisions.Decision, old: Condition | None) -> None:
         """Metrics of what changed: a run that ended, a gate that newly stopped a start."""
@@ -422,13 +540,6 @@ class AutoPatcher:
             return
         if before is None or (before.operation, before.result) != (after.operation, after.result):
             metrics.auto_patch_run(result=after.result.value)
-
-    async def _busy_or_none(self) -> frozenset[str] | None:
-        try:
-            return await self._busy()
-        except TRANSIENT as error:
-            logger.warning("auto-patch: the fleet's operations not listed: %s", error)
-            return None
 
     async def _record_seen(
         self,
@@ -459,7 +570,8 @@ class AutoPatcher:
                     halts=fleet.halts, seen=decisions.seen_map(current.seen),
                     max_concurrent=fleet.max_concurrent,
                 )  # fmt: skip
-            updated = current.model_copy(update={"seen": seen})
+            updated = decisions.fleet_record(current, now=now, seen=seen)
+            assert updated is not None
             await self._write_fleet(fresh, updated)
         return updated, decisions.Fleet(
             halts=fleet.halts, seen=decisions.seen_map(seen), max_concurrent=fleet.max_concurrent
@@ -472,9 +584,10 @@ class AutoPatcher:
             logger.warning("auto-patch: IchorInstallation not read: %s", error)
             return None
 
-    async def _record_halt(self, decision: decisions.Decision, *, now: datetime) -> None:
-        halt = decision.halt
-        assert halt is not None
+    async def _record_halt(self, halt: Halt) -> None:
+        """Record ``halt`` unless a halt names its operation already (idempotent: asked at
+        every look while the cluster stays suspended, so a write that failed is tried
+        again at the next look)."""
         async with self._lock:
             for _ in range(3):
                 fresh = await self._installation_or_none()
@@ -484,10 +597,10 @@ class AutoPatcher:
                     _read(FleetAutoPatchStatus, (fresh.get("status") or {}).get("autoPatch"))
                     or FleetAutoPatchStatus()
                 )
-                if any(h.operation == halt.operation for h in current.halts):
+                updated = decisions.fleet_record(current, now=self.clock(), halt=halt)
+                if updated is None:
                     return
-                halts = (*decisions.live_halts(current.halts, now=now), halt)[-64:]
-                if await self._write_fleet(fresh, current.model_copy(update={"halts": halts})):
+                if await self._write_fleet(fresh, updated):
                     metrics.auto_patch_halted(component=halt.component)
                     return
 
