@@ -114,6 +114,8 @@ class Run:
     message: str | None = None
     #: ``status.finishedAt``: when it succeeded or failed.
     finished: datetime | None = None
+    #: Marked (``ichor.dev/auto-patch-halted``): the fleet's record holds its halt.
+    halt_recorded: bool = False
 
     @property
     def active(self) -> bool:
@@ -132,11 +134,14 @@ class FleetRun:
     phase: Phase | None
     created: datetime
     finished: datetime | None = None
+    #: Marked (``ichor.dev/auto-patch-halted``): the fleet's record holds its halt.
+    halt_recorded: bool = False
 
 
-#: How long a failed auto-patch operation halts its version while no halt is recorded for
-#: it: the failing cluster records the halt at its next look (when the operation moves,
-#: and at each look after while suspended), so this only bridges that moment.
+#: How long a failed auto-patch operation halts its version while its halt is neither in
+#: the fleet's record nor marked on it: the failing cluster records the halt at its next
+#: look (the operation moved), and at each look after until it is recorded and marked, so
+#: this only bridges that moment (and ends a failure whose cluster never looks again).
 UNRECORDED_HALT = timedelta(minutes=30)
 
 
@@ -194,9 +199,10 @@ class Decision:
     start: Start | None = None
     #: A new halt to record on the IchorInstallation (the first look at the failure).
     halt: Halt | None = None
-    #: The halt that must stay recorded while the cluster is suspended by a failure,
-    #: asked for at every look (recorded once, by operation name), so a halt whose write
-    #: failed is written at the next look. None once it is over, or after a resume.
+    #: The halt of the failure that suspends the cluster, asked for at every look until
+    #: it is recorded and the failed operation marked so (recorded once, by operation
+    #: name), so a halt whose write failed is written at the next look. None once it is
+    #: over, marked, or after a resume.
     keep_halt: Halt | None = None
     #: The start waits only for the workload's ``/readyz``: probe, then decide again.
     needs_probe: bool = False
@@ -492,7 +498,8 @@ def decide(
         if recorded is None or recorded.operation != last.name:
             events.append(PlannedEvent(EventType.WARNING, AutoPatchEventReason.FAILED, message))
             halt = kept
-        return finish(Reason.FAILED, message, status=status, halt=halt, keep_halt=kept)
+        keep = None if last.halt_recorded else kept
+        return finish(Reason.FAILED, message, status=status, halt=halt, keep_halt=keep)
     if previous and previous.suspension:
         events.append(
             PlannedEvent(
@@ -607,14 +614,15 @@ def unrecorded_halts(
     cluster: str,
     resume: str | None,
 ) -> tuple[Halt, ...]:
-    """A halt for each failed auto-patch operation of the fleet that no halt in
-    ``recorded`` names yet (its cluster has not looked since it failed), for
+    """A halt for each failed auto-patch operation of the fleet whose halt is neither in
+    ``recorded`` nor marked on it (its cluster has not looked since it failed), for
     ``UNRECORDED_HALT`` after it failed. A recorded halt decides for its operation, live
-    or over; ``cluster``'s own failure it resumed (``resume``) halts nothing here."""
+    or over, and so does the mark once the record dropped it; ``cluster``'s own failure
+    it resumed (``resume``) halts nothing here."""
     named = {h.operation for h in recorded}
     halts: list[Halt] = []
     for run in runs:
-        if run.phase is not Phase.FAILED or run.operation in named:
+        if run.phase is not Phase.FAILED or run.operation in named or run.halt_recorded:
             continue
         if run.cluster == cluster and run.operation == resume:
             continue

@@ -39,6 +39,7 @@ from pydantic import ValidationError
 from ichor.api import kinds
 from ichor.api.autopatch import (
     DEFAULT_HEALTH_CHECK_RESOURCES,
+    HALTED_ANNOTATION,
     RESUME_ANNOTATION,
     AutoPatchSpec,
     FleetAutoPatchSpec,
@@ -155,6 +156,10 @@ def _names(fleet: FleetAutoPatchStatus, halt: Halt) -> bool:
     return any(h.operation == halt.operation for h in fleet.halts)
 
 
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def _uid(body: Mapping[str, Any]) -> str:
     return str((body.get("metadata") or {}).get("uid") or "")
 
@@ -196,6 +201,7 @@ def parse_run(body: Mapping[str, Any], *, cluster_uid: str) -> decisions.Run | N
         auto_patch=labels.get(STARTED_BY_LABEL) == StartedBy.AUTO_PATCH.value and owned,
         message=str(status["message"]) if status.get("message") else None,
         finished=_time(status.get("finishedAt")),
+        halt_recorded=HALTED_ANNOTATION in (meta.get("annotations") or {}),
     )
 
 
@@ -229,6 +235,7 @@ def parse_fleet_run(body: Mapping[str, Any]) -> decisions.FleetRun | None:
         phase=phase,
         created=created,
         finished=_time(status.get("finishedAt")),
+        halt_recorded=HALTED_ANNOTATION in (meta.get("annotations") or {}),
     )
 
 
@@ -428,8 +435,12 @@ class AutoPatcher:
                 runs=runs, fleet=fleet, previous=previous_condition,
             )  # fmt: skip
         kept = decision.keep_halt
-        if kept is not None and installation is not None and not _names(fleet_status, kept):
-            await self._record_halt(kept)
+        if (
+            kept is not None
+            and installation is not None
+            and (_names(fleet_status, kept) or await self._record_halt(kept))
+        ):
+            await self._mark_halted(namespace, kept)
         self._count(previous=status.auto_patch, decision=decision, old=previous_condition)
         metrics.auto_patch_window(
             namespace=namespace,
@@ -584,25 +595,47 @@ class AutoPatcher:
             logger.warning("auto-patch: IchorInstallation not read: %s", error)
             return None
 
-    async def _record_halt(self, halt: Halt) -> None:
+    async def _record_halt(self, halt: Halt) -> bool:
         """Record ``halt`` unless a halt names its operation already (idempotent: asked at
-        every look while the cluster stays suspended, so a write that failed is tried
-        again at the next look)."""
+        every look until the failed operation is marked, so a write that failed is tried
+        again at the next look). True: the record holds it now."""
         async with self._lock:
             for _ in range(3):
                 fresh = await self._installation_or_none()
                 if fresh is None:
-                    return
+                    return False
                 current = (
                     _read(FleetAutoPatchStatus, (fresh.get("status") or {}).get("autoPatch"))
                     or FleetAutoPatchStatus()
                 )
+                if _names(current, halt):
+                    return True
                 updated = decisions.fleet_record(current, now=self.clock(), halt=halt)
                 if updated is None:
-                    return
+                    return False  # over meanwhile
                 if await self._write_fleet(fresh, updated):
                     metrics.auto_patch_halted(component=halt.component)
-                    return
+                    return True
+        return False
+
+    async def _mark_halted(self, namespace: str, halt: Halt) -> None:
+        """Mark the failed operation: its halt is in the record. From then on its cluster
+        stops asking for the halt, and a start elsewhere no longer takes the failure as a
+        halt by itself, even once the record dropped the halt (it is over)."""
+        try:
+            await patching.patch_object(
+                self.api,
+                kind=kinds.Kind.TALOS_OPERATION,
+                name=halt.operation,
+                namespace=namespace,
+                patch={"metadata": {"annotations": {HALTED_ANNOTATION: _stamp(halt.until)}}},
+                resource_version=None,
+            )
+        except TRANSIENT as error:
+            logger.warning(
+                "auto-patch: TalosOperation %s/%s not marked as halted: %s",
+                namespace, halt.operation, error,
+            )  # fmt: skip
 
     async def _start(
         self,

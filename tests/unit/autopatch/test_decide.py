@@ -511,6 +511,12 @@ def test_while_suspended_every_look_keeps_the_halt_in_place() -> None:
     assert (again.keep_halt.operation, again.keep_halt.version, again.keep_halt.until) == (
         "auto-patch-prod-1", "v1.14.5", first.halt.until,
     )  # fmt: skip
+    # recorded and the operation marked so: nothing more to ask for
+    marked = replace(failed, halt_recorded=True)
+    done = decide(cluster(status(auto_patch=first.status)), runs=[marked],
+                  now=NOW + timedelta(minutes=6))  # fmt: skip
+    assert reason(done) == "PatchFailed"
+    assert done.keep_halt is None
     # resumed: nothing is kept in place any more
     resumed = decide(cluster(status(auto_patch=first.status), resume="auto-patch-prod-1"),
                      runs=[failed])  # fmt: skip
@@ -584,6 +590,9 @@ def test_a_failed_operation_whose_halt_is_not_recorded_yet_halts_its_version() -
     ):
         assert d.unrecorded_halts([other], recorded=(), now=NOW, cluster="ns/prod",
                                   resume=None) == ()  # fmt: skip
+    marked = replace(failed, halt_recorded=True)  # its halt was recorded, then dropped
+    assert d.unrecorded_halts([marked], recorded=(), now=NOW, cluster="ns/prod",
+                              resume=None) == ()  # fmt: skip
     own = _fleet_run("op-prod", cluster="ns/prod")
     assert d.unrecorded_halts([own], recorded=(), now=NOW, cluster="ns/prod",
                               resume="op-prod") == ()  # fmt: skip

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from ichor.api.autopatch import FleetAutoPatchStatus
+from ichor.api.autopatch import HALTED_ANNOTATION, FleetAutoPatchStatus, Halt
 from ichor.api.talosoperation import STARTED_BY_LABEL
 from ichor.controller.autopatch import decide as d
 from ichor.controller.autopatch import runner
@@ -86,6 +86,7 @@ class Api:
         self.writes: list[FleetAutoPatchStatus] = []
         self.failing_writes = 0
         self.started: list[starts.StartRequest] = []
+        self.marks: list[str] = []
 
     def fleet(self) -> FleetAutoPatchStatus:
         return FleetAutoPatchStatus.model_validate(self.installation["status"]["autoPatch"])
@@ -129,6 +130,12 @@ class Patcher(runner.AutoPatcher):
         self.fake.installation["metadata"]["resourceVersion"] = str(int(current) + 1)
         self.fake.writes.append(fleet)
         return True
+
+    async def _mark_halted(self, namespace: str, halt: Halt) -> None:
+        self.fake.marks.append(halt.operation)
+        for body in self.fake.operations:
+            if body["metadata"]["name"] == halt.operation:
+                body["metadata"].setdefault("annotations", {})[HALTED_ANNOTATION] = "x"
 
     async def _readyz(self, workload: Any) -> d.Probe:
         self.locked_while_asking.append(self._lock.locked())
@@ -239,11 +246,35 @@ async def test_a_halt_whose_write_failed_is_written_at_the_next_look(api: Api) -
     assert (halt.operation, halt.version, halt.until) == (
         "op-prod", "v1.14.5", NOW.replace(hour=6, minute=0),
     )  # fmt: skip
+    assert api.marks == ["op-prod"]  # the failed operation says its halt is recorded
     writes = len(api.writes)
-    # recorded, and the cache says so: the next look writes nothing
+    # recorded and marked: the next look neither writes nor marks again
     third = await reconcile(patcher, api, st=st, now=NOW + timedelta(minutes=2))
     assert reason(third) == "PatchFailed"
     assert len(api.writes) == writes
+    assert api.marks == ["op-prod"]
+
+
+async def test_a_marked_failure_whose_halt_left_the_record_halts_nothing_again(
+    api: Api,
+) -> None:
+    """The record dropped the halt (it is over, or an admin removed it): the failing
+    cluster does not write it back, and another cluster's start does not take the
+    failure as a halt by itself."""
+    failed = operation(
+        "op-prod", cluster="prod", phase="Failed", finished=NOW - timedelta(minutes=1)
+    )
+    api.operations.append(failed)
+    patcher = Patcher(api, clock=[NOW])
+    first = await reconcile(patcher, api)
+    assert len(api.fleet().halts) == 1
+    api.installation["status"]["autoPatch"]["halts"] = []
+    st = status(kubernetes_patch=(), auto_patch=first.status)
+    await reconcile(patcher, api, st=st, now=NOW + timedelta(minutes=1))
+    assert api.fleet().halts == ()
+    edge = await reconcile(patcher, api, body=cluster_body("edge"), now=NOW + timedelta(minutes=1))
+    assert reason(edge) == "Started"
+    assert [(r.cluster.name, r.version) for r in api.started] == [("edge", "v1.14.5")]
 
 
 async def test_a_write_of_the_seen_record_drops_the_halts_that_are_over(api: Api) -> None:
