@@ -26,6 +26,10 @@ MAX_WINDOW_HOURS = 168
 #: Annotation a person sets on a TalosCluster to resume auto-patch after a failure: its
 #: value is the name of the failed operation (``status.autoPatch.suspension.operation``).
 RESUME_ANNOTATION = "ichor.dev/auto-patch-resume"
+#: Annotation the operator sets on a failed auto-patch operation once the fleet's record
+#: holds its halt (the value: the halt's end). Until then, the failing cluster asks for
+#: the halt at every look, and a start elsewhere takes the failure as a halt by itself.
+HALTED_ANNOTATION = "ichor.dev/auto-patch-halted"
 
 
 class AutoPatchComponent(StrEnum):

@@ -9,7 +9,9 @@ The order of the checks is the order of the answer a person reads:
 3. the newest operation auto-patch started for this cluster failed, and nobody resumed
    (the annotation ``ichor.dev/auto-patch-resume`` names another operation, or none):
    suspended, with one Warning Event saying what failed and how to resume, and a halt of
-   that version for the fleet until its window closes;
+   that version for the fleet (``halt_until``: the rest of the window it started in, or
+   when it failed after that window closed, through the window open then or the next),
+   asked for at every look while suspended;
 4. ``suspended: true``;
 5. any operation of the cluster Pending or Running, whoever started it: wait;
 6. no window open now: wait for the next;
@@ -36,6 +38,7 @@ from datetime import datetime, timedelta
 from ichor.api.autopatch import (
     RESUME_ANNOTATION,
     AutoPatchStatus,
+    FleetAutoPatchStatus,
     Halt,
     LastRun,
     RunResult,
@@ -109,10 +112,37 @@ class Run:
     #: Labelled ``ichor.dev/started-by: auto-patch`` and owned by this cluster.
     auto_patch: bool
     message: str | None = None
+    #: ``status.finishedAt``: when it succeeded or failed.
+    finished: datetime | None = None
+    #: Marked (``ichor.dev/auto-patch-halted``): the fleet's record holds its halt.
+    halt_recorded: bool = False
 
     @property
     def active(self) -> bool:
         return self.phase in (None, Phase.PENDING, Phase.RUNNING)
+
+
+@dataclass(frozen=True)
+class FleetRun:
+    """One auto-patch operation of the fleet, as the fleet's listing shows it."""
+
+    #: ``namespace/name`` of its cluster.
+    cluster: str
+    operation: str
+    component: str
+    version: str
+    phase: Phase | None
+    created: datetime
+    finished: datetime | None = None
+    #: Marked (``ichor.dev/auto-patch-halted``): the fleet's record holds its halt.
+    halt_recorded: bool = False
+
+
+#: How long a failed auto-patch operation halts its version while its halt is neither in
+#: the fleet's record nor marked on it: the failing cluster records the halt at its next
+#: look (the operation moved), and at each look after until it is recorded and marked, so
+#: this only bridges that moment (and ends a failure whose cluster never looks again).
+UNRECORDED_HALT = timedelta(minutes=30)
 
 
 @dataclass(frozen=True)
@@ -167,8 +197,13 @@ class Decision:
     condition: Condition | None
     events: tuple[PlannedEvent, ...] = ()
     start: Start | None = None
-    #: A new halt to record on the IchorInstallation.
+    #: A new halt to record on the IchorInstallation (the first look at the failure).
     halt: Halt | None = None
+    #: The halt of the failure that suspends the cluster, asked for at every look until
+    #: it is recorded and the failed operation marked so (recorded once, by operation
+    #: name), so a halt whose write failed is written at the next look. None once it is
+    #: over, marked, or after a resume.
+    keep_halt: Halt | None = None
     #: The start waits only for the workload's ``/readyz``: probe, then decide again.
     needs_probe: bool = False
     #: When to look again at the latest (a window opening or closing, a release ageing).
@@ -310,6 +345,15 @@ def _gates(cluster: Cluster, component: Component) -> tuple[Reason, str] | None:
     if compatible is None or compatible.status != ConditionStatus.TRUE:
         said = compatible.message if compatible else "not judged yet"
         return Reason.VERSIONS_INCOMPATIBLE, f"VersionsCompatible is not True: {said}"
+    group = choice_groups(status).get(component)
+    if group is None or not group.available or group.unavailable_reason:
+        # A list recorded once stays offered to a person after its listing failed
+        # (``available``, with the reason); a start waits for a list that is current.
+        why = group.unavailable_reason if group and group.unavailable_reason else "not read"
+        return (
+            Reason.RELEASE_LIST_STALE,
+            f"the {_NAMES[component]} release list is not current: {why}",
+        )
     return None
 
 
@@ -359,6 +403,7 @@ def decide(
         status: AutoPatchStatus | None = None,
         start: Start | None = None,
         halt: Halt | None = None,
+        keep_halt: Halt | None = None,
         needs_probe: bool = False,
         wake_at: datetime | None = None,
     ) -> Decision:
@@ -384,6 +429,7 @@ def decide(
             events=tuple(events),
             start=start,
             halt=halt,
+            keep_halt=keep_halt,
             needs_probe=needs_probe,
             wake_at=min(moments) if moments else None,
         )
@@ -435,19 +481,25 @@ def decide(
             + resume
         )
         recorded = previous.suspension if previous else None
-        if recorded is None or recorded.operation != last.name:
-            events.append(PlannedEvent(EventType.WARNING, AutoPatchEventReason.FAILED, message))
-            stretch = policy.windows.open_at(last.created)
-            halt = Halt(
+        until = halt_until(policy, last, failed_at=last.finished or suspension.time)
+        kept = (
+            Halt(
                 component=last.type,
                 version=last.version,
                 cluster=cluster.key,
                 operation=last.name,
                 reason=said[:1024],
-                time=now,
-                until=stretch.end if stretch else now,
+                time=suspension.time,
+                until=until,
             )
-        return finish(Reason.FAILED, message, status=status, halt=halt)
+            if until is not None and until > now
+            else None
+        )
+        if recorded is None or recorded.operation != last.name:
+            events.append(PlannedEvent(EventType.WARNING, AutoPatchEventReason.FAILED, message))
+            halt = kept
+        keep = None if last.halt_recorded else kept
+        return finish(Reason.FAILED, message, status=status, halt=halt, keep_halt=keep)
     if previous and previous.suspension:
         events.append(
             PlannedEvent(
@@ -489,8 +541,9 @@ def decide(
     if fleet.uncounted:
         return finish(
             Reason.FLEET_BUSY,
-            f"{what} waits: the fleet's auto-patch operations could not be counted "
-            "(maxConcurrentClusters); it is tried again at the next check",
+            f"{what} waits: the fleet's auto-patch operations and halts could not be read "
+            "afresh, so its running operations could not be counted (maxConcurrentClusters); "
+            "it is tried again at the next check",
             status=status,
         )
     if len(others) >= fleet.max_concurrent:
@@ -539,6 +592,81 @@ def decide(
             reason=sentence,
         ),
     )
+
+
+def halt_until(policy: Policy, run: Run, *, failed_at: datetime) -> datetime | None:
+    """Until when a failure of ``run`` halts its version for the fleet: the rest of the
+    window it started in; and when it failed after that window closed (a Job is never
+    interrupted), through the window open when it failed, or else the next one, so the
+    halt still holds the next chance the windows give to start it. None: no window."""
+    windows = policy.windows
+    started = windows.open_at(run.created)
+    around = windows.open_at(failed_at) or windows.next_after(failed_at)
+    ends = [i.end for i in (started, around) if i is not None]
+    return max(ends) if ends else None
+
+
+def unrecorded_halts(
+    runs: Sequence[FleetRun],
+    *,
+    recorded: Sequence[Halt],
+    now: datetime,
+    cluster: str,
+    resume: str | None,
+) -> tuple[Halt, ...]:
+    """A halt for each failed auto-patch operation of the fleet whose halt is neither in
+    ``recorded`` nor marked on it (its cluster has not looked since it failed), for
+    ``UNRECORDED_HALT`` after it failed. A recorded halt decides for its operation, live
+    or over, and so does the mark once the record dropped it; ``cluster``'s own failure
+    it resumed (``resume``) halts nothing here."""
+    named = {h.operation for h in recorded}
+    halts: list[Halt] = []
+    for run in runs:
+        if run.phase is not Phase.FAILED or run.operation in named or run.halt_recorded:
+            continue
+        if run.cluster == cluster and run.operation == resume:
+            continue
+        failed_at = run.finished or run.created
+        until = failed_at + UNRECORDED_HALT
+        if until <= now:
+            continue
+        halts.append(
+            Halt(
+                component=run.component,
+                version=run.version,
+                cluster=run.cluster,
+                operation=run.operation,
+                reason="failed; its cluster has not recorded the halt yet",
+                time=failed_at,
+                until=until,
+            )
+        )
+    return tuple(halts)
+
+
+def fleet_record(
+    current: FleetAutoPatchStatus,
+    *,
+    now: datetime,
+    seen: Sequence[SeenRelease] | None = None,
+    halt: Halt | None = None,
+) -> FleetAutoPatchStatus | None:
+    """``current`` with ``seen`` (when given) and ``halt`` added (when no halt names its
+    operation yet and it is not over), without the halts that are over, at most 64; None
+    when nothing is to be written. Every write of the record goes through here, so it
+    drops what is over whenever it is written."""
+    halts = list(current.halts)
+    added = (
+        halt is not None and halt.until > now and all(h.operation != halt.operation for h in halts)
+    )
+    if seen is None and not added:
+        return None
+    if added and halt is not None:
+        halts.append(halt)
+    update: dict[str, object] = {"halts": live_halts(halts, now=now)[-64:]}
+    if seen is not None:
+        update["seen"] = tuple(seen)
+    return current.model_copy(update=update)
 
 
 def refused(

@@ -6,10 +6,18 @@ computed the cluster's status, and writes ``status.autoPatch`` and the ``AutoPat
 condition in the same status write: one writer of a TalosCluster's status. A cluster
 auto-patch is not configured for costs nothing here (no request).
 
-Starts are taken one at a time for the whole operator (a lock around "count the fleet's
-running auto-patch operations, then create"), so ``maxConcurrentClusters`` holds between
-clusters reconciled at the same time; the count is a fresh list of the API server, never
-a cache, so a restart counts what is there.
+The workload cluster (``/readyz``, the health checks) is asked first, outside any lock.
+Then starts are taken one at a time for the whole operator: a lock around "take the time,
+list the cluster's and the fleet's auto-patch operations and read the halts afresh,
+decide again, create", so ``maxConcurrentClusters`` holds between clusters reconciled at
+the same time, a window that closed while the workload was asked starts nothing, and a
+version that just failed elsewhere (a halt recorded since the watch cache was read, or a
+failed operation whose cluster has not recorded its halt yet) is not started. These are
+fresh lists of the API server, never a cache, so a restart counts what is there.
+
+While a failure suspends a cluster, every look asks for its halt (written once, by
+operation name), so a halt whose write failed is written at the next look; every write
+of the fleet's record drops the halts that are over.
 """
 
 from __future__ import annotations
@@ -17,9 +25,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from datetime import datetime
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
@@ -31,10 +39,12 @@ from pydantic import ValidationError
 from ichor.api import kinds
 from ichor.api.autopatch import (
     DEFAULT_HEALTH_CHECK_RESOURCES,
+    HALTED_ANNOTATION,
     RESUME_ANNOTATION,
     AutoPatchSpec,
     FleetAutoPatchSpec,
     FleetAutoPatchStatus,
+    Halt,
     LastRun,
     RunResult,
 )
@@ -45,7 +55,7 @@ from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType, Phase, StartedBy
 from ichor.controller.autopatch import decide as decisions
 from ichor.controller.autopatch import health
-from ichor.controller.autopatch.policy import effective, max_concurrent
+from ichor.controller.autopatch.policy import Policy, effective, max_concurrent
 from ichor.controller.talosoperation import starter, starts
 from ichor.kube import bodies, events, metrics, objects, patching
 from ichor.kube.clients import REQUEST_TIMEOUT
@@ -56,8 +66,14 @@ logger = logging.getLogger(__name__)
 TRANSIENT = (ApiException, aiohttp.ClientError, TimeoutError, OSError)
 #: Seconds the workload's ``/readyz`` may take.
 READYZ_TIMEOUT = 5.0
+#: Bytes of the ``/readyz`` answer read (its verbose form is a few KiB).
+READYZ_MAX_BYTES = 64 * 1024
 #: Seconds one health check's evaluation may take.
 HEALTH_TIMEOUT = 10.0
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
 
 
 def _read(model: Any, raw: object) -> Any:
@@ -80,6 +96,72 @@ async def _read_bounded(stream: Any, limit: int) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
     return b"".join(chunks)
+
+
+async def _get(
+    workload: ApiClient, path: str, *, query: Sequence[tuple[str, str]] = (), limit: int
+) -> tuple[int, bytes]:
+    """GET ``path`` of the workload's API server: its status and at most ``limit`` bytes of
+    its body. With ``_preload_content=False`` the client neither raises on a status that
+    is not 2xx nor reads the body: the caller checks the status, and the response is
+    released here whatever happens (its connection goes back to the pool, or is closed
+    when the body was not read to its end)."""
+    response = await workload.call_api(
+        path,
+        "GET",
+        query_params=list(query),
+        auth_settings=["BearerToken"],
+        response_types_map={"200": "object"},
+        _return_http_data_only=True,
+        _preload_content=False,
+        _request_timeout=READYZ_TIMEOUT,
+    )
+    try:
+        status = int(response.status)
+        raw = await _read_bounded(response.content, limit)
+    finally:
+        response.release()
+    return status, raw
+
+
+def _last_line(raw: bytes) -> str:
+    lines = raw.decode(errors="replace").strip().splitlines()
+    return f": {lines[-1][:200]}" if lines else ""
+
+
+async def probe_readyz(workload: ApiClient) -> decisions.Probe:
+    """The workload's ``/readyz``: ready only on a 2xx; else the status and the last line
+    of the answer (the failing check, for the API server's verbose answer)."""
+    try:
+        async with asyncio.timeout(READYZ_TIMEOUT):
+            status, raw = await _get(workload, "/readyz", limit=READYZ_MAX_BYTES)
+    except ApiException as error:
+        body = error.body
+        said = _last_line(body if isinstance(body, bytes) else str(body or "").encode())
+        return decisions.Probe(ok=False, message=f"answered {error.status}{said}")
+    except (aiohttp.ClientError, TimeoutError, OSError) as error:
+        return decisions.Probe(ok=False, message=f"did not answer: {error or 'timeout'}")
+    if not 200 <= status <= 299:
+        return decisions.Probe(ok=False, message=f"answered {status}{_last_line(raw)}")
+    return decisions.Probe(ok=True)
+
+
+#: The phases of an operation that runs (or is about to).
+_ACTIVE = (None, Phase.PENDING, Phase.RUNNING)
+
+
+def _names(fleet: FleetAutoPatchStatus, halt: Halt) -> bool:
+    """Whether ``fleet`` (as the watch cache shows it) holds a halt of ``halt``'s
+    operation: then there is nothing to write."""
+    return any(h.operation == halt.operation for h in fleet.halts)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _uid(body: Mapping[str, Any]) -> str:
+    return str((body.get("metadata") or {}).get("uid") or "")
 
 
 @dataclass(frozen=True)
@@ -118,17 +200,62 @@ def parse_run(body: Mapping[str, Any], *, cluster_uid: str) -> decisions.Run | N
         created=when,
         auto_patch=labels.get(STARTED_BY_LABEL) == StartedBy.AUTO_PATCH.value and owned,
         message=str(status["message"]) if status.get("message") else None,
+        finished=_time(status.get("finishedAt")),
+        halt_recorded=HALTED_ANNOTATION in (meta.get("annotations") or {}),
+    )
+
+
+def _time(raw: object) -> datetime | None:
+    if not raw:
+        return None
+    try:
+        return datetime.fromisoformat(str(raw).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def parse_fleet_run(body: Mapping[str, Any]) -> decisions.FleetRun | None:
+    """An operation of the fleet's auto-patch listing (labelled by the operator)."""
+    meta: Mapping[str, Any] = body.get("metadata") or {}
+    spec: Mapping[str, Any] = body.get("spec") or {}
+    status: Mapping[str, Any] = body.get("status") or {}
+    created = _time(meta.get("creationTimestamp"))
+    if created is None:
+        return None
+    try:
+        phase = Phase(status["phase"]) if status.get("phase") is not None else None
+    except ValueError:
+        phase = None
+    ref = (spec.get("clusterRef") or {}).get("name")
+    return decisions.FleetRun(
+        cluster=f"{meta.get('namespace')}/{ref}",
+        operation=str(meta.get("name") or ""),
+        component=str(spec.get("type") or ""),
+        version=str(spec.get("version") or ""),
+        phase=phase,
+        created=created,
+        finished=_time(status.get("finishedAt")),
+        halt_recorded=HALTED_ANNOTATION in (meta.get("annotations") or {}),
     )
 
 
 class AutoPatcher:
     def __init__(
-        self, *, api: ApiClient, health_resources: Sequence[str] = DEFAULT_HEALTH_CHECK_RESOURCES
+        self,
+        *,
+        api: ApiClient,
+        health_resources: Sequence[str] = DEFAULT_HEALTH_CHECK_RESOURCES,
+        clock: Callable[[], datetime] = _now,
     ) -> None:
         self.api = api
         #: What a health check may read (``ICHOR_HEALTH_CHECK_RESOURCES``).
         self.health_resources = tuple(health_resources)
         self.objects = client.CustomObjectsApi(api)
+        #: The time inside the fleet lock (the workload was asked before, for a while).
+        self.clock = clock
+        #: Held only around quick reads and writes of the API server: count the fleet,
+        #: read its halts, create; or write the fleet's record. Never while asking a
+        #: workload cluster.
         self._lock = asyncio.Lock()
 
     async def _operations(
@@ -154,39 +281,17 @@ class AutoPatcher:
         items: list[dict[str, Any]] = listed.get("items") or []
         return items
 
-    async def _busy(self) -> frozenset[str]:
-        """Clusters with an auto-patch operation Pending or Running, fleet-wide."""
-        found: set[str] = set()
+    async def _fleet_runs(self) -> tuple[decisions.FleetRun, ...]:
+        """The fleet's auto-patch operations, listed afresh (never a cache)."""
         selector = f"{STARTED_BY_LABEL}={StartedBy.AUTO_PATCH.value}"
-        for body in await self._operations(None, selector=selector):
-            phase = (body.get("status") or {}).get("phase")
-            if phase in (None, Phase.PENDING.value, Phase.RUNNING.value):
-                meta = body.get("metadata") or {}
-                ref = ((body.get("spec") or {}).get("clusterRef") or {}).get("name")
-                found.add(f"{meta.get('namespace')}/{ref}")
-        return frozenset(found)
+        return tuple(
+            run
+            for body in await self._operations(None, selector=selector)
+            if (run := parse_fleet_run(body)) is not None
+        )
 
     async def _readyz(self, workload: ApiClient) -> decisions.Probe:
-        try:
-            async with asyncio.timeout(READYZ_TIMEOUT):
-                await workload.call_api(
-                    "/readyz",
-                    "GET",
-                    auth_settings=["BearerToken"],
-                    response_types_map={"200": "str"},
-                    _return_http_data_only=True,
-                    _preload_content=False,
-                    _request_timeout=READYZ_TIMEOUT,
-                )
-        except ApiException as error:
-            raw = error.body
-            text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw or "")
-            detail = text.strip().splitlines()
-            said = f": {detail[-1][:200]}" if detail else ""
-            return decisions.Probe(ok=False, message=f"answered {error.status}{said}")
-        except (aiohttp.ClientError, TimeoutError, OSError) as error:
-            return decisions.Probe(ok=False, message=f"did not answer: {error or 'timeout'}")
-        return decisions.Probe(ok=True)
+        return await probe_readyz(workload)
 
     async def _health(
         self, workload: ApiClient, checks: Sequence[health.Compiled]
@@ -218,21 +323,12 @@ class AutoPatcher:
     ) -> tuple[list[Any] | None, str]:
         try:
             async with asyncio.timeout(READYZ_TIMEOUT):
-                response = await workload.call_api(
+                status, raw = await _get(
+                    workload,
                     check.path,
-                    "GET",
-                    query_params=[("limit", str(health.MAX_OBJECTS + 1))],
-                    auth_settings=["BearerToken"],
-                    response_types_map={"200": "object"},
-                    _return_http_data_only=True,
-                    _preload_content=False,
-                    _request_timeout=READYZ_TIMEOUT,
+                    query=[("limit", str(health.MAX_OBJECTS + 1))],
+                    limit=health.MAX_LIST_BYTES + 1,
                 )
-                try:
-                    status = int(response.status)
-                    raw = await _read_bounded(response.content, health.MAX_LIST_BYTES + 1)
-                finally:
-                    response.release()
         except ApiException as error:
             return None, f"its objects could not be listed (the API server answered {error.status})"
         except (aiohttp.ClientError, TimeoutError, OSError):
@@ -315,13 +411,7 @@ class AutoPatcher:
         )
         uid = str(meta.get("uid") or "")
         try:
-            runs = [
-                run
-                for item in await self._operations(namespace)
-                if ((item.get("spec") or {}).get("clusterRef") or {}).get("name") == name
-                for run in [parse_run(item, cluster_uid=uid)]
-                if run is not None
-            ]
+            runs = await self._runs(namespace, name, uid=uid)
         except TRANSIENT as error:
             logger.warning("auto-patch of %s/%s: operations not listed: %s", namespace, name, error)
             return Result(status=status.auto_patch, condition=previous_condition)
@@ -340,32 +430,17 @@ class AutoPatcher:
 
         decision = decisions.decide(cluster=cluster, policy=policy, runs=runs, fleet=fleet, now=now)
         if decision.needs_probe:
-            async with self._lock:
-                busy = await self._busy_or_none()
-                fleet = decisions.Fleet(
-                    halts=fleet.halts, seen=fleet.seen, max_concurrent=fleet.max_concurrent,
-                    busy=busy or frozenset(), uncounted=busy is None,
-                )  # fmt: skip
-                probe = (
-                    await self._readyz(workload)
-                    if workload is not None
-                    else decisions.Probe(ok=False, message="cannot be asked")
-                )
-                verdicts = (
-                    await self._health(workload, policy.health)
-                    if probe.ok and workload is not None
-                    else None
-                )
-                decision = decisions.decide(
-                    cluster=cluster, policy=policy, runs=runs, fleet=fleet, now=now,
-                    readyz=probe, health=verdicts,
-                )  # fmt: skip
-                if decision.start is not None:
-                    decision = await self._start(
-                        decision, body=body, now=now, previous=previous_condition
-                    )
-        if decision.halt is not None and installation is not None:
-            await self._record_halt(decision, now=now)
+            decision = await self._probe_and_start(
+                cluster=cluster, policy=policy, body=body, workload=workload,
+                runs=runs, fleet=fleet, previous=previous_condition,
+            )  # fmt: skip
+        kept = decision.keep_halt
+        if (
+            kept is not None
+            and installation is not None
+            and (_names(fleet_status, kept) or await self._record_halt(kept))
+        ):
+            await self._mark_halted(namespace, kept)
         self._count(previous=status.auto_patch, decision=decision, old=previous_condition)
         metrics.auto_patch_window(
             namespace=namespace,
@@ -384,6 +459,82 @@ class AutoPatcher:
             wake_at=decision.wake_at,
         )
 
+    async def _runs(self, namespace: str, name: str, *, uid: str) -> list[decisions.Run]:
+        return [
+            run
+            for item in await self._operations(namespace)
+            if ((item.get("spec") or {}).get("clusterRef") or {}).get("name") == name
+            for run in [parse_run(item, cluster_uid=uid)]
+            if run is not None
+        ]
+
+    async def _probe_and_start(
+        self,
+        *,
+        cluster: decisions.Cluster,
+        policy: Policy,
+        body: Mapping[str, Any],
+        workload: ApiClient | None,
+        runs: Sequence[decisions.Run],
+        fleet: decisions.Fleet,
+        previous: Condition | None,
+    ) -> decisions.Decision:
+        """Ask the workload (``/readyz``, then the health checks), outside the fleet lock:
+        that takes seconds, up to minutes with 16 checks. Then, in the lock, decide again
+        on what is true now: the time (the window may have closed meanwhile), the
+        cluster's operations, the fleet's auto-patch operations (the count, and a failure
+        whose halt is not recorded yet) and the halts read afresh; and start."""
+        probe = (
+            await self._readyz(workload)
+            if workload is not None
+            else decisions.Probe(ok=False, message="cannot be asked")
+        )
+        verdicts = (
+            await self._health(workload, policy.health)
+            if probe.ok and workload is not None
+            else None
+        )
+        async with self._lock:
+            now = self.clock()
+            try:
+                runs = await self._runs(cluster.namespace, cluster.name, uid=_uid(body))
+                listed = await self._fleet_runs()
+                fresh = await self._installation()
+            except TRANSIENT as error:
+                # nothing starts on a guess: the fleet is "not counted" (FleetBusy)
+                logger.warning("auto-patch: the fleet not read afresh: %s", error)
+                fleet = replace(fleet, halts=decisions.live_halts(fleet.halts, now=now),
+                                uncounted=True)  # fmt: skip
+            else:
+                recorded = (
+                    _read(
+                        FleetAutoPatchStatus, ((fresh or {}).get("status") or {}).get("autoPatch")
+                    )
+                    or FleetAutoPatchStatus()
+                )
+                fleet_spec = _read(
+                    FleetAutoPatchSpec, ((fresh or {}).get("spec") or {}).get("autoPatch")
+                )
+                fleet = decisions.Fleet(
+                    halts=(
+                        *decisions.live_halts(recorded.halts, now=now),
+                        *decisions.unrecorded_halts(
+                            listed, recorded=recorded.halts, now=now, cluster=cluster.key,
+                            resume=cluster.resume,
+                        ),
+                    ),
+                    seen=decisions.seen_map(recorded.seen),
+                    busy=frozenset(r.cluster for r in listed if r.phase in _ACTIVE),
+                    max_concurrent=max_concurrent(fleet_spec),
+                )  # fmt: skip
+            decision = decisions.decide(
+                cluster=cluster, policy=policy, runs=runs, fleet=fleet, now=now,
+                readyz=probe, health=verdicts,
+            )  # fmt: skip
+            if decision.start is not None:
+                decision = await self._start(decision, body=body, now=now, previous=previous)
+        return decision
+
     @staticmethod
     def _count(*, previous: Any, decision: decisions.Decision, old: Condition | None) -> None:
         """Metrics of what changed: a run that ended, a gate that newly stopped a start."""
@@ -400,13 +551,6 @@ class AutoPatcher:
             return
         if before is None or (before.operation, before.result) != (after.operation, after.result):
             metrics.auto_patch_run(result=after.result.value)
-
-    async def _busy_or_none(self) -> frozenset[str] | None:
-        try:
-            return await self._busy()
-        except TRANSIENT as error:
-            logger.warning("auto-patch: the fleet's operations not listed: %s", error)
-            return None
 
     async def _record_seen(
         self,
@@ -437,7 +581,8 @@ class AutoPatcher:
                     halts=fleet.halts, seen=decisions.seen_map(current.seen),
                     max_concurrent=fleet.max_concurrent,
                 )  # fmt: skip
-            updated = current.model_copy(update={"seen": seen})
+            updated = decisions.fleet_record(current, now=now, seen=seen)
+            assert updated is not None
             await self._write_fleet(fresh, updated)
         return updated, decisions.Fleet(
             halts=fleet.halts, seen=decisions.seen_map(seen), max_concurrent=fleet.max_concurrent
@@ -450,24 +595,47 @@ class AutoPatcher:
             logger.warning("auto-patch: IchorInstallation not read: %s", error)
             return None
 
-    async def _record_halt(self, decision: decisions.Decision, *, now: datetime) -> None:
-        halt = decision.halt
-        assert halt is not None
+    async def _record_halt(self, halt: Halt) -> bool:
+        """Record ``halt`` unless a halt names its operation already (idempotent: asked at
+        every look until the failed operation is marked, so a write that failed is tried
+        again at the next look). True: the record holds it now."""
         async with self._lock:
             for _ in range(3):
                 fresh = await self._installation_or_none()
                 if fresh is None:
-                    return
+                    return False
                 current = (
                     _read(FleetAutoPatchStatus, (fresh.get("status") or {}).get("autoPatch"))
                     or FleetAutoPatchStatus()
                 )
-                if any(h.operation == halt.operation for h in current.halts):
-                    return
-                halts = (*decisions.live_halts(current.halts, now=now), halt)[-64:]
-                if await self._write_fleet(fresh, current.model_copy(update={"halts": halts})):
+                if _names(current, halt):
+                    return True
+                updated = decisions.fleet_record(current, now=self.clock(), halt=halt)
+                if updated is None:
+                    return False  # over meanwhile
+                if await self._write_fleet(fresh, updated):
                     metrics.auto_patch_halted(component=halt.component)
-                    return
+                    return True
+        return False
+
+    async def _mark_halted(self, namespace: str, halt: Halt) -> None:
+        """Mark the failed operation: its halt is in the record. From then on its cluster
+        stops asking for the halt, and a start elsewhere no longer takes the failure as a
+        halt by itself, even once the record dropped the halt (it is over)."""
+        try:
+            await patching.patch_object(
+                self.api,
+                kind=kinds.Kind.TALOS_OPERATION,
+                name=halt.operation,
+                namespace=namespace,
+                patch={"metadata": {"annotations": {HALTED_ANNOTATION: _stamp(halt.until)}}},
+                resource_version=None,
+            )
+        except TRANSIENT as error:
+            logger.warning(
+                "auto-patch: TalosOperation %s/%s not marked as halted: %s",
+                namespace, halt.operation, error,
+            )  # fmt: skip
 
     async def _start(
         self,

@@ -32,6 +32,9 @@ from ichor.api.autopatch import MAX_WINDOW_HOURS, Window
 _DURATION = re.compile(r"([0-9]{1,4}h)?([0-9]{1,6}m)?")
 #: The longest text quoted back in a message.
 _QUOTE = 64
+#: The openings a walk may pass over before the first on the right side of its start:
+#: those of a repeated stretch of the clock (a few hours of minutes at most).
+_PASSED_OVER = 4 * 60 + 2
 
 
 class WindowError(ValueError):
@@ -97,12 +100,35 @@ class Schedule:
         return cls(schedule=expression, zone=zone, duration=duration)
 
     def _starts(self, after: datetime, *, reverse: bool = False) -> datetime | None:
-        """The first opening strictly after (or with ``reverse``, before) ``after``."""
+        """The first opening strictly after (or with ``reverse``, strictly before)
+        ``after``, compared in UTC.
+
+        cronsim reads a schedule with a fixed minute and hour on the wall clock, without
+        the fold: from a moment in the second pass of a repeated hour it walks forward
+        from the wall time and may meet an opening of the first pass, which is earlier
+        than ``after`` (those are passed over), and walking back it starts from that
+        wall time and misses the openings of the first pass after it. So a reverse walk
+        from the second pass starts from the same wall time read at the first pass's
+        offset, that is later on the clock, and passes over what is not before ``after``.
+        """
+        local = after.astimezone(self.zone)
+        origin = local
+        if reverse:
+            ahead = local.replace(fold=0).utcoffset()
+            behind = local.utcoffset()
+            if ahead is not None and behind is not None and ahead > behind:
+                origin = local + (ahead - behind)  # wall-clock arithmetic: the same zone
         try:
-            found = next(CronSim(self.schedule, after.astimezone(self.zone), reverse=reverse))
+            walk = CronSim(self.schedule, origin, reverse=reverse)
+            # Bounded: what is passed over lies in a repeated stretch of the clock, at
+            # most a few hours of minutes.
+            for _ in range(_PASSED_OVER):
+                found = next(walk).astimezone(UTC)
+                if (found < after) if reverse else (found > after):
+                    return found
         except (StopIteration, CronSimError):
             return None  # a schedule that names no date (30 February)
-        return found.astimezone(UTC)
+        return None
 
     def covering(self, now: datetime) -> Interval | None:
         """The stretch of this window's openings that holds ``now``, or None."""
@@ -110,7 +136,9 @@ class Schedule:
         if first is None or first > now:
             return None
         last = self._starts(now + timedelta(microseconds=1), reverse=True)
-        return Interval(start=first, end=(last or first) + self.duration)
+        # ``first`` opened and holds ``now``: the last opening is never before it
+        last = first if last is None else max(first, last)
+        return Interval(start=first, end=last + self.duration)
 
     def last_start_before(self, moment: datetime) -> datetime | None:
         return self._starts(moment, reverse=True)

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 import pytest
 
+from ichor.api import kinds
 from ichor.api.autopatch import RESUME_ANNOTATION
 from tests.component.cli.conftest import PLAIN, Cli
 
@@ -37,9 +41,32 @@ def test_suspend_then_resume_writes_the_spec(cli: Cli) -> None:
     resumed = cli("autopatch", "resume", "prod")
     assert resumed.code == 0, resumed.err
     stored = cli.get("taloscluster", "prod")
-    assert stored["spec"]["autoPatch"] == {"suspended": False}
+    # the cluster's own setting goes (null), rather than a false that would beat a
+    # fleet-wide suspension for ever
+    assert "suspended" not in (stored["spec"].get("autoPatch") or {})
     assert RESUME_ANNOTATION not in (stored["metadata"].get("annotations") or {})
     assert "not configured" in resumed.err
+
+
+def test_resume_leaves_the_fleets_suspension_in_force_and_says_so(cli: Cli, recorded: Any) -> None:
+    recorded()
+    cli.plane.kubectl(
+        "patch", "ichorinstallation", kinds.INSTALLATION_NAME, "--type=merge",
+        "-p", json.dumps({"spec": {"autoPatch": {"suspended": True}}}),
+    )  # fmt: skip
+    cli.cluster("prod")
+    cli.cluster("edge")
+    assert cli("autopatch", "suspend", "prod").code == 0
+    resumed = cli("autopatch", "resume", "prod")
+    assert resumed.code == 0, resumed.err
+    assert "suspended" not in (cli.get("taloscluster", "prod")["spec"].get("autoPatch") or {})
+    assert "the fleet's auto-patch is suspended" in resumed.out
+    assert "IchorInstallation" in resumed.out
+    # a cluster with no setting of its own gets none: the fleet's still decides
+    untouched = cli("autopatch", "resume", "edge")
+    assert untouched.code == 0, untouched.err
+    assert "autoPatch" not in cli.get("taloscluster", "edge")["spec"]
+    assert "the fleet's auto-patch is suspended" in untouched.out
 
 
 def test_resume_after_a_failure_names_the_failed_operation(cli: Cli) -> None:

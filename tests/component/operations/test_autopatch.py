@@ -264,7 +264,14 @@ async def test_a_refused_or_unknown_version_starts_nothing(
     fleet: Fleet, operator: Operator, ready: Workload, objects: Objects
 ) -> None:
     """The list holds Talos v1.15.0 (unknown to this build) and Kubernetes v1.37.1
-    (Cilium 1.20 does not run it): on the newest patches, nothing is left to take."""
+    (Cilium 1.20 does not run it): on the newest patches, nothing is left to take.
+
+    And a refused *patch*: a cluster adopted on Kubernetes v1.32 (Talos machinery let it
+    reach Talos 1.14, whose support matrix runs Kubernetes 1.33 to 1.37). The list holds
+    Talos v1.14.4 and v1.14.5, newer patches of the minor it runs, and the pair with its
+    Kubernetes refuses both: offered to nobody, started by nobody. Were the refusal not
+    applied, v1.14.5 would be picked and the cluster would wait at a gate
+    (VersionsIncompatible), never UpToDate."""
     await set_versions(ready, talos="v1.14.5", kubelet="v1.36.7")
     try:
         await objects.create_cluster(
@@ -273,6 +280,21 @@ async def test_a_refused_or_unknown_version_starts_nothing(
         body = await the_reason(objects, "UpToDate")
         assert body["status"]["blockedReleases"]["count"] >= 1  # refused, said, not taken
         await quiet(objects)
+        await stop(objects, "prod")
+        await set_versions(ready, talos="v1.14.3", kubelet="v1.32.9")
+        # the pair is refused: the create passes as the admin holds the override verb
+        await objects.create_cluster(
+            "adopted", talosVersion="v1.14.3", kubernetesVersion="v1.32.9",
+            autoPatch=auto_patch(components=["talos"]),
+        )  # fmt: skip
+        body = await the_reason(objects, "UpToDate", cluster="adopted")
+        assert body["status"]["upgradeChoices"]["talos"]["patch"] == []
+        blocked = body["status"]["blockedReleases"]
+        assert blocked["count"] >= 2, blocked  # v1.14.4 and v1.14.5, refused and said
+        (talos,) = [line for line in blocked["nearest"] if line["component"] == "talos"]
+        assert talos["version"] in ("v1.14.4", "v1.14.5"), blocked  # a patch, refused
+        assert talos["blocker"] == "Kubernetes", blocked  # by the pair
+        await quiet(objects, cluster="adopted")
     finally:
         await set_versions(ready, talos="v1.14.3", kubelet="v1.36.6")
 

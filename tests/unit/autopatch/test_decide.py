@@ -4,6 +4,7 @@ minReleaseAge edges, the gates, failures, resume, the fleet's halt and limit."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -14,6 +15,7 @@ from ichor.api.autopatch import (
     AutoPatchSpec,
     AutoPatchStatus,
     FleetAutoPatchSpec,
+    FleetAutoPatchStatus,
     Halt,
     SeenRelease,
     Window,
@@ -58,6 +60,7 @@ def status(
     differ: bool = False,
     talos: str = "v1.14.3",
     available: bool = True,
+    stale: bool = False,
     auto_patch: AutoPatchStatus | None = None,
     extra: Sequence[Condition] = (),
 ) -> TalosClusterStatus:
@@ -70,7 +73,10 @@ def status(
         upgrade_choices=UpgradeChoices(
             talos=ChoiceGroup(
                 patch=tuple(talos_patch), next_minor=tuple(next_minor), available=available,
-                unavailable_reason=None if available else "the release check failed: 503",
+                unavailable_reason=None if available and not stale
+                else "the release check failed: 503" if not available
+                else "the last release listing failed (GitHub answered 503), so the list may "
+                "be stale",
             ),
             kubernetes=ChoiceGroup(patch=tuple(kubernetes_patch), available=True),
         ),
@@ -290,6 +296,7 @@ def test_the_fleet_limit_counts_other_clusters_only() -> None:
         ({"differ": True}, (), "NodesDiffer"),
         ({"talos": "v1.14.2"}, (), "NodesDiffer"),  # the nodes do not run the spec yet
         ({"compatible": "False"}, (), "VersionsIncompatible"),
+        ({"stale": True}, (), "ReleaseListStale"),
     ],
 )
 def test_each_health_gate_stops_the_start_with_its_name(
@@ -321,6 +328,19 @@ def test_a_stale_release_list_stops_that_component_only() -> None:
     assert alone.start is None
     assert reason(alone) == "ReleaseListStale"
     assert "503" in (alone.status.message or "")  # type: ignore[union-attr]
+
+
+def test_a_list_whose_last_listing_failed_holds_the_start_as_a_gate() -> None:
+    """The list was recorded once, so it is still offered (``available``), but its last
+    listing failed: a patch it offers may not be the newest, or may be withdrawn."""
+    decision = decide(cluster(status(stale=True)))
+    assert decision.start is None
+    assert reason(decision) == "ReleaseListStale"
+    message = decision.condition.message if decision.condition else ""
+    assert message.startswith("Talos v1.14.5 waits for a health gate: the Talos release list")
+    assert "GitHub answered 503" in message
+    assert [e.reason for e in decision.events] == [AutoPatchEventReason.BLOCKED]
+    assert not decide(cluster(status(stale=True)), probe=None).needs_probe  # no request
 
 
 def test_the_readyz_probe_comes_last_and_a_failure_is_a_gate() -> None:
@@ -473,3 +493,126 @@ def test_a_busy_fleet_names_five_clusters_and_counts_the_rest() -> None:
     message = decision.status.message or ""  # type: ignore[union-attr]
     assert "12 cluster(s)" in message
     assert "and 7 more" in message
+
+
+def test_while_suspended_every_look_keeps_the_halt_in_place() -> None:
+    """The halt is asked for at each look while the cluster stays suspended (the
+    recorder takes it once, by operation name), so a halt whose write failed is written
+    at the next look; the Event stays one."""
+    failed = run("auto-patch-prod-1", phase=Phase.FAILED, message="Job failed")
+    first = decide(runs=[failed])
+    assert first.halt is not None
+    assert first.keep_halt == first.halt
+    again = decide(cluster(status(auto_patch=first.status)), runs=[failed],
+                   now=NOW + timedelta(minutes=5))  # fmt: skip
+    assert again.halt is None
+    assert again.events == ()
+    assert again.keep_halt is not None
+    assert (again.keep_halt.operation, again.keep_halt.version, again.keep_halt.until) == (
+        "auto-patch-prod-1", "v1.14.5", first.halt.until,
+    )  # fmt: skip
+    # recorded and the operation marked so: nothing more to ask for
+    marked = replace(failed, halt_recorded=True)
+    done = decide(cluster(status(auto_patch=first.status)), runs=[marked],
+                  now=NOW + timedelta(minutes=6))  # fmt: skip
+    assert reason(done) == "PatchFailed"
+    assert done.keep_halt is None
+    # resumed: nothing is kept in place any more
+    resumed = decide(cluster(status(auto_patch=first.status), resume="auto-patch-prod-1"),
+                     runs=[failed])  # fmt: skip
+    assert resumed.keep_halt is None
+
+
+def test_a_failure_after_the_window_closed_halts_through_the_next_window() -> None:
+    """Started at 02:20 in the 02:00-06:00 window, failed at 06:30 once it had closed:
+    "the rest of the window" is over, so the halt lasts to the end of the next window
+    (the next chance the fleet's windows give to start it again), not to 06:00, which
+    is past."""
+    failed = d.Run(
+        name="auto-patch-prod-1", type="talos", version="v1.14.5", phase=Phase.FAILED,
+        created=NOW.replace(hour=2, minute=20), auto_patch=True, message="Job failed",
+        finished=NOW.replace(hour=6, minute=30),
+    )  # fmt: skip
+    decision = decide(runs=[failed], now=NOW.replace(hour=6, minute=40))
+    assert reason(decision) == "PatchFailed"
+    assert decision.halt is not None
+    assert decision.halt.until == NOW.replace(hour=6, minute=0) + timedelta(days=1)
+    # failed inside its window: the rest of that window
+    inside = replace(failed, finished=NOW.replace(hour=5))
+    assert decide(runs=[inside], now=NOW.replace(hour=5, minute=5)).halt.until == NOW.replace(  # type: ignore[union-attr]
+        hour=6, minute=0
+    )
+
+
+def test_a_failure_whose_halt_would_be_over_halts_nothing() -> None:
+    failed = d.Run(
+        name="auto-patch-prod-1", type="talos", version="v1.14.5", phase=Phase.FAILED,
+        created=NOW - timedelta(days=3), auto_patch=True, message="Job failed",
+        finished=NOW - timedelta(days=3) + timedelta(minutes=30),
+    )  # fmt: skip
+    decision = decide(runs=[failed], now=NOW + timedelta(hours=4))  # 06:30, after today's
+    assert reason(decision) == "PatchFailed"
+    assert decision.halt is None
+    assert decision.keep_halt is None
+
+
+def _fleet_run(name: str, *, cluster: str = "ns/edge", phase: Phase | None = Phase.FAILED,
+               finished: datetime | None = NOW - timedelta(minutes=1)) -> d.FleetRun:  # fmt: skip
+    return d.FleetRun(
+        cluster=cluster, operation=name, component="talos", version="v1.14.5", phase=phase,
+        created=NOW - timedelta(minutes=20), finished=finished,
+    )  # fmt: skip
+
+
+def test_a_failed_operation_whose_halt_is_not_recorded_yet_halts_its_version() -> None:
+    """Between a failure on one cluster and that cluster's next look, the fleet's listing
+    (read afresh in the lock) already shows the failed operation: it halts its version."""
+    failed = _fleet_run("op-edge")
+    halts = d.unrecorded_halts([failed], recorded=(), now=NOW, cluster="ns/prod", resume=None)
+    (halt,) = halts
+    assert (halt.component, halt.version, halt.cluster, halt.operation) == (
+        "talos", "v1.14.5", "ns/edge", "op-edge",
+    )  # fmt: skip
+    assert halt.until == NOW - timedelta(minutes=1) + d.UNRECORDED_HALT
+    decision = decide(fleet=d.Fleet(seen=seen_all(), halts=halts))
+    assert decision.start is not None
+    assert decision.start.version == "v1.14.4"  # the older patch, as for a recorded halt
+    # recorded (live or over): the record decides, not the listing
+    recorded = Halt(component="talos", version="v1.14.5", cluster="ns/edge", operation="op-edge",
+                    reason="x", time=NOW, until=NOW - timedelta(seconds=1))  # fmt: skip
+    assert d.unrecorded_halts([failed], recorded=(recorded,), now=NOW, cluster="ns/prod",
+                              resume=None) == ()  # fmt: skip
+    # not failed, long over, or the cluster's own failure it resumed: no halt
+    for other in (
+        _fleet_run("op-ok", phase=Phase.SUCCEEDED),
+        _fleet_run("op-running", phase=Phase.RUNNING),
+        _fleet_run("op-old", finished=NOW - d.UNRECORDED_HALT),
+    ):
+        assert d.unrecorded_halts([other], recorded=(), now=NOW, cluster="ns/prod",
+                                  resume=None) == ()  # fmt: skip
+    marked = replace(failed, halt_recorded=True)  # its halt was recorded, then dropped
+    assert d.unrecorded_halts([marked], recorded=(), now=NOW, cluster="ns/prod",
+                              resume=None) == ()  # fmt: skip
+    own = _fleet_run("op-prod", cluster="ns/prod")
+    assert d.unrecorded_halts([own], recorded=(), now=NOW, cluster="ns/prod",
+                              resume="op-prod") == ()  # fmt: skip
+    assert d.unrecorded_halts([own], recorded=(), now=NOW, cluster="ns/prod", resume=None)
+
+
+def test_every_write_of_the_fleet_record_drops_the_halts_that_are_over() -> None:
+    over = Halt(component="talos", version="v1.14.4", cluster="ns/a", operation="op-a",
+                reason="x", time=LONG_AGO, until=NOW - timedelta(seconds=1))  # fmt: skip
+    live = over.model_copy(update={"version": "v1.14.5", "operation": "op-b",
+                                   "until": NOW + timedelta(hours=1)})  # fmt: skip
+    current = FleetAutoPatchStatus(halts=(over, live))
+    seen = (SeenRelease(component="talos", version="v1.14.6", first_seen=NOW),)
+    written = d.fleet_record(current, now=NOW, seen=seen)
+    assert written is not None
+    assert written.halts == (live,)
+    assert written.seen == seen
+    new = live.model_copy(update={"operation": "op-c", "version": "v1.14.6"})
+    added = d.fleet_record(current, now=NOW, halt=new)
+    assert added is not None
+    assert added.halts == (live, new)
+    assert d.fleet_record(FleetAutoPatchStatus(halts=(live,)), now=NOW, halt=live) is None
+    assert d.fleet_record(current, now=NOW, halt=over) is None  # over: nothing to record

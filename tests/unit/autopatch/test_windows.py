@@ -171,3 +171,39 @@ def test_a_huge_value_is_quoted_cut() -> None:
 @pytest.mark.parametrize(("text", "minutes"), [("4h", 240), ("90m", 90), ("1h30m", 90), ("0m", 0)])
 def test_durations_in_hours_and_minutes(text: str, minutes: int) -> None:
     assert parse_duration(text, field="duration") == timedelta(minutes=minutes)
+
+
+def test_fall_back_after_the_first_pass_closed_the_window_stays_closed() -> None:
+    # Europe/Berlin, 2026-10-25: the window opened at the first 02:30 (CEST) and closed an
+    # hour later; at 03:10 CET it is closed, at 02:10 CET it is open until 02:30 CET.
+    w = windows(("30 2 * * *", "1h", "Europe/Berlin"))
+    assert w.open_at(at("2026-10-25T03:10:00+01:00")) is None
+    opened = w.open_at(at("2026-10-25T02:10:00+01:00"))
+    assert opened is not None
+    assert (opened.start, opened.end) == (
+        at("2026-10-25T02:30:00+02:00"),
+        at("2026-10-25T02:30:00+01:00"),
+    )
+    nxt = w.next_after(at("2026-10-25T03:10:00+01:00"))
+    assert nxt is not None
+    assert nxt.start == at("2026-10-26T02:30:00+01:00")
+
+
+def test_fall_back_new_york_a_sunday_window_is_closed_after_its_two_hours() -> None:
+    # America/New_York, 2026-11-01: 01:30 EDT opens, 2h of elapsed time end at 02:30 EST.
+    w = windows(("30 1 * * 0", "2h", "America/New_York"))
+    assert w.open_at(at("2026-11-01T03:20:00-05:00")) is None
+    opened = w.open_at(at("2026-11-01T01:20:00-05:00"))  # the second 01:20
+    assert opened is not None
+    assert (opened.start, opened.end) == (
+        at("2026-11-01T01:30:00-04:00"),
+        at("2026-11-01T02:30:00-05:00"),
+    )
+
+
+def test_fall_back_every_opening_of_the_first_pass_counts_from_the_second() -> None:
+    # 02:00, 02:20, 02:40 CEST open; from 02:10 CET, the last opening is 02:40 CEST
+    w = windows(("0,20,40 2 * * *", "1h", "Europe/Berlin"))
+    opened = w.open_at(at("2026-10-25T02:10:00+01:00"))
+    assert opened is not None
+    assert opened.end == at("2026-10-25T02:40:00+01:00")
