@@ -14,15 +14,23 @@ Two kinds of check, both without I/O so they are tested without a server:
   deep or with too many values, and never lets Python's own limits (recursion, the
   digits of an int) escape as an exception.
 
+* **Judged.** kopf matches handlers by comparisons of its own, so a review a claim covers
+  could still find no handler in kopf, and kopf allows what no handler takes. While the
+  endpoint answers a review (``judging``), each handler marks its path (``judged``); an
+  ``allowed`` answer without the mark of the path's own handler is refused by the
+  endpoint, so any mismatch between the claims and kopf fails closed.
+
 Every refusal is an AdmissionReview denial with a sentence (``denial``). This module
 refuses to judge an object: the rules do that, through ``judgement``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -298,6 +306,10 @@ def shape_problem(data: object) -> str | None:
     sub = request.get("subResource")
     if sub is not None and not isinstance(sub, str):
         return "request.subResource must be a string"
+    if sub == "":
+        # The API server leaves it out for the object itself; kopf reads "" as a
+        # subresource no handler names, finds none and would allow the review.
+        return "request.subResource is empty (the API server leaves it out for the object itself)"
     return None
 
 
@@ -348,7 +360,8 @@ def claim_problem(data: Mapping[str, Any], claim: Claim) -> str | None:
     if operation not in claim.operations:
         ops = " and ".join(sorted(claim.operations))
         return f"{judged} on {ops}, not {_short(operation)}"
-    sub = request.get("subResource") or ""
+    sub = request.get("subResource")
+    sub = "" if sub is None else sub
     if sub not in claim.subresources:
         return f"{judged} without the {_short(sub)} subresource"
     return None
@@ -372,3 +385,29 @@ def admissible(data: object, *, path: str, claims: tuple[Claim, ...] = CLAIMS) -
             "(the ValidatingWebhookConfiguration must be the one the chart renders)"
         )
     return None
+
+
+#: The paths whose handler judged the review being answered (``judging``); None outside.
+_JUDGED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar(
+    "ichor_webhook_judged", default=None
+)
+
+
+@contextlib.contextmanager
+def judging() -> Iterator[set[str]]:
+    """The paths whose handler judged the review answered inside the block: the endpoint
+    hands a review to kopf inside it, and kopf runs the handlers in the same context."""
+    seen: set[str] = set()
+    token = _JUDGED.set(seen)
+    try:
+        yield seen
+    finally:
+        _JUDGED.reset(token)
+
+
+def judged(path: str) -> None:
+    """Mark that the handler of ``path`` judged the review being answered (nothing
+    outside ``judging``)."""
+    seen = _JUDGED.get()
+    if seen is not None:
+        seen.add(path)

@@ -7,7 +7,8 @@ stack trace in the log), and a path naming no handler is *allowed* (no handler, 
 webhook function and yields the client config) and answers every request with an
 AdmissionReview: a body it cannot read, an unknown path, an exception anywhere in kopf or
 in a handler all become a denial with a sentence. It hands kopf only a review a claim
-covers (``intake``: kopf *allows* a review no handler takes), read within a memory
+covers (``intake``: kopf *allows* a review no handler takes), and refuses an allowed
+answer no handler of the path judged (``intake.judging``), read within a memory
 budget (``Budget``: a review waits for room, or is denied), so the handlers stay
 ``@kopf.on.validate`` handlers and hostile load cannot grow the process past its limit.
 With a client CA it is mutual TLS: only the API server's certificate gets a review read.
@@ -76,14 +77,27 @@ READ_SECONDS = 5.0
 MAX_PATCH_BYTES = 256 * 1024
 
 
-def _clean(response: object, *, uid: str, mutating: bool = False) -> dict[str, Any]:
+def _clean(
+    response: object, *, uid: str, mutating: bool = False, judged: bool = True
+) -> dict[str, Any]:
     """kopf's answer reduced to what a validating webhook may say: allowed, a status with
     a short message when not, and a few short warnings (never an echo). Only an allowed
-    answer of a mutating path carries a patch, and only a JSONPatch of bounded size."""
+    answer of a mutating path carries a patch, and only a JSONPatch of bounded size.
+
+    ``judged``: whether the handler of the path judged the review. kopf allows a review
+    for which it finds no handler, so an allowed answer no handler gave is a denial."""
     body = response.get("response") if isinstance(response, Mapping) else None
     if not isinstance(body, Mapping) or not isinstance(body.get("allowed"), bool):
         return denial(uid, f"{intake.PREFIX} gave no answer", code=decisions.Code.UNAVAILABLE)
     allowed: bool = body["allowed"]
+    if allowed and not judged:
+        _log.warning("admission review %s: kopf allowed it but no handler judged it", uid)
+        return denial(
+            uid,
+            f"no handler of {intake.PREFIX} judged this review (kopf found none for it), "
+            "and what no handler judged is refused; nothing was changed",
+            code=decisions.Code.FORBIDDEN,
+        )
     out: dict[str, Any] = {"uid": uid, "allowed": allowed}
     patch = body.get("patch")
     if mutating and allowed and patch is not None:
@@ -140,12 +154,13 @@ async def respond(
     if refusal is not None:
         return denial(uid, refusal)
     try:
-        response: Any = await fn(
-            data,  # type: ignore[arg-type]
-            webhook=webhook,
-            headers=dict(headers or {}),
-            sslpeer=dict(sslpeer or {}),
-        )
+        with intake.judging() as judged:
+            response: Any = await fn(
+                data,  # type: ignore[arg-type]
+                webhook=webhook,
+                headers=dict(headers or {}),
+                sslpeer=dict(sslpeer or {}),
+            )
     except Exception as error:
         _log.warning("admission review %s failed: %s: %s", uid, type(error).__name__, error)
         return denial(
@@ -155,7 +170,12 @@ async def respond(
             code=decisions.Code.UNAVAILABLE,
         )
     claim = intake.claim_at(webhook, claims)
-    return _clean(response, uid=uid, mutating=claim is not None and claim.mutating)
+    return _clean(
+        response,
+        uid=uid,
+        mutating=claim is not None and claim.mutating,
+        judged=claim is not None and claim.path in judged,
+    )
 
 
 class OverBudget(Exception):
