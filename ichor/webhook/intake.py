@@ -367,6 +367,29 @@ def claim_problem(data: Mapping[str, Any], claim: Claim) -> str | None:
     return None
 
 
+#: The ``metadata.uid`` kopf is handed for every object under review (``for_kopf``).
+KOPF_UID = "ichor-admission-review"
+
+
+def for_kopf(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The review as kopf gets it: the same, but the objects' ``metadata.uid`` is
+    ``KOPF_UID``.
+
+    kopf keeps a memory per uid of the object of every UPDATE review it dispatches, and
+    forgets one only when its watch sees that object deleted, which never happens for a
+    uid a forged review made up: twenty thousand forged UPDATEs kept twenty thousand
+    memories. With one constant uid kopf keeps one. No handler reads the object's uid
+    (they read spec, status, annotations, labels, name and namespace), and the review
+    itself is not changed: copies are made down to the metadata.
+    """
+    request = dict(data["request"])
+    for key in ("object", "oldObject"):
+        body = request.get(key)
+        if isinstance(body, Mapping) and isinstance(body.get("metadata"), Mapping):
+            request[key] = {**body, "metadata": {**body["metadata"], "uid": KOPF_UID}}
+    return {**data, "request": request}
+
+
 def admissible(data: object, *, path: str, claims: tuple[Claim, ...] = CLAIMS) -> str | None:
     """Why the review ``data`` at ``path`` is not handed to kopf, as a full sentence; None
     when a claim covers it."""

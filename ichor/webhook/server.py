@@ -144,7 +144,8 @@ async def respond(
 
     kopf sees the review only when it is readable within the limits and a claim covers
     it (``intake.admissible``); kopf allows what no handler claims, so nothing else may
-    reach it.
+    reach it. kopf gets it with one constant object uid (``intake.for_kopf``), so forged
+    reviews cannot grow its per-object memory.
     """
     data, problem = intake.parse(payload)
     if problem is not None:
@@ -153,10 +154,11 @@ async def respond(
     refusal = intake.admissible(data, path=webhook, claims=claims)
     if refusal is not None:
         return denial(uid, refusal)
+    assert isinstance(data, Mapping)  # admissible says so
     try:
         with intake.judging() as judged:
             response: Any = await fn(
-                data,  # type: ignore[arg-type]
+                intake.for_kopf(data),  # type: ignore[arg-type]
                 webhook=webhook,
                 headers=dict(headers or {}),
                 sslpeer=dict(sslpeer or {}),
