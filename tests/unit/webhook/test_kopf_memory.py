@@ -18,7 +18,7 @@ from ichor.webhook import intake, server
 from tests.fixtures.fuzzing import figure
 from tests.unit.webhook.realkopf import real_kopf
 
-FORGED = 3_000
+FORGED = 2_000
 SPEC = {"talosVersion": "v1.14.3", "kubernetesVersion": "v1.36.6", "versionContract": "v1.14"}
 
 
