@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ichor.api import kinds
+from ichor.kube import untrusted
 from ichor.webhook.decisions import Code
 
 #: The paths of the endpoint, which are the kopf handler ids too (``wiring``).
@@ -70,7 +71,7 @@ MAX_WARNINGS = 16
 MAX_WARNING = 256
 #: Memory one JSON value takes once parsed and handed to kopf, at most (measured: an
 #: object with many distinct keys takes 150 bytes per value while parsing).
-VALUE_COST = 160
+VALUE_COST = untrusted.VALUE_COST
 #: Memory per body byte: the bytes read, the text json decodes them to (up to 4 bytes a
 #: character when one character needs 4) and the strings parsed out of it (likewise).
 ASCII_BYTE_COST = 3
@@ -191,9 +192,9 @@ def peek_uid(head: bytes) -> str:
     return found[1].decode("ascii") if found is not None else ""
 
 
-def values_in(payload: bytes) -> int:
-    """An upper bound on the JSON values in ``payload``: one per separator and opener."""
-    return payload.count(b",") + payload.count(b"[") + payload.count(b"{") + 1
+#: An upper bound on the JSON values in a body (shared with what the controller reads
+#: from workload clusters: ``ichor.kube.untrusted``).
+values_in = untrusted.values_in
 
 
 def cost(payload: bytes) -> int:
@@ -209,18 +210,8 @@ def cost_bound(length: int) -> int:
 
 def _depth_problem(data: object) -> str | None:
     """Whether ``data`` nests deeper than ``MAX_DEPTH`` (walked without recursion)."""
-    stack: list[tuple[object, int]] = [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict):
-            children: Any = value.values()
-        elif isinstance(value, list):
-            children = value
-        else:
-            continue
-        if depth > MAX_DEPTH:
-            return f"the body nests objects and lists deeper than {MAX_DEPTH} levels"
-        stack.extend((child, depth + 1) for child in children)
+    if untrusted.too_deep(data, MAX_DEPTH):
+        return f"the body nests objects and lists deeper than {MAX_DEPTH} levels"
     return None
 
 
