@@ -240,3 +240,30 @@ async def test_only_the_operators_write_after_success_carries_an_override(
     if carried:
         assert answer.record is not None
         assert "under the override of TalosOperation team-a/k8s" in answer.record
+
+
+@pytest.mark.parametrize("dryrun", [False, True], ids=["write", "dry-run"])
+async def test_the_log_of_an_admitted_override_does_not_claim_it_happened(
+    dryrun: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A review may be forged, and an admitted write may never be stored: the webhook's
+    log says it admitted an override, never that a user overrode anything (that sentence
+    is the Event's, posted once the object is stored)."""
+    backend = FakeBackend(holders={"alice"})
+    old = taloscluster(kubernetes="v1.31.4")
+    new = await stamped(
+        taloscluster(kubernetes="v1.31.9"), old=old, userinfo=userinfo(), operation="UPDATE",
+        backend=backend,
+    )  # fmt: skip
+    with caplog.at_level("INFO"):
+        answer = await judgement.cluster_answer(
+            new=new, old=old, userinfo=userinfo(), operation="UPDATE", dryrun=dryrun,
+            backend=backend,
+        )  # fmt: skip
+    assert answer.allowed
+    (logged,) = [r.getMessage() for r in caplog.records if "override" in r.getMessage()]
+    assert not logged.startswith("User ")
+    assert "admitted a review" in logged
+    assert "user alice" in logged
+    assert "only once the object is stored" in logged
+    assert ("dry run: nothing is stored" in logged) is dryrun
