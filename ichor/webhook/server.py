@@ -9,8 +9,11 @@ AdmissionReview: a body it cannot read, an unknown path, an exception anywhere i
 in a handler all become a denial with a sentence. It hands kopf only a review a claim
 covers (``intake``: kopf *allows* a review no handler takes), and refuses an allowed
 answer no handler of the path judged (``intake.judging``), read within a memory
-budget (``Budget``: a review waits for room, or is denied), so the handlers stay
-``@kopf.on.validate`` handlers and hostile load cannot grow the process past its limit.
+budget (``Budget``: a review waits for room, or is denied; what waits counts in it), over
+connections that are capped and must finish their TLS handshake in seconds
+(``Connections``), so the handlers stay ``@kopf.on.validate`` handlers and hostile load
+cannot grow the process past its limit. kopf gets each review with one constant object
+uid (``intake.for_kopf``), so forged reviews cannot grow its per-object memory either.
 With a client CA it is mutual TLS: only the API server's certificate gets a review read.
 
 Why a fixed configuration instead of kopf's managed one (``settings.admission.managed``):
@@ -50,6 +53,8 @@ __all__ = [
     "REVIEW_VERSION",
     "AdmissionServer",
     "Budget",
+    "Connections",
+    "Full",
     "configure",
     "denial",
     "render_configuration",
@@ -60,7 +65,8 @@ __all__ = [
 TIMEOUT_SECONDS = 5
 HANDLERS: tuple[str, ...] = tuple(claim.path for claim in CLAIMS)
 #: Memory the reviews being read and judged may take together (``intake.cost``). With
-#: the operator's own ~100 MiB this stays under the chart's 256Mi limit.
+#: the operator's own ~100 MiB and the connections' buffers (``MAX_CONNECTIONS`` of about
+#: 0.3 MiB) this stays under the chart's 256Mi limit.
 BUDGET_BYTES = 96 * 1024 * 1024
 #: Part of the budget only reviews costing at most ``SMALL_COST`` may use, so ordinary
 #: reviews are answered while large ones wait.
