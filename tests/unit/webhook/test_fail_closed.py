@@ -131,3 +131,23 @@ async def test_a_mark_outside_a_review_counts_for_nothing() -> None:
         webhook=intake.CLUSTER_HANDLER,
     )
     assert answer["response"]["allowed"] is False
+
+
+async def test_the_mutating_half_still_writes_the_records_through_kopf() -> None:
+    """kopf gets a copy of the review with a constant object uid (``intake.for_kopf``):
+    its JSONPatch of the records is the same, and the object's own uid is not touched."""
+    import base64
+
+    from ichor.api import records
+
+    review = cluster_review(INCOMPATIBLE, user="olivia")  # olivia holds the verb
+    sent = json.dumps(review).encode()
+    answer = await ask(review, intake.CLUSTER_STAMP)
+    body = answer["response"]
+    assert body["allowed"] is True
+    assert body["patchType"] == "JSONPatch"
+    patch = json.loads(base64.b64decode(body["patch"]))
+    assert [(op["op"], op["path"]) for op in patch] == [("add", "/metadata/annotations")]
+    (record,) = records.read(patch[0]["value"])
+    assert (record.kind, record.user) == (records.RecordKind.OVERRIDE, "olivia")
+    assert json.loads(sent) == review  # the review itself was not changed
