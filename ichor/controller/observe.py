@@ -14,14 +14,13 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
-import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ichor.api.taloscluster import DETECTED_CILIUM
+from ichor.kube import untrusted
 from ichor.release.versions import Version, VersionError, parse
 
 _OS_IMAGE = re.compile(r"Talos \((?P<version>[^()\s]+)\)")
@@ -46,8 +45,14 @@ MAX_VERSION_TEXT = 128
 MAX_QUOTE = 64
 #: Nodes named one by one in ``unreadable``; the rest are counted.
 MAX_NAMED = 10
-#: The most a Helm release may decompress to (a Secret holds at most 1 MiB).
-MAX_RELEASE_BYTES = 16 * 1024 * 1024
+#: The most a Helm release may inflate to, and the JSON values and nesting it may hold
+#: (``ichor.kube.untrusted``): a Cilium release (its chart's templates and files, its
+#: values, the rendered manifest) inflates to a few MiB with tens of thousands of values,
+#: while a Secret of 29 KiB can inflate to 16 MiB of ``[{},{},...]``, which json.loads
+#: turns into 417 MiB of objects. Read within these, a release takes tens of MiB at most.
+MAX_RELEASE_BYTES = 12 * 1024 * 1024
+MAX_RELEASE_VALUES = 200_000
+MAX_RELEASE_DEPTH = 100
 
 
 @dataclass(frozen=True)
@@ -240,31 +245,30 @@ def image_version(image: str) -> str | None:
     return tag[1:] if tag.startswith("v") else tag
 
 
-def _decompress(raw: bytes) -> bytes | None:
-    """gzip ``raw`` inflated to at most ``MAX_RELEASE_BYTES``, or None (a bomb, or bad)."""
-    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflate.decompress(raw, MAX_RELEASE_BYTES)
-    except zlib.error:
-        return None
-    return None if inflate.unconsumed_tail else out
-
-
 def helm_chart_version(secret: object) -> str | None:
     """The chart version recorded in a Helm release Secret (``sh.helm.release.v1.*``),
-    without a leading v; None when it is not there or not a version."""
+    without a leading v; None when it is not there, not a version, or the release is not
+    readable within ``MAX_RELEASE_BYTES``, ``MAX_RELEASE_VALUES`` and
+    ``MAX_RELEASE_DEPTH``."""
     encoded = _text(_mapping(_mapping(secret).get("data")).get("release"))
     if not encoded:
         return None
     try:
         raw = base64.b64decode(base64.b64decode(encoded))
-        if raw[:2] == b"\x1f\x8b":
-            inflated = _decompress(raw)
-            if inflated is None:
-                return None
-            raw = inflated
-        release: Any = json.loads(raw)
-    except (binascii.Error, ValueError, RecursionError):
+    except (binascii.Error, ValueError):
+        return None
+    if raw[:2] == b"\x1f\x8b":
+        inflated = untrusted.gunzip(raw, limit=MAX_RELEASE_BYTES)
+        if inflated is None:
+            return None
+        raw = inflated
+    release, problem = untrusted.loads(
+        raw,
+        max_bytes=MAX_RELEASE_BYTES,
+        max_values=MAX_RELEASE_VALUES,
+        max_depth=MAX_RELEASE_DEPTH,
+    )
+    if problem is not None:
         return None
     chart = _mapping(_mapping(_mapping(release).get("chart")).get("metadata"))
     version = _text(chart.get("version"))

@@ -469,6 +469,9 @@ def answer_cluster(
     if adopting:
         return _adopted(verdict, requester=requester, cluster=cluster)
     first = verdict.overridable[0]
+    # Says whether the requester holds the verb: right for the real user, and an oracle
+    # for a forged review's caller, so the endpoint must be reachable by the API server
+    # alone (mutual TLS and the ingress NetworkPolicy, docs/install.md).
     return Answer(
         allowed=False,
         message=(

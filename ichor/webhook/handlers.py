@@ -6,6 +6,8 @@ into kopf's patch of the object, the validating handlers (``validate_*``) answer
 raise ``kopf.AdmissionError`` for a denial. A status handler answers a write of a status
 subresource. They are registered by ``wiring`` (the paths are ``intake``'s) and decide
 nothing themselves. A passed override is logged and returned as an admission warning.
+Each marks its path once its judgement is given (``intake.judged``): the endpoint refuses
+an allowed answer no handler of the path gave.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import kopf
 
 from ichor.api import kinds
 from ichor.kube import metrics
-from ichor.webhook import decisions, judgement, kubeapi
+from ichor.webhook import decisions, intake, judgement, kubeapi
 
 #: The memo key of the webhook's API backend (``kubeapi.Backend``): ``wiring`` puts the
 #: operator's there at start unless a caller (a test, with a fake) put one there first.
@@ -33,8 +35,10 @@ def backend_of(memo: kopf.Memo) -> kubeapi.Backend:
     return backend
 
 
-def deliver(answer: decisions.Answer, warnings: list[str]) -> None:
-    """Hand an answer to kopf: warnings appended, a denial raised as an AdmissionError."""
+def deliver(answer: decisions.Answer, warnings: list[str], *, path: str) -> None:
+    """Hand the answer of the handler of ``path`` to kopf: the path marked as judged,
+    warnings appended, a denial raised as an AdmissionError."""
+    intake.judged(path)
     warnings.extend(answer.warnings)
     metrics.webhook_decided(allowed=answer.allowed, overridden=answer.record is not None)
     if not answer.allowed:
@@ -63,7 +67,7 @@ async def validate_taloscluster(
         backend=backend_of(memo),
         logger=logger,
     )
-    deliver(answer, warnings)
+    deliver(answer, warnings, path=intake.CLUSTER_HANDLER)
 
 
 async def validate_talosoperation(
@@ -88,10 +92,10 @@ async def validate_talosoperation(
         backend=backend_of(memo),
         logger=logger,
     )
-    deliver(answer, warnings)
+    deliver(answer, warnings, path=intake.OPERATION_HANDLER)
 
 
-def stamp_patch(judged: judgement.Judged, patch: MutableMapping[str, Any]) -> None:
+def stamp_patch(judged: judgement.Judged, patch: MutableMapping[str, Any], *, path: str) -> None:
     """The mutating half: write the judgement's stamp into kopf's patch of the object.
 
     It refuses nothing a rule refuses: the API server checks the CRD's schema after the
@@ -101,6 +105,7 @@ def stamp_patch(judged: judgement.Judged, patch: MutableMapping[str, Any]) -> No
     An allowed write gets the annotations, so it is stored with exactly what the
     validating half checks.
     """
+    intake.judged(path)
     answer = judged.answer
     if not answer.allowed:
         if answer.code == decisions.Code.UNAVAILABLE:
@@ -134,7 +139,7 @@ async def stamp_taloscluster(
         backend=backend_of(memo),
         logger=logger,
     )
-    stamp_patch(judged, patch)
+    stamp_patch(judged, patch, path=intake.CLUSTER_STAMP)
 
 
 async def stamp_talosoperation(
@@ -157,7 +162,7 @@ async def stamp_talosoperation(
         backend=backend_of(memo),
         logger=logger,
     )
-    stamp_patch(judged, patch)
+    stamp_patch(judged, patch, path=intake.OPERATION_STAMP)
 
 
 def status_handler(kind: kinds.Kind) -> Callable[..., Coroutine[Any, Any, None]]:
@@ -182,7 +187,7 @@ def status_handler(kind: kinds.Kind) -> Callable[..., Coroutine[Any, Any, None]]
             operation=operation,
             backend=backend_of(memo),
         )
-        deliver(answer, warnings)
+        deliver(answer, warnings, path=intake.STATUS_HANDLERS[kind])
 
     validate_status.__qualname__ = f"validate_{kind.value.lower()}_status"
     return validate_status

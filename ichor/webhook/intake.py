@@ -14,19 +14,28 @@ Two kinds of check, both without I/O so they are tested without a server:
   deep or with too many values, and never lets Python's own limits (recursion, the
   digits of an int) escape as an exception.
 
+* **Judged.** kopf matches handlers by comparisons of its own, so a review a claim covers
+  could still find no handler in kopf, and kopf allows what no handler takes. While the
+  endpoint answers a review (``judging``), each handler marks its path (``judged``); an
+  ``allowed`` answer without the mark of the path's own handler is refused by the
+  endpoint, so any mismatch between the claims and kopf fails closed.
+
 Every refusal is an AdmissionReview denial with a sentence (``denial``). This module
 refuses to judge an object: the rules do that, through ``judgement``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ichor.api import kinds
+from ichor.kube import untrusted
 from ichor.webhook.decisions import Code
 
 #: The paths of the endpoint, which are the kopf handler ids too (``wiring``).
@@ -62,7 +71,7 @@ MAX_WARNINGS = 16
 MAX_WARNING = 256
 #: Memory one JSON value takes once parsed and handed to kopf, at most (measured: an
 #: object with many distinct keys takes 150 bytes per value while parsing).
-VALUE_COST = 160
+VALUE_COST = untrusted.VALUE_COST
 #: Memory per body byte: the bytes read, the text json decodes them to (up to 4 bytes a
 #: character when one character needs 4) and the strings parsed out of it (likewise).
 ASCII_BYTE_COST = 3
@@ -183,9 +192,9 @@ def peek_uid(head: bytes) -> str:
     return found[1].decode("ascii") if found is not None else ""
 
 
-def values_in(payload: bytes) -> int:
-    """An upper bound on the JSON values in ``payload``: one per separator and opener."""
-    return payload.count(b",") + payload.count(b"[") + payload.count(b"{") + 1
+#: An upper bound on the JSON values in a body (shared with what the controller reads
+#: from workload clusters: ``ichor.kube.untrusted``).
+values_in = untrusted.values_in
 
 
 def cost(payload: bytes) -> int:
@@ -201,18 +210,8 @@ def cost_bound(length: int) -> int:
 
 def _depth_problem(data: object) -> str | None:
     """Whether ``data`` nests deeper than ``MAX_DEPTH`` (walked without recursion)."""
-    stack: list[tuple[object, int]] = [(data, 1)]
-    while stack:
-        value, depth = stack.pop()
-        if isinstance(value, dict):
-            children: Any = value.values()
-        elif isinstance(value, list):
-            children = value
-        else:
-            continue
-        if depth > MAX_DEPTH:
-            return f"the body nests objects and lists deeper than {MAX_DEPTH} levels"
-        stack.extend((child, depth + 1) for child in children)
+    if untrusted.too_deep(data, MAX_DEPTH):
+        return f"the body nests objects and lists deeper than {MAX_DEPTH} levels"
     return None
 
 
@@ -298,6 +297,10 @@ def shape_problem(data: object) -> str | None:
     sub = request.get("subResource")
     if sub is not None and not isinstance(sub, str):
         return "request.subResource must be a string"
+    if sub == "":
+        # The API server leaves it out for the object itself; kopf reads "" as a
+        # subresource no handler names, finds none and would allow the review.
+        return "request.subResource is empty (the API server leaves it out for the object itself)"
     return None
 
 
@@ -348,10 +351,34 @@ def claim_problem(data: Mapping[str, Any], claim: Claim) -> str | None:
     if operation not in claim.operations:
         ops = " and ".join(sorted(claim.operations))
         return f"{judged} on {ops}, not {_short(operation)}"
-    sub = request.get("subResource") or ""
+    sub = request.get("subResource")
+    sub = "" if sub is None else sub
     if sub not in claim.subresources:
         return f"{judged} without the {_short(sub)} subresource"
     return None
+
+
+#: The ``metadata.uid`` kopf is handed for every object under review (``for_kopf``).
+KOPF_UID = "ichor-admission-review"
+
+
+def for_kopf(data: Mapping[str, Any]) -> dict[str, Any]:
+    """The review as kopf gets it: the same, but the objects' ``metadata.uid`` is
+    ``KOPF_UID``.
+
+    kopf keeps a memory per uid of the object of every UPDATE review it dispatches, and
+    forgets one only when its watch sees that object deleted, which never happens for a
+    uid a forged review made up: twenty thousand forged UPDATEs kept twenty thousand
+    memories. With one constant uid kopf keeps one. No handler reads the object's uid
+    (they read spec, status, annotations, labels, name and namespace), and the review
+    itself is not changed: copies are made down to the metadata.
+    """
+    request = dict(data["request"])
+    for key in ("object", "oldObject"):
+        body = request.get(key)
+        if isinstance(body, Mapping) and isinstance(body.get("metadata"), Mapping):
+            request[key] = {**body, "metadata": {**body["metadata"], "uid": KOPF_UID}}
+    return {**data, "request": request}
 
 
 def admissible(data: object, *, path: str, claims: tuple[Claim, ...] = CLAIMS) -> str | None:
@@ -372,3 +399,29 @@ def admissible(data: object, *, path: str, claims: tuple[Claim, ...] = CLAIMS) -
             "(the ValidatingWebhookConfiguration must be the one the chart renders)"
         )
     return None
+
+
+#: The paths whose handler judged the review being answered (``judging``); None outside.
+_JUDGED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar(
+    "ichor_webhook_judged", default=None
+)
+
+
+@contextlib.contextmanager
+def judging() -> Iterator[set[str]]:
+    """The paths whose handler judged the review answered inside the block: the endpoint
+    hands a review to kopf inside it, and kopf runs the handlers in the same context."""
+    seen: set[str] = set()
+    token = _JUDGED.set(seen)
+    try:
+        yield seen
+    finally:
+        _JUDGED.reset(token)
+
+
+def judged(path: str) -> None:
+    """Mark that the handler of ``path`` judged the review being answered (nothing
+    outside ``judging``)."""
+    seen = _JUDGED.get()
+    if seen is not None:
+        seen.add(path)

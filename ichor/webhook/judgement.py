@@ -203,10 +203,37 @@ def _checked(
     )
     if problem is not None:
         return decisions.Answer(allowed=False, message=problem, code=decisions.Code.FORBIDDEN)
-    if answer.record is not None:
-        # Recorded as an Event by the operator once it sees the object stored.
-        logger.warning("%s%s", answer.record, " (dry run)" if dryrun else "")
+    if answer.admitted is not None:
+        logger.warning("%s", _admitted_log(answer.admitted, what=what, dryrun=dryrun))
     return answer
+
+
+def _admitted_log(admitted: records.Record, *, what: str, dryrun: bool) -> str:
+    """What the webhook logs when it admits a write that passes a refusal.
+
+    Never "User X overrode ...": a review proves nothing by itself (its caller may not be
+    the API server, and an admitted write may never be stored), so the log says what was
+    admitted, and the Event saying who overrode what is posted by the operator only once
+    it sees the object stored (``ichor.controller.recorder``)."""
+    passed = "; ".join(f"{p.rule}: {p.message}" for p in admitted.passed) or "none at creation"
+    carrying = _CARRYING[admitted.kind]
+    stored = (
+        "dry run: nothing is stored, and an Event follows only once the object is stored"
+        if dryrun
+        else "its Event follows only once the object is stored; the review alone proves "
+        "no write happened"
+    )
+    return (
+        f"admitted a review of {what} for user {admitted.user} carrying {carrying} "
+        f"({admitted.detail}); {stored}; refusals passed: {passed}"
+    )
+
+
+_CARRYING = {
+    records.RecordKind.OVERRIDE: "an override (the verb `override`)",
+    records.RecordKind.ADOPTION: "an adoption (no override needed)",
+    records.RecordKind.CARRIED: "the override an operation was admitted with",
+}
 
 
 async def cluster_answer(

@@ -7,9 +7,13 @@ stack trace in the log), and a path naming no handler is *allowed* (no handler, 
 webhook function and yields the client config) and answers every request with an
 AdmissionReview: a body it cannot read, an unknown path, an exception anywhere in kopf or
 in a handler all become a denial with a sentence. It hands kopf only a review a claim
-covers (``intake``: kopf *allows* a review no handler takes), read within a memory
-budget (``Budget``: a review waits for room, or is denied), so the handlers stay
-``@kopf.on.validate`` handlers and hostile load cannot grow the process past its limit.
+covers (``intake``: kopf *allows* a review no handler takes), and refuses an allowed
+answer no handler of the path judged (``intake.judging``), read within a memory
+budget (``Budget``: a review waits for room, or is denied; what waits counts in it), over
+connections that are capped and must finish their TLS handshake in seconds
+(``Connections``), so the handlers stay ``@kopf.on.validate`` handlers and hostile load
+cannot grow the process past its limit. kopf gets each review with one constant object
+uid (``intake.for_kopf``), so forged reviews cannot grow its per-object memory either.
 With a client CA it is mutual TLS: only the API server's certificate gets a review read.
 
 Why a fixed configuration instead of kopf's managed one (``settings.admission.managed``):
@@ -29,7 +33,7 @@ import contextlib
 import hashlib
 import logging
 import ssl
-from collections.abc import AsyncGenerator, AsyncIterator, Collection, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
@@ -49,6 +53,8 @@ __all__ = [
     "REVIEW_VERSION",
     "AdmissionServer",
     "Budget",
+    "Connections",
+    "Full",
     "configure",
     "denial",
     "render_configuration",
@@ -59,7 +65,8 @@ __all__ = [
 TIMEOUT_SECONDS = 5
 HANDLERS: tuple[str, ...] = tuple(claim.path for claim in CLAIMS)
 #: Memory the reviews being read and judged may take together (``intake.cost``). With
-#: the operator's own ~100 MiB this stays under the chart's 256Mi limit.
+#: the operator's own ~100 MiB and the connections' buffers (``MAX_CONNECTIONS`` of about
+#: 0.3 MiB) this stays under the chart's 256Mi limit.
 BUDGET_BYTES = 96 * 1024 * 1024
 #: Part of the budget only reviews costing at most ``SMALL_COST`` may use, so ordinary
 #: reviews are answered while large ones wait.
@@ -70,20 +77,50 @@ QUEUE_SECONDS = 3.0
 #: How long a body may take to arrive once its room is held: the API server sends it at
 #: once and gives up after 5 s, so a slower sender only holds room others need.
 READ_SECONDS = 5.0
+#: Reviews that may wait for room at once. While it waits, a review's connection buffers
+#: what arrives of its body (TLS and HTTP buffers: about 1.2 MiB measured), so each one
+#: holds ``WAIT_COST`` of the budget while it waits; one more is refused at once.
+MAX_WAITING = 8
+WAIT_COST = 2 * 1024 * 1024
+#: How long the first bytes of a refused body are waited for, to name its uid.
+HEAD_SECONDS = 0.5
+#: How long a caller may take over its TLS handshake (the API server takes milliseconds;
+#: asyncio's default is 60 s). Each connection holds asyncio's 256 KiB TLS read buffer
+#: from its first moment, so one that never says hello must not stay long.
+HANDSHAKE_SECONDS = 3.0
+#: Connections held at once, and of them, connections in their TLS handshake. A new
+#: connection beyond either cap takes the place of the oldest one still in its
+#: handshake (a caller that stalls there gives way to one that may not), and is refused
+#: at once when every place is taken by a connection past its handshake.
+MAX_CONNECTIONS = 128
+MAX_HANDSHAKES = 32
 
 
 #: The largest JSONPatch a mutating answer carries (the records are a few KiB at most).
 MAX_PATCH_BYTES = 256 * 1024
 
 
-def _clean(response: object, *, uid: str, mutating: bool = False) -> dict[str, Any]:
+def _clean(
+    response: object, *, uid: str, mutating: bool = False, judged: bool = True
+) -> dict[str, Any]:
     """kopf's answer reduced to what a validating webhook may say: allowed, a status with
     a short message when not, and a few short warnings (never an echo). Only an allowed
-    answer of a mutating path carries a patch, and only a JSONPatch of bounded size."""
+    answer of a mutating path carries a patch, and only a JSONPatch of bounded size.
+
+    ``judged``: whether the handler of the path judged the review. kopf allows a review
+    for which it finds no handler, so an allowed answer no handler gave is a denial."""
     body = response.get("response") if isinstance(response, Mapping) else None
     if not isinstance(body, Mapping) or not isinstance(body.get("allowed"), bool):
         return denial(uid, f"{intake.PREFIX} gave no answer", code=decisions.Code.UNAVAILABLE)
     allowed: bool = body["allowed"]
+    if allowed and not judged:
+        _log.warning("admission review %s: kopf allowed it but no handler judged it", uid)
+        return denial(
+            uid,
+            f"no handler of {intake.PREFIX} judged this review (kopf found none for it), "
+            "and what no handler judged is refused; nothing was changed",
+            code=decisions.Code.FORBIDDEN,
+        )
     out: dict[str, Any] = {"uid": uid, "allowed": allowed}
     patch = body.get("patch")
     if mutating and allowed and patch is not None:
@@ -130,7 +167,8 @@ async def respond(
 
     kopf sees the review only when it is readable within the limits and a claim covers
     it (``intake.admissible``); kopf allows what no handler claims, so nothing else may
-    reach it.
+    reach it. kopf gets it with one constant object uid (``intake.for_kopf``), so forged
+    reviews cannot grow its per-object memory.
     """
     data, problem = intake.parse(payload)
     if problem is not None:
@@ -139,13 +177,15 @@ async def respond(
     refusal = intake.admissible(data, path=webhook, claims=claims)
     if refusal is not None:
         return denial(uid, refusal)
+    assert isinstance(data, Mapping)  # admissible says so
     try:
-        response: Any = await fn(
-            data,  # type: ignore[arg-type]
-            webhook=webhook,
-            headers=dict(headers or {}),
-            sslpeer=dict(sslpeer or {}),
-        )
+        with intake.judging() as judged:
+            response: Any = await fn(
+                intake.for_kopf(data),  # type: ignore[arg-type]
+                webhook=webhook,
+                headers=dict(headers or {}),
+                sslpeer=dict(sslpeer or {}),
+            )
     except Exception as error:
         _log.warning("admission review %s failed: %s: %s", uid, type(error).__name__, error)
         return denial(
@@ -155,7 +195,12 @@ async def respond(
             code=decisions.Code.UNAVAILABLE,
         )
     claim = intake.claim_at(webhook, claims)
-    return _clean(response, uid=uid, mutating=claim is not None and claim.mutating)
+    return _clean(
+        response,
+        uid=uid,
+        mutating=claim is not None and claim.mutating,
+        judged=claim is not None and claim.path in judged,
+    )
 
 
 class OverBudget(Exception):
@@ -164,6 +209,10 @@ class OverBudget(Exception):
 
 class Busy(Exception):
     """The budget stayed full for ``QUEUE_SECONDS``: the review was not read."""
+
+
+class Full(Busy):
+    """No room now, and ``MAX_WAITING`` reviews already wait: refused at once."""
 
 
 @dataclass
@@ -184,7 +233,11 @@ class Budget:
     ``intake.cost`` bytes; a review waits for room, at most ``wait`` seconds.
 
     Reviews costing more than ``small`` may use all but ``reserved`` of it, so an
-    ordinary review finds room while large ones wait. ``peak`` is the most held at once.
+    ordinary review finds room while large ones wait. At most ``max_waiting`` reviews
+    wait at once, each counted as ``wait_cost`` meanwhile (what its connection buffers
+    while it waits; by default ``WAIT_COST`` scaled with ``total``); one more is refused
+    at once (``Full``). ``peak`` is the most reviews held at once, ``peak_total`` with
+    what the waiting ones count.
     """
 
     def __init__(
@@ -193,14 +246,24 @@ class Budget:
         total: int = BUDGET_BYTES,
         reserved: int = SMALL_RESERVE,
         small: int = SMALL_COST,
+        max_waiting: int = MAX_WAITING,
+        wait_cost: int | None = None,
     ) -> None:
         self.total = total
         self.reserved = reserved
         self.small = small
+        self.max_waiting = max_waiting
+        self.wait_cost = WAIT_COST * total // BUDGET_BYTES if wait_cost is None else wait_cost
         self.in_use = 0
         self.large_in_use = 0
+        self.waiting = 0
         self.peak = 0
+        self.peak_total = 0
         self._changed: asyncio.Condition | None = None
+
+    @property
+    def waiting_bytes(self) -> int:
+        return self.waiting * self.wait_cost
 
     def _condition(self) -> asyncio.Condition:
         if self._changed is None:
@@ -210,10 +273,21 @@ class Budget:
     def _limit(self, cost: int) -> int:
         return self.total if cost <= self.small else self.total - self.reserved
 
-    def _fits(self, cost: int) -> bool:
-        if self.in_use + cost > self.total:
+    def _fits(self, cost: int, *, waited: int = 0) -> bool:
+        """Whether ``cost`` fits now; ``waited``: what the asking review counts while it
+        waits, given back when it takes its room."""
+        if self.in_use + self.waiting_bytes - waited + cost > self.total:
             return False
         return cost <= self.small or self.large_in_use + cost <= self._limit(cost)
+
+    def _take(self, cost: int) -> Hold:
+        held = Hold(self, cost, large=cost > self.small)
+        self.in_use += cost
+        if held.large:
+            self.large_in_use += cost
+        self.peak = max(self.peak, self.in_use)
+        self.peak_total = max(self.peak_total, self.in_use + self.waiting_bytes)
+        return held
 
     async def _release(self, hold: Hold, amount: int) -> None:
         async with self._condition():
@@ -223,22 +297,37 @@ class Budget:
                 self.large_in_use -= amount
             self._condition().notify_all()
 
+    async def _wait_for_room(self, cost: int, wait: float) -> Hold:
+        """Room for ``cost``, at once or after waiting at most ``wait`` seconds counted
+        as ``wait_cost``; raises ``Full`` or ``Busy``."""
+        changed = self._condition()
+        async with changed:
+            if self._fits(cost):
+                return self._take(cost)
+            if (
+                self.waiting >= self.max_waiting
+                or self.in_use + self.waiting_bytes + self.wait_cost > self.total
+            ):
+                raise Full(cost)
+            self.waiting += 1
+            self.peak_total = max(self.peak_total, self.in_use + self.waiting_bytes)
+            try:
+                async with asyncio.timeout(wait):
+                    await changed.wait_for(lambda: self._fits(cost, waited=self.wait_cost))
+            except TimeoutError:
+                raise Busy(cost) from None
+            finally:
+                self.waiting -= 1
+                changed.notify_all()
+            return self._take(cost)
+
     @contextlib.asynccontextmanager
     async def hold(self, cost: int, *, wait: float = QUEUE_SECONDS) -> AsyncIterator[Hold]:
-        """Hold ``cost`` bytes for the ``with`` block; raises ``OverBudget`` or ``Busy``."""
+        """Hold ``cost`` bytes for the ``with`` block; raises ``OverBudget``, ``Full`` or
+        ``Busy``."""
         if cost > self._limit(cost):
             raise OverBudget(cost)
-        changed = self._condition()
-        try:
-            async with asyncio.timeout(wait), changed:
-                await changed.wait_for(lambda: self._fits(cost))
-                held = Hold(self, cost, large=cost > self.small)
-                self.in_use += cost
-                if held.large:
-                    self.large_in_use += cost
-                self.peak = max(self.peak, self.in_use)
-        except TimeoutError:
-            raise Busy(cost) from None
+        held = await self._wait_for_room(cost, wait)
         try:
             yield held
         finally:
@@ -260,10 +349,12 @@ async def _read(stream: aiohttp.StreamReader, *, limit: int) -> bytes | None:
 
 
 async def _head(stream: aiohttp.StreamReader) -> bytes:
-    """The first bytes of a body that will not be read, for ``intake.peek_uid``."""
+    """The first bytes of a body that will not be read, for ``intake.peek_uid``: what
+    arrives within ``HEAD_SECONDS`` (a caller that sends nothing is not waited for)."""
     try:
-        return await stream.read(intake.PEEK_BYTES)
-    except (OSError, aiohttp.ClientError, ValueError):
+        async with asyncio.timeout(HEAD_SECONDS):
+            return await stream.read(intake.PEEK_BYTES)
+    except (OSError, aiohttp.ClientError, ValueError, TimeoutError):
         return b""
 
 
@@ -291,6 +382,239 @@ async def _changed(files: Collection[Path], *, interval: float) -> None:
             return
 
 
+class Connections:
+    """The connections the endpoint holds: at most ``limit``, of which at most
+    ``handshakes`` in their TLS handshake.
+
+    A new connection beyond either cap takes the place of the oldest one still in its
+    handshake (``dropped``): a caller stalled there gives way, so connections that never
+    say hello cannot keep the API server out. With every place taken by a connection past
+    its handshake, the new one is refused at once (``refused``).
+    """
+
+    def __init__(self, *, limit: int = MAX_CONNECTIONS, handshakes: int = MAX_HANDSHAKES) -> None:
+        self.limit = limit
+        self.handshakes = handshakes
+        #: Oldest first.
+        self._handshaking: dict[_Connection, None] = {}
+        self._established: set[_Connection] = set()
+        self.peak = 0
+        self.dropped = 0
+        self.refused = 0
+
+    @property
+    def open(self) -> int:
+        return len(self._handshaking) + len(self._established)
+
+    def admit(self, connection: _Connection) -> bool:
+        """Whether ``connection`` gets a place (maybe the oldest handshake's)."""
+        while self._handshaking and (
+            self.open >= self.limit or len(self._handshaking) >= self.handshakes
+        ):
+            oldest = next(iter(self._handshaking))
+            self.release(oldest)
+            self.dropped += 1
+            oldest.abort()
+        if self.open >= self.limit:
+            self.refused += 1
+            return False
+        self._handshaking[connection] = None
+        self.peak = max(self.peak, self.open)
+        return True
+
+    def established(self, connection: _Connection) -> bool:
+        """Its handshake is done: False when it lost its place meanwhile."""
+        if connection not in self._handshaking:
+            return False
+        del self._handshaking[connection]
+        self._established.add(connection)
+        return True
+
+    def release(self, connection: _Connection) -> None:
+        self._handshaking.pop(connection, None)
+        self._established.discard(connection)
+
+    def close(self) -> None:
+        """Drop every connection still in its handshake (the listener is closing)."""
+        for connection in list(self._handshaking):
+            self.release(connection)
+            connection.abort()
+
+
+class _Connection(asyncio.Protocol):
+    """One accepted TCP connection: a place among ``Connections``, then TLS within
+    ``HANDSHAKE_SECONDS``, then aiohttp's request handler over it.
+
+    asyncio's own TLS server gives neither a cap nor a way to drop a handshake, so the
+    listener is plain TCP and the TLS is started here (``loop.start_tls``). Reading stays
+    paused until then, so no byte of the handshake is lost.
+    """
+
+    def __init__(
+        self,
+        *,
+        context: ssl.SSLContext,
+        handler: Callable[[], asyncio.Protocol],
+        connections: Connections,
+        tasks: set[asyncio.Task[None]],
+        handshake_seconds: float,
+    ) -> None:
+        self.context = context
+        self.handler = handler
+        self.connections = connections
+        self.tasks = tasks
+        self.handshake_seconds = handshake_seconds
+        self.raw: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.raw = transport
+        transport.pause_reading()
+        if not self.connections.admit(self):
+            transport.abort()
+            return
+        task = asyncio.get_running_loop().create_task(self._secure(transport))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        # Only before TLS takes the connection over (then ``_Handoff`` hears it).
+        self.connections.release(self)
+
+    def abort(self) -> None:
+        if self.raw is not None:
+            self.raw.abort()
+
+    async def _secure(self, raw: asyncio.Transport) -> None:
+        handoff = _Handoff(self)
+        try:
+            if raw.is_closing():
+                raise ConnectionAbortedError("closed before its handshake")
+            tls = await asyncio.get_running_loop().start_tls(
+                raw,
+                handoff,
+                self.context,
+                server_side=True,
+                ssl_handshake_timeout=self.handshake_seconds,
+                # a caller that never answers the closing alert does not keep its place
+                # for asyncio's 30 s
+                ssl_shutdown_timeout=self.handshake_seconds,
+            )
+        except Exception as error:
+            # A timeout, a caller without the client certificate, a reset, a place lost
+            _log.debug("webhook connection dropped in its TLS handshake: %r", error)
+            self.connections.release(self)
+            raw.abort()
+            return
+        except BaseException:
+            self.connections.release(self)
+            raw.abort()
+            raise
+        if tls is None or handoff.lost or not self.connections.established(self):
+            if tls is not None:
+                tls.abort()
+            return
+        handoff.attach(tls, self.handler())
+
+
+class _Handoff(asyncio.Protocol):
+    """The application side of one TLS connection: what arrives before aiohttp's handler
+    is attached is kept for it, and the end of the connection frees its place."""
+
+    def __init__(self, connection: _Connection) -> None:
+        self.connection = connection
+        self.handler: asyncio.Protocol | None = None
+        self.pending: list[bytes] = []
+        self.eof = False
+        self.lost = False
+
+    def attach(self, transport: asyncio.Transport, handler: asyncio.Protocol) -> None:
+        self.handler = handler
+        handler.connection_made(transport)
+        for data in self.pending:
+            handler.data_received(data)
+        self.pending.clear()
+        if self.eof:
+            handler.eof_received()
+
+    def data_received(self, data: bytes) -> None:
+        if self.handler is not None:
+            self.handler.data_received(data)
+        else:
+            self.pending.append(data)
+
+    def eof_received(self) -> bool | None:
+        if self.handler is not None:
+            return self.handler.eof_received()
+        self.eof = True
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = True
+        self.connection.connections.release(self.connection)
+        if self.handler is not None:
+            self.handler.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self.handler is not None:
+            self.handler.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.handler is not None:
+            self.handler.resume_writing()
+
+
+class _Site(aiohttp.web.BaseSite):
+    """aiohttp's site over ``_Connection``: a plain TCP listener whose connections start
+    their TLS themselves, within ``Connections``' caps and ``HANDSHAKE_SECONDS``."""
+
+    def __init__(
+        self,
+        runner: aiohttp.web.BaseRunner,
+        host: str,
+        port: int,
+        *,
+        context: ssl.SSLContext,
+        connections: Connections,
+        handshake_seconds: float,
+    ) -> None:
+        super().__init__(runner, ssl_context=context)
+        self.host = host
+        self.port = port
+        self.context = context
+        self.connections = connections
+        self.handshake_seconds = handshake_seconds
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def name(self) -> str:
+        return f"https://{self.host}:{self.port}"
+
+    async def start(self) -> None:
+        await super().start()
+        handler = self._runner.server
+        assert handler is not None
+
+        def accepted() -> _Connection:
+            return _Connection(
+                context=self.context,
+                handler=handler,
+                connections=self.connections,
+                tasks=self.tasks,
+                handshake_seconds=self.handshake_seconds,
+            )
+
+        self._server = await asyncio.get_running_loop().create_server(
+            accepted, self.host, self.port, reuse_address=True
+        )
+
+    async def stop(self) -> None:
+        await super().stop()
+        self.connections.close()
+        for task in list(self.tasks):
+            task.cancel()
+
+
 class AdmissionServer:
     """kopf's webhook server protocol over HTTPS, answering every request with a review.
 
@@ -301,6 +625,9 @@ class AdmissionServer:
 
     The certificate files are re-read when they change (cert-manager renews them in
     place); the listening socket is then reopened with the new certificate.
+
+    Connections are capped (``Connections``) and a TLS handshake must end within
+    ``HANDSHAKE_SECONDS``, so idle or stalled callers hold little memory and not for long.
     """
 
     def __init__(
@@ -316,6 +643,8 @@ class AdmissionServer:
         host: str | None = None,
         file_check_interval: float = 60.0,
         budget: Budget | None = None,
+        connections: Connections | None = None,
+        handshake_seconds: float = HANDSHAKE_SECONDS,
     ) -> None:
         if client_names and client_ca is None:
             raise ValueError("client_names needs client_ca: names are read from a verified cert")
@@ -329,6 +658,8 @@ class AdmissionServer:
         self.host = host or ("127.0.0.1" if addr in ("0.0.0.0", "") else addr)
         self.file_check_interval = file_check_interval
         self.budget = budget or Budget()
+        self.connections = connections or Connections()
+        self.handshake_seconds = handshake_seconds
 
     @property
     def url(self) -> str:
@@ -402,6 +733,15 @@ class AdmissionServer:
                 f"reading a body of {length:,} bytes could take {_mib(bound)}, more than "
                 f"the webhook's budget of {_mib(self.budget.total)}",
             ), True
+        except Full:
+            head = await _head(request.content)
+            return denial(
+                intake.peek_uid(head),
+                f"{intake.PREFIX} already holds {_mib(self.budget.in_use)} of reviews and "
+                f"{self.budget.waiting} more wait for room, as many as may; nothing was "
+                "changed, retry the write",
+                code=decisions.Code.UNAVAILABLE,
+            ), True
         except Busy:
             head = await _head(request.content)
             return denial(
@@ -431,8 +771,13 @@ class AdmissionServer:
             runner = aiohttp.web.AppRunner(app, handle_signals=False, access_log=None)
             await runner.setup()
             try:
-                site = aiohttp.web.TCPSite(
-                    runner, self.addr, self.port, ssl_context=self._context(), reuse_address=True
+                site = _Site(
+                    runner,
+                    self.addr,
+                    self.port,
+                    context=self._context(),
+                    connections=self.connections,
+                    handshake_seconds=self.handshake_seconds,
                 )
                 await site.start()
                 _log.info(

@@ -17,7 +17,6 @@ once and left alone until it changes; nothing a single object holds stops the ot
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import ssl
 from collections.abc import Mapping, Sequence
@@ -57,7 +56,7 @@ from ichor.controller.taloscluster.status import (
     evaluate,
     read_spec,
 )
-from ichor.kube import bodies, conditions, events, metrics, objects
+from ichor.kube import bodies, conditions, events, metrics, objects, untrusted
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
@@ -109,6 +108,16 @@ def _describe(error: BaseException) -> str:
     if isinstance(error, TimeoutError):
         return "the workload cluster did not answer in time"
     return f"the workload cluster cannot be reached: {error}"
+
+
+def _unexpected(error: BaseException) -> str:
+    text = str(error)
+    if len(text) > 160:
+        text = f"{text[:160]}... ({len(text):,} characters)"
+    return (
+        f"the workload cluster's answer could not be read ({type(error).__name__}: {text}); "
+        "the Nodes' versions are not known"
+    )
 
 
 def _generation(body: Mapping[str, Any]) -> int | None:
@@ -394,6 +403,11 @@ class ClusterController:
             failure = Failure(ClusterReason.KUBECONFIG_UNUSABLE, str(error))
         except (ApiException, aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as error:
             failure = Failure(ClusterReason.WORKLOAD_UNREACHABLE, _describe(error))
+        except Exception as error:
+            # Whatever the workload cluster sent is data; an error no reader expected
+            # must still reach the status, never leave the last Ready=True standing.
+            logger.warning("observing the workload cluster failed", exc_info=True)
+            failure = Failure(ClusterReason.NODE_VERSION_UNREADABLE, _unexpected(error))
         else:
             cluster.observation = observation
             cluster.failure = None
@@ -435,14 +449,46 @@ class ClusterController:
 # --- reading a workload cluster ---------------------------------------------------------
 
 
+#: The largest list answer read from a workload cluster, and the JSON values and nesting
+#: it may hold (``ichor.kube.untrusted``): a Node is about 15 KiB and 400 values, so these
+#: take some 600 Nodes in one answer, and the parsed answer stays within tens of MiB
+#: however the cluster fills it. A larger answer is unreadable, and says so in the status.
+MAX_LIST_BYTES = 16 * 1024 * 1024
+MAX_LIST_VALUES = 300_000
+MAX_LIST_DEPTH = 100
+
+
+async def _read_bounded(response: Any, *, limit: int) -> bytes | None:
+    """The body of ``response`` (aiohttp's), or None once it is declared or grows past
+    ``limit`` (the rest is left unread)."""
+    length = response.content_length
+    if length is not None and length > limit:
+        return None
+    body = bytearray()
+    while chunk := await response.content.readany():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
 async def _get_json(method: Any, *args: Any, **params: Any) -> object:
-    """The JSON a list call returns, or None when the body is not JSON the reader takes."""
+    """The JSON a list call returns, or None when the body is not JSON the reader takes
+    within ``MAX_LIST_BYTES``, ``MAX_LIST_VALUES`` and ``MAX_LIST_DEPTH``."""
     params.update(_preload_content=False, _request_timeout=REQUEST_TIMEOUT)
     response = await method(*args, **params)
-    body = await response.read()
     try:
-        payload: object = json.loads(body)
-    except (ValueError, RecursionError):
+        body = await _read_bounded(response, limit=MAX_LIST_BYTES)
+    finally:
+        response.release()
+    if body is None:
+        logger.warning("a workload list answer over %s bytes was not read", f"{MAX_LIST_BYTES:,}")
+        return None
+    payload, problem = untrusted.loads(
+        body, max_bytes=MAX_LIST_BYTES, max_values=MAX_LIST_VALUES, max_depth=MAX_LIST_DEPTH
+    )
+    if problem is not None:
+        logger.warning("a workload list answer was not read: %s", problem)
         return None
     return payload
 

@@ -397,12 +397,13 @@ def _egress_ports(policy: Object) -> list[set[int]]:
 
 
 def test_network_policy_follows_the_release_check(rendered: dict[str, list[Object]]) -> None:
-    policy = helm.one(rendered["defaults"], "NetworkPolicy")
+    """The egress policy; the ingress one is always there (its own test) unless forced off."""
+    policy = helm.one(rendered["defaults"], "NetworkPolicy", "ichor-egress")
     assert policy["spec"]["policyTypes"] == ["Egress"]
     assert _egress_ports(policy) == [{53}, {443, 6443}, {443}]
-    assert not helm.find(rendered["release-check-off"], "NetworkPolicy")
+    assert not helm.find(rendered["release-check-off"], "NetworkPolicy", "ichor-egress")
     assert not helm.find(rendered["network-policy-off"], "NetworkPolicy")
-    forced = helm.one(rendered["network-policy-forced"], "NetworkPolicy")
+    forced = helm.one(rendered["network-policy-forced"], "NetworkPolicy", "ichor-egress")
     assert _egress_ports(forced) == [{53}, {443, 6443}]
     cilium = helm.one(rendered["cilium-policy"], "CiliumNetworkPolicy")
     fqdns = [rule for rule in cilium["spec"]["egress"] if "toFQDNs" in rule]
@@ -512,10 +513,45 @@ def test_the_webhook_port_is_admitted_only_from_the_configured_cidrs(
     no_metrics = helm.one(rendered["webhook-ingress-no-metrics"], "NetworkPolicy")
     assert {p["port"] for p in no_metrics["spec"]["ingress"][1]["ports"]} == {8080}
     assert not helm.find(rendered["webhook-ingress-policy-off"], "NetworkPolicy")
-    assert all(
-        "Ingress" not in policy["spec"]["policyTypes"]
-        for policy in helm.find(rendered["defaults"], "NetworkPolicy")
-    )
+
+
+def test_an_ingress_policy_is_always_rendered_and_admits_the_webhook_from_anywhere_only_unset(
+    rendered: dict[str, list[Object]],
+) -> None:
+    """DESIGN: a NetworkPolicy always. Without CIDRs (the default, so that the README's
+    install works on any cluster, whatever address its API servers call from) the
+    webhook port is open to any source, which the NOTES say; every other port but the
+    probes' and the metrics' is closed either way."""
+    ingress = helm.one(rendered["defaults"], "NetworkPolicy", "ichor-webhook-ingress")
+    assert ingress["spec"]["policyTypes"] == ["Ingress"]
+    webhook_port = int(helm.env(rendered["defaults"])["ICHOR_WEBHOOK_PORT"])
+    first, rest = ingress["spec"]["ingress"]
+    assert "from" not in first
+    assert first["ports"] == [{"protocol": "TCP", "port": webhook_port}]
+    assert {p["port"] for p in rest["ports"]} == {8080, 8081}
+    # with the release check off (no egress policy), the ingress policy stays
+    no_check = helm.template({"releaseCheck": {"enabled": False}})
+    assert helm.one(no_check, "NetworkPolicy")["metadata"]["name"] == "ichor-webhook-ingress"
+
+
+def _notes(values: dict[str, Any]) -> str:
+    result = helm.run(
+        "install", helm.RELEASE, str(helm.CHART), "--dry-run=client", "--namespace",
+        helm.NAMESPACE, values=values,
+    )  # fmt: skip
+    return result.stdout[result.stdout.index("NOTES:") :]
+
+
+def test_the_notes_warn_while_the_webhook_port_admits_any_caller() -> None:
+    warning = "WARNING: the webhook port admits any caller"
+    open_port = _notes({})
+    assert warning in open_port
+    assert "networkPolicy.webhook.cidrs" in open_port
+    assert "webhook.clientAuth" in open_port
+    assert warning not in _notes({"networkPolicy": {"webhook": {"cidrs": ["10.5.0.0/24"]}}})
+    mutual = _notes(OPTIONS["mutual-tls"])
+    assert warning not in mutual
+    assert "networkPolicy.webhook.cidrs" in mutual  # still worth narrowing
 
 
 def test_health_check_resources_reach_the_operator_and_default_to_its_own() -> None:

@@ -1,6 +1,8 @@
 """Hostile load on the operator the chart describes: sixteen concurrent reviews of the
-largest size the webhook reads keep the process under the chart's memory limit, and
-ordinary reviews sent meanwhile are still answered in time.
+largest size the webhook reads, a thousand connections that never start TLS, and two
+hundred that declare the largest body and stop half way each keep the process under the
+chart's memory limit (and its growth small), and ordinary reviews sent meanwhile, each
+on a connection of its own, are still answered in time.
 
 A second operator process is started for this test alone (the chart's environment, its
 ServiceAccount, mutual TLS as installed), so its peak RSS (``VmHWM``) is this load's and
@@ -35,6 +37,16 @@ pytestmark = pytest.mark.component
 
 HOSTILE = 16
 ORDINARY = 24
+#: Connections that never send a TLS ClientHello.
+IDLE = 1_000
+#: Connections that declare a body of the largest size and send a part of it.
+SLOW = 200
+SLOW_PART = 1024 * 1024
+#: How much a hostile load may grow the operator's RSS: the connections it holds at once
+#: are few, each one's buffers small, and what waits for the review budget counts in it.
+HOSTILE_GROWTH = 64 * 1024 * 1024
+#: A connection that never starts its TLS handshake is closed by the server within this.
+CLOSED_WITHIN = 6.0
 #: The API server waits this long for an answer (the chart's webhook.timeoutSeconds).
 ANSWER_WITHIN = 5.0
 _UNITS = {"Ki": 1024, "Mi": 1024**2, "Gi": 1024**3}
@@ -202,3 +214,153 @@ async def test_sixteen_largest_reviews_stay_under_the_memory_limit_and_ordinary_
     )
     # every answer is short: an 8 MiB body is never echoed back
     assert all(len(json.dumps(a)) < 4096 for _, a in hostile_answers)
+
+
+def ordinary_session() -> aiohttp.ClientSession:
+    """Each ordinary review on a connection of its own, as a new connection of the API
+    server would come: none reuses a connection opened before the hostile load."""
+    return aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=True))
+
+
+async def ordinary_stream(
+    session: aiohttp.ClientSession, url: str, body: bytes, context: ssl.SSLContext
+) -> list[tuple[float, dict[str, Any]]]:
+    answers = []
+    for _ in range(ORDINARY):
+        answers.append(await post(session, url, body, context))
+        await asyncio.sleep(0.05)
+    return answers
+
+
+def assert_answered(answered: list[tuple[float, dict[str, Any]]]) -> float:
+    for seconds, answer in answered:
+        assert seconds < ANSWER_WITHIN, f"an ordinary review took {seconds:.1f} s"
+        assert answer["response"]["allowed"] is True, answer
+    return max(seconds for seconds, _ in answered)
+
+
+async def _closed_by_server(reader: asyncio.StreamReader, *, within: float) -> bool:
+    try:
+        async with asyncio.timeout(within):
+            return await reader.read(1) == b""
+    except TimeoutError:
+        return False
+    except OSError:
+        return True  # reset by the server
+
+
+async def test_a_thousand_connections_that_never_start_tls_are_dropped_and_reviews_answered(
+    installed: Installed, second_operator: Any
+) -> None:
+    operator, url, serving_ca, log = second_operator
+    port = int(url.rsplit(":", 1)[1])
+    limit = chart_memory_limit()
+    context = installed.plane.webhook_caller_context(serving_ca=serving_ca)
+    ordinary = json.dumps(review(installed.namespace, name="ordinary")).encode()
+    idle: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+    try:
+        async with ordinary_session() as session:
+            await post(session, url, ordinary, context)  # warm
+            rss_before, _ = memory(operator.pid)
+            for _ in range(IDLE):
+                idle.append(await asyncio.open_connection("127.0.0.1", port))
+            opened = time.monotonic()  # the last one
+            answered = await ordinary_stream(session, url, ordinary, context)
+            left = CLOSED_WITHIN - (time.monotonic() - opened)
+            closed = await asyncio.gather(
+                *(_closed_by_server(reader, within=max(left, 0.1)) for reader, _ in idle)
+            )
+            # and once they are gone, a review on a new connection is answered as before
+            after = await post(session, url, ordinary, context)
+    finally:
+        for _, writer in idle:
+            writer.close()
+    rss_after, peak = memory(operator.pid)
+    slowest = assert_answered([*answered, after])
+    figure(
+        f"webhook load: {IDLE:,} connections that never start TLS and {ORDINARY} ordinary "
+        f"reviews: operator RSS {rss_before / 2**20:.0f} MiB before, peak {peak / 2**20:.0f} "
+        f"MiB (limit {limit / 2**20:.0f} MiB), {rss_after / 2**20:.0f} MiB after; "
+        f"{sum(closed):,} closed by the server within {CLOSED_WITHIN:.0f} s; slowest ordinary "
+        f"answer {slowest:.2f} s"
+    )
+    assert operator.poll() is None, log.read_text()
+    assert peak < limit, f"peak RSS {peak / 2**20:.0f} MiB over the chart's limit"
+    assert peak - rss_before < HOSTILE_GROWTH, f"grew {(peak - rss_before) / 2**20:.0f} MiB"
+    assert all(closed), f"{IDLE - sum(closed)} idle connections still open"
+
+
+async def _slow_body(
+    port: int, context: ssl.SSLContext, head: bytes, part: bytes, *, hold: float
+) -> str:
+    """Declare the largest body, send ``part`` of it, then nothing: what the server says."""
+    try:
+        async with asyncio.timeout(10):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+    except (OSError, TimeoutError):
+        return "not connected"
+    reply = b""
+    try:
+        writer.write(head + part)
+        try:
+            async with asyncio.timeout(hold):
+                while chunk := await reader.read(65536):
+                    reply += chunk
+        except TimeoutError:
+            if not reply:
+                return "no answer"
+        except OSError:
+            if not reply:
+                return "reset"
+    finally:
+        writer.close()
+    if not reply:
+        return "closed"
+    if b"retry the write" in reply:
+        return "busy"
+    if b"did not arrive" in reply:
+        return "body timed out"
+    return reply.split(b"\r\n", 1)[0].decode(errors="replace")
+
+
+async def test_slow_bodies_of_the_largest_size_keep_memory_bounded_and_reviews_answered(
+    installed: Installed, second_operator: Any
+) -> None:
+    operator, url, serving_ca, log = second_operator
+    port = int(url.rsplit(":", 1)[1])
+    limit = chart_memory_limit()
+    context = installed.plane.webhook_caller_context(serving_ca=serving_ca)
+    ordinary = json.dumps(review(installed.namespace, name="ordinary")).encode()
+    head = (
+        "POST /taloscluster HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        f"Content-Length: {intake.MAX_REVIEW_BYTES}\r\n\r\n"
+    ).encode()
+    part = (
+        b'{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": '
+        b'{"uid": "slow", "pad": "' + b"x" * SLOW_PART
+    )
+    async with ordinary_session() as session:
+        await post(session, url, ordinary, context)  # warm
+        rss_before, _ = memory(operator.pid)
+        slow = [
+            asyncio.create_task(_slow_body(port, context, head, part, hold=15.0))
+            for _ in range(SLOW)
+        ]
+        await asyncio.sleep(1.0)  # the slow bodies are in flight first
+        answered = await ordinary_stream(session, url, ordinary, context)
+        outcomes: dict[str, int] = {}
+        for outcome in await asyncio.gather(*slow):
+            outcomes[outcome] = outcomes.get(outcome, 0) + 1
+    rss_after, peak = memory(operator.pid)
+    slowest = assert_answered(answered)
+    figure(
+        f"webhook load: {SLOW} connections declaring {intake.MAX_REVIEW_BYTES:,} bytes and "
+        f"sending {SLOW_PART:,}, and {ORDINARY} ordinary reviews: operator RSS "
+        f"{rss_before / 2**20:.0f} MiB before, peak {peak / 2**20:.0f} MiB (limit "
+        f"{limit / 2**20:.0f} MiB), {rss_after / 2**20:.0f} MiB after; the slow ones: "
+        f"{outcomes}; slowest ordinary answer {slowest:.2f} s"
+    )
+    assert operator.poll() is None, log.read_text()
+    assert peak < limit, f"peak RSS {peak / 2**20:.0f} MiB over the chart's limit"
+    assert peak - rss_before < HOSTILE_GROWTH, f"grew {(peak - rss_before) / 2**20:.0f} MiB"
+    assert "no answer" not in outcomes, outcomes  # none is left hanging

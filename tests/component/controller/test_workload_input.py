@@ -61,3 +61,34 @@ async def test_an_image_tag_or_os_image_no_rule_can_read_gives_its_condition(
     )
     assert 'Node cp-0 runs osImage "Talos (v1.9999' in condition(body, "Ready")["message"]
     assert operator.kopf.alive
+
+
+async def test_an_error_no_reader_expected_is_a_condition_not_a_stale_ready(
+    operator: Operator, workload: Workload, objects: Objects, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Whatever breaks while observing (here: the observer itself raises), the status
+    says the Nodes' versions are not known; the last ``Ready=True`` does not stand."""
+    from ichor.controller.taloscluster import reconciler
+
+    await workload.add_node("cp-0", talos="v1.14.3", kubelet="v1.36.6")
+    await workload.add_daemonset("cilium", image="quay.io/cilium/cilium:v1.20.4")
+    await objects.create_cluster("broken")
+    await eventually(
+        lambda: objects.cluster("broken"),
+        lambda b: condition(b, "Ready").get("status") == "True",
+        what="Ready=True first",
+    )
+
+    async def breaks(_: object) -> object:
+        raise LookupError("a reader nobody wrote")
+
+    monkeypatch.setattr(reconciler, "observe", breaks)
+    body = await eventually(
+        lambda: objects.cluster("broken"),
+        lambda b: condition(b, "Ready").get("reason") == "NodeVersionUnreadable",
+        what="Ready=False NodeVersionUnreadable",
+    )
+    ready = condition(body, "Ready")
+    assert ready["status"] == "False"
+    assert "LookupError: a reader nobody wrote" in ready["message"]
+    assert operator.kopf.alive

@@ -4,8 +4,10 @@ bodies and sizes, sent byte by byte over mutual TLS to kopf with the real handle
 An escape is any answer that is not an HTTP 200 AdmissionReview (a plain-text error, a
 closed connection, a timeout), a denial without a sentence or with an "internal error",
 an answer that echoes more than a short uid, or an ``allowed: true`` for a review the
-endpoint does not claim. The count tried and the escapes (0) are printed at the end of
-``make test``.
+endpoint does not claim. A second oracle knows nothing of the endpoint's claims: a review
+carrying a known-incompatible pair that nobody in it may override is never admitted,
+whatever its envelope (``test_fuzz.refuses_the_pair``). The count tried and the escapes
+(0) are printed at the end of ``make test``.
 """
 
 from __future__ import annotations
@@ -27,7 +29,15 @@ from tests.fixtures.fuzzing import figure, tally
 from tests.harness import certs, controlplane
 from tests.support import operator as support
 from tests.unit.webhook.fakes import FakeBackend
-from tests.unit.webhook.test_fuzz import clusters, json_values, operations, userinfos
+from tests.unit.webhook.test_fuzz import (
+    PATHS,
+    clusters,
+    envelopes,
+    json_values,
+    operations,
+    refuses_the_pair,
+    userinfos,
+)
 
 pytestmark = pytest.mark.component
 
@@ -203,8 +213,11 @@ headers = st.lists(
 paths = st.one_of(
     st.just("/taloscluster"),
     st.sampled_from(["/taloscluster", "/talosoperation", "/", "/taloscluster/x", "/%2e%2e/x"]),
+    # the mutating halves and the status paths: each judges only its own reviews
+    st.sampled_from([f"/{claim.path}" for claim in intake.CLAIMS if claim.path.endswith(
+        ("-records", "-status"))]),
     token.map(lambda t: f"/{t}"),
-)
+)  # fmt: skip
 #: Content-Length, or chunked transfer encoding (no length known before reading). A
 #: length that differs from the body is a framing error aiohttp's parser answers.
 framings = st.sampled_from(["length", "length", "length", "chunked"])
@@ -302,3 +315,22 @@ def test_every_request_gets_a_review_and_nothing_unclaimed_is_allowed(
                              head=head, body=wire, seconds=60)
         )  # fmt: skip
         _check(reply, path=path, sent=body, read_whole=method == "POST")
+
+
+@settings(FUZZ, max_examples=300)
+@given(review=envelopes, path=st.sampled_from(PATHS), framing=framings)
+def test_an_incompatible_pair_is_refused_whatever_the_envelope(
+    endpoint: Endpoint, review: dict[str, Any], path: str, framing: str
+) -> None:
+    with tally("webhook endpoint: incompatible pair in generated envelopes (escapes: admitted)"):
+        body = json.dumps(review).encode()
+        if framing == "chunked":
+            head, wire = _head("POST", f"/{path}", [], None), rawhttp.chunked(body)
+        else:
+            head, wire = _head("POST", f"/{path}", [], len(body)), body
+        reply = asyncio.run(
+            rawhttp.exchange("127.0.0.1", endpoint.port, context=endpoint.context,
+                             head=head, body=wire, seconds=60)
+        )  # fmt: skip
+        assert reply.status == 200, (reply.status, reply.body[:300])
+        refuses_the_pair(path, review, json.loads(reply.body)["response"])

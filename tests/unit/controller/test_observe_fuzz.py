@@ -13,6 +13,8 @@ import base64
 import gzip
 import json
 import re
+import tracemalloc
+import zlib
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,7 +29,7 @@ from ichor.controller import observe
 from ichor.controller.observe import Observation
 from ichor.controller.taloscluster.status import Installation, evaluate
 from ichor.release.versions import VersionError, parse
-from tests.fixtures.fuzzing import tally
+from tests.fixtures.fuzzing import figure, tally
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
@@ -270,3 +272,153 @@ def test_a_node_list_that_is_not_a_list_is_unreadable_not_empty() -> None:
 )
 def test_only_a_list_response_has_items(payload: Any, items: list[Any] | None) -> None:
     assert observe._items(payload) == items
+
+
+# --- bombs and shapes: what a hostile workload cluster can put in a Helm release ----------
+
+
+def _bomb(inflated: bytes) -> dict[str, Any]:
+    """A Helm release Secret whose release inflates to ``inflated``: gzip at its best
+    ratio, so the Secret stays small."""
+    packed = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    raw = packed.compress(inflated) + packed.flush()
+    return {
+        "metadata": {"name": "sh.helm.release.v1.cilium.v1"},
+        "data": {"release": base64.b64encode(base64.b64encode(raw)).decode()},
+    }
+
+
+#: Sixteen MiB of ``[{},{},...]``: about 5.6 million JSON values in a Secret of 29 KiB.
+EMPTY_OBJECTS = b"[" + b",".join([b"{}"] * (16 * 1024 * 1024 // 3)) + b"]"
+
+
+def _peak_while(call: Any) -> tuple[Any, int]:
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        result = call()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_release_that_inflates_to_millions_of_values_is_not_parsed() -> None:
+    secret = _bomb(EMPTY_OBJECTS)
+    assert len(secret["data"]["release"]) < 64 * 1024
+    version, peak = _peak_while(lambda: observe.helm_chart_version(secret))
+    figure(
+        f"observe: a {len(secret['data']['release']) / 1024:.0f} KiB Helm release Secret "
+        f"inflating to {len(EMPTY_OBJECTS) / 2**20:.0f} MiB of empty objects: peak "
+        f"{peak / 2**20:.1f} MiB while it is read"
+    )
+    assert version is None
+    assert peak < 24 * 2**20, f"reading it took {peak / 2**20:.0f} MiB"
+
+
+def test_a_release_just_within_the_bytes_but_of_millions_of_values_is_not_parsed() -> None:
+    inflated = b"[" + b",".join([b"{}"] * (observe.MAX_RELEASE_BYTES // 3 - 1)) + b"]"
+    assert len(inflated) <= observe.MAX_RELEASE_BYTES
+    version, peak = _peak_while(lambda: observe.helm_chart_version(_bomb(inflated)))
+    figure(
+        f"observe: a Helm release inflating to {len(inflated) / 2**20:.1f} MiB of empty "
+        f"objects (within the bytes, not the values): peak {peak / 2**20:.1f} MiB"
+    )
+    assert version is None
+    assert peak < 3 * observe.MAX_RELEASE_BYTES
+
+
+def test_a_release_nested_deeper_than_python_recurses_is_not_read() -> None:
+    deep = (
+        b'{"chart": {"metadata": {"version": "1.20.4"}}, "x": '
+        + b"[" * 200_000
+        + b"]" * 200_000
+        + b"}"
+    )
+    assert observe.helm_chart_version(_bomb(deep)) is None
+
+
+def test_a_real_sized_release_is_still_read() -> None:
+    """A Cilium release holds its chart's templates and values: a few MiB and tens of
+    thousands of values, well within the bounds."""
+    values = {f"key{i}": {"enabled": i % 2 == 0, "list": [i, str(i)]} for i in range(8_000)}
+    templates = [{"name": f"templates/t{i}.yaml", "data": "eA==" * 2_000} for i in range(150)]
+    release = {
+        "name": "cilium",
+        "chart": {"metadata": {"version": "1.20.4"}, "templates": templates, "values": values},
+        "manifest": "---\n" * 100_000,
+    }
+    assert observe.helm_chart_version(_bomb(json.dumps(release).encode())) == "1.20.4"
+
+
+shapes = st.one_of(
+    st.integers(min_value=1, max_value=200_000).map(lambda n: b"[" * n + b"]" * n),
+    st.integers(min_value=1, max_value=200_000).map(lambda n: b'{"a":' * n + b"1" + b"}" * n),
+    st.integers(min_value=1, max_value=2_000_000).map(
+        lambda n: b"[" + b",".join([b"{}"] * n) + b"]"
+    ),
+    st.integers(min_value=1, max_value=2_000_000).map(lambda n: b"[" + b"0," * n + b"0]"),
+    st.integers(min_value=1, max_value=4_000_000).map(lambda n: b'"' + b"a" * n + b'"'),
+    st.binary(max_size=64),
+)
+
+
+@settings(FUZZ, max_examples=60)
+@given(inflated=shapes, wrap=st.booleans())
+def test_any_deep_or_large_release_gives_a_version_or_none(inflated: bytes, wrap: bool) -> None:
+    with tally("observe: deep and large Helm releases (gzip bombs)"):
+        if wrap:
+            inflated = b'{"chart": {"metadata": {"version": "1.20.4"}}, "x": ' + inflated + b"}"
+        version = observe.helm_chart_version(_bomb(inflated))
+        assert version is None or version == "1.20.4"
+        seen = observe.cni_observation(
+            [{"metadata": {"name": "cilium", "namespace": "kube-system"}}], [_bomb(inflated)]
+        )
+        assert seen.detected == "cilium"
+        if seen.version is None:
+            ok = observe.NodesObservation(1, ("v1.14.3",), ("v1.36.6",), ())
+            conditions = status_of(Observation(nodes=ok, cni=seen))
+            assert conditions[Type.CILIUM_UPGRADE_AVAILABLE][1] == Reason.CILIUM_VERSION_UNREADABLE
+
+
+class _Stream:
+    def __init__(self, body: bytes) -> None:
+        self.body = body
+
+    async def readany(self) -> bytes:
+        chunk, self.body = self.body[: 1 << 20], self.body[1 << 20 :]
+        return chunk
+
+
+class _Response:
+    def __init__(self, body: bytes) -> None:
+        self.content = _Stream(body)
+        self.content_length = None
+
+    def release(self) -> None:
+        pass
+
+
+@settings(FUZZ, max_examples=60)
+@given(shape=shapes, wrap=st.booleans())
+def test_any_deep_or_large_list_answer_gives_nodes_or_an_unreadable_list(
+    shape: bytes, wrap: bool
+) -> None:
+    """A workload cluster's Node list of any shape and size: read within the reconciler's
+    bounds, or unreadable, and then named so in the status; never an exception."""
+    import asyncio
+
+    from ichor.controller.taloscluster import reconciler
+
+    async def method(*_: Any, **__: Any) -> _Response:
+        return _Response(b'{"items": ' + shape + b"}" if wrap else shape)
+
+    with tally("observe: deep and large Node list answers"):
+        payload = asyncio.run(reconciler._get_json(method))
+        items = observe._items(payload)
+        if items is None:
+            seen = observe.unreadable_nodes("the answer is not a JSON object with a list of items")
+        else:
+            seen = observe.nodes_observation(items)
+        conditions = status_of(Observation(nodes=seen, cni=observe.CNIObservation(None, None)))
+        if items is None or seen.unreadable:
+            assert conditions[Type.READY] == ("False", Reason.NODE_VERSION_UNREADABLE)

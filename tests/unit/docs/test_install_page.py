@@ -21,3 +21,27 @@ def test_the_install_page_holds_every_command_the_chart_tests_run() -> None:
         "can-i",
         "override",
     ]
+
+
+def _admission_plugins() -> set[str]:
+    """The plugins the install page's kube-apiserver AdmissionConfiguration configures."""
+    import re
+
+    import yaml
+
+    page = (readme.ROOT / "docs" / "install.md").read_text()
+    for block in re.findall(r"```yaml\n(.*?)```", page, re.S):
+        for document in yaml.safe_load_all(block):
+            if isinstance(document, dict) and document.get("kind") == "AdmissionConfiguration":
+                return {plugin["name"] for plugin in document["plugins"]}
+    raise AssertionError("docs/install.md shows no AdmissionConfiguration")
+
+
+def test_the_admission_configuration_presents_the_certificate_to_every_webhook_kind() -> None:
+    """The chart installs a Validating and a Mutating configuration: with mutual TLS on,
+    kube-apiserver must present its client certificate to both, or every write the
+    mutating half sees is refused."""
+    template = (readme.ROOT / "charts" / "ichor" / "templates" / "webhook.yaml").read_text()
+    kinds = {"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"}
+    assert all(kind in template for kind in kinds)
+    assert _admission_plugins() == {"ValidatingAdmissionWebhook", "MutatingAdmissionWebhook"}

@@ -1,4 +1,6 @@
-"""Generated AdmissionReview bodies: no exception escapes, every answer says yes or why not."""
+"""Generated AdmissionReview bodies: no exception escapes, every answer says yes or why not,
+and a known-incompatible spec is refused whatever review carries it (kopf itself, with the
+webhook's real handlers, decides there). Counts are printed at the end (``tally``)."""
 
 from __future__ import annotations
 
@@ -9,11 +11,14 @@ from typing import Any
 
 import kopf
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from ichor.webhook import decisions, handlers, judgement, server
+from ichor.api import kinds
+from ichor.webhook import decisions, handlers, intake, judgement, server
+from tests.fixtures.fuzzing import tally
 from tests.unit.webhook.fakes import FakeBackend
+from tests.unit.webhook.realkopf import real_kopf
 
 FUZZ = settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
@@ -143,16 +148,18 @@ def test_cluster_reviews_always_get_an_answer(
     holder: bool,
     fail: bool,
 ) -> None:
-    backend = FakeBackend(holders={"alice"} if holder else set(), fail=fail)
-    answer = runner.run(
-        judgement.cluster_answer(
-            new=new, old=old, userinfo=userinfo, operation=operation, dryrun=dryrun, backend=backend
-        )
-    )
-    assert_answer(answer)
-    assert "internal error" not in answer.message  # every failure is one the code expects
-    if dryrun:
-        assert backend.events == []
+    with tally("webhook: TalosCluster judgements"):
+        backend = FakeBackend(holders={"alice"} if holder else set(), fail=fail)
+        answer = runner.run(
+            judgement.cluster_answer(
+                new=new, old=old, userinfo=userinfo, operation=operation, dryrun=dryrun,
+                backend=backend,
+            )
+        )  # fmt: skip
+        assert_answer(answer)
+        assert "internal error" not in answer.message  # every failure is one the code expects
+        if dryrun:
+            assert backend.events == []
 
 
 @FUZZ
@@ -177,20 +184,24 @@ def test_operation_reviews_always_get_an_answer(
 ) -> None:
     from ichor.webhook.reviews import NamespacedName
 
-    backend = FakeBackend(
-        clusters={NamespacedName("team-a", "prod"): cluster, NamespacedName("", "prod"): cluster},
-        holders={"alice"} if holder else set(),
-        fail=fail,
-    )
-    answer = runner.run(
-        judgement.operation_answer(
-            new=new, userinfo=userinfo, operation=operation, dryrun=dryrun, backend=backend
+    with tally("webhook: TalosOperation judgements"):
+        backend = FakeBackend(
+            clusters={
+                NamespacedName("team-a", "prod"): cluster,
+                NamespacedName("", "prod"): cluster,
+            },
+            holders={"alice"} if holder else set(),
+            fail=fail,
         )
-    )
-    assert_answer(answer)
-    assert "internal error" not in answer.message  # every failure is one the code expects
-    if dryrun:
-        assert backend.events == []
+        answer = runner.run(
+            judgement.operation_answer(
+                new=new, userinfo=userinfo, operation=operation, dryrun=dryrun, backend=backend
+            )
+        )
+        assert_answer(answer)
+        assert "internal error" not in answer.message  # every failure is one the code expects
+        if dryrun:
+            assert backend.events == []
 
 
 @FUZZ
@@ -198,25 +209,26 @@ def test_operation_reviews_always_get_an_answer(
 def test_the_kopf_handler_raises_nothing_but_an_admission_error(
     runner: asyncio.Runner, new: Any, old: Any, userinfo: Any, operation: Any
 ) -> None:
-    memo = kopf.Memo({handlers.BACKEND: FakeBackend()})
-    warnings: list[str] = []
-    refused: kopf.AdmissionError | None = None
-    try:
-        runner.run(
-            handlers.validate_taloscluster(
-                memo=memo,
-                new=new,
-                old=old,
-                userinfo=userinfo,
-                operation=operation,
-                warnings=warnings,
+    with tally("webhook: the kopf handler"):
+        memo = kopf.Memo({handlers.BACKEND: FakeBackend()})
+        warnings: list[str] = []
+        refused: kopf.AdmissionError | None = None
+        try:
+            runner.run(
+                handlers.validate_taloscluster(
+                    memo=memo,
+                    new=new,
+                    old=old,
+                    userinfo=userinfo,
+                    operation=operation,
+                    warnings=warnings,
+                )
             )
-        )
-    except kopf.AdmissionError as error:
-        refused = error
-    if refused is not None:
-        assert str(refused).strip()
-    assert all(isinstance(w, str) and w for w in warnings)
+        except kopf.AdmissionError as error:
+            refused = error
+        if refused is not None:
+            assert str(refused).strip()
+        assert all(isinstance(w, str) and w for w in warnings)
 
 
 reviews = st.fixed_dictionaries(
@@ -283,13 +295,162 @@ def test_the_server_answers_every_request_with_a_review(
             raise outcome
         return outcome
 
-    answer = runner.run(server.respond(fn, payload=payload, webhook=webhook))
-    assert answer["apiVersion"] == "admission.k8s.io/v1"
-    assert answer["kind"] == "AdmissionReview"
-    body = answer["response"]
-    assert isinstance(body["allowed"], bool)
-    assert isinstance(body["uid"], str)
+    with tally("webhook: the server's answer to generated bodies"):
+        answer = runner.run(server.respond(fn, payload=payload, webhook=webhook))
+        assert answer["apiVersion"] == "admission.k8s.io/v1"
+        assert answer["kind"] == "AdmissionReview"
+        body = answer["response"]
+        assert isinstance(body["allowed"], bool)
+        assert isinstance(body["uid"], str)
+        if not body["allowed"]:
+            assert isinstance(body["status"]["message"], str)
+            assert body["status"]["message"]
+        # the stand-in is kopf with no handler: nothing it allows is allowed
+        assert body["allowed"] is False
+        json.dumps(answer)
+
+
+# --- the oracle: an incompatible pair is refused whatever the review around it -----------
+
+#: Talos v1.14.3 does not run Kubernetes v1.31.0 (every build refuses the pair); nobody
+#: in these reviews holds the override verb.
+INCOMPATIBLE = {
+    "talosVersion": "v1.14.3",
+    "kubernetesVersion": "v1.31.0",
+    "versionContract": "v1.14",
+}
+COMPATIBLE = {"talosVersion": "v1.14.3", "kubernetesVersion": "v1.36.6", "versionContract": "v1.14"}
+OPERATOR = FakeBackend().operator
+#: Every path of the endpoint (the cluster's own, which judge this object, drawn most
+#: often), and some it does not have.
+PATHS = (
+    [intake.CLUSTER_HANDLER] * 6
+    + [intake.CLUSTER_STAMP, intake.STATUS_HANDLERS[kinds.Kind.TALOS_CLUSTER]] * 2
+    + [claim.path for claim in intake.CLAIMS]
+    + ["", "x", "taloscluster/x", "-status"]
+)
+
+
+def _cluster_object(spec: dict[str, Any], metadata: Any) -> dict[str, Any]:
+    return {"apiVersion": "ichor.dev/v1alpha1", "kind": "TalosCluster", "metadata": metadata,
+            "spec": dict(spec)}  # fmt: skip
+
+
+envelope_metadata: st.SearchStrategy[dict[str, Any]] = st.one_of(
+    st.fixed_dictionaries(
+        {"name": st.sampled_from(["prod", "x"]), "namespace": st.sampled_from(["team-a", ""])},
+        optional={"uid": st.one_of(st.uuids().map(str), st.sampled_from(["", "u"]))},
+    ),
+    st.just({}),
+)
+envelope_users = st.one_of(
+    st.fixed_dictionaries(
+        {"username": st.sampled_from(["nadia", "", "system:admin", "kube-apiserver", OPERATOR])},
+        optional={
+            "groups": st.lists(
+                st.sampled_from(["system:masters", "system:authenticated", "ichor-admins"]),
+                max_size=3,
+            ),
+            "uid": st.text(max_size=4),
+        },
+    ),
+    json_values,
+)
+envelope_resource = st.one_of(
+    st.just({"group": "ichor.dev", "version": "v1alpha1", "resource": "talosclusters"}),
+    st.just({"group": "ichor.dev", "version": "v1alpha1", "resource": "talosclusters"}),
+    st.just({"group": "ichor.dev", "version": "v1alpha1", "resource": "talosclusters"}),
+    st.sampled_from(
+        [
+            {"group": "ichor.dev", "version": "v1alpha1", "resource": "talosoperations"},
+            {"group": "ichor.dev", "version": "v1", "resource": "talosclusters"},
+            {"group": "", "version": "v1alpha1", "resource": "talosclusters"},
+        ]
+    ),
+)
+envelope_kind = st.one_of(
+    st.just({"group": "ichor.dev", "version": "v1alpha1", "kind": "TalosCluster"}),
+    st.just({"group": "ichor.dev", "version": "v1alpha1", "kind": "TalosCluster"}),
+    st.just({"group": "ichor.dev", "version": "v1alpha1", "kind": "TalosCluster"}),
+    st.just({"group": "ichor.dev", "version": "v1alpha1", "kind": "TalosOperation"}),
+)
+envelopes = st.fixed_dictionaries(
+    {
+        "apiVersion": st.sampled_from(["admission.k8s.io/v1"] * 4 + ["admission.k8s.io/v1beta1"]),
+        "kind": st.just("AdmissionReview"),
+        "request": st.fixed_dictionaries(
+            {
+                "uid": st.one_of(st.uuids().map(str), st.sampled_from(["u-1", ""])),
+                "kind": envelope_kind,
+                "resource": envelope_resource,
+                "operation": st.sampled_from(
+                    ["CREATE", "CREATE", "UPDATE", "UPDATE", "DELETE", "CONNECT", "create", ""]
+                ),
+                "userInfo": envelope_users,
+                "object": envelope_metadata.map(lambda m: _cluster_object(INCOMPATIBLE, m)),
+            },
+            optional={
+                "oldObject": envelope_metadata.map(lambda m: _cluster_object(COMPATIBLE, m)),
+                "subResource": st.one_of(
+                    st.sampled_from(["", "", "", "status", "status", "scale", "STATUS"]),
+                    json_values,
+                ),
+                "dryRun": st.one_of(st.booleans(), json_values),
+                "requestKind": envelope_kind,
+                "requestResource": envelope_resource,
+                "requestSubResource": st.sampled_from(["", "status"]),
+                "namespace": st.sampled_from(["team-a", "kube-system", ""]),
+                "name": st.sampled_from(["prod", "other"]),
+                "options": json_values,
+            },
+        ),
+    }
+)
+
+
+def refuses_the_pair(path: str, review: dict[str, Any], body: dict[str, Any]) -> None:
+    """The oracle, which knows nothing of intake: an incompatible pair nobody may override
+    is never admitted. Only two answers may say allowed: the mutating half (it refuses no
+    rule, and then writes no record: the validating half refuses), and a status write by
+    the operator's own identity (status is the operator's, whatever it holds)."""
     if not body["allowed"]:
-        assert isinstance(body["status"]["message"], str)
-        assert body["status"]["message"]
-    json.dumps(answer)
+        assert body["status"]["message"].strip()
+        return
+    user = review["request"].get("userInfo")
+    username = user.get("username") if isinstance(user, dict) else None
+    if path.endswith("-records"):
+        assert "patch" not in body, body
+    elif path.endswith("-status"):
+        assert username == OPERATOR, (path, review)
+    else:
+        raise AssertionError(f"an incompatible pair was admitted at /{path}: {review}")
+
+
+#: The review that was admitted before this oracle existed: ``"subResource": ""``.
+EMPTY_SUBRESOURCE = {
+    "apiVersion": "admission.k8s.io/v1",
+    "kind": "AdmissionReview",
+    "request": {
+        "uid": "u-1",
+        "kind": {"group": "ichor.dev", "version": "v1alpha1", "kind": "TalosCluster"},
+        "resource": {"group": "ichor.dev", "version": "v1alpha1", "resource": "talosclusters"},
+        "operation": "CREATE",
+        "userInfo": {"username": "nadia"},
+        "object": _cluster_object(INCOMPATIBLE, {"name": "prod", "namespace": "team-a"}),
+        "subResource": "",
+    },
+}
+
+
+@settings(FUZZ, max_examples=400)
+@example(review=EMPTY_SUBRESOURCE, path=intake.CLUSTER_HANDLER)
+@given(review=envelopes, path=st.sampled_from(PATHS))
+def test_an_incompatible_pair_is_refused_whatever_the_review_around_it(
+    runner: asyncio.Runner, review: dict[str, Any], path: str
+) -> None:
+    with tally("webhook: incompatible pair in generated envelopes through kopf (escape: admitted)"):
+        kopf_ = real_kopf(FakeBackend(holders=set()))
+        answer = runner.run(
+            server.respond(kopf_.fn, payload=json.dumps(review).encode(), webhook=path)
+        )
+        refuses_the_pair(path, review, answer["response"])

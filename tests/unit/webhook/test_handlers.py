@@ -278,3 +278,30 @@ async def test_auto_patch_on_a_declarative_cluster_is_admitted_with_a_warning() 
     )  # fmt: skip
     assert not answer.allowed
     assert answer.warnings == ()
+
+
+@pytest.mark.parametrize("dryrun", [False, True], ids=["write", "dry-run"])
+async def test_the_log_of_an_admitted_override_does_not_claim_it_happened(
+    dryrun: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A review may be forged, and an admitted write may never be stored: the webhook's
+    log says it admitted an override, never that a user overrode anything (that sentence
+    is the Event's, posted once the object is stored)."""
+    backend = FakeBackend(holders={"alice"})
+    old = taloscluster(kubernetes="v1.31.4")
+    new = await stamped(
+        taloscluster(kubernetes="v1.31.9"), old=old, userinfo=userinfo(), operation="UPDATE",
+        backend=backend,
+    )  # fmt: skip
+    with caplog.at_level("INFO"):
+        answer = await judgement.cluster_answer(
+            new=new, old=old, userinfo=userinfo(), operation="UPDATE", dryrun=dryrun,
+            backend=backend,
+        )  # fmt: skip
+    assert answer.allowed
+    (logged,) = [r.getMessage() for r in caplog.records if "override" in r.getMessage()]
+    assert not logged.startswith("User ")
+    assert "admitted a review" in logged
+    assert "user alice" in logged
+    assert "only once the object is stored" in logged
+    assert ("dry run: nothing is stored" in logged) is dryrun

@@ -49,13 +49,16 @@ def review(
 
 
 class Kopf:
-    """Allows everything, as kopf does when no handler matches; records each review."""
+    """Allows everything, as kopf with a handler of the path that allows; records each
+    review. The handler marks its path as the webhook's handlers do (``intake.judged``):
+    an allowed answer without the mark is refused (``test_fail_closed``)."""
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, Any]] = []
 
     async def __call__(self, request: Any, *, webhook: str | None = None, **_: Any) -> Any:
         self.seen.append((webhook or "", request))
+        intake.judged(webhook or "")
         return {"response": {"uid": request["request"]["uid"], "allowed": True}}
 
 

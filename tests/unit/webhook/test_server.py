@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ichor.webhook import server
+from ichor.webhook import intake, server
 
 GOOD_REVIEW: dict[str, Any] = {
     "apiVersion": "admission.k8s.io/v1",
@@ -29,7 +29,9 @@ GOOD_REVIEW: dict[str, Any] = {
 }
 
 
-async def allow(request: Any, **_: Any) -> Any:
+async def allow(request: Any, *, webhook: str | None = None, **_: Any) -> Any:
+    """kopf with a handler of the path that allows (it marks its path, as they do)."""
+    intake.judged(webhook or "")
     return {
         "apiVersion": "admission.k8s.io/v1",
         "kind": "AdmissionReview",
@@ -141,3 +143,84 @@ def test_a_refusal_is_logged_as_an_answer_not_an_error() -> None:
     assert quiet.filter(other)
     assert record.levelno == logging.INFO
     assert other.levelno == logging.ERROR
+
+
+async def test_waiting_reviews_are_counted_in_the_budget_and_bounded() -> None:
+    """While it waits, a review's connection buffers what arrives of its body: each
+    waiting review counts ``wait_cost``, at most ``max_waiting`` wait, and one more is
+    refused at once rather than buffered outside the budget."""
+    import asyncio
+    import time
+
+    budget = server.Budget(total=100, reserved=0, small=0, max_waiting=2, wait_cost=5)
+    async with budget.hold(80) as first:
+        waiters = [asyncio.create_task(_hold(budget, 25, wait=2.0)) for _ in range(2)]
+        await asyncio.sleep(0.05)
+        assert budget.waiting == 2
+        assert budget.in_use + budget.waiting_bytes == 90
+        started = time.monotonic()
+        with pytest.raises(server.Full):
+            async with budget.hold(20, wait=2.0):
+                pass
+        assert time.monotonic() - started < 0.5  # at once, not after waiting
+        # a review that fits now is not held back by those that wait
+        async with budget.hold(5, wait=0.05):
+            assert budget.in_use + budget.waiting_bytes == 95
+        await first.shrink(40)
+        await asyncio.gather(*waiters)
+    assert budget.in_use == 0
+    assert budget.waiting == 0
+    assert budget.peak_total >= 90
+
+
+async def test_no_room_for_even_the_wait_is_refused_at_once() -> None:
+    budget = server.Budget(total=100, reserved=0, small=0, max_waiting=8, wait_cost=30)
+    async with budget.hold(80):
+        with pytest.raises(server.Full):
+            async with budget.hold(50, wait=2.0):
+                pass
+
+
+async def _hold(budget: server.Budget, cost: int, *, wait: float) -> None:
+    async with budget.hold(cost, wait=wait):
+        pass
+
+
+class FakeConnection:
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.aborted = False
+
+    def abort(self) -> None:
+        self.aborted = True
+
+
+def test_a_new_connection_takes_the_place_of_the_oldest_handshake() -> None:
+    """Connections that never finish their TLS handshake cannot keep the API server out:
+    beyond the caps the oldest handshake gives way; only connections past their handshake
+    refuse a new one."""
+    gate = server.Connections(limit=4, handshakes=2)
+    made: dict[str, Any] = {n: FakeConnection(n) for n in "abcdefg"}
+    a, b, c, d, e, f, g = made.values()
+    for early in (a, b, c):
+        assert gate.admit(early)
+    assert a.aborted  # two handshakes at most: the oldest gave way
+    assert not b.aborted
+    assert gate.dropped == 1
+    assert not gate.established(a)  # it lost its place
+    for done in (b, c):
+        assert gate.established(done)
+    for later in (d, e):
+        assert gate.admit(later)
+    assert gate.open == 4
+    assert gate.admit(f)
+    assert d.aborted  # four places: the oldest handshake gave way
+    assert not e.aborted
+    for done in (e, f):
+        assert gate.established(done)
+    assert not gate.admit(g)  # every place is past its handshake
+    assert gate.refused == 1
+    assert not g.aborted
+    gate.release(b)
+    assert gate.admit(g)
+    assert gate.peak == 4
