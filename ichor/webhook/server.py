@@ -94,6 +94,11 @@ HANDSHAKE_SECONDS = 3.0
 #: at once when every place is taken by a connection past its handshake.
 MAX_CONNECTIONS = 128
 MAX_HANDSHAKES = 32
+#: How long a connection past its handshake may sit idle between reviews (aiohttp's
+#: default is an hour, so idle callers could hold every place). Above the API server's
+#: own idle time for webhook connections (Go's 90 s), so the API server closes first and
+#: never sends a review on a connection the endpoint is closing.
+KEEPALIVE_SECONDS = 120.0
 
 
 #: The largest JSONPatch a mutating answer carries (the records are a few KiB at most).
@@ -626,8 +631,9 @@ class AdmissionServer:
     The certificate files are re-read when they change (cert-manager renews them in
     place); the listening socket is then reopened with the new certificate.
 
-    Connections are capped (``Connections``) and a TLS handshake must end within
-    ``HANDSHAKE_SECONDS``, so idle or stalled callers hold little memory and not for long.
+    Connections are capped (``Connections``), a TLS handshake must end within
+    ``HANDSHAKE_SECONDS`` and an idle connection is closed after ``KEEPALIVE_SECONDS``,
+    so idle or stalled callers hold little memory and not for long.
     """
 
     def __init__(
@@ -645,6 +651,7 @@ class AdmissionServer:
         budget: Budget | None = None,
         connections: Connections | None = None,
         handshake_seconds: float = HANDSHAKE_SECONDS,
+        keepalive_seconds: float = KEEPALIVE_SECONDS,
     ) -> None:
         if client_names and client_ca is None:
             raise ValueError("client_names needs client_ca: names are read from a verified cert")
@@ -660,6 +667,7 @@ class AdmissionServer:
         self.budget = budget or Budget()
         self.connections = connections or Connections()
         self.handshake_seconds = handshake_seconds
+        self.keepalive_seconds = keepalive_seconds
 
     @property
     def url(self) -> str:
@@ -768,7 +776,12 @@ class AdmissionServer:
         while True:
             app = aiohttp.web.Application(client_max_size=MAX_REVIEW_BYTES)
             app.add_routes([aiohttp.web.route("*", "/{id:.*}", handle)])
-            runner = aiohttp.web.AppRunner(app, handle_signals=False, access_log=None)
+            runner = aiohttp.web.AppRunner(
+                app,
+                handle_signals=False,
+                access_log=None,
+                keepalive_timeout=self.keepalive_seconds,
+            )
             await runner.setup()
             try:
                 site = _Site(

@@ -237,3 +237,37 @@ async def test_a_body_that_does_not_arrive_is_denied_and_gives_its_room_back(
     assert answer["response"]["allowed"] is False
     assert "did not arrive within 5 s" in answer["response"]["status"]["message"]
     assert endpoint.budget.in_use == 0
+
+
+async def test_an_idle_connection_is_closed_after_the_keep_alive_time(tmp_path: Path) -> None:
+    """A caller past its handshake that sends nothing more holds one of the capped
+    connection places: it keeps it for ``keepalive_seconds`` (above the API server's own
+    90 s idle time, so the API server closes first and never sends on a closing
+    connection), not for aiohttp's default hour."""
+    assert server.KEEPALIVE_SECONDS > 90
+    assert server.KEEPALIVE_SECONDS < 300
+    files = certs.write_serving_certificate(tmp_path)
+    endpoint = server.AdmissionServer(
+        port=controlplane.free_port(),
+        certfile=files.cert,
+        pkeyfile=files.key,
+        cafile=files.ca,
+        keepalive_seconds=1.0,
+    )
+    context = ssl.create_default_context(cafile=str(files.ca))
+    configs = endpoint(refuse_everything)
+    try:
+        await anext(configs)
+        async with aiohttp.ClientSession() as session:
+            async with session.post(
+                f"{endpoint.url}/taloscluster", data=json.dumps(REVIEW).encode(), ssl=context
+            ) as response:
+                assert response.status == 200
+                await response.read()
+            assert endpoint.connections.open == 1  # kept alive for the next review
+            deadline = time.monotonic() + 10
+            while endpoint.connections.open and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            assert endpoint.connections.open == 0
+    finally:
+        await configs.aclose()
