@@ -30,29 +30,90 @@ def test_quantiles_are_nearest_rank() -> None:
         _api.quantiles([])
 
 
-def _run(size: int, *, start: float, limit: float, rss: float) -> fleet_bench.Run:
+def _run(
+    size: int, *, start: float, limit: float, rss: float, first: float = 1.0, peak: float = 0.0
+) -> fleet_bench.Run:
+    written = fleet_bench.Written(
+        stored=size, status_bytes=size * 2000, status_requests=size, events=0
+    )
     return fleet_bench.Run(
-        size=size, start=start, change=limit, limit_start=limit, limit_change=limit,
-        rss=rss, peak=rss, cpu_start=size * 0.01, cpu_interval=size * 0.002,
-        first_bytes=2000, change_bytes=1500,
+        size=size,
+        start=fleet_bench.Phase(start, limit, written, limit_sent=size),
+        change=fleet_bench.Phase(limit, limit, written, limit_sent=size),
+        first_write=first, rss=rss, peak=peak or rss, cpu_start=size * 0.01,
+        cpu_interval=size * 0.002,
     )  # fmt: skip
 
 
-def test_fleet_report_meets_goals_only_within_both() -> None:
+def test_fleet_report_judges_the_goals_at_1000_only() -> None:
     good = fleet_bench.report(
         [_run(100, start=3.0, limit=2.0, rss=100), _run(1000, start=29.0, limit=20.0, rss=190)]
     )
+    assert good[-2].startswith("fleet goals at 1,000 clusters"), good[-2]
     assert good[-2].count("NOT met") == 0, good[-2]
     assert "ratio 1.50x" in good[0]
+    assert "2000 B each, 0 changed nothing" in good[0]
     # (190 - 100) MiB over 900 clusters
-    assert "102 KiB per cluster (RSS growth from 100)" in good[3]
-    assert "2.00 ms per cluster per observe interval" in good[1]
+    assert "102 KiB per cluster (RSS growth from 100)" in good[9]
+    assert "2.00 ms per cluster per observe interval" in good[4]
+    assert "start 1.00/1.00/0.00; change 1.00/1.00/0.00; observe interval 0.00/0.00/0.00" in good[3]
+    # the fixed start counts at 100 (its 1.5x there is no verdict), not in the goal
+    slow_start = fleet_bench.report(
+        [_run(100, start=9.0, limit=2.0, rss=100), _run(1000, start=29.0, limit=20.0, rss=190)]
+    )
+    assert "ratio 4.50x" in slow_start[0]
+    assert slow_start[-2].count("NOT met") == 0, slow_start[-2]
     slow = fleet_bench.report([_run(1000, start=31.0, limit=20.0, rss=150)])
-    assert "(worst 1.55x): NOT met" in slow[-2]
+    assert "start ratio 1.55x <= 1.5x: NOT met" in slow[-2]
     fat = fleet_bench.report([_run(1000, start=20.0, limit=20.0, rss=200)])
-    assert "(200 MiB): NOT met" in fat[-2]
+    assert "current 200 MiB NOT met" in fat[-2]
+    peaked = fleet_bench.report([_run(1000, start=20.0, limit=20.0, rss=150, peak=230)])
+    assert "current 150 MiB met, peak 230 MiB NOT met" in peaked[-2]
     small = fleet_bench.report([_run(100, start=2.0, limit=2.0, rss=50)])
-    assert "stated at 1,000 clusters" in small[-2]
+    assert "not judged (stated at 1,000 clusters; sizes run: 100)" in small[-2]
+
+
+def test_fleet_report_shows_marginal_and_linear_growth() -> None:
+    runs = [
+        _run(100, start=3.0, limit=2.0, rss=100, first=1.0),
+        _run(300, start=7.0, limit=6.0, rss=120, first=1.0),
+        _run(1000, start=21.0, limit=20.0, rss=180, first=1.0),
+    ]
+    lines = fleet_bench.report(runs)
+    # (21 - 3) / (20 - 2)
+    assert "start 1.00x, change 1.00x" in lines[-4], lines[-4]
+    # from the first write: 20 s / 1000 against 6 s / 300
+    assert lines[-3].startswith("fleet linear: yes"), lines[-3]
+    assert "start 1.00x, change 1.00x" in lines[-3]
+    assert "per 1,000 clusters: start 21.0 s (20.0 s from the first write)" in lines[-7]
+    runs[-1] = _run(1000, start=41.0, limit=20.0, rss=180, first=1.0)
+    lines = fleet_bench.report(runs)
+    assert lines[-3].startswith("fleet linear: no"), lines[-3]
+    assert "start 2.00x" in lines[-3]
+
+
+def test_metrics_are_summed_by_verb_resource_and_subresource() -> None:
+    text = "\n".join(
+        [
+            "# HELP apiserver_request_total x",
+            'apiserver_request_total{code="200",component="apiserver",dry_run="",group="ichor.dev",'
+            'resource="talosclusters",scope="resource",subresource="status",verb="PATCH",'
+            'version="v1alpha1"} 7',
+            'apiserver_request_total{code="409",component="apiserver",dry_run="",group="ichor.dev",'
+            'resource="talosclusters",scope="resource",subresource="status",verb="PATCH",'
+            'version="v1alpha1"} 2',
+            'apiserver_request_total{code="201",group="",resource="events",subresource="",'
+            'verb="POST"} 3',
+            'apiserver_request_duration_seconds_count{resource="talosclusters"} 99',
+        ]
+    )
+    counts = fleet_bench.parse_requests(text)
+    assert counts[("PATCH", "talosclusters", "status")] == 9
+    assert counts[("POST", "events", "")] == 3
+    assert len(counts) == 2
+    write = fleet_bench.Write(0.0, "c", {"upgradeChoices": {"talos": {"default": "v1"}}})
+    written = fleet_bench.Written.of([write], {}, counts)
+    assert (written.stored, written.status_requests, written.events) == (1, 9, 3)
 
 
 def test_fleet_sizes_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
