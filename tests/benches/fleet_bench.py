@@ -21,7 +21,7 @@ against the same API server: a bare asyncio client (one aiohttp session, the ope
 certificate, no kopf, no kubernetes client) sends every cluster the very status patches
 the operator's writes made in that phase, in their order, at the operator's concurrency
 (its worker count). The ratio operator/limit is the figure; the goal (<= 1.5x, RSS under
-200 MiB, current and peak) is judged at 1,000 clusters as the issue states it. Seconds
+200 MiB, current and peak) is judged at 1,000 clusters, the size it is set for. Seconds
 per 1,000 clusters at each size, the marginal ratio between the smallest and the largest
 size ((t_large - t_small) / (limit_large - limit_small), where the fixed start falls
 out) and whether the growth is linear are printed with it. Then the operator is left
@@ -70,7 +70,7 @@ TARGETS: dict[str, Any] = {
 CHANGED = {**TARGETS, "talos": ["v1.14.3", "v1.14.4", "v1.14.5"]}
 GOAL_RATIO = 1.5
 GOAL_RSS_MIB = 200.0
-#: The size the goals are stated at (issue 21): smaller fleets are dominated by the
+#: The size the goals are set for: smaller fleets are dominated by the
 #: operator's fixed start (imports, kopf, the first lists), which is no throughput.
 GOAL_SIZE = 1000
 #: Linear growth: seconds per cluster at the largest size within this of the next one.
@@ -637,14 +637,14 @@ def report(runs: list[Run]) -> list[str]:
     judged = next((run for run in runs if run.size == GOAL_SIZE), None)
     if judged is None:
         lines.append(
-            f"fleet goals: not judged (stated at {GOAL_SIZE:,} clusters; sizes run: "
+            f"fleet goals: not judged (set for {GOAL_SIZE:,} clusters; sizes run: "
             f"{', '.join(str(r.size) for r in runs)}); at {largest.size}: start ratio "
             f"{largest.start.ratio:.2f}x, change ratio {largest.change.ratio:.2f}x, RSS "
             f"{largest.rss:.0f} MiB (peak {largest.peak:.0f})"
         )
     else:
         lines.append(
-            f"fleet goals at {GOAL_SIZE:,} clusters (as issue 21 states them): start ratio "
+            f"fleet goals at {GOAL_SIZE:,} clusters (the size they are set for): start ratio "
             f"{judged.start.ratio:.2f}x <= {GOAL_RATIO}x: {_met(judged.start.ratio <= GOAL_RATIO)}"
             f"; change ratio {judged.change.ratio:.2f}x <= {GOAL_RATIO}x: "
             f"{_met(judged.change.ratio <= GOAL_RATIO)}; RSS < {GOAL_RSS_MIB:.0f} MiB: current "

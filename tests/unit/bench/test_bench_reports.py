@@ -70,7 +70,7 @@ def test_fleet_report_judges_the_goals_at_1000_only() -> None:
     peaked = fleet_bench.report([_run(1000, start=20.0, limit=20.0, rss=150, peak=230)])
     assert "current 150 MiB met, peak 230 MiB NOT met" in peaked[-2]
     small = fleet_bench.report([_run(100, start=2.0, limit=2.0, rss=50)])
-    assert "not judged (stated at 1,000 clusters; sizes run: 100)" in small[-2]
+    assert "not judged (set for 1,000 clusters; sizes run: 100)" in small[-2]
 
 
 def test_fleet_report_shows_marginal_and_linear_growth() -> None:
