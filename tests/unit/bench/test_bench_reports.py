@@ -5,11 +5,13 @@ are made up, what is checked is the arithmetic and the verdict printed)."""
 from __future__ import annotations
 
 import importlib
+import math
 
 import pytest
 
 from tests import bench
 from tests.benches import _api, fleet_bench, webhook_bench
+from tests.component.webhook import harness
 
 
 def test_every_bench_module_imports_and_runs_by_run() -> None:
@@ -127,30 +129,65 @@ def _samples(base: float) -> list[float]:
     return [base + n / 1000 for n in range(100)]
 
 
-def test_webhook_report_holds_ichor_against_go() -> None:
+def _own(wall: float, kopf: float = 0.0004) -> list[harness.ReviewTiming]:
+    half = [harness.ReviewTiming("taloscluster", wall, wall / 2, kopf, kopf / 2)] * 100
+    return half + [harness.ReviewTiming("taloscluster-records", wall, wall / 2, kopf, kopf)] * 100
+
+
+def _webhook_samples(go: float) -> dict[tuple[str, int], list[float]]:
     samples = {}
     for concurrency in webhook_bench.REQUESTS:
         samples[("none", concurrency)] = _samples(0.010)
         samples[("ichor", concurrency)] = _samples(0.013)
-        samples[("go", concurrency)] = _samples(0.012)
-    own = {c: [(0.0005, 0.0004)] * 50 for c in webhook_bench.REQUESTS}
+        samples[("ichor-validating", concurrency)] = _samples(0.0115)
+        samples[("go", concurrency)] = _samples(go)
+    return samples
+
+
+def test_webhook_report_holds_ichor_against_go() -> None:
+    samples = _webhook_samples(0.012)
+    own = {(s, c): _own(0.0005) for s in webhook_bench.ICHOR_STATES for c in webhook_bench.REQUESTS}
     lines = webhook_bench.report(samples, own, [0.0001] * 10)
-    assert "Ichor/Go p50 1.50x, p99 1.50x" in lines[1]
-    assert lines[-1].endswith("(0.5 ms): met"), lines[-1]
-    assert "p50 0.5 ms, p99 0.5 ms; its CPU time p50 0.4 ms, p99 0.4 ms" in lines[4]
-    assert "(worst 1.50x): met" in lines[-1]
-    samples[("go", 20)] = _samples(0.009)  # Go faster than no webhook: noise
-    lines = webhook_bench.report(samples, {c: [(0.003, 0.001)] for c in own}, [0.0001])
-    assert "n/a (Go's overhead is within the noise)" in lines[2]
-    # c=20 cannot be judged; the others can, and meet the goal
-    assert "(worst 1.50x; not measured at c=20: Go's within the noise): met" in lines[-1]
-    for concurrency in webhook_bench.REQUESTS:
-        samples[("go", concurrency)] = _samples(0.009)
-    lines = webhook_bench.report(samples, {c: [(0.001, 0.001)] for c in own}, [0.0001])
-    assert "not measured (Go's p99 overhead within the noise" in lines[-1]
-    samples[("go", 1)] = _samples(0.0105)  # Ichor's 3 ms against Go's 0.5 ms
-    lines = webhook_bench.report(samples, {c: [(0.001, 0.001)] for c in own}, [0.0001])
-    assert "(worst 6.00x; not measured at c=20, c=50" in lines[-1]
-    assert "NOT met" in lines[-1].split(";")[1]
-    lines = webhook_bench.report(samples, {c: [(0.003, 0.001)] for c in own}, [0.0001])
-    assert lines[-1].endswith("(3.0 ms): NOT met")
+    assert "two reviews per write" in lines[1]
+    assert "not judged" in lines[1]
+    assert "Ichor/Go p50 1.50x, p99 1.50x" in lines[2]
+    # validating-only: 1.5 ms over Go's 2 ms
+    assert "/Go p50 0.75x, p99 0.75x" in lines[3]
+    assert "reviews per write: both taloscluster 1.00, taloscluster-records 1.00" in lines[3]
+    assert "whole respond path p50 0.5 ms, p99 0.5 ms (CPU p50 0.2 ms" in lines[4]
+    assert "kopf's dispatch and handler alone p50 0.4 ms, p99 0.4 ms" in lines[4]
+    assert "(worst 1.50x at c=1): met" in lines[-1], lines[-1]
+    assert lines[-1].endswith("(0.5 ms; kopf's part alone 0.4 ms): met"), lines[-1]
+
+
+def test_webhook_ratio_floors_go_and_never_hides_a_miss() -> None:
+    # Go faster than no webhook (noise): its overhead counts as 1 ms, the ratio stands
+    samples = _webhook_samples(0.009)
+    own = {(s, c): _own(0.001) for s in webhook_bench.ICHOR_STATES for c in webhook_bench.REQUESTS}
+    lines = webhook_bench.report(samples, own, [0.0001])
+    assert "Ichor/Go p50 3.00x (Go's floored), p99 3.00x (Go's floored)" in lines[2]
+    assert "max(Go's, 1.0 ms) (worst 3.00x at c=1): NOT met" in lines[-1], lines[-1]
+    assert webhook_bench.ratio(0.0012, 0.0002) == pytest.approx(1.2)
+    assert webhook_bench.ratio(0.003, 0.002) == pytest.approx(1.5)
+    # the own-time goal is judged on the whole respond path, not kopf's part
+    own = {(s, c): _own(0.003, 0.001) for s in webhook_bench.ICHOR_STATES for c in [1, 20, 50]}
+    lines = webhook_bench.report(samples, own, [0.0001])
+    assert lines[-1].endswith("(3.0 ms; kopf's part alone 1.0 ms): NOT met"), lines[-1]
+
+
+def test_webhook_plan_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("CONCURRENCY", "ROUNDS", "REQUESTS"):
+        monkeypatch.delenv(f"ICHOR_BENCH_WEBHOOK_{name}", raising=False)
+    assert webhook_bench.plan() == (webhook_bench.REQUESTS, webhook_bench.ROUNDS)
+    monkeypatch.setenv("ICHOR_BENCH_WEBHOOK_CONCURRENCY", "1,20")
+    monkeypatch.setenv("ICHOR_BENCH_WEBHOOK_ROUNDS", "1")
+    assert webhook_bench.plan() == ({1: 1000, 20: 400}, 1)
+    monkeypatch.setenv("ICHOR_BENCH_WEBHOOK_REQUESTS", "60")
+    assert webhook_bench.plan() == ({1: 60, 20: 60}, 1)
+
+
+def test_review_timings_round_trip() -> None:
+    timing = harness.ReviewTiming("taloscluster", 0.001, 0.0005, 0.0008, 0.0004)
+    assert harness.ReviewTiming.parse(timing.line()) == timing
+    unclaimed = harness.ReviewTiming.parse(harness.ReviewTiming("x", 0.001, 0.0005).line())
+    assert math.isnan(unclaimed.kopf_wall)
