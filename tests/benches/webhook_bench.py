@@ -295,8 +295,9 @@ def _measure(work: Path) -> list[str]:
 
 
 def ratio(ours: float, theirs: float) -> float:
-    """Ichor's overhead over Go's, Go's floored at ``GO_FLOOR``."""
-    return ours / max(theirs, GO_FLOOR)
+    """Ichor's overhead over Go's, Go's floored at ``GO_FLOOR`` and Ichor's at 0 (an
+    overhead below no webhook's is the rounds' noise, never a negative ratio)."""
+    return max(ours, 0.0) / max(theirs, GO_FLOOR)
 
 
 def _ratio_text(ours: float, theirs: float) -> str:
@@ -389,7 +390,7 @@ def report(
     )
     lines.append(
         f"webhook goals: p99 overhead <= {GOAL_RATIO}x Go's at every concurrency, ratio = "
-        f"Ichor's / max(Go's, {_ms(GO_FLOOR)}) (worst {worst:.2f}x at c={worst_at}): "
+        f"max(Ichor's, 0) / max(Go's, {_ms(GO_FLOOR)}) (worst {worst:.2f}x at c={worst_at}): "
         f"{'met' if worst <= GOAL_RATIO else 'NOT met'}; own p99 per review, whole respond "
         f"path, < {_ms(GOAL_OWN_P99)} ({_ms(own99)}; kopf's part alone {_ms(kopf99)}): "
         f"{'met' if own99 < GOAL_OWN_P99 else 'NOT met'}"

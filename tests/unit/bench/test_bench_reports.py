@@ -167,6 +167,7 @@ def test_webhook_ratio_floors_go_and_never_hides_a_miss() -> None:
     lines = webhook_bench.report(samples, own, [0.0001])
     assert "Ichor/Go p50 3.00x (Go's floored), p99 3.00x (Go's floored)" in lines[2]
     assert "max(Go's, 1.0 ms) (worst 3.00x at c=1): NOT met" in lines[-1], lines[-1]
+    assert webhook_bench.ratio(-0.002, -0.005) == 0.0
     assert webhook_bench.ratio(0.0012, 0.0002) == pytest.approx(1.2)
     assert webhook_bench.ratio(0.003, 0.002) == pytest.approx(1.5)
     # the own-time goal is judged on the whole respond path, not kopf's part
