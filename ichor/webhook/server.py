@@ -762,13 +762,18 @@ class AdmissionServer:
         except (OSError, aiohttp.ClientError, ValueError) as error:
             return intake.unreadable("", f"the body could not be read ({error})"), True
 
+    async def reply(self, fn: kopf.WebhookFn, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        """The HTTP response to one request, its body encoded: the whole of what the
+        endpoint does between aiohttp handing over a request and sending the answer."""
+        answer, close = await self.answer(fn, request, path=request.match_info.get("id", ""))
+        response = aiohttp.web.json_response(answer)
+        if close:
+            response.force_close()
+        return response
+
     async def __call__(self, fn: kopf.WebhookFn) -> AsyncGenerator[kopf.WebhookClientConfig, None]:
         async def handle(request: aiohttp.web.Request) -> aiohttp.web.Response:
-            answer, close = await self.answer(fn, request, path=request.match_info.get("id", ""))
-            response = aiohttp.web.json_response(answer)
-            if close:
-                response.force_close()
-            return response
+            return await self.reply(fn, request)
 
         files = [
             p for p in (self.certfile, self.pkeyfile, self.cafile, self.client_ca) if p is not None

@@ -8,17 +8,26 @@ operator runs in a child process as the chart's ServiceAccount with the chart's
 ClusterRole (only the TalosCluster controller: no webhook is registered, so its status
 writes meet no admission call), and two times are taken from the process's start:
 
-- *start*: until every cluster's status carries its upgrade choices;
+- *start*: until every cluster's status carries its upgrade choices (and, beside it, the
+  time to the operator's first stored write: the fixed cost of its start, imports and
+  kopf's lists, which no fleet size changes);
 - *change*: from a changed release list until every cluster's choices follow.
 
-The limit, in the same run against the same API server: a bare asyncio client (one
-aiohttp session, the operator's certificate, no kopf, no kubernetes client) sends the
-same number of status merge patches, of the same bytes as the operator's first and
-second writes, at the operator's concurrency (its worker count). The ratio
-operator/limit is the figure (goal <= 1.5x). Then the operator is left alone for one
-observe interval: its CPU time over that window per cluster is the cost of keeping a
-cluster observed; its RSS (goal < 200 MiB at 1,000) and the memory per cluster (growth
-of RSS from the smallest size to each larger one) are printed.
+The operator's writes are counted in each phase twice: the stored writes of every
+cluster (MODIFIED events of the bench's watch, with the status patch each made) and the
+requests the API server counted (``apiserver_request_total``: status PATCHes, a write
+that changed nothing included, and the Events posted). The limit, in the same run
+against the same API server: a bare asyncio client (one aiohttp session, the operator's
+certificate, no kopf, no kubernetes client) sends every cluster the very status patches
+the operator's writes made in that phase, in their order, at the operator's concurrency
+(its worker count). The ratio operator/limit is the figure; the goal (<= 1.5x, RSS under
+200 MiB, current and peak) is judged at 1,000 clusters, the size it is set for. Seconds
+per 1,000 clusters at each size, the marginal ratio between the smallest and the largest
+size ((t_large - t_small) / (limit_large - limit_small), where the fixed start falls
+out) and whether the growth is linear are printed with it. Then the operator is left
+alone for one observe interval: its CPU time and writes over that window per cluster are
+the cost of keeping a cluster observed; its RSS and peak RSS (VmHWM) and the memory per
+cluster (growth of RSS from the smallest size to each larger one) are printed.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import contextlib
 import json
 import multiprocessing
 import os
+import re
 import signal
 import tempfile
 import time
@@ -60,6 +70,11 @@ TARGETS: dict[str, Any] = {
 CHANGED = {**TARGETS, "talos": ["v1.14.3", "v1.14.4", "v1.14.5"]}
 GOAL_RATIO = 1.5
 GOAL_RSS_MIB = 200.0
+#: The size the goals are set for: smaller fleets are dominated by the
+#: operator's fixed start (imports, kopf, the first lists), which is no throughput.
+GOAL_SIZE = 1000
+#: Linear growth: seconds per cluster at the largest size within this of the next one.
+LINEAR_RATIO = 1.5
 WAIT_LIMIT = 900.0
 ROLE = "ichor-bench-operator"
 
@@ -150,12 +165,24 @@ def _default(body: Mapping[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
+@dataclass(frozen=True)
+class Write:
+    """One stored write of a cluster, as the bench's watch saw it (a MODIFIED event)."""
+
+    at: float
+    name: str
+    #: The merge patch of ``status`` it made (empty when only metadata changed).
+    status_patch: Mapping[str, Any]
+
+
 class Watcher:
-    """Every cluster's last body, from one watch; tells when all carry a default."""
+    """Every cluster's last body, from one watch; tells when all carry a default, and
+    keeps every stored write (MODIFIED event) with the loop time it was seen."""
 
     def __init__(self, session: aiohttp.ClientSession, namespace: str, count: int) -> None:
         self.session, self.namespace, self.count = session, namespace, count
         self.bodies: dict[str, Mapping[str, Any]] = {}
+        self.writes: list[Write] = []
         self.changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -178,11 +205,20 @@ class Watcher:
                     if event["type"] == "ERROR":
                         raise RuntimeError(f"watch ended: {body}")
                     version = body["metadata"]["resourceVersion"]
-                    self.bodies[body["metadata"]["name"]] = body
+                    name = body["metadata"]["name"]
+                    if event["type"] == "MODIFIED":
+                        before = _status(self.bodies.get(name) or {})
+                        patch = merge_patch(before, _status(body))
+                        self.writes.append(Write(time.monotonic(), name, patch))
+                    self.bodies[name] = body
                     self.changed.set()
 
     def done(self, default: str) -> int:
         return sum(1 for body in self.bodies.values() if _default(body) == default)
+
+    def between(self, start: float, end: float) -> list[Write]:
+        """The writes seen from ``start`` to ``end`` (loop times), in order."""
+        return [write for write in self.writes if start <= write.at <= end]
 
     async def wait(self, default: str, *, alive: Any) -> float:
         """Loop time when every cluster's default became ``default``."""
@@ -248,7 +284,7 @@ def _operator_main(kubeconfig: str, interval: float) -> None:
 
 
 def _proc(pid: int) -> tuple[float, float, float]:
-    """CPU seconds (user + system), RSS and peak RSS (MiB) of a process."""
+    """CPU seconds (user + system), RSS and peak RSS (VmHWM) in MiB of a process."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = os.sysconf("SC_CLK_TCK")
     cpu = (int(fields[11]) + int(fields[12])) / ticks
@@ -258,41 +294,139 @@ def _proc(pid: int) -> tuple[float, float, float]:
     return cpu, int(status["VmRSS"].split()[0]) / 1024, int(status["VmHWM"].split()[0]) / 1024
 
 
+#: What the API server counts (``apiserver_request_total``), by (verb, resource,
+#: subresource): the requests themselves, a write that changed nothing included.
+Requests = Mapping[tuple[str, str, str], float]
+_LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
+def parse_requests(text: str) -> dict[tuple[str, str, str], float]:
+    """``apiserver_request_total`` of a /metrics text, summed by verb, resource and
+    subresource (over codes, groups, versions and scopes)."""
+    counts: dict[tuple[str, str, str], float] = {}
+    for line in text.splitlines():
+        if not line.startswith("apiserver_request_total{"):
+            continue
+        labels_text, _, value = line[len("apiserver_request_total{") :].rpartition("} ")
+        labels = dict(_LABEL.findall(labels_text))
+        key = (labels.get("verb", ""), labels.get("resource", ""), labels.get("subresource", ""))
+        counts[key] = counts.get(key, 0.0) + float(value)
+    return counts
+
+
+async def _requests(session: aiohttp.ClientSession) -> dict[tuple[str, str, str], float]:
+    async with session.get("/metrics") as response:
+        text = await response.text()
+        if response.status != 200:
+            raise RuntimeError(f"GET /metrics answered {response.status}: {text[:200]}")
+    return parse_requests(text)
+
+
+@dataclass(frozen=True)
+class Written:
+    """The operator's writes in one window: stored ones from the bench's watch, requests
+    from the API server's own count."""
+
+    #: Stored writes of TalosClusters (MODIFIED watch events; a write that changed
+    #: nothing makes none).
+    stored: int = 0
+    #: Bytes of their status merge patches, all together.
+    status_bytes: int = 0
+    #: PATCH requests of talosclusters/status (the API server's count).
+    status_requests: float = 0.0
+    #: Events posted (core and events.k8s.io; the API server's count).
+    events: float = 0.0
+
+    @classmethod
+    def of(cls, writes: list[Write], before: Requests, after: Requests) -> Written:
+        def delta(verb: str, resource: str, subresource: str = "") -> float:
+            key = (verb, resource, subresource)
+            return after.get(key, 0.0) - before.get(key, 0.0)
+
+        return cls(
+            stored=len(writes),
+            status_bytes=sum(len(json.dumps({"status": w.status_patch})) for w in writes),
+            status_requests=delta("PATCH", str(kinds.Plural.TALOS_CLUSTERS), "status"),
+            events=delta("POST", "events"),
+        )
+
+
+@dataclass(frozen=True)
+class Phase:
+    """One measured phase at one size: the operator's time, its writes, the limit."""
+
+    seconds: float
+    limit: float
+    written: Written = Written()
+    #: Patches the limit sent, and how many of them changed nothing (same resourceVersion).
+    limit_sent: int = 0
+    limit_unchanged: int = 0
+
+    @property
+    def ratio(self) -> float:
+        return self.seconds / self.limit
+
+
 @dataclass(frozen=True)
 class Run:
     size: int
-    start: float
-    change: float
-    limit_start: float
-    limit_change: float
+    start: Phase
+    change: Phase
+    #: Seconds from the operator's process start to its first stored write.
+    first_write: float
     rss: float
     peak: float
     cpu_start: float
     cpu_interval: float
-    first_bytes: int
-    change_bytes: int
+    #: The operator's writes over the observe interval (nothing changed meanwhile).
+    interval: Written = Written()
     #: py-spy's top frames (``ICHOR_BENCH_PROFILE``): start, then the observe interval.
     profile: tuple[str, ...] = ()
 
 
+def _patches(writes: list[Write]) -> dict[str, list[Mapping[str, Any]]]:
+    """Each cluster's status patches of ``writes``, in the order they were stored."""
+    patches: dict[str, list[Mapping[str, Any]]] = {}
+    for write in writes:
+        if write.status_patch:
+            patches.setdefault(write.name, []).append(write.status_patch)
+    return patches
+
+
 async def _limit(
-    endpoint: Endpoint, *, namespace: str, count: int, patch: Mapping[str, Any]
-) -> float:
-    """Seconds a bare client takes to send ``patch`` to every cluster's status."""
+    endpoint: Endpoint,
+    *,
+    namespace: str,
+    patches: Mapping[str, list[Mapping[str, Any]]],
+    versions: dict[str, str],
+) -> tuple[float, int, int]:
+    """Seconds a bare client takes to send every cluster the operator's status patches
+    (a cluster's in their order, ``WORKERS`` clusters at once: the operator's
+    concurrency), the patches sent, and how many changed nothing. ``versions`` (each
+    cluster's resourceVersion) is kept up to date."""
+    names = sorted(patches)
+    bodies = {name: [json.dumps({"status": p}) for p in patches[name]] for name in names}
+    unchanged = 0
     async with endpoint.session(limit=WORKERS) as session:
-        body = json.dumps({"status": patch})
 
         async def one(i: int) -> None:
-            path = clusters_path(namespace, _name(i)) + "/status"
+            nonlocal unchanged
+            name = names[i]
+            path = clusters_path(namespace, name) + "/status"
             headers = {"Content-Type": MERGE}
-            async with session.patch(path, data=body, headers=headers) as response:
-                await response.read()
-                if response.status != 200:
-                    raise RuntimeError(f"limit: PATCH {path} answered {response.status}")
+            for body in bodies[name]:
+                async with session.patch(path, data=body, headers=headers) as response:
+                    text = await response.read()
+                    if response.status != 200:
+                        raise RuntimeError(f"limit: PATCH {path} answered {response.status}")
+                version = json.loads(text)["metadata"]["resourceVersion"]
+                unchanged += version == versions.get(name)
+                versions[name] = version
 
         started = time.monotonic()
-        await pool(count, WORKERS, one)
-        return time.monotonic() - started
+        await pool(len(names), WORKERS, one)
+        elapsed = time.monotonic() - started
+    return elapsed, sum(len(b) for b in bodies.values()), unchanged
 
 
 def _status(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -325,6 +459,7 @@ async def _one_size(
             Profile(f"fleet-{size}-start"),
             Profile(f"fleet-{size}-steady"),
         )
+        counted = [await _requests(session)]
         try:
             started = time.monotonic()
             process.start()
@@ -333,16 +468,20 @@ async def _one_size(
             done = await watcher.wait(FIRST_DEFAULT, alive=process.is_alive)
             profiled = profile_start.stop()
             cpu_start = _proc(process.pid)[0]
-            first = {name: _status(body) for name, body in watcher.bodies.items()}
+            counted.append(await _requests(session))
             await _targets(session, CHANGED)
             changed_at = time.monotonic()
             followed = await watcher.wait(CHANGED_DEFAULT, alive=process.is_alive)
             await asyncio.sleep(2.0)  # Events after the last write
+            counted.append(await _requests(session))
+            quiet_from = time.monotonic()
             cpu_before = _proc(process.pid)[0]
             profile_steady.start(process.pid)
             await asyncio.sleep(OBSERVE_INTERVAL)
             cpu_after, rss, peak = _proc(process.pid)
             profiled += profile_steady.stop()
+            quiet_to = time.monotonic()
+            counted.append(await _requests(session))
             heap = os.environ.get("ICHOR_BENCH_TRACEMALLOC")
             if heap:
                 os.kill(process.pid, signal.SIGUSR1)
@@ -358,26 +497,48 @@ async def _one_size(
             if process.is_alive():
                 process.kill()
             await watcher.stop()
-        sample = _name(0)
-        before, after = first[sample], _status(watcher.bodies[sample])
-        change_patch = merge_patch(before, after)
-        limit_start = await _limit(operator_endpoint, namespace=namespace, count=size, patch=before)
-        limit_change = await _limit(
-            operator_endpoint, namespace=namespace, count=size, patch=change_patch
+        start_writes = watcher.between(started, done)
+        change_writes = watcher.between(changed_at, followed)
+        first_write = min((w.at for w in watcher.writes), default=done) - started
+        versions = {
+            name: str(body["metadata"]["resourceVersion"]) for name, body in watcher.bodies.items()
+        }
+        limit_start, sent_start, same_start = await _limit(
+            operator_endpoint,
+            namespace=namespace,
+            patches=_patches(start_writes),
+            versions=versions,
         )
+        limit_change, sent_change, same_change = await _limit(
+            operator_endpoint,
+            namespace=namespace,
+            patches=_patches(change_writes),
+            versions=versions,
+        )
+        interval = Written.of(watcher.between(quiet_from, quiet_to), counted[2], counted[3])
         await _delete_fleet(session, namespace=namespace)
     return Run(
         size=size,
-        start=done - started,
-        change=followed - changed_at,
-        limit_start=limit_start,
-        limit_change=limit_change,
+        start=Phase(
+            seconds=done - started,
+            limit=limit_start,
+            written=Written.of(start_writes, counted[0], counted[1]),
+            limit_sent=sent_start,
+            limit_unchanged=same_start,
+        ),
+        change=Phase(
+            seconds=followed - changed_at,
+            limit=limit_change,
+            written=Written.of(change_writes, counted[1], counted[2]),
+            limit_sent=sent_change,
+            limit_unchanged=same_change,
+        ),
+        first_write=first_write,
         rss=rss,
         peak=peak,
         cpu_start=cpu_start,
         cpu_interval=cpu_after - cpu_before,
-        first_bytes=len(json.dumps({"status": before})),
-        change_bytes=len(json.dumps({"status": change_patch})),
+        interval=interval,
         profile=tuple(profiled),
     )
 
@@ -386,39 +547,110 @@ def _met(ok: bool) -> str:
     return "met" if ok else "NOT met"
 
 
+def _per(count: float, size: int) -> str:
+    return f"{count / size:.2f}"
+
+
+def _writes(written: Written, size: int) -> str:
+    return (
+        f"{_per(written.stored, size)}/{_per(written.status_requests, size)}/"
+        f"{_per(written.events, size)}"
+    )
+
+
+def _marginal(small: Run, large: Run, phase: str) -> str:
+    a, b = getattr(small, phase), getattr(large, phase)
+    limit = b.limit - a.limit
+    if limit <= 0:
+        return "n/a (the limit did not grow)"
+    return f"{(b.seconds - a.seconds) / limit:.2f}x"
+
+
+def _per_cluster(run: Run, phase: str) -> float:
+    """Seconds per cluster of a phase; the start counted from the first write, so the
+    fixed cost of the process's start (imports, kopf, the first lists) falls out."""
+    if phase == "start":
+        return (run.start.seconds - run.first_write) / run.size
+    return float(run.change.seconds / run.size)
+
+
 def report(runs: list[Run]) -> list[str]:
     lines: list[str] = []
     smallest = runs[0]
     for run in runs:
-        ratio_start = run.start / run.limit_start
-        ratio_change = run.change / run.limit_change
+        n = run.size
+        for label, phase, what in (
+            ("start", run.start, "start -> all choices"),
+            ("change", run.change, "list change -> all recomputed"),
+        ):
+            w = phase.written
+            each = w.status_bytes / w.stored if w.stored else 0
+            first = f"first write {run.first_write:.1f} s, " if label == "start" else ""
+            lines.append(
+                f"fleet {n}: {what}: {first}all {phase.seconds:.1f} s; limit {phase.limit:.2f} s "
+                f"({phase.limit_sent} patches, {each:.0f} B each, {phase.limit_unchanged} "
+                f"changed nothing): ratio {phase.ratio:.2f}x"
+            )
         lines.append(
-            f"fleet {run.size}: start -> all choices {run.start:.1f} s, limit "
-            f"{run.limit_start:.1f} s ({run.first_bytes} B patches): ratio {ratio_start:.2f}x; "
-            f"list change -> all recomputed {run.change:.1f} s, limit {run.limit_change:.1f} s "
-            f"({run.change_bytes} B): ratio {ratio_change:.2f}x"
+            f"fleet {n}: per 1,000 clusters: start {run.start.seconds / n * 1000:.1f} s "
+            f"({_per_cluster(run, 'start') * 1000:.1f} s from the first write), limit "
+            f"{run.start.limit / n * 1000:.2f} s; change {run.change.seconds / n * 1000:.1f} s, "
+            f"limit {run.change.limit / n * 1000:.2f} s"
+        )
+        lines.append(
+            f"fleet {n}: writes per cluster (stored, as the watch saw them / status PATCH "
+            f"requests / Events posted, as the API server counted them): start "
+            f"{_writes(run.start.written, n)}; change {_writes(run.change.written, n)}; "
+            f"observe interval {_writes(run.interval, n)}"
         )
         growth = ""
         if run is not smallest:
             per = (run.rss - smallest.rss) / (run.size - smallest.size) * 1024
             growth = f", {per:.0f} KiB per cluster (RSS growth from {smallest.size})"
         lines.append(
-            f"fleet {run.size}: operator RSS {run.rss:.0f} MiB (peak {run.peak:.0f}), "
-            f"{run.rss * 1024 / run.size:.0f} KiB per cluster in all{growth}; CPU "
-            f"{run.cpu_start / run.size * 1000:.1f} ms per cluster to start, "
-            f"{run.cpu_interval / run.size * 1000:.2f} ms per cluster per observe interval "
+            f"fleet {n}: operator RSS {run.rss:.0f} MiB (peak {run.peak:.0f}), "
+            f"{run.rss * 1024 / n:.0f} KiB per cluster in all{growth}; CPU "
+            f"{run.cpu_start / n * 1000:.1f} ms per cluster to start, "
+            f"{run.cpu_interval / n * 1000:.2f} ms per cluster per observe interval "
             f"({OBSERVE_INTERVAL:.0f} s; {run.cpu_interval / OBSERVE_INTERVAL * 100:.0f}% "
             f"of a core)"
         )
         lines += run.profile
     largest = runs[-1]
-    worst = max(max(r.start / r.limit_start, r.change / r.limit_change) for r in runs)
-    lines.append(
-        f"fleet goals: every ratio <= {GOAL_RATIO}x (worst {worst:.2f}x): "
-        f"{_met(worst <= GOAL_RATIO)}; RSS < {GOAL_RSS_MIB:.0f} MiB at {largest.size} "
-        f"({largest.rss:.0f} MiB): {_met(largest.rss < GOAL_RSS_MIB)}"
-        + ("" if largest.size >= 1000 else " (the goal is stated at 1,000 clusters)")
-    )
+    if len(runs) > 1:
+        lines.append(
+            f"fleet marginal {smallest.size}->{largest.size}: (t{largest.size}-t{smallest.size})"
+            f"/(limit{largest.size}-limit{smallest.size}): start "
+            f"{_marginal(smallest, largest, 'start')}, change "
+            f"{_marginal(smallest, largest, 'change')} (the fixed start-up cost falls out)"
+        )
+        before = runs[-2]
+        growth_start = _per_cluster(largest, "start") / _per_cluster(before, "start")
+        growth_change = _per_cluster(largest, "change") / _per_cluster(before, "change")
+        linear = max(growth_start, growth_change) <= LINEAR_RATIO
+        lines.append(
+            f"fleet linear: {'yes' if linear else 'no'} (criterion: seconds per cluster at "
+            f"{largest.size} within {LINEAR_RATIO}x of those at {before.size}, the start "
+            f"counted from the first write: start {growth_start:.2f}x, change "
+            f"{growth_change:.2f}x)"
+        )
+    judged = next((run for run in runs if run.size == GOAL_SIZE), None)
+    if judged is None:
+        lines.append(
+            f"fleet goals: not judged (set for {GOAL_SIZE:,} clusters; sizes run: "
+            f"{', '.join(str(r.size) for r in runs)}); at {largest.size}: start ratio "
+            f"{largest.start.ratio:.2f}x, change ratio {largest.change.ratio:.2f}x, RSS "
+            f"{largest.rss:.0f} MiB (peak {largest.peak:.0f})"
+        )
+    else:
+        lines.append(
+            f"fleet goals at {GOAL_SIZE:,} clusters (the size they are set for): start ratio "
+            f"{judged.start.ratio:.2f}x <= {GOAL_RATIO}x: {_met(judged.start.ratio <= GOAL_RATIO)}"
+            f"; change ratio {judged.change.ratio:.2f}x <= {GOAL_RATIO}x: "
+            f"{_met(judged.change.ratio <= GOAL_RATIO)}; RSS < {GOAL_RSS_MIB:.0f} MiB: current "
+            f"{judged.rss:.0f} MiB {_met(judged.rss < GOAL_RSS_MIB)}, peak {judged.peak:.0f} "
+            f"MiB {_met(judged.peak < GOAL_RSS_MIB)}"
+        )
     lines.append(f"fleet: load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     return lines
 

@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
+import math
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp.web
 import kopf
 import pytest
 import yaml
@@ -151,47 +154,101 @@ def memo_for(kubeconfig: Path) -> kopf.Memo:
     return kopf.Memo({handlers.BACKEND: kubeapi.KubeBackend(kubeconfig=kubeconfig)})
 
 
-def _timed(
-    inner: server.AdmissionServer, sink: Path
-) -> Callable[[kopf.WebhookFn], AsyncIterator[kopf.WebhookClientConfig]]:
-    """The server, with the time kopf (and the handler) spends per review appended to
-    ``sink`` twice a second, one line ``<wall seconds> <CPU seconds>`` per review: the
-    webhook's own time, without TLS and HTTP. The CPU time is the thread's (a review that
-    does not wait runs to its end without another task between): what the code costs,
-    without the time the machine's load took the process off its core. Only new samples
-    are written, so the writing costs the loop the same at the end as at the start."""
-    samples: list[tuple[float, float]] = []
+@dataclass(frozen=True)
+class ReviewTiming:
+    """One request the bench's webhook answered: its path, the wall and CPU seconds of the
+    whole respond path (``AdmissionServer.reply``: the body read within the budget, the
+    parse, the claim check, kopf's dispatch and the handler, the answer's cleaning and its
+    JSON bytes) and of kopf's part alone (NaN when the review never reached kopf)."""
 
-    async def serve_timed(fn: kopf.WebhookFn) -> AsyncIterator[kopf.WebhookClientConfig]:
+    path: str
+    wall: float
+    cpu: float
+    kopf_wall: float = math.nan
+    kopf_cpu: float = math.nan
+
+    def line(self) -> str:
+        return f"{self.path} {self.wall!r} {self.cpu!r} {self.kopf_wall!r} {self.kopf_cpu!r}\n"
+
+    @classmethod
+    def parse(cls, line: str) -> ReviewTiming:
+        path, wall, cpu, kopf_wall, kopf_cpu = line.split()
+        return cls(path, float(wall), float(cpu), float(kopf_wall), float(kopf_cpu))
+
+
+#: The kopf times of the request being answered (one task answers one request).
+_KOPF_TIMES: contextvars.ContextVar[list[tuple[float, float]]] = contextvars.ContextVar(
+    "kopf_times"
+)
+
+
+class TimedServer(server.AdmissionServer):
+    """The admission server, timing every request it answers (``ReviewTiming``), the
+    lines appended to ``sink`` twice a second. The timings exclude TLS and aiohttp's HTTP
+    parsing: from aiohttp handing over the request to the answer's bytes. The CPU time
+    is the thread's (a review that does not wait runs to its end without another task
+    between): what the code costs, without the time the machine's load took the process
+    off its core. Only new samples are written, so the writing costs the loop the same
+    at the end as at the start."""
+
+    def __init__(self, inner: server.AdmissionServer, sink: Path) -> None:
+        super().__init__(
+            port=inner.port,
+            certfile=inner.certfile,
+            pkeyfile=inner.pkeyfile,
+            cafile=inner.cafile,
+            client_ca=inner.client_ca,
+            client_names=inner.client_names,
+            addr=inner.addr,
+            host=inner.host,
+            file_check_interval=inner.file_check_interval,
+            budget=inner.budget,
+        )
+        self.sink = sink
+        self.samples: list[ReviewTiming] = []
+
+    async def reply(self, fn: kopf.WebhookFn, request: aiohttp.web.Request) -> aiohttp.web.Response:
+        kopf_times: list[tuple[float, float]] = []
+        token = _KOPF_TIMES.set(kopf_times)
+        start, cpu = time.perf_counter(), time.thread_time()
+        try:
+            return await super().reply(fn, request)
+        finally:
+            wall, cpu = time.perf_counter() - start, time.thread_time() - cpu
+            _KOPF_TIMES.reset(token)
+            kopf_wall, kopf_cpu = kopf_times[0] if kopf_times else (math.nan, math.nan)
+            path = request.match_info.get("id", "") or "-"
+            self.samples.append(ReviewTiming(path, wall, cpu, kopf_wall, kopf_cpu))
+
+    async def __call__(self, fn: kopf.WebhookFn) -> AsyncGenerator[kopf.WebhookClientConfig, None]:
         async def timed(request: Any, **kwargs: Any) -> Any:
             start, cpu = time.perf_counter(), time.thread_time()
             try:
                 return await fn(request, **kwargs)
             finally:
-                samples.append((time.perf_counter() - start, time.thread_time() - cpu))
+                times = _KOPF_TIMES.get(None)
+                if times is not None:
+                    times.append((time.perf_counter() - start, time.thread_time() - cpu))
 
         def append(lines: str) -> None:
-            with sink.open("a") as out:
+            with self.sink.open("a") as out:
                 out.write(lines)
 
         async def flush() -> None:
             written = 0
             while True:
                 await asyncio.sleep(0.5)
-                new, written = samples[written:], len(samples)
+                new, written = self.samples[written:], len(self.samples)
                 if new:
-                    text = "".join(f"{wall!r} {cpu!r}\n" for wall, cpu in new)
-                    await asyncio.to_thread(append, text)
+                    await asyncio.to_thread(append, "".join(t.line() for t in new))
 
-        await asyncio.to_thread(sink.write_text, "")
+        await asyncio.to_thread(self.sink.write_text, "")
         task = asyncio.create_task(flush())
         try:
-            async for config in inner(timed):
+            async for config in super().__call__(timed):
                 yield config
         finally:
             task.cancel()
-
-    return serve_timed
 
 
 def serve(
@@ -204,7 +261,7 @@ def serve(
     """Run the webhook until the process is stopped (a child process's target)."""
     registry, settings, admission_server = build(credentials, port=port, files=files)
     if timings is not None:
-        settings.admission.server = _timed(admission_server, timings)
+        settings.admission.server = TimedServer(admission_server, timings)
     asyncio.run(
         kopf.operator(
             registry=registry,
