@@ -94,8 +94,9 @@ e2e: $(STAMP) testenv
 node: $(STAMP) testenv
 	$(BIN)/pytest -q -rfEs tests/node
 
+# --durations: the slowest tests in the log, where CI's budget goes (docs/development.md)
 test: check testenv oracle image-base runtime-deps
-	$(BIN)/pytest -q -rfEs tests
+	$(BIN)/pytest -q -rfEs --durations=15 tests
 
 bench: $(STAMP) testenv oracle
 	$(BIN)/python -m tests.bench

@@ -25,6 +25,44 @@ from tests.harness import binaries, controlplane, images, node, workload
 _figures: dict[str, str] = {}
 
 
+@dataclass
+class _TierClock:
+    """The node tier's wall time: from its first test's setup to the shared node's stop."""
+
+    started: float | None = None
+    #: the end of the last node test's teardown (the shared node's stop is in it when the
+    #: tier runs alone or last)
+    last_end: float | None = None
+    stopped_at: float | None = None
+    stop_seconds: float = 0.0
+
+    def seconds(self) -> float | None:
+        if self.started is None or self.last_end is None:
+            return None
+        if self.stopped_at is not None and self.stopped_at > self.last_end:
+            # in a whole `make test` the session's fixtures end after the later tiers:
+            # count the node's stop, not the other tiers' tests in between
+            return self.last_end - self.started + self.stop_seconds
+        return self.last_end - self.started
+
+
+_clock = _TierClock()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """(This conftest's runtest hooks see only the node tier's tests.)"""
+    if _clock.started is None:
+        _clock.started = time.monotonic()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    _clock.last_end = time.monotonic()
+
+
 @dataclass(frozen=True)
 class NodeImages:
     """Images in the node's registry, as Pods name them."""
@@ -116,6 +154,8 @@ def one_node(
         yield cluster
     finally:
         cluster.stop()
+        _clock.stopped_at = time.monotonic()
+        _clock.stop_seconds = cluster.timings.stop
         _figures["node stop"] = f"{cluster.timings.stop:.1f} s"
 
 
@@ -125,9 +165,13 @@ def record(name: str, value: str) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if _figures:
+    figures = dict(_figures)
+    tier = _clock.seconds()
+    if tier is not None:
+        figures["node tier"] = f"{tier:.1f} s"
+    if figures:
         terminalreporter.write_line(
-            "node: " + ", ".join(f"{name} {value}" for name, value in _figures.items())
+            "node: " + ", ".join(f"{name} {value}" for name, value in figures.items())
         )
 
 
