@@ -374,9 +374,13 @@ class Node(controlplane.ControlPlane):
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def start(self) -> Node:
+    def start(self, *, locked: Callable[[], None] | None = None) -> Node:
         """Start every part and return once the Node is Ready and the default
-        ServiceAccount exists. A missing binary raises ``MissingBinaryError``."""
+        ServiceAccount exists. A missing binary raises ``MissingBinaryError``.
+
+        ``locked`` is called once this process holds the machine-wide lock and a killed
+        run's leftovers are swept, before anything of this node exists (a snapshot of the
+        machine taken there holds no other node's state)."""
         found = {
             name: binaries.find(name)
             for name in (
@@ -414,6 +418,8 @@ class Node(controlplane.ControlPlane):
         atexit.register(self.stop)
         try:
             sweep_stale()
+            if locked is not None:
+                locked()
             self._made_kubelet_path = not KUBELET_FIXED_PATH.exists()
             self._made_cni_cache = not CNI_CACHE.exists()
             self._sysctls = {name: _read_sysctl(name) for name in KUBELET_SYSCTLS}

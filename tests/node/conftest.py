@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tests.component.chart import helm, readme
-from tests.harness import binaries, controlplane, images, node, workload
+from tests.harness import binaries, controlplane, images, machine, node, workload
 
 _figures: dict[str, str] = {}
 
@@ -142,10 +142,16 @@ def one_node(
     pause_image: str,
 ) -> Iterator[node.Node]:
     """The shared node: control plane, containerd, kubelet, controller-manager, scheduler
-    and kube-proxy, Ready, with the default ServiceAccount."""
+    and kube-proxy, Ready, with the default ServiceAccount.
+
+    Its teardown fails when the machine is not as it was before the start
+    (:class:`machine.Snapshot`: sysctls, links, rules, mounts, cgroups, default paths,
+    kernel modules), after the whole tier ran on it."""
     cluster = node.Node(workdir=tmp_path_factory.mktemp("node"), registry_port=node_registry.port)
+    snapshots: list[machine.Snapshot] = []
     try:
-        cluster.start()
+        # taken under the machine-wide lock: never with another run's node in it
+        cluster.start(locked=lambda: snapshots.append(machine.Snapshot.take()))
     except binaries.MissingBinaryError as error:
         _fail_missing(error)
     _figures["node ready"] = f"{cluster.timings.node_ready:.1f} s"
@@ -157,6 +163,16 @@ def one_node(
         _clock.stopped_at = time.monotonic()
         _clock.stop_seconds = cluster.timings.stop
         _figures["node stop"] = f"{cluster.timings.stop:.1f} s"
+    (before,) = snapshots
+    after, changes = machine.lasting_diff(before)
+    allowed = before.allowed_modules(after)
+    if allowed:
+        record("kernel modules loaded (allowed to stay)", " ".join(allowed))
+    if changes:
+        pytest.fail(
+            "the shared node's stop left the machine changed:\n" + "\n".join(changes),
+            pytrace=False,
+        )
 
 
 def record(name: str, value: str) -> None:
