@@ -12,8 +12,12 @@ Where things are:
   address :data:`NODE_IP` (and any extra address a test asks for), and the CNI bridge of
   the Pods. It has no route out: the only routes are the Pod range on the bridge and the
   Service range on the dummy (so connections made in the node to a ClusterIP reach
-  kube-proxy's DNAT). The bridge does no masquerading, and a ``mangle`` rule drops
-  anything forwarded off the bridge, as a backstop.
+  kube-proxy's DNAT), so a connection to any other address fails at once as unreachable.
+  The bridge does no masquerading (kube-proxy's own MASQUERADE, for the Service traffic
+  it marks, applies to packets that stay on the Pods' bridge). Two ``mangle`` rules, IPv4
+  and IPv6, are backstops should a route out ever appear: anything forwarded off the
+  bridge is dropped, and so is anything the node sends out of a link that is not ``lo``,
+  its own link, the bridge or a Pod's veth (the chain :data:`OUTPUT_CHAIN`).
 - The tests reach the API server at ``127.0.0.1:<port>`` of the machine through a
   forwarder; the node reaches the machine's loopback servers (the registry, a workload
   cluster's API server) at ``NODE_IP:<same port>`` through forwarders
@@ -76,6 +80,9 @@ APISERVER_PORT = 6443
 ETCD_PORT = 2379
 BRIDGE = "ichor-cni0"
 DUMMY = "ichor0"
+#: The node's own chain in the ``mangle`` table's OUTPUT (IPv4 and IPv6): what the node
+#: sends leaves by lo, its link, the Pods' bridge or their veths, or is dropped.
+OUTPUT_CHAIN = "ICHOR-NODE-OUTPUT"
 PAUSE_IMAGE_PATH = "ichor/pause:3.10"
 
 #: The one path the kubelet writes whatever its flags say (the device plugins' folder is a
@@ -572,7 +579,14 @@ class Node(controlplane.ControlPlane):
         # OUTPUT DNAT sees them; the dummy link drops whatever is not rewritten
         run("ip", "route", "add", SERVICE_CIDR, "dev", DUMMY)
         for tool in ("iptables", "ip6tables"):
+            # backstops, should a route out ever appear: nothing is forwarded off the Pods'
+            # bridge, and the node sends nothing out of a link other than its own
             run(tool, "-t", "mangle", "-A", "FORWARD", "!", "-o", BRIDGE, "-j", "DROP")
+            run(tool, "-t", "mangle", "-N", OUTPUT_CHAIN)
+            for link in ("lo", DUMMY, BRIDGE, "veth+"):
+                run(tool, "-t", "mangle", "-A", OUTPUT_CHAIN, "-o", link, "-j", "RETURN")
+            run(tool, "-t", "mangle", "-A", OUTPUT_CHAIN, "-j", "DROP")
+            run(tool, "-t", "mangle", "-A", "OUTPUT", "-j", OUTPUT_CHAIN)
         # the machine's registry, for containerd (pulls) and Pods (charts)
         self.expose(self.registry_port)
         # the node's API server, for the tests on the machine's loopback
