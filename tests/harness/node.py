@@ -312,6 +312,27 @@ class Timings:
     parts: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass
+class Exposure:
+    """A machine's loopback server made reachable in the node (:meth:`Node.expose`):
+    ``endpoint`` is ``address:port`` as the node and its Pods name it; ``close()`` (or the
+    end of a ``with`` block) stops the forwarder. Closing twice, or after the node's stop,
+    does nothing."""
+
+    endpoint: str
+    node: Node
+    forwarder: netns.Forwarder
+
+    def close(self) -> None:
+        self.node._close_forwarder(self.forwarder)
+
+    def __enter__(self) -> Exposure:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
 class Node(controlplane.ControlPlane):
     """The control plane plus containerd, kubelet, controller-manager, scheduler and
     kube-proxy, all inside the node's network namespace.
@@ -356,19 +377,30 @@ class Node(controlplane.ControlPlane):
         """``<node registry>/<path>``: how a Pod names an image pushed to the registry."""
         return f"{self.registry}/{path}"
 
-    def expose(self, port: int, *, address: str = NODE_IP) -> str:
+    def expose(self, port: int, *, address: str = NODE_IP) -> Exposure:
         """Make the machine's ``127.0.0.1:port`` reachable in the node at ``address:port``
-        (for Pods too); returns ``address:port``."""
+        (for Pods too) until the returned handle is closed, or the node stops; its
+        ``endpoint`` is ``address:port``. Whoever exposes a server that stops before the
+        node closes the handle with it (:meth:`WorkloadPlane.stop
+        <tests.harness.workload.WorkloadPlane.stop>` does), so nothing in the node
+        accepts for a server that is gone."""
         assert self.namespace is not None
-        self._forwarders.append(
-            netns.Forwarder(
-                listen=(address, port),
-                target=("127.0.0.1", port),
-                listen_ns=self.namespace.path,
-                target_ns=netns.HOST,
-            )
+        forwarder = netns.Forwarder(
+            listen=(address, port),
+            target=("127.0.0.1", port),
+            listen_ns=self.namespace.path,
+            target_ns=netns.HOST,
         )
-        return f"{address}:{port}"
+        with self._lock:
+            self._forwarders.append(forwarder)
+        return Exposure(endpoint=f"{address}:{port}", node=self, forwarder=forwarder)
+
+    def _close_forwarder(self, forwarder: netns.Forwarder) -> None:
+        with self._lock:
+            if forwarder not in self._forwarders:
+                return  # closed before, or by the node's stop
+            self._forwarders.remove(forwarder)
+        forwarder.stop()
 
     def add_address(self, address: str) -> None:
         """One more address on the node's own link (must be in ``EXTRA_RANGE``)."""
@@ -491,9 +523,10 @@ class Node(controlplane.ControlPlane):
             process.wait(_STOP_GRACE)
         self._processes.clear()
         step("kill the node's cgroups", self.cgroups.kill_all)
-        for forwarder in self._forwarders:
+        with self._lock:
+            forwarders, self._forwarders = self._forwarders, []
+        for forwarder in forwarders:
             step("stop a forwarder", forwarder.stop)
-        self._forwarders.clear()
         step("unmount", self._unmount)
         step("remove the node's cgroups", self.cgroups.remove)
         if self.namespace is not None:

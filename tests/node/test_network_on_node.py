@@ -1,4 +1,5 @@
-"""Nothing leaves the node's network namespace, shown by behaviour.
+"""Nothing leaves the node's network namespace, shown by behaviour, and what crosses its
+boundary on purpose (a forwarder) ends with whatever it was opened for.
 
 No traffic is sent outside the namespaces the harness creates: 192.0.2.1 and 2001:db8::1
 are documentation addresses (TEST-NET-1, RFC 5737; RFC 3849), never routed anywhere, and
@@ -10,11 +11,14 @@ answers so), not after a timeout: nothing was sent on its way out.
 from __future__ import annotations
 
 import json
+import socket
+import time
 import uuid
+from pathlib import Path
 
 import pytest
 
-from tests.harness import node
+from tests.harness import netns, node, workload
 from tests.node import isolation, story
 
 #: The node tier's session fixtures (node start, image build) are charged to the first
@@ -108,3 +112,36 @@ def test_the_node_drops_what_would_leave_its_namespace(one_node: node.Node) -> N
     for tool in ("iptables", "ip6tables"):
         isolation.assert_backstops(namespace, tool)
     isolation.assert_no_masquerade_out(namespace)
+
+
+def _connects_in_node(cluster: node.Node, address: str, port: int) -> bool:
+    """Whether a TCP connection to ``address:port`` inside the node's namespace opens."""
+    assert cluster.namespace is not None
+
+    def attempt() -> bool:
+        try:
+            with socket.create_connection((address, port), timeout=5):
+                return True
+        except ConnectionRefusedError:
+            return False
+
+    return netns.in_thread(cluster.namespace.path, attempt)
+
+
+def test_a_stopped_workload_plane_leaves_no_forwarder_on_the_node(
+    one_node: node.Node, tmp_path: Path
+) -> None:
+    plane = workload.WorkloadPlane(workdir=tmp_path / "workload", daemonsets=False)
+    plane.start()
+    try:
+        plane.expose(one_node)
+        port = int(plane.server.rsplit(":", 1)[1])
+        assert _connects_in_node(one_node, node.NODE_IP, port)
+    finally:
+        plane.stop()
+    deadline = time.monotonic() + 5
+    while _connects_in_node(one_node, node.NODE_IP, port) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _connects_in_node(one_node, node.NODE_IP, port), (
+        f"the node still accepts at {node.NODE_IP}:{port} for a workload plane that stopped"
+    )

@@ -141,12 +141,11 @@ def test_a_talos_operation_runs_talosctl_upgrade_against_the_talos_api_standin(
         talos_standin.binary()
     except binaries.MissingBinaryError as error:
         pytest.fail(str(error), pytrace=False)
-    with standin as api:
-        endpoint = one_node.expose(api.port, address=address)
+    with standin as api, one_node.expose(api.port, address=address) as exposed:
         cluster = story.edge_cluster(
             on_node, workload_plane, talos=PINNED.talos, kubernetes=PINNED.kubernetes,
             contract=PINNED.contract, cilium=PINNED.cilium_chart,
-            talosconfig=api.talosconfig(endpoint=endpoint),
+            talosconfig=api.talosconfig(endpoint=exposed.endpoint),
         )  # fmt: skip
         operation = cluster.start(f"edge-talos-{case}", type_="talos", version=target)
         ended = operation.wait_ended()
