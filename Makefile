@@ -31,7 +31,7 @@ help:
 	@echo "What the tests run (cached under ~/.cache/ichor):"
 	@echo "  make testenv       build/cache kube-apiserver, etcd, kubectl, helm, crane, registry, the"
 	@echo "                     one-node Kubernetes (kubelet, controller-manager, scheduler, kube-proxy,"
-	@echo "                     containerd, talosctl; runc, CNI plugins, iptables, conntrack from Debian)"
+	@echo "                     containerd, talosctl; runc, CNI plugins, iptables, conntrack, jq from Debian)"
 	@echo "                     and the test-only Go programs of tests/gotools (kstatus, gowebhook)"
 	@echo "  make oracle        the Go program that answers as upstream Talos machinery does"
 	@echo "  make printable     rewrite ichor/release/go_printable.py from the oracle"
@@ -96,8 +96,9 @@ e2e: $(STAMP) testenv
 node: $(STAMP) testenv
 	$(BIN)/pytest -q -rfEs tests/node
 
+# --durations: the slowest tests in the log, where CI's budget goes (docs/development.md)
 test: check testenv oracle image-base runtime-deps
-	$(BIN)/pytest -q -rfEs tests
+	$(BIN)/pytest -q -rfEs --durations=15 tests
 
 bench: $(STAMP) testenv oracle
 	$(BIN)/python -m tests.bench

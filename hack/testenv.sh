@@ -3,14 +3,15 @@
 # (kube-apiserver, etcd, kubectl), helm, crane, the registry, and the one-node
 # Kubernetes of the node tests (kubelet, kube-controller-manager, kube-scheduler,
 # kube-proxy, containerd, the pause binary, talosctl; runc, the CNI plugins, iptables and
-# conntrack from Debian). Each hack/testenv/<component>.sh is idempotent (see
-# hack/testenv/lib.sh); the figures of each step are printed at the end.
+# conntrack from Debian, and jq for these scripts). Each hack/testenv/<component>.sh is
+# idempotent (see hack/testenv/lib.sh); the figures of each step are printed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/testenv"
 source ./lib.sh
 start=$SECONDS
 figures=()
-for script in kube.sh gotools.sh etcd.sh helm.sh crane.sh registry.sh debian.sh containerd.sh pause.sh talosctl.sh; do
+# debian.sh first: it installs jq, which kube.sh, gotools.sh and talosctl.sh use
+for script in debian.sh kube.sh gotools.sh etcd.sh helm.sh crane.sh registry.sh containerd.sh pause.sh talosctl.sh; do
   [[ -f $script ]] || continue
   step=$SECONDS
   bash "$script"

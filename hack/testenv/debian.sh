@@ -2,7 +2,9 @@
 # The node's parts that come from Debian's packages: runc (the OCI runtime containerd's
 # shim calls), the CNI plugins (bridge, host-local, loopback, portmap), iptables (the
 # kubelet, kube-proxy and the bridge plugin write rules inside the node's network
-# namespace) and conntrack (kube-proxy flushes stale UDP entries with it). Installed with
+# namespace) and conntrack (kube-proxy flushes stale UDP entries with it); and jq, which
+# the build scripts themselves use (kube.sh, talosctl.sh and gotools.sh read the go.mod
+# files Go prints as JSON), so hack/testenv.sh runs this script first. Installed with
 # apt-get when one is missing; a rerun with all of them present is a no-op.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -13,6 +15,7 @@ declare -A WANT=(
   [containernetworking-plugins]=/usr/lib/cni/bridge
   [iptables]=/usr/sbin/iptables
   [conntrack]=/usr/sbin/conntrack
+  [jq]=/usr/bin/jq
 )
 missing=()
 for package in "${!WANT[@]}"; do

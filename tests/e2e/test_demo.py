@@ -9,7 +9,8 @@ Pods Succeeded, every container exited 0) and as the workload clusters show it (
 Nodes report the Talos the stand-in booted, helm's release moved the DaemonSet).
 Afterwards ``stack down --name demo`` (what ``make demo-down`` calls) must stop every
 process the demo started, the operator, the registry and the node included, and leave no
-mount, network namespace or cgroup of the node.
+mount, network namespace or cgroup of the node: the machine as it was before the demo
+(:class:`tests.harness.machine.Snapshot`, the same check as the node tier's shared node).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from typing import Any
 import pytest
 
 from ichor.release.release_set import PINNED
-from tests.harness import binaries, cgroups, controlplane, node
+from tests.harness import binaries, cgroups, controlplane, machine, node
 
 pytestmark = pytest.mark.e2e
 
@@ -39,6 +40,8 @@ class DemoRun:
     output: str
     seconds: float
     state: dict[str, object]
+    #: the machine before the demo started
+    before: machine.Snapshot
 
 
 def _env(cache: Path) -> dict[str, str]:
@@ -66,6 +69,13 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
         except binaries.MissingBinaryError as error:
             pytest.fail(str(error), pytrace=False)
     cache = tmp_path_factory.mktemp("demo-cache")
+    # another run's node would be in this snapshot (and gone after): wait for it first
+    lock = node.MachineLock()
+    lock.acquire(owner="demo-test-snapshot", wait=node.LOCK_WAIT, say=print)
+    try:
+        before = machine.Snapshot.take()
+    finally:
+        lock.release()
     began = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-m", "tests.harness.demo"],
@@ -81,7 +91,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DemoRun]:
     state_file = cache / "stacks" / "demo" / "state.json"
     state = json.loads(state_file.read_text()) if state_file.exists() else {}
     try:
-        yield DemoRun(result.returncode, result.stdout, seconds, state)
+        yield DemoRun(result.returncode, result.stdout, seconds, state, before)
     finally:
         subprocess.run(
             [sys.executable, "-m", "tests.harness.stack", "down", "--name", "demo"],
@@ -304,6 +314,8 @@ def test_demo_down_stops_every_process_it_started(demo: DemoRun, tmp_path: Path)
     assert f"/run/{prefix}" not in mounts
     assert [p for h in cgroups.hierarchies() for p in h.glob(f"{prefix}*")] == []
     assert not node.MachineLock().holder().startswith(f"process {holder},")
+    # and the machine as it was: sysctls, links, rules, mounts, cgroups, modules
+    assert machine.lasting_diff(demo.before)[1] == []
 
 
 def _running_under(cache: Path) -> list[str]:

@@ -225,8 +225,9 @@ class DemoNode:
             down=TALOS_DOWN,
         )
         self.standin.start()
-        endpoint = self.node.expose(self.standin.port, address=endpoint_host)
-        return self.standin.talosconfig(endpoint=endpoint)
+        # open until the node stops, which is the demo's end
+        exposed = self.node.expose(self.standin.port, address=endpoint_host)
+        return self.standin.talosconfig(endpoint=exposed.endpoint)
 
     def stop(self) -> None:
         """Stop the stand-in, the node (which leaves nothing) and the registry."""

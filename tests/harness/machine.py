@@ -1,17 +1,32 @@
 """What a test run may leave changed on the machine, read before and after the node.
 
 A snapshot holds the machine's (root network namespace's) sysctls, links, iptables and
-ip6tables rules, mount points and cgroup folders, and the well-known paths a kubelet,
-containerd or CNI plugin would write to when left at their defaults. ``diff`` names what
-changed; ``tests/node/test_node_cleanup.py`` requires it to be empty after a node ran a
-Pod and stopped.
+ip6tables rules, mount points and cgroup folders, the loaded kernel modules, and the
+well-known paths a kubelet, containerd or CNI plugin would write to when left at their
+defaults. ``diff`` names what changed; ``tests/node/test_node_cleanup.py`` requires it to
+be empty after a node ran a Pod and stopped, and the node tier's shared node
+(``tests/node/conftest.py``) and the demo's (``tests/e2e/test_demo.py``) after their stop.
+
+Kernel modules: the kernel loads some on demand for what the node does inside its own
+namespace (the bridge and veth links, overlay mounts, iptables matches, conntrack, NAT).
+They cannot always be unloaded (``rmmod`` refuses a module in use, and another process may
+use it by then), they keep no state of the run once its namespace is gone, and they
+change nothing in the machine's own namespace: those in :data:`ALLOWED_MODULES` are
+allowed to stay, and ``allowed_modules`` names them. Any other module the run loaded is a
+change, ``br_netfilter`` among them: it would send the traffic of the machine's own
+bridges through iptables (``net.bridge.bridge-nf-call-*`` is 1 when it loads), and the
+node does not need it. A sysctl key that was not there before is a change too, except the
+keys of an allowed module (:data:`ALLOWED_MODULE_SYSCTLS`). On a kernel without loadable
+modules (no ``/proc/modules``) there is nothing to compare.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +69,31 @@ DEFAULT_PATHS = (
     "/var/run/netns",
 )
 
+#: Modules the kernel may load for the node's own namespace and that may stay loaded
+#: (shell patterns): the links (bridge, veth), overlay mounts, and netfilter's tables,
+#: matches, conntrack and NAT. br_netfilter is deliberately not one of them.
+ALLOWED_MODULES = (
+    "bridge",
+    "stp",
+    "llc",
+    "veth",
+    "overlay",
+    "x_tables",
+    "ip_tables",
+    "ip6_tables",
+    "iptable_*",
+    "ip6table_*",
+    "ipt_*",
+    "ip6t_*",
+    "xt_*",
+    "nf_*",
+    "nft_*",
+    "nfnetlink*",
+    "libcrc32c",
+)
+#: The sysctl keys those modules bring (conntrack's): not changes when they appear.
+ALLOWED_MODULE_SYSCTLS = ("net/netfilter/", "net/nf_conntrack_max")
+
 _COUNTERS = re.compile(r"\[\d+:\d+\]")
 
 
@@ -95,6 +135,20 @@ def mount_points() -> list[str]:
     return sorted(line.split()[4] for line in Path("/proc/self/mountinfo").read_text().splitlines())
 
 
+def loaded_modules() -> tuple[str, ...] | None:
+    """The loaded kernel modules' names, sorted; None on a kernel that has no loadable
+    modules (no ``/proc/modules``)."""
+    try:
+        text = Path("/proc/modules").read_text()
+    except FileNotFoundError:
+        return None
+    return tuple(sorted(line.split()[0] for line in text.splitlines() if line.strip()))
+
+
+def _allowed_module(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in ALLOWED_MODULES)
+
+
 def cgroup_dirs() -> list[str]:
     return sorted(
         str(child)
@@ -113,6 +167,8 @@ class Snapshot:
     mounts: list[str]
     cgroups: list[str]
     paths: dict[str, bool]
+    #: None: the kernel has no loadable modules
+    modules: tuple[str, ...] | None = None
 
     @classmethod
     def take(cls) -> Snapshot:
@@ -124,16 +180,33 @@ class Snapshot:
             mounts=mount_points(),
             cgroups=cgroup_dirs(),
             paths={path: os.path.lexists(path) for path in DEFAULT_PATHS},
+            modules=loaded_modules(),
         )
 
+    def _new_modules(self, after: Snapshot) -> list[str]:
+        if self.modules is None or after.modules is None:
+            return []
+        return sorted(set(after.modules) - set(self.modules))
+
+    def allowed_modules(self, after: Snapshot) -> list[str]:
+        """The modules loaded meanwhile that may stay (:data:`ALLOWED_MODULES`)."""
+        return [name for name in self._new_modules(after) if _allowed_module(name)]
+
     def diff(self, after: Snapshot) -> list[str]:
-        """What ``after`` changed, one line each: sysctl values, rules, and links, mounts
-        and cgroups that appeared (sysctl keys only present after are a newly loaded
-        kernel module's, not changes, and are not listed)."""
+        """What ``after`` changed, one line each: sysctl values and keys that appeared
+        (but an allowed module's), rules, links, mounts and cgroups that appeared, and
+        modules loaded that are not allowed to stay (see the module's text)."""
         changes = [
             f"sysctl {key}: {value.strip()!r} -> {after.sysctls[key].strip()!r}"
             for key, value in self.sysctls.items()
             if key in after.sysctls and after.sysctls[key] != value
+        ]
+        # a key that went away was another link's or module's; one that appeared is new
+        # state on the machine unless an allowed module brought it
+        changes += [
+            f"new sysctl {key}: {value.strip()!r}"
+            for key, value in sorted(after.sysctls.items())
+            if key not in self.sysctls and not key.startswith(ALLOWED_MODULE_SYSCTLS)
         ]
         for name, before_rules, after_rules in (
             ("iptables", self.iptables, after.iptables),
@@ -155,4 +228,23 @@ class Snapshot:
         for path, existed in self.paths.items():
             if after.paths[path] != existed:
                 changes.append(f"{path}: {'existed' if existed else 'absent'} before, not after")
+        # only what was loaded: a module another process unloaded meanwhile is not ours
+        changes += [
+            f"module loaded: {name}"
+            for name in self._new_modules(after)
+            if not _allowed_module(name)
+        ]
         return changes
+
+
+def lasting_diff(before: Snapshot, *, within: float = 10.0) -> tuple[Snapshot, list[str]]:
+    """``before.diff`` against the machine now, taken again once a second while it is not
+    empty, at most ``within`` seconds: another process on the machine (another developer's
+    component test) has mounts and cgroups that come and go; what a run left stays."""
+    deadline = time.monotonic() + within
+    while True:
+        after = Snapshot.take()
+        changes = before.diff(after)
+        if not changes or time.monotonic() >= deadline:
+            return after, changes
+        time.sleep(1.0)

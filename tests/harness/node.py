@@ -12,8 +12,12 @@ Where things are:
   address :data:`NODE_IP` (and any extra address a test asks for), and the CNI bridge of
   the Pods. It has no route out: the only routes are the Pod range on the bridge and the
   Service range on the dummy (so connections made in the node to a ClusterIP reach
-  kube-proxy's DNAT). The bridge does no masquerading, and a ``mangle`` rule drops
-  anything forwarded off the bridge, as a backstop.
+  kube-proxy's DNAT), so a connection to any other address fails at once as unreachable.
+  The bridge does no masquerading (kube-proxy's own MASQUERADE, for the Service traffic
+  it marks, applies to packets that stay on the Pods' bridge). Two ``mangle`` rules, IPv4
+  and IPv6, are backstops should a route out ever appear: anything forwarded off the
+  bridge is dropped, and so is anything the node sends out of a link that is not ``lo``,
+  its own link, the bridge or a Pod's veth (the chain :data:`OUTPUT_CHAIN`).
 - The tests reach the API server at ``127.0.0.1:<port>`` of the machine through a
   forwarder; the node reaches the machine's loopback servers (the registry, a workload
   cluster's API server) at ``NODE_IP:<same port>`` through forwarders
@@ -76,6 +80,9 @@ APISERVER_PORT = 6443
 ETCD_PORT = 2379
 BRIDGE = "ichor-cni0"
 DUMMY = "ichor0"
+#: The node's own chain in the ``mangle`` table's OUTPUT (IPv4 and IPv6): what the node
+#: sends leaves by lo, its link, the Pods' bridge or their veths, or is dropped.
+OUTPUT_CHAIN = "ICHOR-NODE-OUTPUT"
 PAUSE_IMAGE_PATH = "ichor/pause:3.10"
 
 #: The one path the kubelet writes whatever its flags say (the device plugins' folder is a
@@ -305,6 +312,27 @@ class Timings:
     parts: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass
+class Exposure:
+    """A machine's loopback server made reachable in the node (:meth:`Node.expose`):
+    ``endpoint`` is ``address:port`` as the node and its Pods name it; ``close()`` (or the
+    end of a ``with`` block) stops the forwarder. Closing twice, or after the node's stop,
+    does nothing."""
+
+    endpoint: str
+    node: Node
+    forwarder: netns.Forwarder
+
+    def close(self) -> None:
+        self.node._close_forwarder(self.forwarder)
+
+    def __enter__(self) -> Exposure:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
 class Node(controlplane.ControlPlane):
     """The control plane plus containerd, kubelet, controller-manager, scheduler and
     kube-proxy, all inside the node's network namespace.
@@ -349,19 +377,30 @@ class Node(controlplane.ControlPlane):
         """``<node registry>/<path>``: how a Pod names an image pushed to the registry."""
         return f"{self.registry}/{path}"
 
-    def expose(self, port: int, *, address: str = NODE_IP) -> str:
+    def expose(self, port: int, *, address: str = NODE_IP) -> Exposure:
         """Make the machine's ``127.0.0.1:port`` reachable in the node at ``address:port``
-        (for Pods too); returns ``address:port``."""
+        (for Pods too) until the returned handle is closed, or the node stops; its
+        ``endpoint`` is ``address:port``. Whoever exposes a server that stops before the
+        node closes the handle with it (:meth:`WorkloadPlane.stop
+        <tests.harness.workload.WorkloadPlane.stop>` does), so nothing in the node
+        accepts for a server that is gone."""
         assert self.namespace is not None
-        self._forwarders.append(
-            netns.Forwarder(
-                listen=(address, port),
-                target=("127.0.0.1", port),
-                listen_ns=self.namespace.path,
-                target_ns=netns.HOST,
-            )
+        forwarder = netns.Forwarder(
+            listen=(address, port),
+            target=("127.0.0.1", port),
+            listen_ns=self.namespace.path,
+            target_ns=netns.HOST,
         )
-        return f"{address}:{port}"
+        with self._lock:
+            self._forwarders.append(forwarder)
+        return Exposure(endpoint=f"{address}:{port}", node=self, forwarder=forwarder)
+
+    def _close_forwarder(self, forwarder: netns.Forwarder) -> None:
+        with self._lock:
+            if forwarder not in self._forwarders:
+                return  # closed before, or by the node's stop
+            self._forwarders.remove(forwarder)
+        forwarder.stop()
 
     def add_address(self, address: str) -> None:
         """One more address on the node's own link (must be in ``EXTRA_RANGE``)."""
@@ -374,9 +413,13 @@ class Node(controlplane.ControlPlane):
 
     # -- lifecycle -----------------------------------------------------------------
 
-    def start(self) -> Node:
+    def start(self, *, locked: Callable[[], None] | None = None) -> Node:
         """Start every part and return once the Node is Ready and the default
-        ServiceAccount exists. A missing binary raises ``MissingBinaryError``."""
+        ServiceAccount exists. A missing binary raises ``MissingBinaryError``.
+
+        ``locked`` is called once this process holds the machine-wide lock and a killed
+        run's leftovers are swept, before anything of this node exists (a snapshot of the
+        machine taken there holds no other node's state)."""
         found = {
             name: binaries.find(name)
             for name in (
@@ -414,6 +457,8 @@ class Node(controlplane.ControlPlane):
         atexit.register(self.stop)
         try:
             sweep_stale()
+            if locked is not None:
+                locked()
             self._made_kubelet_path = not KUBELET_FIXED_PATH.exists()
             self._made_cni_cache = not CNI_CACHE.exists()
             self._sysctls = {name: _read_sysctl(name) for name in KUBELET_SYSCTLS}
@@ -478,9 +523,10 @@ class Node(controlplane.ControlPlane):
             process.wait(_STOP_GRACE)
         self._processes.clear()
         step("kill the node's cgroups", self.cgroups.kill_all)
-        for forwarder in self._forwarders:
+        with self._lock:
+            forwarders, self._forwarders = self._forwarders, []
+        for forwarder in forwarders:
             step("stop a forwarder", forwarder.stop)
-        self._forwarders.clear()
         step("unmount", self._unmount)
         step("remove the node's cgroups", self.cgroups.remove)
         if self.namespace is not None:
@@ -566,7 +612,14 @@ class Node(controlplane.ControlPlane):
         # OUTPUT DNAT sees them; the dummy link drops whatever is not rewritten
         run("ip", "route", "add", SERVICE_CIDR, "dev", DUMMY)
         for tool in ("iptables", "ip6tables"):
+            # backstops, should a route out ever appear: nothing is forwarded off the Pods'
+            # bridge, and the node sends nothing out of a link other than its own
             run(tool, "-t", "mangle", "-A", "FORWARD", "!", "-o", BRIDGE, "-j", "DROP")
+            run(tool, "-t", "mangle", "-N", OUTPUT_CHAIN)
+            for link in ("lo", DUMMY, BRIDGE, "veth+"):
+                run(tool, "-t", "mangle", "-A", OUTPUT_CHAIN, "-o", link, "-j", "RETURN")
+            run(tool, "-t", "mangle", "-A", OUTPUT_CHAIN, "-j", "DROP")
+            run(tool, "-t", "mangle", "-A", "OUTPUT", "-j", OUTPUT_CHAIN)
         # the machine's registry, for containerd (pulls) and Pods (charts)
         self.expose(self.registry_port)
         # the node's API server, for the tests on the machine's loopback

@@ -28,6 +28,7 @@ class WorkloadPlane(controlplane.ControlPlane):
     def __init__(self, *, workdir: Path, detached: bool = False, daemonsets: bool = True) -> None:
         super().__init__(workdir=workdir, detached=detached)
         self.node_server = ""
+        self._exposure: node.Exposure | None = None
         #: Whether to run the DaemonSet controller (a Cilium that ``helm --wait`` follows).
         self.daemonsets = daemonsets
 
@@ -56,10 +57,20 @@ class WorkloadPlane(controlplane.ControlPlane):
         return self
 
     def expose(self, cluster: node.Node) -> str:
-        """Make this API server reachable from the node's Pods; returns its URL there."""
+        """Make this API server reachable from the node's Pods until it stops; returns its
+        URL there."""
         port = int(self.server.rsplit(":", 1)[1])
-        self.node_server = f"https://{cluster.expose(port)}"
+        self._exposure = cluster.expose(port)
+        self.node_server = f"https://{self._exposure.endpoint}"
         return self.node_server
+
+    def stop(self) -> None:
+        """Close the node's forwarder to this API server first (the port is free for
+        anything else afterwards, and the node must not accept for it), then stop."""
+        exposure, self._exposure = self._exposure, None
+        if exposure is not None:
+            exposure.close()
+        super().stop()
 
     def node_kubeconfig(self) -> str:
         """The admin kubeconfig with the server as the node's Pods reach it (after

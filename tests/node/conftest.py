@@ -20,9 +20,47 @@ import pytest
 import yaml
 
 from tests.component.chart import helm, readme
-from tests.harness import binaries, controlplane, images, node, workload
+from tests.harness import binaries, controlplane, images, machine, node, workload
 
 _figures: dict[str, str] = {}
+
+
+@dataclass
+class _TierClock:
+    """The node tier's wall time: from its first test's setup to the shared node's stop."""
+
+    started: float | None = None
+    #: the end of the last node test's teardown (the shared node's stop is in it when the
+    #: tier runs alone or last)
+    last_end: float | None = None
+    stopped_at: float | None = None
+    stop_seconds: float = 0.0
+
+    def seconds(self) -> float | None:
+        if self.started is None or self.last_end is None:
+            return None
+        if self.stopped_at is not None and self.stopped_at > self.last_end:
+            # in a whole `make test` the session's fixtures end after the later tiers:
+            # count the node's stop, not the other tiers' tests in between
+            return self.last_end - self.started + self.stop_seconds
+        return self.last_end - self.started
+
+
+_clock = _TierClock()
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    """(This conftest's runtest hooks see only the node tier's tests.)"""
+    if _clock.started is None:
+        _clock.started = time.monotonic()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
+    yield
+    _clock.last_end = time.monotonic()
 
 
 @dataclass(frozen=True)
@@ -104,10 +142,16 @@ def one_node(
     pause_image: str,
 ) -> Iterator[node.Node]:
     """The shared node: control plane, containerd, kubelet, controller-manager, scheduler
-    and kube-proxy, Ready, with the default ServiceAccount."""
+    and kube-proxy, Ready, with the default ServiceAccount.
+
+    Its teardown fails when the machine is not as it was before the start
+    (:class:`machine.Snapshot`: sysctls, links, rules, mounts, cgroups, default paths,
+    kernel modules), after the whole tier ran on it."""
     cluster = node.Node(workdir=tmp_path_factory.mktemp("node"), registry_port=node_registry.port)
+    snapshots: list[machine.Snapshot] = []
     try:
-        cluster.start()
+        # taken under the machine-wide lock: never with another run's node in it
+        cluster.start(locked=lambda: snapshots.append(machine.Snapshot.take()))
     except binaries.MissingBinaryError as error:
         _fail_missing(error)
     _figures["node ready"] = f"{cluster.timings.node_ready:.1f} s"
@@ -116,7 +160,19 @@ def one_node(
         yield cluster
     finally:
         cluster.stop()
+        _clock.stopped_at = time.monotonic()
+        _clock.stop_seconds = cluster.timings.stop
         _figures["node stop"] = f"{cluster.timings.stop:.1f} s"
+    (before,) = snapshots
+    after, changes = machine.lasting_diff(before)
+    allowed = before.allowed_modules(after)
+    if allowed:
+        record("kernel modules loaded (allowed to stay)", " ".join(allowed))
+    if changes:
+        pytest.fail(
+            "the shared node's stop left the machine changed:\n" + "\n".join(changes),
+            pytrace=False,
+        )
 
 
 def record(name: str, value: str) -> None:
@@ -125,9 +181,13 @@ def record(name: str, value: str) -> None:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if _figures:
+    figures = dict(_figures)
+    tier = _clock.seconds()
+    if tier is not None:
+        figures["node tier"] = f"{tier:.1f} s"
+    if figures:
         terminalreporter.write_line(
-            "node: " + ", ".join(f"{name} {value}" for name, value in _figures.items())
+            "node: " + ", ".join(f"{name} {value}" for name, value in figures.items())
         )
 
 

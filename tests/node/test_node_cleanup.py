@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness import binaries, images, machine, netns, node
+from tests.node import isolation
 
 #: The node tier's session fixtures (node start, image build) are charged to the first
 #: test that asks for them.
@@ -115,9 +116,12 @@ def test_a_node_runs_pods_and_leaves_nothing(
         assert namespace is not None
         routes = namespace.run("ip", "route", "show").stdout
         assert "default" not in routes, f"the node has a route out: {routes}"
-        assert "DROP" in namespace.run("iptables", "-t", "mangle", "-S", "FORWARD").stdout
+        for tool in ("iptables", "ip6tables"):
+            isolation.assert_backstops(namespace, tool)
         chains = namespace.run("iptables-save").stdout
         assert "KUBE-SERVICES" in chains, "kube-proxy wrote no chains: the test proves nothing"
+        assert "-j MASQUERADE" in chains, "kube-proxy's own masquerade: the check sees rules"
+        isolation.assert_no_masquerade_out(namespace)
 
         node_pids = cluster.cgroups.pids()
         assert len(node_pids) > 8, node_pids

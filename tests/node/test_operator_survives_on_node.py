@@ -9,7 +9,9 @@ Job controller would, to let the upgrade finish.
 - The operator Pod deleted meanwhile: the Deployment starts another, which finds the
   operation's Job (its name is a function of the operation), so there is still exactly one
   Job, and the operation completes.
-- Two replicas (kopf peering): both Pods Ready, both in the peering object, and one Job.
+- Two replicas (kopf peering): both Pods Ready, both in the peering object; exactly one
+  pauses in favour of the other (kopf logs it), only the other handles the operation and
+  creates its Job (its log says so, the paused one's does not), and there is one Job.
 - The Job's deadline (``ICHOR_JOB_DEADLINE``): Kubernetes fails the Job and the operation
   ends Failed saying so.
 """
@@ -172,12 +174,47 @@ def test_two_replicas_share_the_work_through_peering_and_make_one_job(
         ),
         lambda peers: peers == 2,
     )
+    names = sorted(p["metadata"]["name"] for p in on_node.pods())
+    # kopf's words (kopf/_core/engines/peering.py) when a peer of higher priority is seen
+    pausing = "Pausing operations in favour of"
+    logs = story.wait(
+        "one replica pausing in favour of the other",
+        lambda: {name: _pod_log(on_node, name) for name in names},
+        lambda found: any(pausing in text for text in found.values()),
+        within=90,
+    )
+    paused = [name for name, text in logs.items() if pausing in text]
+    assert len(paused) == 1, {name: text[-2000:] for name, text in logs.items()}
+    (active,) = set(names) - set(paused)
+    # kopf starts a replica paused and resumes it when no peer outranks it: the paused
+    # one may have resumed before the other registered, but its last word is the pause
+    peering_lines = [line for line in logs[paused[0]].splitlines() if "engines.peering" in line]
+    assert pausing in peering_lines[-1], peering_lines
+    assert f"<Peer {active}:" in peering_lines[-1], peering_lines
     cluster = _held_cilium(on_node, node_registry, workload_plane)
     operation = cluster.start("edge-cni", type_="cni")
     _job_runs(operation)
     _release(workload_plane)
     assert operation.wait_ended() == "Succeeded", operation.explain()
-    assert len(cluster.jobs()) == 1
+    (job,) = cluster.jobs()
+    logs = {name: _pod_log(on_node, name) for name in names}
+    assert pausing not in logs[active], logs[active][-2000:]
+    peering_lines = [line for line in logs[paused[0]].splitlines() if "engines.peering" in line]
+    assert pausing in peering_lines[-1], f"the paused replica resumed: {peering_lines}"
+    # the executor's own line when it creates a Job (kopf's "Handler ... succeeded" does
+    # not name the object with the operator's log format, and a replica may handle the
+    # events of its first listing before it pauses)
+    created = f"Job {cluster.namespace}/{job['metadata']['name']} created"
+    assert [name for name, text in logs.items() if created in text] == [active], {
+        name: text[-2000:] for name, text in logs.items()
+    }
+
+
+def _pod_log(on_node: OnNode, pod: str) -> str:
+    """The operator container's whole log of one Pod."""
+    return on_node.kubectl(
+        "logs", "-n", on_node.namespace, pod, "-c", "operator", check=False
+    ).stdout
 
 
 def test_a_job_past_its_deadline_fails_the_operation_saying_so(

@@ -11,7 +11,9 @@ container per node).
 Where the Talos API stand-in (tests/talos_standin) plays the Talos node: the same Job's
 ``talosctl upgrade --wait`` succeeds against it, and the operation follows the Node's
 version: Succeeded once it reports the target, Failed when it booted its previous
-version back.
+version back. A Kubernetes operation's ``talosctl upgrade-k8s`` gets what it asks of the
+node from the stand-in and then fails on the workload cluster, which has no control plane
+Pods to read; its own words reach the operation's status.
 """
 
 from __future__ import annotations
@@ -141,12 +143,11 @@ def test_a_talos_operation_runs_talosctl_upgrade_against_the_talos_api_standin(
         talos_standin.binary()
     except binaries.MissingBinaryError as error:
         pytest.fail(str(error), pytrace=False)
-    with standin as api:
-        endpoint = one_node.expose(api.port, address=address)
+    with standin as api, one_node.expose(api.port, address=address) as exposed:
         cluster = story.edge_cluster(
             on_node, workload_plane, talos=PINNED.talos, kubernetes=PINNED.kubernetes,
             contract=PINNED.contract, cilium=PINNED.cilium_chart,
-            talosconfig=api.talosconfig(endpoint=endpoint),
+            talosconfig=api.talosconfig(endpoint=exposed.endpoint),
         )  # fmt: skip
         operation = cluster.start(f"edge-talos-{case}", type_="talos", version=target)
         ended = operation.wait_ended()
@@ -181,3 +182,67 @@ def test_a_talos_operation_runs_talosctl_upgrade_against_the_talos_api_standin(
         assert "booted its previous version back" in message, message
         complete = next(c for c in operation.status()["conditions"] if c["type"] == "Complete")
         assert complete["reason"] == "NodesNotUpgraded"
+
+
+#: The Talos node the stand-in plays for the Kubernetes operation.
+STANDIN_K8S_NODE = ("edge-cp-k8s", "10.201.1.14")
+
+
+def test_a_kubernetes_operation_runs_talosctl_upgrade_k8s_against_the_talos_api_standin(
+    on_node: OnNode,
+    node_images: NodeImages,
+    workload_plane: workload.WorkloadPlane,
+    one_node: node.Node,
+    tmp_path: Path,
+) -> None:
+    """The executor's Kubernetes Job, the real ``talosctl upgrade-k8s`` in its container,
+    against the stand-in at the control plane node's address: talosctl gets the node's
+    version and the workload's kubeconfig from it, then looks in the workload cluster for
+    the control plane's static Pods to find the versions it upgrades from. A stand-in
+    cluster has none (no kubelet runs them), so talosctl fails in its own words, and those
+    words end the operation Failed: what a real cluster whose control plane cannot be read
+    would show."""
+    name, address = STANDIN_K8S_NODE
+    target = "v1.36.7"
+    one_node.add_address(address)
+    story.talos_node(
+        workload_plane, name, address=address, talos=PINNED.talos, kubelet=PINNED.kubernetes
+    )
+    story.plain_cilium(workload_plane, PINNED.cilium_chart)
+    standin = talos_standin.TalosApi(
+        workdir=tmp_path / "talos",
+        endpoint_host=address,
+        nodes=[talos_standin.TalosNode(name, address)],
+        kubeconfig=workload_plane.kubeconfig,
+        served_kubeconfig=workload_plane.node_kubeconfig(),
+        down=1.0,
+    )
+    try:
+        talos_standin.binary()
+    except binaries.MissingBinaryError as error:
+        pytest.fail(str(error), pytrace=False)
+    with standin as api, one_node.expose(api.port, address=address) as exposed:
+        cluster = story.edge_cluster(
+            on_node, workload_plane, talos=PINNED.talos, kubernetes=PINNED.kubernetes,
+            contract=PINNED.contract, cilium=PINNED.cilium_chart,
+            talosconfig=api.talosconfig(endpoint=exposed.endpoint),
+        )  # fmt: skip
+        operation = cluster.start("edge-kubernetes", type_="kubernetes", version=target)
+        ended = operation.wait_ended()
+        calls = [(line["call"], line.get("node")) for line in api.calls()]
+        explain = f"{operation.explain()}\nstand-in:\n{api.log()}"
+    assert ended == "Failed", explain
+    message = operation.message()
+    assert "container upgrade-k8s exited 1" in message, message
+    # talosctl's own words (github.com/siderolabs/talos cmd/talosctl, upgrade-k8s)
+    assert "failed to detect lowest Kubernetes version" in message, message
+    # it did reach the stand-in: the failure is not a connection's
+    assert ("version", name) in calls, calls
+    assert ("kubeconfig", name) in calls, calls
+    assert "connection refused" not in message, message
+    (job,) = cluster.jobs()
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["image"] == node_images.talosctl
+    assert container["args"][:5] == ["upgrade-k8s", "--nodes", address, "--to", target]
+    spec = story.get(on_node, "taloscluster", cluster.name, "-n", cluster.namespace)["spec"]
+    assert spec["kubernetesVersion"] == PINNED.kubernetes

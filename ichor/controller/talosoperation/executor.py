@@ -312,6 +312,9 @@ class OperationController:
                     f"create the operation again"
                 )
                 return await self._finish_failed(op, Reason.INVALID_OPERATION, message)
+        if created:
+            # one line per Job made: with replicas, the log shows which one made it
+            logger.info("%s: Job %s/%s created to run %s", op, op.namespace, name, detail)
         message = f"Job {name} runs {detail}"
         op = await self._write(
             op,
