@@ -175,22 +175,32 @@ def test_two_replicas_share_the_work_through_peering_and_make_one_job(
         lambda peers: peers == 2,
     )
     names = sorted(p["metadata"]["name"] for p in on_node.pods())
-    # kopf's words (kopf/_core/engines/peering.py) when a peer of higher priority is seen
-    pausing = "Pausing operations in favour of"
+    # kopf's words (kopf/_core/engines/peering.py). A replica starts paused and says
+    # nothing while it stays so; it resumes (and says so) when no live peer outranks it,
+    # and pauses again "in favour of" a peer that outranks it once it sees one. So the
+    # active replica's last peering word is the resume, and the other one either never
+    # resumed (no peering word at all) or last paused in favour of the active one.
+    resuming, pausing = "Resuming operations after the pause", "Pausing operations in favour of"
+
+    def roles(logs: dict[str, str]) -> dict[str, str]:
+        last = {name: _peering_lines(text)[-1:] for name, text in logs.items()}
+        return {
+            name: "active" if lines and resuming in lines[0] else "paused"
+            for name, lines in last.items()
+        }
+
     logs = story.wait(
-        "one replica pausing in favour of the other",
+        "exactly one replica active",
         lambda: {name: _pod_log(on_node, name) for name in names},
-        lambda found: any(pausing in text for text in found.values()),
+        lambda found: sorted(roles(found).values()) == ["active", "paused"],
         within=90,
     )
-    paused = [name for name, text in logs.items() if pausing in text]
-    assert len(paused) == 1, {name: text[-2000:] for name, text in logs.items()}
-    (active,) = set(names) - set(paused)
-    # kopf starts a replica paused and resumes it when no peer outranks it: the paused
-    # one may have resumed before the other registered, but its last word is the pause
-    peering_lines = [line for line in logs[paused[0]].splitlines() if "engines.peering" in line]
-    assert pausing in peering_lines[-1], peering_lines
-    assert f"<Peer {active}:" in peering_lines[-1], peering_lines
+    (active,) = [name for name, role in roles(logs).items() if role == "active"]
+    (paused,) = set(names) - {active}
+    paused_lines = _peering_lines(logs[paused])
+    assert not paused_lines or (
+        pausing in paused_lines[-1] and f"<Peer {active}:" in paused_lines[-1]
+    ), paused_lines
     cluster = _held_cilium(on_node, node_registry, workload_plane)
     operation = cluster.start("edge-cni", type_="cni")
     _job_runs(operation)
@@ -198,9 +208,9 @@ def test_two_replicas_share_the_work_through_peering_and_make_one_job(
     assert operation.wait_ended() == "Succeeded", operation.explain()
     (job,) = cluster.jobs()
     logs = {name: _pod_log(on_node, name) for name in names}
-    assert pausing not in logs[active], logs[active][-2000:]
-    peering_lines = [line for line in logs[paused[0]].splitlines() if "engines.peering" in line]
-    assert pausing in peering_lines[-1], f"the paused replica resumed: {peering_lines}"
+    assert roles(logs) == {active: "active", paused: "paused"}, {
+        name: _peering_lines(text) for name, text in logs.items()
+    }
     # the executor's own line when it creates a Job (kopf's "Handler ... succeeded" does
     # not name the object with the operator's log format, and a replica may handle the
     # events of its first listing before it pauses)
@@ -208,6 +218,11 @@ def test_two_replicas_share_the_work_through_peering_and_make_one_job(
     assert [name for name, text in logs.items() if created in text] == [active], {
         name: text[-2000:] for name, text in logs.items()
     }
+
+
+def _peering_lines(log: str) -> list[str]:
+    """kopf's peering words in one operator log."""
+    return [line for line in log.splitlines() if "engines.peering" in line]
 
 
 def _pod_log(on_node: OnNode, pod: str) -> str:

@@ -361,11 +361,14 @@ async def test_no_write_of_a_user_without_the_verb_runs_an_incompatible_upgrade(
             node,
             {"status": {"nodeInfo": nodes.talos_node_info(talos="v1.14.3", kubelet="v1.31.5")}},
         )
-    adopted = json.loads(cluster_manifest(namespace, kubernetesVersion="v1.31.5"))
-    adopted["metadata"]["annotations"] = {records.ADOPTION: "true"}
+    # A Declarative cluster on the incompatible pair it runs: an adoption marker cannot
+    # make one (an adoption stores what runs; a Declarative spec is a desired state, so
+    # the webhook refuses the two together), so the holder creates it under the verb
+    # (recorded), through the same field manager the applier uses afterwards.
+    running = json.loads(cluster_manifest(namespace, kubernetesVersion="v1.31.5"))
     made = plane.kubectl(
         "apply", "--server-side", f"--field-manager={MANAGER}", "-f", "-",
-        input=json.dumps(adopted), as_user=BOT, check=False,
+        input=json.dumps(running), as_user=HOLDER, check=False,
     )  # fmt: skip
     assert made.returncode == 0, made.stderr
     await settled(objects)
