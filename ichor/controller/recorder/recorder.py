@@ -23,7 +23,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -57,7 +56,6 @@ class Recorder:
     def __init__(self, api: ApiClient) -> None:
         self.api = api
         self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=2)
-        self._objects = client.CustomObjectsApi(api)
         #: records posted from the front of an object's list and not yet removed, by uid
         self._posted: dict[str, int] = {}
 
