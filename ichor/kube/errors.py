@@ -6,7 +6,8 @@ one of these instead of the client's bare ``ApiException``, as kopf's ``errors.p
 its statuses. They are ``ApiException`` too, with the same ``status``, ``reason`` and
 ``body``, so a caller that only knows the client's exception still catches them.
 ``TRANSIENT`` is the failures below HTTP (connection, TLS, timeout): the server may
-answer later.
+answer later. ``FAILED`` is both: whatever "the API call failed" means to a caller that
+treats every failure alike (logs it, tries again later); every such caller catches it.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 #: Failures below HTTP: no answer (yet) from the server. ``ssl.SSLError`` is an OSError.
 TRANSIENT = (aiohttp.ClientError, TimeoutError, OSError)
+#: Any failure of an API call: an answer that is not a success (``ApiException``, which
+#: every typed error below is), or none at all (``TRANSIENT``).
+FAILED = (ApiException, *TRANSIENT)
 
 
 class ApiError(ApiException):

@@ -1,12 +1,12 @@
 """Kubernetes Events: what happened to an object, for a person reading ``kubectl describe``.
 
 Events are best effort: ``post`` logs a failed Event and never fails the work that
-produced it, and it catches one set of failures (``POST_FAILURES``: any answer of the API
-server that is not a success, and ``errors.TRANSIENT``) for every controller. ``emit``
-raises them instead, for the one caller whose work is the Event (the recorder, which
-removes a record only once its Event is posted). The body is pure
-(``ichor.kube.bodies.event_body``) so a synchronous caller (the CLI) can post the same
-body with its own client.
+produced it, and it catches one set of failures for every controller (``POST_FAILURES``,
+which is ``errors.FAILED``: any answer of the API server that is not a success, and
+``errors.TRANSIENT``). ``emit`` raises them instead, for the one caller whose work is the
+Event (the recorder, which removes a record only once its Event is posted). The body is
+pure (``ichor.kube.bodies.event_body``) so a synchronous caller (the CLI) can post the
+same body with its own client.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from ichor.kube.payloads import ObjectReference
 
 logger = logging.getLogger(__name__)
 
-#: What a best-effort post logs and swallows.
-POST_FAILURES = (ApiException, *errors.TRANSIENT)
+#: What a best-effort post logs and swallows: any failed call (``errors.FAILED``).
+POST_FAILURES = errors.FAILED
 
 
 async def emit(

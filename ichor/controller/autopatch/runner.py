@@ -30,7 +30,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -57,13 +56,12 @@ from ichor.controller.autopatch import decide as decisions
 from ichor.controller.autopatch import health
 from ichor.controller.autopatch.policy import Policy, effective, max_concurrent
 from ichor.controller.talosoperation import starter, starts
-from ichor.kube import bodies, events, metrics, objects, patching
+from ichor.kube import bodies, errors, events, metrics, objects, patching
 from ichor.kube.clients import REQUEST_TIMEOUT
 from ichor.upgrade.rule import Component
 
 logger = logging.getLogger(__name__)
 
-TRANSIENT = (ApiException, aiohttp.ClientError, TimeoutError, OSError)
 #: Seconds the workload's ``/readyz`` may take.
 READYZ_TIMEOUT = 5.0
 #: Bytes of the ``/readyz`` answer read (its verbose form is a few KiB).
@@ -139,7 +137,7 @@ async def probe_readyz(workload: ApiClient) -> decisions.Probe:
         body = error.body
         said = _last_line(body if isinstance(body, bytes) else str(body or "").encode())
         return decisions.Probe(ok=False, message=f"answered {error.status}{said}")
-    except (aiohttp.ClientError, TimeoutError, OSError) as error:
+    except errors.TRANSIENT as error:
         return decisions.Probe(ok=False, message=f"did not answer: {error or 'timeout'}")
     if not 200 <= status <= 299:
         return decisions.Probe(ok=False, message=f"answered {status}{_last_line(raw)}")
@@ -331,7 +329,7 @@ class AutoPatcher:
                 )
         except ApiException as error:
             return None, f"its objects could not be listed (the API server answered {error.status})"
-        except (aiohttp.ClientError, TimeoutError, OSError):
+        except errors.TRANSIENT:
             return None, "its objects could not be listed (the API server did not answer)"
         if not 200 <= status <= 299:
             return None, f"its objects could not be listed (the API server answered {status})"
@@ -369,7 +367,7 @@ class AutoPatcher:
                 status_patch={"autoPatch": fleet.to_api()},
                 resource_version=str(version) if version else None,
             )
-        except TRANSIENT as error:
+        except errors.FAILED as error:
             logger.warning("auto-patch: IchorInstallation status not written: %s", error)
             return False
         return True
@@ -412,7 +410,7 @@ class AutoPatcher:
         uid = str(meta.get("uid") or "")
         try:
             runs = await self._runs(namespace, name, uid=uid)
-        except TRANSIENT as error:
+        except errors.FAILED as error:
             logger.warning("auto-patch of %s/%s: operations not listed: %s", namespace, name, error)
             return Result(status=status.auto_patch, condition=previous_condition)
 
@@ -500,7 +498,7 @@ class AutoPatcher:
                 runs = await self._runs(cluster.namespace, cluster.name, uid=_uid(body))
                 listed = await self._fleet_runs()
                 fresh = await self._installation()
-            except TRANSIENT as error:
+            except errors.FAILED as error:
                 # nothing starts on a guess: the fleet is "not counted" (FleetBusy)
                 logger.warning("auto-patch: the fleet not read afresh: %s", error)
                 fleet = replace(fleet, halts=decisions.live_halts(fleet.halts, now=now),
@@ -591,7 +589,7 @@ class AutoPatcher:
     async def _installation_or_none(self) -> dict[str, Any] | None:
         try:
             return await self._installation()
-        except TRANSIENT as error:
+        except errors.FAILED as error:
             logger.warning("auto-patch: IchorInstallation not read: %s", error)
             return None
 
@@ -631,7 +629,7 @@ class AutoPatcher:
                 patch={"metadata": {"annotations": {HALTED_ANNOTATION: _stamp(halt.until)}}},
                 resource_version=None,
             )
-        except TRANSIENT as error:
+        except errors.FAILED as error:
             logger.warning(
                 "auto-patch: TalosOperation %s/%s not marked as halted: %s",
                 namespace, halt.operation, error,
@@ -667,7 +665,7 @@ class AutoPatcher:
                 now=now,
                 previous=previous,
             )
-        except TRANSIENT as error:
+        except errors.FAILED as error:
             return decisions.refused(
                 decision,
                 message=f"the start of {plan.component.value} {plan.version} failed: {error}; "

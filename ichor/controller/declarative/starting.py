@@ -8,13 +8,12 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api.talosoperation import StartedBy
 from ichor.controller.declarative.decisions import Decision, Reason, Target
 from ichor.controller.talosoperation import starter, starts
+from ichor.kube import errors
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +78,6 @@ async def start(api: ApiClient, *, cluster: Mapping[str, Any], target: Target) -
         if refused.status in TRY_LATER:
             raise StartDeferred(refused.message) from refused
         return Decision(Reason.REFUSED, f"{said}; it is tried again at the next check", retry=True)
-    except (ApiException, aiohttp.ClientError, TimeoutError) as error:
+    except errors.FAILED as error:
         raise StartDeferred(str(error)) from error
     return outcome(started, target=target)

@@ -22,9 +22,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds, records
 from ichor.api.events import RecordEventReason
@@ -73,7 +71,7 @@ class Recorder:
     async def reconcile(self, key: Key) -> None:
         try:
             await self._reconcile(key)
-        except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as error:
+        except errors.FAILED as error:
             logger.warning("records of %s %s/%s not posted yet: %s", *key, error)
             self.queue.add_after(key, RETRY_SECONDS)
 

@@ -75,7 +75,7 @@ from ichor.controller.releasecheck.decisions import (
     parse_interval,
     read_model,
 )
-from ichor.kube import bodies, events, metrics, objects, patching
+from ichor.kube import bodies, errors, events, metrics, objects, patching
 from ichor.kube.bodies import PlannedEvent
 from ichor.kube.clients import KubeconfigError, read_secret_key
 from ichor.settings import ReleaseCheckSettings
@@ -237,7 +237,7 @@ class ReleaseCheck:
                 return False
         try:
             fresh = await self._read()
-        except (ApiException, aiohttp.ClientError, TimeoutError) as error:
+        except errors.FAILED as error:
             logger.info(
                 "IchorInstallation not read before the check (%s); the watch's copy is used", error
             )
@@ -258,7 +258,7 @@ class ReleaseCheck:
             )
         except KubeconfigError as error:
             return None, f"the pull secret cannot be used: {error}"
-        except (ApiException, aiohttp.ClientError, TimeoutError) as error:
+        except errors.FAILED as error:
             return None, f"the pull secret {ref.namespace}/{ref.name} was not read: {error}"
         return found.value, None
 
@@ -347,7 +347,7 @@ class ReleaseCheck:
                         return
                     continue
                 logger.warning("release check status not written: %s", error)
-            except (aiohttp.ClientError, TimeoutError) as error:
+            except errors.TRANSIENT as error:
                 logger.warning("release check status not written: %s", error)
             else:
                 self._attempt = _Attempt(

@@ -18,13 +18,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -56,7 +54,7 @@ from ichor.controller.taloscluster.status import (
     evaluate,
     read_spec,
 )
-from ichor.kube import bodies, conditions, events, metrics, objects, untrusted
+from ichor.kube import bodies, conditions, errors, events, metrics, objects, untrusted
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
@@ -166,7 +164,7 @@ class ClusterController:
                 name=kinds.INSTALLATION_NAME,
                 namespace=None,
             )
-        except (ApiException, aiohttp.ClientError, TimeoutError) as error:
+        except errors.FAILED as error:
             logger.warning("IchorInstallation not read at startup: %s", error)
             return
         if body is None:
@@ -325,7 +323,7 @@ class ClusterController:
                 logger.warning("status of %s/%s not written: %s", namespace, name, error)
                 self.queue.add_after(key, self.settings.backoff_initial)
                 return
-            except (aiohttp.ClientError, TimeoutError) as error:
+            except errors.TRANSIENT as error:
                 logger.warning("status of %s/%s not written: %s", namespace, name, error)
                 self.queue.add_after(key, self.settings.backoff_initial)
                 return
@@ -401,7 +399,7 @@ class ClusterController:
                 observation = await observe(workload)
         except KubeconfigError as error:
             failure = Failure(ClusterReason.KUBECONFIG_UNUSABLE, str(error))
-        except (ApiException, aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as error:
+        except errors.FAILED as error:  # ssl.SSLError is an OSError
             failure = Failure(ClusterReason.WORKLOAD_UNREACHABLE, _describe(error))
         except Exception as error:
             # Whatever the workload cluster sent is data; an error no reader expected

@@ -71,8 +71,6 @@ logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, TalosCluster name)
 
-_TRANSIENT = errors.TRANSIENT
-
 
 class Conflict(Exception):
     """An object moved since it was read: compute the step again from a fresh read."""
@@ -137,7 +135,7 @@ class OperationController:
             logger.info("%s/%s: %s; the step runs again from a fresh read", *key, error)
             self.queue.add(key)
             return
-        except (Transient, *_TRANSIENT) as error:
+        except (Transient, *errors.TRANSIENT) as error:
             logger.warning("%s/%s: %s; retry in %.0f s", *key, error, self.settings.retry_delay)
             self.queue.add_after(key, self.settings.retry_delay)
             return
@@ -672,7 +670,7 @@ class OperationController:
         try:
             listed = await client.CoreV1Api(workload).list_node(_request_timeout=REQUEST_TIMEOUT)
             items = _raw(workload, listed).get("items") or []
-        except (ApiException, *_TRANSIENT) as error:
+        except errors.FAILED as error:
             raise Transient(
                 f"the Nodes of the workload cluster of {cluster.name} cannot be read ({error}); "
                 f"the operation waits and tries again"
