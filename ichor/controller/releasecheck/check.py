@@ -54,7 +54,6 @@ from typing import Any
 
 import aiohttp
 from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from ichor import registry
@@ -326,28 +325,26 @@ class ReleaseCheck:
             )
             try:
                 written = await self._write(body, step.patch)
-            except ApiException as error:
-                if error.status == 404:
-                    return  # deleted meanwhile: the watch says so
-                if error.status == 409:
-                    fresh = await self._read()
-                    if fresh is None:
-                        return
-                    body = fresh
-                    recorded = _checked_at(fresh)
-                    if recorded is not None and recorded > started:
-                        # another replica checked after this one began: its lists stand
-                        self.body = fresh
-                        self._attempt = _Attempt(
-                            at=recorded,
-                            generation=_generation(fresh),
-                            listing_failed=listing_failed,
-                            write_failed=False,
-                        )
-                        return
-                    continue
-                logger.warning("release check status not written: %s", error)
-            except errors.TRANSIENT as error:
+            except errors.NotFound:
+                return  # deleted meanwhile: the watch says so
+            except errors.Conflict:
+                fresh = await self._read()
+                if fresh is None:
+                    return
+                body = fresh
+                recorded = _checked_at(fresh)
+                if recorded is not None and recorded > started:
+                    # another replica checked after this one began: its lists stand
+                    self.body = fresh
+                    self._attempt = _Attempt(
+                        at=recorded,
+                        generation=_generation(fresh),
+                        listing_failed=listing_failed,
+                        write_failed=False,
+                    )
+                    return
+                continue
+            except errors.FAILED as error:
                 logger.warning("release check status not written: %s", error)
             else:
                 self._attempt = _Attempt(

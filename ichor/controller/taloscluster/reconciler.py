@@ -317,13 +317,9 @@ class ClusterController:
                     namespace=namespace,
                     status_patch=patch,
                 )
-            except ApiException as error:
-                if error.status == 404:
-                    return  # deleted meanwhile; the watch says so next
-                logger.warning("status of %s/%s not written: %s", namespace, name, error)
-                self.queue.add_after(key, self.settings.backoff_initial)
-                return
-            except errors.TRANSIENT as error:
+            except errors.NotFound:
+                return  # deleted meanwhile; the watch says so next
+            except errors.FAILED as error:
                 logger.warning("status of %s/%s not written: %s", namespace, name, error)
                 self.queue.add_after(key, self.settings.backoff_initial)
                 return
