@@ -36,6 +36,14 @@ class ApiError(ApiException):
     def message(self) -> str:
         return message(self)
 
+    @property
+    def refused(self) -> bool:
+        """A 4xx: the server refused the request as it was made (RBAC, a webhook, the
+        schema, a namesake, throttling), rather than failing to answer it (5xx). The typed
+        classes below name the 4xx a caller tells apart; any other 4xx is an ``ApiError``
+        with this set, its ``status`` and the server's ``message``."""
+        return isinstance(self.status, int) and 400 <= self.status < 500
+
 
 class Unauthorized(ApiError):
     """401: the credentials were not accepted."""
