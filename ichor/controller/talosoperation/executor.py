@@ -39,6 +39,7 @@ controller too (``status._frozen_patch``); the Helm Job only renders it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
@@ -57,7 +58,7 @@ from ichor.controller import observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.talosoperation import jobs, lifecycle
 from ichor.controller.talosoperation.lifecycle import ClusterState, Operation, Reason
-from ichor.kube import bodies, errors, events, metrics, objects, patching
+from ichor.kube import batch, bodies, errors, events, metrics, objects, patching
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
@@ -102,8 +103,6 @@ class OperationController:
         #: 409s met on writes, each followed by a fresh step (for tests and logs).
         self.conflicts = 0
         self._objects = client.CustomObjectsApi(api)
-        self._batch = client.BatchV1Api(api)
-        self._core = client.CoreV1Api(api)
 
     def start(self) -> None:
         self.queue.start()
@@ -295,13 +294,9 @@ class OperationController:
     ) -> Operation:
         name = manifest["metadata"]["name"]
         try:
-            await self._batch.create_namespaced_job(
-                op.namespace, cast(Any, manifest), _request_timeout=REQUEST_TIMEOUT
-            )
+            await batch.create_job(self.api, namespace=op.namespace, body=manifest)
             created = True
-        except ApiException as error:
-            if error.status != 409:
-                raise
+        except errors.Conflict:
             created = False
             existing = await self._read_job(op.namespace, name)
             if existing is not None and not _owned_by(existing, op):
@@ -550,9 +545,9 @@ class OperationController:
             except errors.Conflict:
                 self.conflicts += 1
                 continue
-            except ApiException as error:
-                if error.status is not None and 400 <= error.status < 500:
-                    return errors.message(error), body
+            except errors.ApiError as error:
+                if error.refused:
+                    return error.message, body
                 raise
             return None, cast(Mapping[str, Any], written)
         raise Conflict(f"TalosCluster {op.spec.cluster_ref.name} kept moving")
@@ -681,25 +676,17 @@ class OperationController:
         return list(items)
 
     async def _read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            job = await self._batch.read_namespaced_job(
-                name, namespace, _request_timeout=REQUEST_TIMEOUT
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return _raw(self.api, job)
+        return await batch.get_job(self.api, namespace=namespace, name=name)
 
     async def _pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
         try:
-            listed = await self._core.list_namespaced_pod(
-                namespace, label_selector=f"job-name={job}", _request_timeout=REQUEST_TIMEOUT
-            )
-        except ApiException as error:
+            return await batch.job_pods(self.api, namespace=namespace, job=job)
+        except errors.ApiError as error:
+            # Narrower than errors.FAILED on purpose: an answer (RBAC, say) costs only the
+            # failed container's log lines in the message; no answer at all retries the
+            # whole step, as every other call of the step does.
             logger.info("pods of Job %s/%s not read: %s", namespace, job, error)
             return []
-        return list(_raw(self.api, listed).get("items") or [])
 
     async def _read_cluster(self, op: Operation) -> dict[str, Any] | None:
         return await objects.get(
@@ -761,16 +748,8 @@ class OperationController:
             name = op.status.job_name or jobs.job_name(
                 operation=op.name, uid=op.uid, type_=op.spec.type
             )
-            try:
-                await self._batch.delete_namespaced_job(
-                    name,
-                    op.namespace,
-                    propagation_policy="Background",
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            except ApiException as error:
-                if error.status != 404:
-                    raise
+            with contextlib.suppress(errors.NotFound):
+                await batch.delete_job(self.api, namespace=op.namespace, name=name)
             message = (
                 f"{op} was deleted while Running: its Job {name} is stopped (a node in the "
                 f"middle of its upgrade finishes it on its own); the TalosCluster spec is "
