@@ -1,4 +1,4 @@
-"""Reads and creates of Ichor's objects: one keyword-only function per verb.
+"""Reads, lists and creates of Ichor's objects: one keyword-only function per verb.
 
 A missing object is None for ``get``; the patches are ``ichor.kube.patching``'s. Every
 call raises the typed errors of ``ichor.kube.errors`` for any other answer, and takes
@@ -76,3 +76,40 @@ async def create(
     except ApiException as error:
         raise errors.typed(error) from error
     return cast(dict[str, Any], created)
+
+
+async def list_all(
+    api: ApiClient,
+    *,
+    kind: kinds.Kind,
+    namespace: str | None,
+    label_selector: str = "",
+    request_timeout: float = REQUEST_TIMEOUT,
+) -> list[dict[str, Any]]:
+    """Every object of ``kind`` in ``namespace`` (None: in all namespaces) that
+    ``label_selector`` selects (empty: all), in one request (Ichor's kinds are few per
+    namespace; nothing pages them). An item that is not an object is left out."""
+    objects = client.CustomObjectsApi(api)
+    plural = kinds.PLURALS[kind]
+    try:
+        if namespace is None:
+            listed = await objects.list_cluster_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                plural,
+                label_selector=label_selector,
+                _request_timeout=request_timeout,
+            )
+        else:
+            listed = await objects.list_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                namespace,
+                plural,
+                label_selector=label_selector,
+                _request_timeout=request_timeout,
+            )
+    except ApiException as error:
+        raise errors.typed(error) from error
+    items = listed.get("items") if isinstance(listed, Mapping) else None
+    return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []

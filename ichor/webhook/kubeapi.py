@@ -24,7 +24,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
-from ichor.kube import clients, identity
+from ichor.kube import clients, identity, objects
 from ichor.settings import KubeSettings
 from ichor.webhook import decisions
 from ichor.webhook.access_cache import AccessCache
@@ -187,21 +187,17 @@ class KubeBackend:
         return body
 
     async def list_operations(self, namespace: str) -> list[Mapping[str, Any]]:
-        api = client.CustomObjectsApi(await self._api())
         try:
-            listed: Mapping[str, Any] = await api.list_namespaced_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                namespace,
-                kinds.Plural.TALOS_OPERATIONS.value,
-                _request_timeout=CALL_TIMEOUT,
+            return list(
+                await objects.list_all(
+                    await self._api(),
+                    kind=kinds.Kind.TALOS_OPERATION,
+                    namespace=namespace,
+                    request_timeout=CALL_TIMEOUT,
+                )
             )
         except FAILURES as error:
             raise _unavailable(f"listing the TalosOperations of {namespace}", error) from None
-        items = listed.get("items")
-        return (
-            [item for item in items if isinstance(item, Mapping)] if isinstance(items, list) else []
-        )
 
     async def holds_override(self, requester: Requester, ref: NamespacedName) -> bool:
         kept = self._answers.get(requester, verb=decisions.VERB, ref=ref)

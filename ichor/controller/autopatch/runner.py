@@ -30,7 +30,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
@@ -57,7 +56,6 @@ from ichor.controller.autopatch import health
 from ichor.controller.autopatch.policy import Policy, effective, max_concurrent
 from ichor.controller.talosoperation import starter, starts
 from ichor.kube import bodies, errors, events, metrics, objects, patching
-from ichor.kube.clients import REQUEST_TIMEOUT
 from ichor.upgrade.rule import Component
 
 logger = logging.getLogger(__name__)
@@ -248,7 +246,6 @@ class AutoPatcher:
         self.api = api
         #: What a health check may read (``ICHOR_HEALTH_CHECK_RESOURCES``).
         self.health_resources = tuple(health_resources)
-        self.objects = client.CustomObjectsApi(api)
         #: The time inside the fleet lock (the workload was asked before, for a while).
         self.clock = clock
         #: Held only around quick reads and writes of the API server: count the fleet,
@@ -259,25 +256,9 @@ class AutoPatcher:
     async def _operations(
         self, namespace: str | None, *, selector: str = ""
     ) -> list[dict[str, Any]]:
-        if namespace is None:
-            listed = await self.objects.list_cluster_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                kinds.Plural.TALOS_OPERATIONS,
-                label_selector=selector,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        else:
-            listed = await self.objects.list_namespaced_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                namespace,
-                kinds.Plural.TALOS_OPERATIONS,
-                label_selector=selector,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        items: list[dict[str, Any]] = listed.get("items") or []
-        return items
+        return await objects.list_all(
+            self.api, kind=kinds.Kind.TALOS_OPERATION, namespace=namespace, label_selector=selector
+        )
 
     async def _fleet_runs(self) -> tuple[decisions.FleetRun, ...]:
         """The fleet's auto-patch operations, listed afresh (never a cache)."""

@@ -102,7 +102,6 @@ class OperationController:
         self.before_write: BeforeWrite | None = None
         #: 409s met on writes, each followed by a fresh step (for tests and logs).
         self.conflicts = 0
-        self._objects = client.CustomObjectsApi(api)
 
     def start(self) -> None:
         self.queue.start()
@@ -152,15 +151,11 @@ class OperationController:
 
     async def _reconcile(self, key: Key) -> float | None:
         namespace, cluster_name = key
-        listed = await self._objects.list_namespaced_custom_object(
-            kinds.GROUP,
-            kinds.VERSION,
-            namespace,
-            kinds.Plural.TALOS_OPERATIONS,
-            _request_timeout=REQUEST_TIMEOUT,
+        listed = await objects.list_all(
+            self.api, kind=kinds.Kind.TALOS_OPERATION, namespace=namespace
         )
         operations: list[Operation] = []
-        for body in listed.get("items") or ():
+        for body in listed:
             if ((body.get("spec") or {}).get("clusterRef") or {}).get("name") != cluster_name:
                 continue
             try:
