@@ -24,7 +24,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
-from ichor.kube import clients, identity, objects
+from ichor.kube import clients, errors, identity, objects
 from ichor.settings import KubeSettings
 from ichor.webhook import decisions
 from ichor.webhook.access_cache import AccessCache
@@ -38,8 +38,9 @@ class ApiUnavailable(RuntimeError):
     """An API call of the webhook failed; the write cannot be decided."""
 
 
-#: The failures of an API call that leave a write undecided.
-FAILURES = (ApiException, TimeoutError, OSError)
+#: The failures of an API call that leave a write undecided: any (``errors.FAILED``; an
+#: aiohttp ``ServerDisconnectedError`` or ``ClientPayloadError`` is no OSError).
+FAILURES = errors.FAILED
 
 
 def _unavailable(what: str, error: BaseException) -> ApiUnavailable:
@@ -170,21 +171,16 @@ class KubeBackend:
         return self._identity
 
     async def read_cluster(self, ref: NamespacedName) -> Mapping[str, Any] | None:
-        api = client.CustomObjectsApi(await self._api())
         try:
-            body: Mapping[str, Any] = await api.get_namespaced_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                ref.namespace,
-                kinds.Plural.TALOS_CLUSTERS.value,
-                ref.name,
-                _request_timeout=CALL_TIMEOUT,
+            return await objects.get(
+                await self._api(),
+                kind=kinds.Kind.TALOS_CLUSTER,
+                name=ref.name,
+                namespace=ref.namespace,
+                request_timeout=CALL_TIMEOUT,
             )
         except FAILURES as error:
-            if isinstance(error, ApiException) and error.status == 404:
-                return None
             raise _unavailable(f"reading TalosCluster {ref}", error) from None
-        return body
 
     async def list_operations(self, namespace: str) -> list[Mapping[str, Any]]:
         try:
