@@ -31,11 +31,9 @@ class KubeconfigError(Exception):
     """A kubeconfig Secret is missing, lacks its key, or holds no usable kubeconfig."""
 
 
-async def operator_client(*, kube: KubeSettings | None = None) -> ApiClient:
+async def operator_client(*, kube: KubeSettings) -> ApiClient:
     """A client of the cluster the operator runs in: in-cluster credentials inside a Pod,
-    else the kubeconfig ``kube`` names (or ``~/.kube/config``). Without ``kube``, the
-    environment's (``KubeSettings.from_env()``)."""
-    kube = kube if kube is not None else KubeSettings.from_env()
+    else the kubeconfig ``kube`` names (or ``~/.kube/config``)."""
     configuration = client.Configuration()
     if kube.in_pod:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]

@@ -109,10 +109,10 @@ def access_review(requester: Requester, ref: NamespacedName) -> SubjectAccessRev
 class KubeBackend:
     """The real backend: one kubernetes_asyncio client per event loop that uses it.
 
-    ``kubeconfig`` None means the operator's own client as ``kube`` says (in-cluster
-    credentials in a Pod, else ``KUBECONFIG``/``~/.kube/config``; without ``kube``, the
-    environment's). A client belongs to the loop it was made in (its connection pool
-    does), hence one per loop.
+    It reaches the API server as ``kubeconfig`` (a file) says, else as the operator does
+    (``kube``: in-cluster credentials in a Pod, else ``KUBECONFIG``/``~/.kube/config``);
+    one of them is needed. A client belongs to the loop it was made in (its connection
+    pool does), hence one per loop.
     """
 
     def __init__(
@@ -122,8 +122,10 @@ class KubeBackend:
         kube: KubeSettings | None = None,
         answers: AccessCache | None = None,
     ) -> None:
-        self._kubeconfig = kubeconfig
-        self._kube = kube
+        source = kubeconfig if kubeconfig is not None else kube
+        if source is None:
+            raise TypeError("KubeBackend needs the operator's kube settings or a kubeconfig")
+        self._source: Path | KubeSettings = source
         #: SubjectAccessReview answers, kept a few seconds per requester, verb and cluster.
         self._answers = answers if answers is not None else AccessCache()
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, client.ApiClient] = (
@@ -149,11 +151,11 @@ class KubeBackend:
         return found
 
     async def _connect(self) -> client.ApiClient:
-        if self._kubeconfig is None:
-            return await clients.operator_client(kube=self._kube)
-        return await clients.client_from_kubeconfig(
-            self._kubeconfig.read_bytes(), origin=f"kubeconfig {self._kubeconfig}"
-        )
+        if isinstance(self._source, Path):
+            return await clients.client_from_kubeconfig(
+                self._source.read_bytes(), origin=f"kubeconfig {self._source}"
+            )
+        return await clients.operator_client(kube=self._source)
 
     async def close(self) -> None:
         """Close the client of the running loop (kopf's cleanup calls this)."""

@@ -39,18 +39,16 @@ async def operation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> No
         recorder.event(kinds.Plural.TALOS_OPERATIONS, event["object"])
 
 
-def register(registry: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
+def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
     """Put the recorder's handlers into ``registry`` (the operator and the webhook tests);
-    ``settings`` (else the environment's, read at start) say how to reach the cluster, a
-    ``KUBECONFIG`` memo entry wins."""
+    ``settings`` say how to reach the cluster, a ``KUBECONFIG`` memo entry wins."""
 
     async def start(memo: kopf.Memo, **_: Any) -> None:
         kubeconfig = memo.get(KUBECONFIG)
         if isinstance(kubeconfig, Path):
             api = await client_from_kubeconfig(kubeconfig.read_bytes(), origin=str(kubeconfig))
         else:
-            running = settings if settings is not None else Settings.from_env()
-            api = await operator_client(kube=running.kube)
+            api = await operator_client(kube=settings.kube)
         recorder = Recorder(api)
         recorder.start()
         memo[RECORDER] = recorder

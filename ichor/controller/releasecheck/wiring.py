@@ -32,17 +32,15 @@ async def installation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) ->
         check.installation_event(event.get("type"), event["object"])
 
 
-def register(registry_: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
-    """Put the release check's handlers into ``registry_``; ``settings`` (else the
-    environment's, read at start) are the operator's, a ``SETTINGS`` memo entry wins for
-    the check's own part."""
+def register(registry_: kopf.OperatorRegistry, *, settings: Settings) -> None:
+    """Put the release check's handlers into ``registry_``; ``settings`` are the
+    operator's, a ``SETTINGS`` memo entry wins for the check's own part."""
 
     async def start(memo: kopf.Memo, **_: Any) -> None:
         given = memo.get(SETTINGS)
-        running = settings if settings is not None else Settings.from_env()
         check = ReleaseCheck(
-            api=await operator_client(kube=running.kube),
-            settings=given if isinstance(given, ReleaseCheckSettings) else running.release_check,
+            api=await operator_client(kube=settings.kube),
+            settings=given if isinstance(given, ReleaseCheckSettings) else settings.release_check,
         )
         check.start()
         memo[RELEASE_CHECK] = check

@@ -43,17 +43,15 @@ async def job_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
         controller.job_event(event["object"])
 
 
-def register(registry: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
-    """Put the executor's handlers into ``registry``; ``settings`` (else the environment's,
-    read at start) are the operator's, a ``SETTINGS`` memo entry wins for the controller's
-    own part."""
+def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
+    """Put the executor's handlers into ``registry``; ``settings`` are the operator's, a
+    ``SETTINGS`` memo entry wins for the controller's own part."""
 
     async def start(memo: kopf.Memo, **_: Any) -> None:
         given = memo.get(SETTINGS)
-        running = settings if settings is not None else Settings.from_env()
         controller = OperationController(
-            api=await operator_client(kube=running.kube),
-            settings=given if isinstance(given, OperationSettings) else running.operations,
+            api=await operator_client(kube=settings.kube),
+            settings=given if isinstance(given, OperationSettings) else settings.operations,
         )
         controller.start()
         memo[CONTROLLER] = controller
