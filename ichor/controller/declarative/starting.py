@@ -10,8 +10,9 @@ from typing import Any
 
 from kubernetes_asyncio.client.api_client import ApiClient
 
+from ichor.api.conditions import SpecReachedReason
 from ichor.api.talosoperation import StartedBy
-from ichor.controller.declarative.decisions import Decision, Reason, Target
+from ichor.controller.declarative.decisions import Decision, Target
 from ichor.controller.talosoperation import starter, starts
 from ichor.kube import errors
 
@@ -51,16 +52,17 @@ def outcome(started: starter.Started, *, target: Target) -> Decision:
     if phase == "Failed":
         message = status.get("message") or "no message"
         return Decision(
-            Reason.FAILED,
+            SpecReachedReason.FAILED,
             f"{what} for {target.sentence} failed: {message}; change the spec, or create a "
             f"TalosOperation, to try again",
         )
     if phase == "Succeeded":
         return Decision(
-            Reason.UPGRADING, f"{what} succeeded; waiting for the Nodes to report {target.version}"
+            SpecReachedReason.UPGRADING,
+            f"{what} succeeded; waiting for the Nodes to report {target.version}",
         )
     verb = "started" if started.created else "is " + str(phase or "Pending")
-    return Decision(Reason.UPGRADING, f"{what} {verb} for {target.sentence}")
+    return Decision(SpecReachedReason.UPGRADING, f"{what} {verb} for {target.sentence}")
 
 
 async def start(api: ApiClient, *, cluster: Mapping[str, Any], target: Target) -> Decision:
@@ -74,10 +76,12 @@ async def start(api: ApiClient, *, cluster: Mapping[str, Any], target: Target) -
     except starter.StartRefused as refused:
         said = f"{target.sentence}, and the start was refused: {refused.message}"
         if refused.rule_denial:
-            return Decision(Reason.REFUSED, said)  # stands until the spec changes
+            return Decision(SpecReachedReason.REFUSED, said)  # stands until the spec changes
         if refused.status in TRY_LATER:
             raise StartDeferred(refused.message) from refused
-        return Decision(Reason.REFUSED, f"{said}; it is tried again at the next check", retry=True)
+        return Decision(
+            SpecReachedReason.REFUSED, f"{said}; it is tried again at the next check", retry=True
+        )
     except errors.FAILED as error:
         raise StartDeferred(str(error)) from error
     return outcome(started, target=target)

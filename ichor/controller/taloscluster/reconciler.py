@@ -29,7 +29,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from ichor.api import kinds
-from ichor.api.conditions import ClusterConditionType, ClusterReason
+from ichor.api.conditions import ClusterConditionType, ClusterReason, SpecReachedReason
 from ichor.api.taloscluster import (
     DEFAULT_KUBECONFIG_KEY,
     DETECTED_CILIUM,
@@ -371,7 +371,7 @@ class ClusterController:
             )
             self.queue.add_after(key, delay)
             return Decision(
-                decisions.Reason.UPGRADING,
+                SpecReachedReason.UPGRADING,
                 f"{decided.start.sentence}: the start is tried again ({error})",
             )
         cluster.deferrals = 0

@@ -57,7 +57,7 @@ from ichor.api.talosoperation import OperationType, Phase, TalosOperationStatus
 from ichor.controller import observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.talosoperation import jobs, lifecycle
-from ichor.controller.talosoperation.lifecycle import ClusterState, Operation, Reason
+from ichor.controller.talosoperation.lifecycle import ClusterState, Operation
 from ichor.kube import batch, bodies, errors, events, metrics, objects, patching
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
@@ -201,7 +201,10 @@ class OperationController:
                 message = lifecycle.waiting_message(op, ahead=head)
                 previous = op.status.message
                 op = await self._write(
-                    op, lifecycle.pending(op, reason=Reason.WAITING, message=message, now=_now())
+                    op,
+                    lifecycle.pending(
+                        op, reason=OperationReason.WAITING, message=message, now=_now()
+                    ),
                 )
                 if previous != message:
                     await self._event(
@@ -218,7 +221,7 @@ class OperationController:
                 op,
                 lifecycle.pending(
                     op,
-                    reason=Reason.CHECKING,
+                    reason=OperationReason.CHECKING,
                     message=f"checks {op.what} against TalosCluster {op.spec.cluster_ref.name}",
                     now=_now(),
                 ),
@@ -229,12 +232,12 @@ class OperationController:
                 f"TalosCluster {op.namespace}/{op.spec.cluster_ref.name} does not exist, so "
                 f"{op} cannot run; create the cluster, then the operation again."
             )
-            return await self._refuse(op, Reason.CLUSTER_NOT_FOUND, message), None
+            return await self._refuse(op, OperationReason.CLUSTER_NOT_FOUND, message), None
         try:
             cluster = ClusterState.from_body(cluster_body)
         except ValueError as error:
             message = f"the spec of TalosCluster {op.spec.cluster_ref.name} cannot be read: {error}"
-            return await self._refuse(op, Reason.INVALID_OPERATION, message), None
+            return await self._refuse(op, OperationReason.INVALID_OPERATION, message), None
         decision = lifecycle.decide_execution(op, cluster)
         if decision.refusal is not None:
             message = lifecycle.refusal_message(
@@ -249,7 +252,7 @@ class OperationController:
             op = await self._write(
                 op,
                 lifecycle.pending(
-                    op, reason=Reason.WORKLOAD_UNREACHABLE, message=str(error), now=_now()
+                    op, reason=OperationReason.WORKLOAD_UNREACHABLE, message=str(error), now=_now()
                 ),
             )
             return op, self.settings.retry_delay
@@ -299,7 +302,7 @@ class OperationController:
                     f"a Job named {name} exists and is not this operation's; delete it and "
                     f"create the operation again"
                 )
-                return await self._finish_failed(op, Reason.INVALID_OPERATION, message)
+                return await self._finish_failed(op, OperationReason.INVALID_OPERATION, message)
         message = f"Job {name} runs {detail}"
         op = await self._write(
             op,
@@ -338,31 +341,33 @@ class OperationController:
         job = await self._read_job(op.namespace, name)
         complete = next((c for c in op.status.conditions if c.type == lifecycle.Complete), None)
         if job is None:
-            if complete is not None and complete.reason == Reason.JOB_CREATING:
+            if complete is not None and complete.reason == OperationReason.JOB_CREATING:
                 # claimed before a restart, Job not created yet: create it now
                 cluster_body = await self._read_cluster(op)
                 if cluster_body is None:
                     message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
-                    return await self._finish_failed(op, Reason.CLUSTER_NOT_FOUND, message)
+                    return await self._finish_failed(op, OperationReason.CLUSTER_NOT_FOUND, message)
                 try:
                     cluster = ClusterState.from_body(cluster_body)
                     manifest, detail = await self._manifest(op, cluster, cluster_body)
                 except ValueError as error:
-                    return await self._finish_failed(op, Reason.INVALID_OPERATION, str(error))
+                    return await self._finish_failed(
+                        op, OperationReason.INVALID_OPERATION, str(error)
+                    )
                 except _Unrunnable as error:
                     return await self._finish_failed(op, error.reason, error.message)
                 return await self._create_job(
                     op, manifest, detail=detail, cluster_body=cluster_body
                 )
             message = f"Job {name} was deleted before it finished; the upgrade may be half done"
-            return await self._finish_failed(op, Reason.JOB_DELETED, message)
+            return await self._finish_failed(op, OperationReason.JOB_DELETED, message)
         if not _owned_by(job, op):
             message = f"Job {name} is not this operation's"
-            return await self._finish_failed(op, Reason.INVALID_OPERATION, message)
+            return await self._finish_failed(op, OperationReason.INVALID_OPERATION, message)
         pods = await self._pods(op.namespace, name)
         outcome = lifecycle.job_outcome(job, pods)
         if outcome.state is lifecycle.JobState.RUNNING:
-            if complete is not None and complete.reason == Reason.JOB_CREATING:
+            if complete is not None and complete.reason == OperationReason.JOB_CREATING:
                 return await self._write(
                     op,
                     lifecycle.running(
@@ -401,12 +406,12 @@ class OperationController:
         cluster_body = await self._read_cluster(op)
         if cluster_body is None:
             message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
-            return await self._finish_failed(op, Reason.CLUSTER_NOT_FOUND, message)
+            return await self._finish_failed(op, OperationReason.CLUSTER_NOT_FOUND, message)
         try:
             cluster = ClusterState.from_body(cluster_body)
             items = await self._node_items(op, cluster)
         except ValueError as error:
-            return await self._finish_failed(op, Reason.INVALID_OPERATION, str(error))
+            return await self._finish_failed(op, OperationReason.INVALID_OPERATION, str(error))
         except _Unrunnable as error:
             return await self._finish_failed(op, error.reason, error.message)
         talos = op.spec.type is OperationType.TALOS
@@ -426,7 +431,9 @@ class OperationController:
         if verdict.done:
             return await self._finish_succeeded(op)
         if verdict.failed:
-            return await self._finish_failed(op, Reason.NODES_NOT_UPGRADED, verdict.message)
+            return await self._finish_failed(
+                op, OperationReason.NODES_NOT_UPGRADED, verdict.message
+            )
         return await self._write(
             op,
             lifecycle.running(
@@ -462,7 +469,7 @@ class OperationController:
                     f"the Job succeeded, but spec.{spec_field} of TalosCluster "
                     f"{op.spec.cluster_ref.name} was not moved to {op.spec.version}: {denial}"
                 )
-                return await self._finish_failed(op, Reason.SPEC_NOT_UPDATED, message)
+                return await self._finish_failed(op, OperationReason.SPEC_NOT_UPDATED, message)
             if cluster_body is not None and lifecycle.declarative(cluster_body):
                 held = (cluster_body.get("spec") or {}).get(spec_field)
                 note = (
@@ -580,7 +587,7 @@ class OperationController:
             return manifest, detail
         if spec.talosconfig_secret_ref is None:
             raise _Unrunnable(
-                Reason.CREDENTIALS_UNUSABLE,
+                OperationReason.CREDENTIALS_UNUSABLE,
                 f"TalosCluster {cluster.name} names no talosconfigSecretRef, so talosctl has "
                 f"no credentials; set it and create the operation again",
             )
@@ -594,7 +601,7 @@ class OperationController:
         version = op.spec.version or ""
         if op.spec.type is OperationType.TALOS:
             if not nodes.nodes:
-                raise _Unrunnable(Reason.NO_NODES, _no_nodes(cluster, nodes))
+                raise _Unrunnable(OperationReason.NO_NODES, _no_nodes(cluster, nodes))
             manifest = jobs.talos_job(
                 operation=ref,
                 version=version,
@@ -614,7 +621,9 @@ class OperationController:
             return manifest, detail
         control_plane = nodes.control_plane
         if not control_plane:
-            raise _Unrunnable(Reason.NO_NODES, _no_nodes(cluster, nodes, control_plane=True))
+            raise _Unrunnable(
+                OperationReason.NO_NODES, _no_nodes(cluster, nodes, control_plane=True)
+            )
         manifest = jobs.kubernetes_job(
             operation=ref,
             version=version,
@@ -632,7 +641,7 @@ class OperationController:
             await read_secret_key(self.api, namespace=op.namespace, name=name, key=key)
         except KubeconfigError as error:
             raise _Unrunnable(
-                Reason.CREDENTIALS_UNUSABLE, f"the {what} cannot be mounted: {error}"
+                OperationReason.CREDENTIALS_UNUSABLE, f"the {what} cannot be mounted: {error}"
             ) from error
         return jobs.SecretMount(secret=name, key=key)
 
@@ -656,7 +665,7 @@ class OperationController:
                 )
                 own = False
         except KubeconfigError as error:
-            raise _Unrunnable(Reason.CREDENTIALS_UNUSABLE, str(error)) from error
+            raise _Unrunnable(OperationReason.CREDENTIALS_UNUSABLE, str(error)) from error
         try:
             listed = await client.CoreV1Api(workload).list_node(_request_timeout=REQUEST_TIMEOUT)
             items = _raw(workload, listed).get("items") or []

@@ -17,11 +17,12 @@ import pytest
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from ichor.api.conditions import ClusterConditionType as Type
+from ichor.api.conditions import SpecReachedReason as Reason
 from ichor.api.events import ClusterEventReason
 from ichor.api.taloscluster import TalosClusterStatus
 from ichor.api.talosoperation import OperationType
 from ichor.controller.declarative import starting
-from ichor.controller.declarative.decisions import Reason, Target
+from ichor.controller.declarative.decisions import Target
 from ichor.controller.taloscluster import reconciler
 from ichor.controller.taloscluster.reconciler import ClusterController, _Cluster
 from ichor.controller.taloscluster.status import evaluate
