@@ -148,9 +148,10 @@ def _tagged(version: Version) -> str:
 
 
 @dataclass(frozen=True)
-class NodeVersions:
+class NodeReport:
     """What one Node reports: its name (cut to ``MAX_QUOTE``), its Talos from ``osImage``
-    and its kubelet's version, each None when it cannot be read."""
+    and its kubelet's version, each None when it cannot be read. (The versions of all
+    the Nodes, as the status shows them, are ``ichor.api.taloscluster.NodeVersions``.)"""
 
     name: str
     talos: Version | None
@@ -159,7 +160,7 @@ class NodeVersions:
     unreadable: tuple[str, ...]
 
 
-def node_versions(node: object) -> NodeVersions:
+def node_report(node: object) -> NodeReport:
     """The versions one Node object reports (any JSON: never raises)."""
     obj = _mapping(node)
     name = _name(obj)
@@ -175,7 +176,7 @@ def node_versions(node: object) -> NodeVersions:
     kubelet = _version(_text(kubelet_version))
     if kubelet is None:
         unreadable.append(f"Node {name} reports kubeletVersion {_quote(kubelet_version)}")
-    return NodeVersions(name=name, talos=talos, kubelet=kubelet, unreadable=tuple(unreadable))
+    return NodeReport(name=name, talos=talos, kubelet=kubelet, unreadable=tuple(unreadable))
 
 
 def nodes_observation(nodes: Iterable[object]) -> NodesObservation:
@@ -190,7 +191,7 @@ def nodes_observation(nodes: Iterable[object]) -> NodesObservation:
         obj = _mapping(node)
         if not _ready(obj):
             not_ready.append(_name(obj))
-        found = node_versions(node)
+        found = node_report(node)
         if found.talos is not None:
             talos.setdefault(found.talos, _tagged(found.talos))
         if found.kubelet is not None:

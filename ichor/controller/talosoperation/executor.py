@@ -73,8 +73,10 @@ logger = logging.getLogger(__name__)
 Key = tuple[str, str]  # (namespace, TalosCluster name)
 
 
-class Conflict(Exception):
-    """An object moved since it was read: compute the step again from a fresh read."""
+class Moved(Exception):
+    """An object moved (or went) since it was read: compute the step again from a fresh
+    read. Raised for the API's 409 (``errors.Conflict``) and 404 alike, and when a
+    TalosCluster keeps moving under the spec write."""
 
 
 class Transient(Exception):
@@ -128,7 +130,7 @@ class OperationController:
     async def reconcile(self, key: Key) -> None:
         try:
             again = await self._reconcile(key)
-        except Conflict as error:
+        except Moved as error:
             self.conflicts += 1
             logger.info("%s/%s: %s; the step runs again from a fresh read", *key, error)
             self.queue.add(key)
@@ -417,7 +419,7 @@ class OperationController:
         talos = op.spec.type is OperationType.TALOS
         reported = {}
         for item in items:
-            found = observe.node_versions(item)
+            found = observe.node_report(item)
             reported[found.name] = found.talos if talos else found.kubelet
         behind = lifecycle.nodes_behind(op, reported, upgraded=jobs.upgraded_nodes(job))
         verdict = lifecycle.follow_nodes(
@@ -552,7 +554,7 @@ class OperationController:
                     return error.message, body
                 raise
             return None, cast(Mapping[str, Any], written)
-        raise Conflict(f"TalosCluster {op.spec.cluster_ref.name} kept moving")
+        raise Moved(f"TalosCluster {op.spec.cluster_ref.name} kept moving")
 
     # --- the Job and what it needs ------------------------------------------------------
 
@@ -719,9 +721,9 @@ class OperationController:
                 resource_version=op.resource_version,
             )
         except errors.Conflict as error:
-            raise Conflict(f"{op} moved before its status was written") from error
+            raise Moved(f"{op} moved before its status was written") from error
         except errors.NotFound as error:
-            raise Conflict(f"{op} is gone") from error
+            raise Moved(f"{op} is gone") from error
         return Operation.from_body(written)
 
     async def _finalizer(self, op: Operation, *, add: bool) -> Operation:
@@ -738,7 +740,7 @@ class OperationController:
                 resource_version=op.resource_version,
             )
         except (errors.NotFound, errors.Conflict) as error:
-            raise Conflict(f"{op} moved before its finalizers were written") from error
+            raise Moved(f"{op} moved before its finalizers were written") from error
         return op if written is None else Operation.from_body(written)
 
     async def _add_finalizer(self, op: Operation) -> Operation:
