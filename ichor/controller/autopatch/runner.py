@@ -51,10 +51,9 @@ from ichor.api.events import AutoPatchEventReason
 from ichor.api.ichorinstallation import UpgradeTargets
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType, Phase, StartedBy
-from ichor.controller.autopatch import decide as decisions
-from ichor.controller.autopatch import health
+from ichor.controller.autopatch import decisions, health
 from ichor.controller.autopatch.policy import Policy, effective, max_concurrent
-from ichor.controller.talosoperation import starter, starts
+from ichor.controller.talosoperation import creating, start_request
 from ichor.kube import bodies, errors, events, metrics, objects, patching
 from ichor.upgrade.rule import Component
 
@@ -627,8 +626,8 @@ class AutoPatcher:
         plan = decision.start
         assert plan is not None
         assert decision.status is not None
-        request = starts.StartRequest(
-            cluster=starts.ClusterTarget.from_body(body),
+        request = start_request.StartRequest(
+            cluster=start_request.ClusterTarget.from_body(body),
             type=OperationType(plan.component.value),
             version=plan.version,
             started_by=StartedBy.AUTO_PATCH,
@@ -636,8 +635,8 @@ class AutoPatcher:
             reason=plan.reason,
         )
         try:
-            started = await starter.start_operation(self.api, request=request)
-        except starter.StartRefused as error:
+            started = await creating.start_operation(self.api, request=request)
+        except creating.StartRefused as error:
             metrics.auto_patch_run(result="Refused")
             return decisions.refused(
                 decision,

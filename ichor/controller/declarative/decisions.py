@@ -13,8 +13,8 @@ the cluster's status carries in this mode (and which ``Ready``, ``Reconciling`` 
 A start the webhook refuses is remembered for the spec generation it was decided for: no
 retry loop; the next spec change is judged afresh. The attempt token of a start is the
 spec generation, so a restart that decides the same start meets the same operation
-(the starter's deterministic name), and a failed operation is not started again until
-the spec changes.
+(``talosoperation.start_request``'s deterministic name), and a failed operation is not
+started again until the spec changes.
 """
 
 from __future__ import annotations

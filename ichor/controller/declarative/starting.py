@@ -1,5 +1,5 @@
 """The declarative mode's one API call: start the operation ``decisions.decide`` chose,
-through the shared starter (an ordinary TalosOperation, judged by the webhook as the
+through ``talosoperation.creating`` (an ordinary TalosOperation, judged by the webhook as the
 operator, never an override), and word what came of it."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from ichor.api.conditions import SpecReachedReason
 from ichor.api.talosoperation import StartedBy
 from ichor.controller.declarative.decisions import Decision, Target
-from ichor.controller.talosoperation import starter, starts
+from ichor.controller.talosoperation import creating, start_request
 from ichor.kube import errors
 
 logger = logging.getLogger(__name__)
@@ -29,12 +29,12 @@ class StartDeferred(Exception):
 TRY_LATER = frozenset({404, 429})
 
 
-def request(*, cluster: Mapping[str, Any], target: Target) -> starts.StartRequest:
+def request(*, cluster: Mapping[str, Any], target: Target) -> start_request.StartRequest:
     """The start for ``target``; its attempt is the spec generation, so the same spec
     never starts the same upgrade twice, and the next spec change may."""
     generation = (cluster.get("metadata") or {}).get("generation")
-    return starts.StartRequest(
-        cluster=starts.ClusterTarget.from_body(cluster),
+    return start_request.StartRequest(
+        cluster=start_request.ClusterTarget.from_body(cluster),
         type=target.type,
         version=target.version,
         started_by=StartedBy.DECLARATIVE,
@@ -43,7 +43,7 @@ def request(*, cluster: Mapping[str, Any], target: Target) -> starts.StartReques
     )
 
 
-def outcome(started: starter.Started, *, target: Target) -> Decision:
+def outcome(started: creating.Started, *, target: Target) -> Decision:
     """What an operation the start created or found says of the upgrade."""
     status = started.body.get("status")
     status = status if isinstance(status, Mapping) else {}
@@ -70,10 +70,10 @@ async def start(api: ApiClient, *, cluster: Mapping[str, Any], target: Target) -
     with the API server's sentence (``retry`` unless the webhook's rule denied it); a
     transient failure raises ``StartDeferred``."""
     try:
-        started = await starter.start_operation(
+        started = await creating.start_operation(
             api, request=request(cluster=cluster, target=target)
         )
-    except starter.StartRefused as refused:
+    except creating.StartRefused as refused:
         said = f"{target.sentence}, and the start was refused: {refused.message}"
         if refused.rule_denial:
             return Decision(SpecReachedReason.REFUSED, said)  # stands until the spec changes

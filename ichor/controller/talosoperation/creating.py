@@ -1,11 +1,11 @@
-"""Create the TalosOperation the controller decided to start (``starts`` builds it).
+"""Create the TalosOperation the controller decided to start (``start_request`` builds it).
 
 One call, ``start_operation``: create the operation with the operator's own client, so the
 webhook judges it as the operator's identity exactly as it judges a person's create (the
 plan: the target rule, the pairs, the Cilium step; an override needs the verb, which the
 operator never holds). Idempotent across restarts: the name is a function of the request,
 so a create that meets the same name (409) reads what is there and returns it when it is
-the request's own operation (``starts.judge_existing``), never a second one.
+the request's own operation (``start_request.judge_existing``), never a second one.
 
 It refuses to decide anything: whether to start is the caller's, whether the version may
 run is the webhook's and the executor's. A denial is returned as ``StartRefused`` with the
@@ -22,7 +22,7 @@ from typing import Any
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from ichor.api import kinds
-from ichor.controller.talosoperation import starts
+from ichor.controller.talosoperation import start_request
 from ichor.kube import errors, objects
 
 
@@ -57,9 +57,9 @@ class StartRefused(Exception):
         return self.status == 403 and _WEBHOOK_DENIAL.match(self.message) is not None
 
 
-async def start_operation(api: ApiClient, *, request: starts.StartRequest) -> Started:
+async def start_operation(api: ApiClient, *, request: start_request.StartRequest) -> Started:
     """Create the request's operation, or return the one a earlier run created."""
-    body = starts.manifest(request)
+    body = start_request.manifest(request)
     name = body["metadata"]["name"]
     try:
         created = await objects.create(
@@ -74,7 +74,7 @@ async def start_operation(api: ApiClient, *, request: starts.StartRequest) -> St
     return Started(name=name, created=True, body=created)
 
 
-async def _existing(api: ApiClient, *, request: starts.StartRequest, name: str) -> Started:
+async def _existing(api: ApiClient, *, request: start_request.StartRequest, name: str) -> Started:
     namespace = request.cluster.namespace
     found = await objects.get(api, kind=kinds.Kind.TALOS_OPERATION, name=name, namespace=namespace)
     if found is None:
@@ -84,7 +84,7 @@ async def _existing(api: ApiClient, *, request: starts.StartRequest, name: str) 
             f"is created again at the next check",
             status=404,
         )
-    problem = starts.judge_existing(request, found)
+    problem = start_request.judge_existing(request, found)
     if problem is not None:
         raise StartRefused(f"{problem}; delete it to let the controller start its own", status=409)
     return Started(name=name, created=False, body=found)
