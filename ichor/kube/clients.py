@@ -18,8 +18,8 @@ import aiohttp
 import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
+from ichor.kube import errors
 from ichor.settings import KubeSettings
 
 #: Seconds any single call to an API server may take before it counts as unreachable.
@@ -110,9 +110,7 @@ async def read_secret_key(api: ApiClient, *, namespace: str, name: str, key: str
     if response.status == 403:
         raise KubeconfigError(f"{where} may not be read by the operator")
     if not 200 <= response.status <= 299:
-        error = ApiException(status=response.status, reason=response.reason)
-        error.body = raw.decode(errors="replace")[:1024]
-        raise error
+        raise errors.answered(response.status, response.reason, raw)
     try:
         secret: Any = json.loads(raw)
     except ValueError as error:

@@ -13,6 +13,7 @@ treats every failure alike (logs it, tries again later); every such caller catch
 from __future__ import annotations
 
 import json
+from typing import Any, cast
 
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -86,6 +87,15 @@ def typed(error: ApiException) -> ApiError:
     status = error.status if isinstance(error.status, int) else 0
     kind = _BY_STATUS.get(status, ServerError if status >= 500 else ApiError)
     return kind(error)
+
+
+def answered(status: int, reason: str | None, body: bytes) -> ApiError:
+    """The typed error of an answer read without the client's own check of its status
+    (a call made with ``_preload_content=False``), with the start of its body."""
+    error = ApiException(status=status, reason=reason)
+    # text, as the client's own errors carry it once read (the stubs say bytes)
+    error.body = cast(Any, body.decode(errors="replace")[:1024])
+    return typed(error)
 
 
 def message(error: ApiException) -> str:

@@ -56,9 +56,7 @@ async def emit(
     finally:
         response.release()
     if not 200 <= response.status <= 299:
-        refused = ApiException(status=response.status, reason=response.reason)
-        refused.body = raw.decode(errors="replace")[:1024]
-        raise errors.typed(refused)
+        raise errors.answered(response.status, response.reason, raw)
 
 
 async def post(api: ApiClient, involved: ObjectReference, event: PlannedEvent) -> bool:
