@@ -450,6 +450,8 @@ class ClusterController:
 MAX_LIST_BYTES = 16 * 1024 * 1024
 MAX_LIST_VALUES = 300_000
 MAX_LIST_DEPTH = 100
+#: Bytes of a refusal's body kept for its message.
+MAX_ERROR_BODY = 64 * 1024
 
 
 async def _read_bounded(response: Any, *, limit: int) -> bytes | None:
@@ -468,10 +470,15 @@ async def _read_bounded(response: Any, *, limit: int) -> bytes | None:
 
 async def _get_json(method: Any, *args: Any, **params: Any) -> object:
     """The JSON a list call returns, or None when the body is not JSON the reader takes
-    within ``MAX_LIST_BYTES``, ``MAX_LIST_VALUES`` and ``MAX_LIST_DEPTH``."""
+    within ``MAX_LIST_BYTES``, ``MAX_LIST_VALUES`` and ``MAX_LIST_DEPTH``. An answer that
+    is not a success raises its typed error (``ichor.kube.errors``), as the client does
+    when it reads the body itself: a 401's body is the refusal, not data."""
     params.update(_preload_content=False, _request_timeout=REQUEST_TIMEOUT)
     response = await method(*args, **params)
     try:
+        if not 200 <= response.status <= 299:
+            said = await _read_bounded(response, limit=MAX_ERROR_BODY)
+            raise errors.answered(response.status, response.reason, said or b"")
         body = await _read_bounded(response, limit=MAX_LIST_BYTES)
     finally:
         response.release()
