@@ -40,11 +40,12 @@ from ichor.controller.autopatch import runner as autopatch
 from ichor.controller.declarative import decisions, starting
 from ichor.controller.declarative.decisions import ActiveOperation, Decision
 from ichor.controller.observe import (
+    NodesObservation,
+    NodesTally,
     Observation,
     _items,
     cilium_namespace,
     cni_observation,
-    nodes_observation,
     unreadable_nodes,
 )
 from ichor.controller.queue import WorkQueue
@@ -443,13 +444,22 @@ class ClusterController:
 # --- reading a workload cluster ---------------------------------------------------------
 
 
-#: The largest list answer read from a workload cluster, and the JSON values and nesting
-#: it may hold (``ichor.kube.untrusted``): a Node is about 15 KiB and 400 values, so these
-#: take some 600 Nodes in one answer, and the parsed answer stays within tens of MiB
-#: however the cluster fills it. A larger answer is unreadable, and says so in the status.
+#: The largest list answer (one page of Nodes) read from a workload cluster, and the JSON
+#: values and nesting it may hold (``ichor.kube.untrusted``): a Node is about 15 KiB and
+#: 400 values, so these take some 600 Nodes in one answer, and the parsed answer stays
+#: within tens of MiB however the cluster fills it. A larger answer is unreadable, and
+#: says so in the status.
 MAX_LIST_BYTES = 16 * 1024 * 1024
 MAX_LIST_VALUES = 300_000
 MAX_LIST_DEPTH = 100
+#: Nodes asked for per page of the Node list: 500 Nodes of 15 KiB and 400 values are
+#: 7.5 MiB and 200,000 values, within one answer's bounds with room for larger Nodes.
+NODE_PAGE = 500
+#: Pages read at the most: 20 pages of 500 are 10,000 Nodes, twice what Kubernetes
+#: supports in one cluster. A list that goes on is unreadable, and says so.
+MAX_NODE_PAGES = 20
+#: The longest continue token sent back (the API server's are a few hundred bytes).
+MAX_CONTINUE = 4096
 #: Bytes of a refusal's body kept for its message.
 MAX_ERROR_BODY = 64 * 1024
 
@@ -504,11 +514,7 @@ async def observe(api: ApiClient) -> Observation:
     """
     core = client.CoreV1Api(api)
     apps = client.AppsV1Api(api)
-    node_items = _items(await _get_json(core.list_node))
-    if node_items is None:
-        nodes = unreadable_nodes("the answer is not a JSON object with a list of items")
-    else:
-        nodes = nodes_observation(node_items)
+    nodes = await _observe_nodes(core)
     daemonsets = _items(await _get_json(apps.list_daemon_set_for_all_namespaces)) or []
     cni = cni_observation(daemonsets)
     if cni.detected == DETECTED_CILIUM and cni.version is None:
@@ -519,3 +525,41 @@ async def observe(api: ApiClient) -> Observation:
         )
         cni = cni_observation(daemonsets, _items(secrets) or [])
     return Observation(nodes=nodes, cni=cni)
+
+
+async def _observe_nodes(core: client.CoreV1Api) -> NodesObservation:
+    """The Nodes, listed in pages of ``NODE_PAGE`` (each answer within the bounds of
+    ``_get_json``) and counted page by page (``NodesTally``), so no page is kept once
+    counted: the Nodes of a large cluster are read whole, and memory stays that of one
+    page. A page that cannot be read makes the whole list unreadable."""
+    tally = NodesTally()
+    token = ""
+    for _ in range(MAX_NODE_PAGES):
+        paging: dict[str, Any] = {"limit": NODE_PAGE}
+        if token:
+            paging["_continue"] = token
+        page = await _get_json(core.list_node, **paging)
+        items = _items(page)
+        if items is None:
+            return unreadable_nodes("the answer is not a JSON object with a list of items")
+        for node in items:
+            tally.add(node)
+        following = _continue_token(page)
+        if following is None:
+            return unreadable_nodes("a page names no usable continue token")
+        if not following:
+            return tally.observation()
+        token = following
+    return unreadable_nodes(f"it goes on past {MAX_NODE_PAGES * NODE_PAGE:,} Nodes")
+
+
+def _continue_token(page: object) -> str | None:
+    """The continue token of a list page ("": the last page), or None when it is not
+    one the reader sends back (not text, or longer than ``MAX_CONTINUE``)."""
+    metadata = page.get("metadata") if isinstance(page, Mapping) else None
+    token = metadata.get("continue") if isinstance(metadata, Mapping) else None
+    if token is None:
+        return ""
+    if not isinstance(token, str) or len(token) > MAX_CONTINUE:
+        return None
+    return token
