@@ -101,7 +101,7 @@ class _Cluster:
 
 def _describe(error: BaseException) -> str:
     if isinstance(error, ApiException):
-        if error.status in (401, 403):
+        if isinstance(errors.typed(error), errors.Unauthorized | errors.Forbidden):
             return f"the workload cluster refused the operator ({error.status} {error.reason})"
         return f"the workload cluster answered {error.status} {error.reason}"
     if isinstance(error, TimeoutError):
