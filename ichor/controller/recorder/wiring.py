@@ -10,6 +10,7 @@ from typing import Any
 import kopf
 
 from ichor.api import kinds
+from ichor.controller import running
 from ichor.controller.recorder.recorder import Recorder
 from ichor.kube.clients import client_from_kubeconfig, operator_client
 from ichor.settings import Settings
@@ -21,10 +22,7 @@ KUBECONFIG = "ichor_recorder_kubeconfig"
 
 
 async def stop(memo: kopf.Memo, **_: Any) -> None:
-    recorder = memo.get(RECORDER)
-    if isinstance(recorder, Recorder):
-        await recorder.stop()
-        await recorder.api.close()
+    await running.stop(memo, RECORDER, Recorder)
 
 
 async def cluster_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:

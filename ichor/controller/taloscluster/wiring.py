@@ -14,9 +14,10 @@ from typing import Any
 import kopf
 
 from ichor.api import kinds
+from ichor.controller import running
 from ichor.controller.taloscluster.reconciler import ClusterController
 from ichor.kube.clients import operator_client
-from ichor.settings import ControllerSettings, KubeSettings, Settings
+from ichor.settings import KubeSettings, Settings
 
 #: The memo key of the running controller (and of settings a caller may pass in).
 CONTROLLER = "ichor_cluster_controller"
@@ -24,10 +25,7 @@ SETTINGS = "ichor_controller_settings"
 
 
 async def stop(memo: kopf.Memo, **_: Any) -> None:
-    controller = memo.get(CONTROLLER)
-    if isinstance(controller, ClusterController):
-        await controller.stop()
-        await controller.api.close()
+    await running.stop(memo, CONTROLLER, ClusterController)
 
 
 async def cluster_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
@@ -70,10 +68,9 @@ def register(
         # them with handler chatter.
         operator_settings: kopf.OperatorSettings = kwargs["settings"]
         operator_settings.posting.enabled = False
-        given = memo.get(SETTINGS)
         controller = ClusterController(
             api=await operator_client(kube=settings.kube),
-            settings=given if isinstance(given, ControllerSettings) else settings.clusters,
+            settings=running.part(memo, SETTINGS, settings.clusters),
         )
         await controller.load_installation()
         controller.start()

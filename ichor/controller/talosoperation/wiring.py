@@ -12,10 +12,11 @@ from typing import Any
 import kopf
 
 from ichor.api import kinds
+from ichor.controller import running
 from ichor.controller.talosoperation import jobs
 from ichor.controller.talosoperation.executor import OperationController
 from ichor.kube.clients import operator_client
-from ichor.settings import OperationSettings, Settings
+from ichor.settings import Settings
 
 #: memo keys: the running controller, and settings a caller may pass in.
 CONTROLLER = "ichor_operation_controller"
@@ -23,10 +24,7 @@ SETTINGS = "ichor_operation_settings"
 
 
 async def stop(memo: kopf.Memo, **_: Any) -> None:
-    controller = memo.get(CONTROLLER)
-    if isinstance(controller, OperationController):
-        await controller.stop()
-        await controller.api.close()
+    if await running.stop(memo, CONTROLLER, OperationController) is not None:
         # let the closed connections' transports finish closing before the loop ends
         await asyncio.sleep(0.1)
 
@@ -48,10 +46,9 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
     ``SETTINGS`` memo entry wins for the controller's own part."""
 
     async def start(memo: kopf.Memo, **_: Any) -> None:
-        given = memo.get(SETTINGS)
         controller = OperationController(
             api=await operator_client(kube=settings.kube),
-            settings=given if isinstance(given, OperationSettings) else settings.operations,
+            settings=running.part(memo, SETTINGS, settings.operations),
         )
         controller.start()
         memo[CONTROLLER] = controller
