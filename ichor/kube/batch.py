@@ -27,12 +27,11 @@ def _raw(api: ApiClient, model: Any) -> dict[str, Any]:
 async def create_job(api: ApiClient, *, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
     """Create the Job ``body``; returns it as stored (``errors.Conflict``: a Job of that
     name exists)."""
-    try:
-        created = await client.BatchV1Api(api).create_namespaced_job(
+    created = await errors.mapped(
+        client.BatchV1Api(api).create_namespaced_job(
             namespace, cast(Any, body), _request_timeout=REQUEST_TIMEOUT
         )
-    except ApiException as error:
-        raise errors.typed(error) from error
+    )
     return _raw(api, created)
 
 
@@ -51,23 +50,18 @@ async def get_job(api: ApiClient, *, namespace: str, name: str) -> dict[str, Any
 
 async def delete_job(api: ApiClient, *, namespace: str, name: str) -> None:
     """Delete the Job and, in the background, its Pods (``errors.NotFound``: it is gone)."""
-    try:
-        await client.BatchV1Api(api).delete_namespaced_job(
-            name,
-            namespace,
-            propagation_policy="Background",
-            _request_timeout=REQUEST_TIMEOUT,
+    await errors.mapped(
+        client.BatchV1Api(api).delete_namespaced_job(
+            name, namespace, propagation_policy="Background", _request_timeout=REQUEST_TIMEOUT
         )
-    except ApiException as error:
-        raise errors.typed(error) from error
+    )
 
 
 async def job_pods(api: ApiClient, *, namespace: str, job: str) -> list[dict[str, Any]]:
     """The Pods the Job ``job`` made (by the ``job-name`` label Kubernetes sets)."""
-    try:
-        listed = await client.CoreV1Api(api).list_namespaced_pod(
+    listed = await errors.mapped(
+        client.CoreV1Api(api).list_namespaced_pod(
             namespace, label_selector=f"job-name={job}", _request_timeout=REQUEST_TIMEOUT
         )
-    except ApiException as error:
-        raise errors.typed(error) from error
+    )
     return list(_raw(api, listed).get("items") or [])

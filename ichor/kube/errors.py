@@ -13,10 +13,13 @@ treats every failure alike (logs it, tries again later); every such caller catch
 from __future__ import annotations
 
 import json
-from typing import Any, cast
+from collections.abc import Awaitable
+from typing import Any, TypeVar, cast
 
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
+
+T = TypeVar("T")
 
 #: Failures below HTTP: no answer (yet) from the server. ``ssl.SSLError`` is an OSError.
 TRANSIENT = (aiohttp.ClientError, TimeoutError, OSError)
@@ -78,6 +81,15 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     409: Conflict,
     422: Invalid,
 }
+
+
+async def mapped(call: Awaitable[T]) -> T:
+    """``await call`` (a call of the client), a failed answer raised as its typed error:
+    the one ``try`` of every call of the client layer."""
+    try:
+        return await call
+    except ApiException as error:
+        raise typed(error) from error
 
 
 def typed(error: ApiException) -> ApiError:

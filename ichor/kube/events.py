@@ -16,7 +16,6 @@ from typing import Any, cast
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.kube import errors
 from ichor.kube.bodies import COMPONENT, EventType, PlannedEvent, event_body
@@ -42,15 +41,14 @@ async def emit(
     body = event_body(involved, type_=type_, reason=reason, message=message, component=component)
     # the answer is not read into a V1Event (nothing uses it; building it cost more than
     # the request), so its status is checked here
-    try:
-        response: Any = await client.CoreV1Api(api).create_namespaced_event(
+    response: Any = await errors.mapped(
+        client.CoreV1Api(api).create_namespaced_event(
             body["metadata"]["namespace"],
             cast(Any, body),
             _request_timeout=REQUEST_TIMEOUT,
             _preload_content=False,
         )
-    except ApiException as error:
-        raise errors.typed(error) from error
+    )
     try:
         raw = await response.read()
     finally:

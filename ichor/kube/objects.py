@@ -64,8 +64,8 @@ async def create(
     is ``errors.Conflict``; any other refusal an ``errors.ApiError`` with ``refused`` set
     (its status and the API server's message: a webhook's denial is its sentence)."""
     objects = client.CustomObjectsApi(api)
-    try:
-        created = await objects.create_namespaced_custom_object(
+    created = await errors.mapped(
+        objects.create_namespaced_custom_object(
             kinds.GROUP,
             kinds.VERSION,
             namespace,
@@ -73,8 +73,7 @@ async def create(
             dict(body),
             _request_timeout=request_timeout,
         )
-    except ApiException as error:
-        raise errors.typed(error) from error
+    )
     return cast(dict[str, Any], created)
 
 
@@ -91,17 +90,19 @@ async def list_all(
     namespace; nothing pages them). An item that is not an object is left out."""
     objects = client.CustomObjectsApi(api)
     plural = kinds.PLURALS[kind]
-    try:
-        if namespace is None:
-            listed = await objects.list_cluster_custom_object(
+    if namespace is None:
+        listed = await errors.mapped(
+            objects.list_cluster_custom_object(
                 kinds.GROUP,
                 kinds.VERSION,
                 plural,
                 label_selector=label_selector,
                 _request_timeout=request_timeout,
             )
-        else:
-            listed = await objects.list_namespaced_custom_object(
+        )
+    else:
+        listed = await errors.mapped(
+            objects.list_namespaced_custom_object(
                 kinds.GROUP,
                 kinds.VERSION,
                 namespace,
@@ -109,7 +110,6 @@ async def list_all(
                 label_selector=label_selector,
                 _request_timeout=request_timeout,
             )
-    except ApiException as error:
-        raise errors.typed(error) from error
+        )
     items = listed.get("items") if isinstance(listed, Mapping) else None
     return [item for item in items if isinstance(item, dict)] if isinstance(items, list) else []
