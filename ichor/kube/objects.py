@@ -52,6 +52,13 @@ async def get(
     return cast(dict[str, Any], body)
 
 
+async def get_installation(api: ApiClient) -> dict[str, Any] | None:
+    """The IchorInstallation, the cluster's one (``kinds.INSTALLATION_NAME``), or None."""
+    return await get(
+        api, kind=kinds.Kind.ICHOR_INSTALLATION, name=kinds.INSTALLATION_NAME, namespace=None
+    )
+
+
 async def create(
     api: ApiClient,
     *,

@@ -327,12 +327,7 @@ class AutoPatcher:
         return items, ""
 
     async def _installation(self) -> dict[str, Any] | None:
-        return await objects.get(
-            self.api,
-            kind=kinds.Kind.ICHOR_INSTALLATION,
-            name=kinds.INSTALLATION_NAME,
-            namespace=None,
-        )
+        return await objects.get_installation(self.api)
 
     async def _write_fleet(self, body: Mapping[str, Any], fleet: FleetAutoPatchStatus) -> bool:
         """Write ``status.autoPatch`` of the installation read as ``body`` (False: it

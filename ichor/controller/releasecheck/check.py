@@ -361,12 +361,7 @@ class ReleaseCheck:
         )
 
     async def _read(self) -> dict[str, Any] | None:
-        return await objects.get(
-            self.api,
-            kind=kinds.Kind.ICHOR_INSTALLATION,
-            name=kinds.INSTALLATION_NAME,
-            namespace=None,
-        )
+        return await objects.get_installation(self.api)
 
     async def _write(
         self, body: Mapping[str, Any], patch: Mapping[str, Any]

@@ -159,12 +159,7 @@ class ClusterController:
         """Read the IchorInstallation once before the first reconcile, so clusters seen
         at startup get their choices in one write rather than two."""
         try:
-            body = await objects.get(
-                self.api,
-                kind=kinds.Kind.ICHOR_INSTALLATION,
-                name=kinds.INSTALLATION_NAME,
-                namespace=None,
-            )
+            body = await objects.get_installation(self.api)
         except errors.FAILED as error:
             logger.warning("IchorInstallation not read at startup: %s", error)
             return
