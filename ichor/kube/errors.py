@@ -1,13 +1,14 @@
 """The API server's answers, mapped once to typed errors; and the one set of failures
 below HTTP.
 
-Every call of the client layer (``ichor.kube.patching``, ``ichor.kube.events``) raises
-one of these instead of the client's bare ``ApiException``, as kopf's ``errors.py`` maps
-its statuses. They are ``ApiException`` too, with the same ``status``, ``reason`` and
-``body``, so a caller that only knows the client's exception still catches them.
-``TRANSIENT`` is the failures below HTTP (connection, TLS, timeout): the server may
-answer later. ``FAILED`` is both: whatever "the API call failed" means to a caller that
-treats every failure alike (logs it, tries again later); every such caller catches it.
+Every call of the client layer (``objects``, ``patching``, ``batch``, ``events``)
+raises one of these instead of the client's bare ``ApiException`` (``mapped`` around a
+call, ``answered`` for an answer read raw), as kopf's ``errors.py`` maps its statuses.
+They are ``ApiException`` too, with the same ``status``, ``reason`` and ``body``, so a
+caller that only knows the client's exception still catches them. ``TRANSIENT`` is the
+failures below HTTP (connection, TLS, timeout): the server may answer later. ``FAILED``
+is both: whatever "the API call failed" means to a caller that treats every failure
+alike (logs it, tries again later); every such caller catches it.
 """
 
 from __future__ import annotations
