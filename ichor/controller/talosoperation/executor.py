@@ -306,17 +306,7 @@ class OperationController:
                 )
                 return await self._finish_failed(op, OperationReason.INVALID_OPERATION, message)
         message = f"Job {name} runs {detail}"
-        op = await self._write(
-            op,
-            lifecycle.running(
-                op,
-                job_name=name,
-                decision=lifecycle.Decision(),
-                job_created=True,
-                message=message,
-                now=_now(),
-            ),
-        )
+        op = await self._job_runs(op, name, message)
         if created:
             await self._event(
                 op.body, bodies.EventType.NORMAL, OperationEventReason.STARTED, message
@@ -370,30 +360,10 @@ class OperationController:
         outcome = lifecycle.job_outcome(job, pods)
         if outcome.state is lifecycle.JobState.RUNNING:
             if complete is not None and complete.reason == OperationReason.JOB_CREATING:
-                return await self._write(
-                    op,
-                    lifecycle.running(
-                        op,
-                        job_name=name,
-                        decision=lifecycle.Decision(),
-                        job_created=True,
-                        message=f"Job {name} runs",
-                        now=_now(),
-                    ),
-                )
+                return await self._job_runs(op, name, f"Job {name} runs")
             if outcome.message:
                 message = f"Job {name} runs: {outcome.message}"
-                return await self._write(
-                    op,
-                    lifecycle.running(
-                        op,
-                        job_name=name,
-                        decision=lifecycle.Decision(),
-                        job_created=True,
-                        message=message,
-                        now=_now(),
-                    ),
-                )
+                return await self._job_runs(op, name, message)
             return op
         if outcome.state is lifecycle.JobState.FAILED:
             message = f"{op.what} failed: {outcome.message}; the TalosCluster spec is unchanged"
@@ -436,6 +406,10 @@ class OperationController:
             return await self._finish_failed(
                 op, OperationReason.NODES_NOT_UPGRADED, verdict.message
             )
+        return await self._job_runs(op, name, verdict.message)
+
+    async def _job_runs(self, op: Operation, name: str, message: str) -> Operation:
+        """Write that the created Job ``name`` runs, saying ``message``."""
         return await self._write(
             op,
             lifecycle.running(
@@ -443,7 +417,7 @@ class OperationController:
                 job_name=name,
                 decision=lifecycle.Decision(),
                 job_created=True,
-                message=verdict.message,
+                message=message,
                 now=_now(),
             ),
         )
