@@ -39,12 +39,11 @@ logger = logging.getLogger("ichor.operator")
 
 
 def build_registry(
-    registry: kopf.OperatorRegistry | None = None, *, settings: Settings | None = None
+    registry: kopf.OperatorRegistry | None = None, *, settings: Settings
 ) -> kopf.OperatorRegistry:
-    """``registry`` (kopf's default one if not given) with every part of the operator;
-    ``settings`` are read from the environment when not given."""
+    """``registry`` (kopf's default one if not given) with every part of the operator,
+    each handed its part of ``settings``."""
     registry = registry if registry is not None else kopf.get_default_registry()
-    settings = settings if settings is not None else Settings.from_env()
     cluster_wiring.register(registry, settings=settings)
     releasecheck_wiring.register(registry, settings=settings)
     operation_wiring.register(registry, settings=settings)
@@ -53,8 +52,7 @@ def build_registry(
     return registry
 
 
-async def main(settings: Settings | None = None) -> None:
-    settings = settings if settings is not None else Settings.from_env()
+async def main(settings: Settings) -> None:
     registry = build_registry(settings=settings)
     if settings.metrics.port is not None:
         metrics.serve(port=settings.metrics.port, addr=settings.metrics.addr)
@@ -69,14 +67,13 @@ async def main(settings: Settings | None = None) -> None:
     )
 
 
-def name_the_user(settings: Settings | None = None) -> None:
+def name_the_user(settings: Settings) -> None:
     """Give ``getpass.getuser()`` a name when the uid has none, for kopf's identity.
 
     kopf calls it at every start unless ``POD_ID`` is set; for a uid without a passwd entry
     and no ``USER``/``LOGNAME`` it raises, and the operator would exit before doing anything.
     The name is written into the environment, where ``getpass`` (and so kopf) looks.
     """
-    settings = settings if settings is not None else Settings.from_env()
     if settings.pod_id is not None:
         return
     try:
@@ -88,6 +85,7 @@ def name_the_user(settings: Settings | None = None) -> None:
 
 
 def run() -> None:
+    """Read the settings (the one reading of the environment) and run with them."""
     settings = Settings.from_env()
     logging.basicConfig(
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -278,6 +278,8 @@ class ExecutorSettings(_FromEnv):
     default_schematic: str = env("ICHOR_DEFAULT_SCHEMATIC", DEFAULT_SCHEMATIC)
     #: The Cilium chart (an OCI reference or a repository chart); air gaps point at a mirror.
     cilium_chart: str = env("ICHOR_CILIUM_CHART", DEFAULT_CILIUM_CHART)
+    #: The Cilium chart version the Helm Jobs install: the one this Ichor embeds (no
+    #: variable: Cilium moves only to the embedded chart).
     cilium_chart_version: str = PINNED.cilium_chart
     #: The Helm release name of Cilium in a workload cluster.
     cilium_release: str = env("ICHOR_CILIUM_RELEASE", "cilium")
@@ -296,7 +298,10 @@ class ExecutorSettings(_FromEnv):
     service_account: str | None = env("ICHOR_EXECUTOR_SERVICE_ACCOUNT", None)
     #: Seconds the whole Job may run before Kubernetes fails it (its activeDeadlineSeconds).
     active_deadline_seconds: int = env("ICHOR_JOB_DEADLINE", 6 * 3600, read=_int)
+    #: The ``imagePullPolicy`` of the Jobs' containers (no variable sets it).
     image_pull_policy: str = "IfNotPresent"
+    #: Labels every Job carries besides Ichor's own (no variable sets them; Ichor's own
+    #: win over one of the same name).
     extra_labels: Mapping[str, str] = field(default_factory=dict)
 
 
@@ -333,6 +338,8 @@ class ReleaseCheckSettings(_FromEnv):
     #: The running Ichor, compared with the newest chart release (default: the installed
     #: package's version; the chart sets its own).
     running_version: str = env("ICHOR_VERSION", default_factory=package_version)
+    #: The bounds of one registry listing (pages, tags, bytes, time, retries); no
+    #: variable: the defaults fit the largest Talos repositories a hundred times over.
     limits: Limits = field(default_factory=Limits)
 
 

@@ -1,5 +1,8 @@
 """Condition types and reasons of the three kinds, and the Condition shape.
 
+Every reason Ichor writes into a condition is a member of one enum here (the Event
+reasons are ``ichor.api.events``'), so a reader finds them all in one file.
+
 Conditions say what *is* (Events say what happened). Reasons are CamelCase words a
 program may match on; the message is a sentence for a person. Types and reasons are str
 enums so a typo is a type error, not a condition nobody reads.
@@ -96,6 +99,27 @@ class ClusterReason(StrEnum):
     OPERATION_ACTIVE = "OperationActive"
 
 
+class SpecReachedReason(StrEnum):
+    """Reasons of ``SpecReached`` (``upgradeStrategy: Declarative`` only)."""
+
+    #: True: the Nodes run the spec's Talos and Kubernetes.
+    REACHED = "Reached"
+    #: False, Reconciling: an operation the controller started runs.
+    UPGRADING = "Upgrading"
+    #: False, Reconciling: another operation runs for the cluster; this one starts after.
+    WAITING = "Waiting"
+    #: False, Reconciling: the Nodes were not read yet.
+    NOT_OBSERVED = "NotObserved"
+    #: False, Stalled: the webhook refused the start (the rule's sentence).
+    REFUSED = "Refused"
+    #: False, Stalled: the operation started for this spec failed.
+    FAILED = "Failed"
+    #: False, Stalled: the Nodes run a newer version than the spec (Ichor never downgrades).
+    NODES_AHEAD = "NodesAhead"
+    #: False, Stalled: a version cannot be compared.
+    UNREADABLE = "Unreadable"
+
+
 class AutoPatchReason(StrEnum):
     """Reasons of ``AutoPatchReady`` (also ``status.autoPatch.reason``)."""
 
@@ -140,16 +164,40 @@ class OperationConditionType(StrEnum):
 
 
 class OperationReason(StrEnum):
+    """Reasons of the TalosOperation conditions (a refusal's reason is the name of the
+    rule that refused it, ``ichor.release.refusals.Rule``, rather than one of these)."""
+
+    # Accepted
     ACCEPTED = "Accepted"
     OVERRIDDEN = "Overridden"
     REFUSED = "Refused"
+    #: Pending: another operation of the cluster runs first.
+    WAITING = "Waiting"
+    #: Pending: the executor checks the operation against its TalosCluster.
+    CHECKING = "Checking"
+    # Complete
+    #: Claimed: the Job is being created (a restart creates it if it is not there).
+    JOB_CREATING = "JobCreating"
     JOB_RUNNING = "JobRunning"
     JOB_SUCCEEDED = "JobSucceeded"
     JOB_FAILED = "JobFailed"
+    #: The Job was deleted before it finished.
+    JOB_DELETED = "JobDeleted"
     #: ``Complete=False``: the Job succeeded and the executor moves the cluster's spec
     #: next. The webhook reads it (status is the operator's alone) to let the operator's
     #: spec write carry an override this operation was admitted under.
     SPEC_UPDATING = "SpecUpdating"
+    # why an operation cannot run, or did not end well
+    CLUSTER_NOT_FOUND = "ClusterNotFound"
+    CREDENTIALS_UNUSABLE = "CredentialsUnusable"
+    NO_NODES = "NoNodes"
+    WORKLOAD_UNREACHABLE = "WorkloadUnreachable"
+    SPEC_NOT_UPDATED = "SpecNotUpdated"
+    INVALID_OPERATION = "InvalidOperation"
+    #: ``Ready=True``: the upgrade is installed (and the spec moved, for talos/kubernetes).
+    SUCCEEDED = "Succeeded"
+    #: The Job succeeded but a Node still reports the old version at the deadline.
+    NODES_NOT_UPGRADED = "NodesNotUpgraded"
 
 
 class InstallationConditionType(StrEnum):

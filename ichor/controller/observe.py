@@ -6,8 +6,9 @@ or the chart version of its Helm release when the image carries no version tag).
 
 Mixed versions (an upgrade half done) are reported, never averaged: the lowest of each
 and the list of distinct versions. A Node whose versions cannot be read is named, not
-guessed. The parsing here is pure (``nodes_observation``, ``cni_observation``); the
-reconciler's ``observe`` only fetches. Nothing here decides compatibility.
+guessed. The parsing here is pure (``nodes_observation``, or ``NodesTally`` a page of
+Nodes at a time, and ``cni_observation``); the reconciler's ``observe`` only fetches.
+Nothing here decides compatibility.
 """
 
 from __future__ import annotations
@@ -148,9 +149,10 @@ def _tagged(version: Version) -> str:
 
 
 @dataclass(frozen=True)
-class NodeVersions:
+class NodeReport:
     """What one Node reports: its name (cut to ``MAX_QUOTE``), its Talos from ``osImage``
-    and its kubelet's version, each None when it cannot be read."""
+    and its kubelet's version, each None when it cannot be read. (The versions of all
+    the Nodes, as the status shows them, are ``ichor.api.taloscluster.NodeVersions``.)"""
 
     name: str
     talos: Version | None
@@ -159,7 +161,7 @@ class NodeVersions:
     unreadable: tuple[str, ...]
 
 
-def node_versions(node: object) -> NodeVersions:
+def node_report(node: object) -> NodeReport:
     """The versions one Node object reports (any JSON: never raises)."""
     obj = _mapping(node)
     name = _name(obj)
@@ -175,39 +177,65 @@ def node_versions(node: object) -> NodeVersions:
     kubelet = _version(_text(kubelet_version))
     if kubelet is None:
         unreadable.append(f"Node {name} reports kubeletVersion {_quote(kubelet_version)}")
-    return NodeVersions(name=name, talos=talos, kubelet=kubelet, unreadable=tuple(unreadable))
+    return NodeReport(name=name, talos=talos, kubelet=kubelet, unreadable=tuple(unreadable))
+
+
+class NodesTally:
+    """``nodes_observation`` one Node at a time, so the Nodes of a list read in pages are
+    counted page by page and none is kept: what it holds is the distinct versions and
+    the first ``MAX_NAMED`` sentences, whatever the number of Nodes."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._talos: dict[Version, str] = {}
+        self._kubelet: dict[Version, str] = {}
+        self._unreadable: list[str] = []
+        self._unreadable_count = 0
+        self._not_ready: list[str] = []
+        self._not_ready_count = 0
+
+    def add(self, node: object) -> None:
+        """Count one Node object (any JSON)."""
+        self.count += 1
+        obj = _mapping(node)
+        if not _ready(obj):
+            self._not_ready_count += 1
+            if len(self._not_ready) < MAX_NAMED:
+                self._not_ready.append(_name(obj))
+        found = node_report(node)
+        if found.talos is not None:
+            self._talos.setdefault(found.talos, _tagged(found.talos))
+        if found.kubelet is not None:
+            self._kubelet.setdefault(found.kubelet, _tagged(found.kubelet))
+        for sentence in found.unreadable:
+            self._unreadable_count += 1
+            if len(self._unreadable) < MAX_NAMED:
+                self._unreadable.append(sentence)
+
+    def observation(self) -> NodesObservation:
+        """What the Nodes counted so far run."""
+        unreadable = list(self._unreadable)
+        if self._unreadable_count > MAX_NAMED:
+            rest = self._unreadable_count - MAX_NAMED
+            unreadable.append(f"and {rest:,} more versions of Nodes that cannot be read")
+        not_ready = list(self._not_ready)
+        if self._not_ready_count > MAX_NAMED:
+            not_ready.append(f"{self._not_ready_count - MAX_NAMED:,} more")
+        return NodesObservation(
+            count=self.count,
+            talos_versions=tuple(self._talos[v] for v in sorted(self._talos)),
+            kubernetes_versions=tuple(self._kubelet[v] for v in sorted(self._kubelet)),
+            unreadable=tuple(unreadable),
+            not_ready=tuple(not_ready),
+        )
 
 
 def nodes_observation(nodes: Iterable[object]) -> NodesObservation:
     """The versions the Nodes run: distinct values, lowest first, and unreadable Nodes."""
-    talos: dict[Version, str] = {}
-    kubelet: dict[Version, str] = {}
-    unreadable: list[str] = []
-    not_ready: list[str] = []
-    count = 0
+    tally = NodesTally()
     for node in nodes:
-        count += 1
-        obj = _mapping(node)
-        if not _ready(obj):
-            not_ready.append(_name(obj))
-        found = node_versions(node)
-        if found.talos is not None:
-            talos.setdefault(found.talos, _tagged(found.talos))
-        if found.kubelet is not None:
-            kubelet.setdefault(found.kubelet, _tagged(found.kubelet))
-        unreadable.extend(found.unreadable)
-    if len(unreadable) > MAX_NAMED:
-        rest = len(unreadable) - MAX_NAMED
-        unreadable[MAX_NAMED:] = [f"and {rest:,} more versions of Nodes that cannot be read"]
-    if len(not_ready) > MAX_NAMED:
-        not_ready[MAX_NAMED:] = [f"{len(not_ready) - MAX_NAMED:,} more"]
-    return NodesObservation(
-        count=count,
-        talos_versions=tuple(talos[v] for v in sorted(talos)),
-        kubernetes_versions=tuple(kubelet[v] for v in sorted(kubelet)),
-        unreadable=tuple(unreadable),
-        not_ready=tuple(not_ready),
-    )
+        tally.add(node)
+    return tally.observation()
 
 
 def _ready(node: Mapping[str, Any]) -> bool:

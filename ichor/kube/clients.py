@@ -18,8 +18,8 @@ import aiohttp
 import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
+from ichor.kube import errors
 from ichor.settings import KubeSettings
 
 #: Seconds any single call to an API server may take before it counts as unreachable.
@@ -31,11 +31,9 @@ class KubeconfigError(Exception):
     """A kubeconfig Secret is missing, lacks its key, or holds no usable kubeconfig."""
 
 
-async def operator_client(*, kube: KubeSettings | None = None) -> ApiClient:
+async def operator_client(*, kube: KubeSettings) -> ApiClient:
     """A client of the cluster the operator runs in: in-cluster credentials inside a Pod,
-    else the kubeconfig ``kube`` names (or ``~/.kube/config``). Without ``kube``, the
-    environment's (``KubeSettings.from_env()``)."""
-    kube = kube if kube is not None else KubeSettings.from_env()
+    else the kubeconfig ``kube`` names (or ``~/.kube/config``)."""
     configuration = client.Configuration()
     if kube.in_pod:
         config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
@@ -112,9 +110,7 @@ async def read_secret_key(api: ApiClient, *, namespace: str, name: str, key: str
     if response.status == 403:
         raise KubeconfigError(f"{where} may not be read by the operator")
     if not 200 <= response.status <= 299:
-        error = ApiException(status=response.status, reason=response.reason)
-        error.body = raw.decode(errors="replace")[:1024]
-        raise error
+        raise errors.answered(response.status, response.reason, raw)
     try:
         secret: Any = json.loads(raw)
     except ValueError as error:

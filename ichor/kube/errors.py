@@ -1,23 +1,32 @@
 """The API server's answers, mapped once to typed errors; and the one set of failures
 below HTTP.
 
-Every call of the client layer (``ichor.kube.patching``, ``ichor.kube.events``) raises
-one of these instead of the client's bare ``ApiException``, as kopf's ``errors.py`` maps
-its statuses. They are ``ApiException`` too, with the same ``status``, ``reason`` and
-``body``, so a caller that only knows the client's exception still catches them.
-``TRANSIENT`` is the failures below HTTP (connection, TLS, timeout): the server may
-answer later.
+Every call of the client layer (``objects``, ``patching``, ``batch``, ``events``)
+raises one of these instead of the client's bare ``ApiException`` (``mapped`` around a
+call, ``answered`` for an answer read raw), as kopf's ``errors.py`` maps its statuses.
+They are ``ApiException`` too, with the same ``status``, ``reason`` and ``body``, so a
+caller that only knows the client's exception still catches them. ``TRANSIENT`` is the
+failures below HTTP (connection, TLS, timeout): the server may answer later. ``FAILED``
+is both: whatever "the API call failed" means to a caller that treats every failure
+alike (logs it, tries again later); every such caller catches it.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable
+from typing import Any, TypeVar, cast
 
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
+T = TypeVar("T")
+
 #: Failures below HTTP: no answer (yet) from the server. ``ssl.SSLError`` is an OSError.
 TRANSIENT = (aiohttp.ClientError, TimeoutError, OSError)
+#: Any failure of an API call: an answer that is not a success (``ApiException``, which
+#: every typed error below is), or none at all (``TRANSIENT``).
+FAILED = (ApiException, *TRANSIENT)
 
 
 class ApiError(ApiException):
@@ -31,6 +40,14 @@ class ApiError(ApiException):
     @property
     def message(self) -> str:
         return message(self)
+
+    @property
+    def refused(self) -> bool:
+        """A 4xx: the server refused the request as it was made (RBAC, a webhook, the
+        schema, a namesake, throttling), rather than failing to answer it (5xx). The typed
+        classes below name the 4xx a caller tells apart; any other 4xx is an ``ApiError``
+        with this set, its ``status`` and the server's ``message``."""
+        return isinstance(self.status, int) and 400 <= self.status < 500
 
 
 class Unauthorized(ApiError):
@@ -67,6 +84,15 @@ _BY_STATUS: dict[int, type[ApiError]] = {
 }
 
 
+async def mapped(call: Awaitable[T]) -> T:
+    """``await call`` (a call of the client), a failed answer raised as its typed error:
+    the one ``try`` of every call of the client layer."""
+    try:
+        return await call
+    except ApiException as error:
+        raise typed(error) from error
+
+
 def typed(error: ApiException) -> ApiError:
     """``error`` as the typed error of its status (``ApiError`` for any other)."""
     if isinstance(error, ApiError):
@@ -74,6 +100,15 @@ def typed(error: ApiException) -> ApiError:
     status = error.status if isinstance(error.status, int) else 0
     kind = _BY_STATUS.get(status, ServerError if status >= 500 else ApiError)
     return kind(error)
+
+
+def answered(status: int, reason: str | None, body: bytes) -> ApiError:
+    """The typed error of an answer read without the client's own check of its status
+    (a call made with ``_preload_content=False``), with the start of its body."""
+    error = ApiException(status=status, reason=reason)
+    # text, as the client's own errors carry it once read (the stubs say bytes)
+    error.body = cast(Any, body.decode(errors="replace")[:1024])
+    return typed(error)
 
 
 def message(error: ApiException) -> str:

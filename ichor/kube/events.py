@@ -1,12 +1,12 @@
 """Kubernetes Events: what happened to an object, for a person reading ``kubectl describe``.
 
 Events are best effort: ``post`` logs a failed Event and never fails the work that
-produced it, and it catches one set of failures (``POST_FAILURES``: any answer of the API
-server that is not a success, and ``errors.TRANSIENT``) for every controller. ``emit``
-raises them instead, for the one caller whose work is the Event (the recorder, which
-removes a record only once its Event is posted). The body is pure
-(``ichor.kube.bodies.event_body``) so a synchronous caller (the CLI) can post the same
-body with its own client.
+produced it, and it catches one set of failures for every controller (``POST_FAILURES``,
+which is ``errors.FAILED``: any answer of the API server that is not a success, and
+``errors.TRANSIENT``). ``emit`` raises them instead, for the one caller whose work is the
+Event (the recorder, which removes a record only once its Event is posted). The body is
+pure (``ichor.kube.bodies.event_body``) so a synchronous caller (the CLI) can post the
+same body with its own client.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Any, cast
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.kube import errors
 from ichor.kube.bodies import COMPONENT, EventType, PlannedEvent, event_body
@@ -25,8 +24,8 @@ from ichor.kube.payloads import ObjectReference
 
 logger = logging.getLogger(__name__)
 
-#: What a best-effort post logs and swallows.
-POST_FAILURES = (ApiException, *errors.TRANSIENT)
+#: What a best-effort post logs and swallows: any failed call (``errors.FAILED``).
+POST_FAILURES = errors.FAILED
 
 
 async def emit(
@@ -42,23 +41,20 @@ async def emit(
     body = event_body(involved, type_=type_, reason=reason, message=message, component=component)
     # the answer is not read into a V1Event (nothing uses it; building it cost more than
     # the request), so its status is checked here
-    try:
-        response: Any = await client.CoreV1Api(api).create_namespaced_event(
+    response: Any = await errors.mapped(
+        client.CoreV1Api(api).create_namespaced_event(
             body["metadata"]["namespace"],
             cast(Any, body),
             _request_timeout=REQUEST_TIMEOUT,
             _preload_content=False,
         )
-    except ApiException as error:
-        raise errors.typed(error) from error
+    )
     try:
         raw = await response.read()
     finally:
         response.release()
     if not 200 <= response.status <= 299:
-        refused = ApiException(status=response.status, reason=response.reason)
-        refused.body = raw.decode(errors="replace")[:1024]
-        raise errors.typed(refused)
+        raise errors.answered(response.status, response.reason, raw)
 
 
 async def post(api: ApiClient, involved: ObjectReference, event: PlannedEvent) -> bool:

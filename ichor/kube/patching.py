@@ -16,7 +16,6 @@ from typing import Any, cast
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.kube import errors
@@ -36,15 +35,14 @@ async def _merge_patch(method: Any, *arguments: str, body: Mapping[str, Any]) ->
     """The one merge-patch call of the writes here: ``method`` (a ``CustomObjectsApi``
     patch, which each write names itself, so what it may patch is read from the code) with
     ``arguments`` (group, version, [namespace,] plural, name) and ``body``."""
-    try:
-        result = await method(
+    result = await errors.mapped(
+        method(
             *arguments,
             body,
             _content_type=MERGE_PATCH,  # missing from the stubs
             _request_timeout=REQUEST_TIMEOUT,
         )
-    except ApiException as error:
-        raise errors.typed(error) from error
+    )
     return cast(dict[str, Any], result)
 
 

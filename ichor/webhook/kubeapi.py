@@ -24,7 +24,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
-from ichor.kube import clients, identity
+from ichor.kube import clients, errors, identity, objects
 from ichor.settings import KubeSettings
 from ichor.webhook import decisions
 from ichor.webhook.access_cache import AccessCache
@@ -38,8 +38,9 @@ class ApiUnavailable(RuntimeError):
     """An API call of the webhook failed; the write cannot be decided."""
 
 
-#: The failures of an API call that leave a write undecided.
-FAILURES = (ApiException, TimeoutError, OSError)
+#: The failures of an API call that leave a write undecided: any (``errors.FAILED``; an
+#: aiohttp ``ServerDisconnectedError`` or ``ClientPayloadError`` is no OSError).
+FAILURES = errors.FAILED
 
 
 def _unavailable(what: str, error: BaseException) -> ApiUnavailable:
@@ -108,10 +109,10 @@ def access_review(requester: Requester, ref: NamespacedName) -> SubjectAccessRev
 class KubeBackend:
     """The real backend: one kubernetes_asyncio client per event loop that uses it.
 
-    ``kubeconfig`` None means the operator's own client as ``kube`` says (in-cluster
-    credentials in a Pod, else ``KUBECONFIG``/``~/.kube/config``; without ``kube``, the
-    environment's). A client belongs to the loop it was made in (its connection pool
-    does), hence one per loop.
+    It reaches the API server as ``kubeconfig`` (a file) says, else as the operator does
+    (``kube``: in-cluster credentials in a Pod, else ``KUBECONFIG``/``~/.kube/config``);
+    one of them is needed. A client belongs to the loop it was made in (its connection
+    pool does), hence one per loop.
     """
 
     def __init__(
@@ -121,8 +122,10 @@ class KubeBackend:
         kube: KubeSettings | None = None,
         answers: AccessCache | None = None,
     ) -> None:
-        self._kubeconfig = kubeconfig
-        self._kube = kube
+        source = kubeconfig if kubeconfig is not None else kube
+        if source is None:
+            raise TypeError("KubeBackend needs the operator's kube settings or a kubeconfig")
+        self._source: Path | KubeSettings = source
         #: SubjectAccessReview answers, kept a few seconds per requester, verb and cluster.
         self._answers = answers if answers is not None else AccessCache()
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, client.ApiClient] = (
@@ -148,11 +151,11 @@ class KubeBackend:
         return found
 
     async def _connect(self) -> client.ApiClient:
-        if self._kubeconfig is None:
-            return await clients.operator_client(kube=self._kube)
-        return await clients.client_from_kubeconfig(
-            self._kubeconfig.read_bytes(), origin=f"kubeconfig {self._kubeconfig}"
-        )
+        if isinstance(self._source, Path):
+            return await clients.client_from_kubeconfig(
+                self._source.read_bytes(), origin=f"kubeconfig {self._source}"
+            )
+        return await clients.operator_client(kube=self._source)
 
     async def close(self) -> None:
         """Close the client of the running loop (kopf's cleanup calls this)."""
@@ -170,38 +173,29 @@ class KubeBackend:
         return self._identity
 
     async def read_cluster(self, ref: NamespacedName) -> Mapping[str, Any] | None:
-        api = client.CustomObjectsApi(await self._api())
         try:
-            body: Mapping[str, Any] = await api.get_namespaced_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                ref.namespace,
-                kinds.Plural.TALOS_CLUSTERS.value,
-                ref.name,
-                _request_timeout=CALL_TIMEOUT,
+            return await objects.get(
+                await self._api(),
+                kind=kinds.Kind.TALOS_CLUSTER,
+                name=ref.name,
+                namespace=ref.namespace,
+                request_timeout=CALL_TIMEOUT,
             )
         except FAILURES as error:
-            if isinstance(error, ApiException) and error.status == 404:
-                return None
             raise _unavailable(f"reading TalosCluster {ref}", error) from None
-        return body
 
     async def list_operations(self, namespace: str) -> list[Mapping[str, Any]]:
-        api = client.CustomObjectsApi(await self._api())
         try:
-            listed: Mapping[str, Any] = await api.list_namespaced_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                namespace,
-                kinds.Plural.TALOS_OPERATIONS.value,
-                _request_timeout=CALL_TIMEOUT,
+            return list(
+                await objects.list_all(
+                    await self._api(),
+                    kind=kinds.Kind.TALOS_OPERATION,
+                    namespace=namespace,
+                    request_timeout=CALL_TIMEOUT,
+                )
             )
         except FAILURES as error:
             raise _unavailable(f"listing the TalosOperations of {namespace}", error) from None
-        items = listed.get("items")
-        return (
-            [item for item in items if isinstance(item, Mapping)] if isinstance(items, list) else []
-        )
 
     async def holds_override(self, requester: Requester, ref: NamespacedName) -> bool:
         kept = self._answers.get(requester, verb=decisions.VERB, ref=ref)

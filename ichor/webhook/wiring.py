@@ -1,10 +1,10 @@
 """kopf registration of the admission webhook, and nothing else.
 
-``register`` puts the thin handlers of ``handlers`` into a registry under the paths
-``intake`` claims (the mutating and validating halves of both kinds, the status
+``register_handlers`` puts the thin handlers of ``handlers`` into a registry under the
+paths ``intake`` claims (the mutating and validating halves of both kinds, the status
 subresources), a start that puts the API backend into kopf's memo (as the controllers
 keep theirs) and asks once who the operator is, and a stop that closes the backend's
-client. Given the operator's settings it also points kopf at the HTTPS endpoint
+client. ``register``, the operator's, also points kopf at the HTTPS endpoint
 (``server``) at start, and registers nothing without a certificate.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 import kopf
 
 from ichor.api import kinds
-from ichor.settings import Settings
+from ichor.settings import KubeSettings, Settings
 from ichor.webhook import handlers, intake, kubeapi, server
 
 _log = logging.getLogger(__name__)
@@ -44,34 +44,37 @@ async def identify(
     )
 
 
-def register(registry: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
-    """Put the webhook's handlers into ``registry``.
+def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
+    """Put the webhook into ``registry`` as the operator's ``settings`` say: nothing
+    without ``ICHOR_WEBHOOK_CERT``/``_KEY`` (a local run of the controllers alone), else
+    the endpoint configured from them at start and the handlers (``register_handlers``)
+    over a backend that reaches the cluster as the operator does."""
+    webhook = settings.webhook
+    if webhook.cert is None or webhook.key is None:
+        _log.warning("no ICHOR_WEBHOOK_CERT/ICHOR_WEBHOOK_KEY: the webhook is not served")
+        return
+    cert, key = webhook.cert, webhook.key
 
-    With ``settings`` (the operator): nothing without ``ICHOR_WEBHOOK_CERT``/``_KEY``
-    (a local run of the controllers alone), else the handlers, a backend that reaches the
-    cluster as the settings say, and the endpoint configured from them at start. Without
-    (a test that configures the endpoint itself with ``server.configure``): the handlers,
-    and a backend as the environment says unless the memo holds one already.
-    """
-    if settings is not None:
-        webhook = settings.webhook
-        if webhook.cert is None or webhook.key is None:
-            _log.warning("no ICHOR_WEBHOOK_CERT/ICHOR_WEBHOOK_KEY: the webhook is not served")
-            return
-        cert, key = webhook.cert, webhook.key
+    async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        server.configure(
+            settings,
+            port=webhook.port,
+            certfile=cert,
+            pkeyfile=key,
+            client_ca=webhook.client_ca,
+            client_names=list(webhook.client_names),
+            addr=webhook.addr,
+        )
 
-        async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-            server.configure(
-                settings,
-                port=webhook.port,
-                certfile=cert,
-                pkeyfile=key,
-                client_ca=webhook.client_ca,
-                client_names=list(webhook.client_names),
-                addr=webhook.addr,
-            )
+    kopf.on.startup(id="webhook-configure", registry=registry)(configure)
+    register_handlers(registry, kube=settings.kube)
 
-        kopf.on.startup(id="webhook-configure", registry=registry)(configure)
+
+def register_handlers(registry: kopf.OperatorRegistry, *, kube: KubeSettings) -> None:
+    """Put the webhook's handlers into ``registry``, and a start that puts a backend
+    reaching the cluster as ``kube`` says into the memo, unless the memo holds one already.
+    The endpoint is the caller's: the operator's ``register``, or a test that configures
+    it itself with ``server.configure``."""
 
     async def start(
         memo: kopf.Memo,
@@ -79,9 +82,7 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings | None = Non
         **_: Any,
     ) -> None:
         if handlers.BACKEND not in memo:
-            memo[handlers.BACKEND] = kubeapi.KubeBackend(
-                kube=settings.kube if settings is not None else None
-            )
+            memo[handlers.BACKEND] = kubeapi.KubeBackend(kube=kube)
         await identify(handlers.backend_of(memo), logger)
 
     kopf.on.validate(

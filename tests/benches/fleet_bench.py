@@ -255,7 +255,7 @@ def _operator_main(kubeconfig: str, interval: float) -> None:
     from kubernetes_asyncio.config import kube_config
 
     from ichor.controller.taloscluster import wiring as cluster_wiring
-    from ichor.settings import ControllerSettings
+    from ichor.settings import ControllerSettings, Settings
 
     kube_config.KUBE_CONFIG_DEFAULT_LOCATION = kubeconfig
     logging.basicConfig(level=logging.WARNING)
@@ -277,7 +277,7 @@ def _operator_main(kubeconfig: str, interval: float) -> None:
 
         signal.signal(signal.SIGUSR1, dump)
     registry = kopf.OperatorRegistry()
-    cluster_wiring.register(registry)
+    cluster_wiring.register(registry, settings=Settings.from_env())
     memo = kopf.Memo()
     memo[cluster_wiring.SETTINGS] = ControllerSettings(observe_interval=interval, workers=WORKERS)
     asyncio.run(kopf.operator(registry=registry, clusterwide=True, standalone=True, memo=memo))

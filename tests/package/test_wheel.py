@@ -88,6 +88,16 @@ def test_every_module_imports_in_a_venv_with_the_runtime_dependencies_alone(
     assert not (runtime_deps / "pytest").exists()
 
 
+def test_the_operator_makes_no_certificate_so_it_needs_no_cryptography(
+    installed: Installed, runtime_deps: Path
+) -> None:
+    """Only the tests and the demo make certificates (tests/harness/certs.py)."""
+    assert "cryptography" not in {Requirement(r).name for r in wheel.requires(installed.file)}
+    assert not (runtime_deps / "cryptography").exists()
+    assert installed.imported.failed == {}
+    assert "cryptography" not in set(installed.imported.loaded)
+
+
 def test_the_ichor_command_of_the_wheel_runs(installed: Installed) -> None:
     command = installed.venv.path / "bin" / "ichor"
     result = subprocess.run(

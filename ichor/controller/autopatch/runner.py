@@ -30,8 +30,6 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
@@ -53,17 +51,14 @@ from ichor.api.events import AutoPatchEventReason
 from ichor.api.ichorinstallation import UpgradeTargets
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType, Phase, StartedBy
-from ichor.controller.autopatch import decide as decisions
-from ichor.controller.autopatch import health
+from ichor.controller.autopatch import decisions, health
 from ichor.controller.autopatch.policy import Policy, effective, max_concurrent
-from ichor.controller.talosoperation import starter, starts
-from ichor.kube import bodies, events, metrics, objects, patching
-from ichor.kube.clients import REQUEST_TIMEOUT
+from ichor.controller.talosoperation import creating, start_request
+from ichor.kube import bodies, errors, events, metrics, objects, patching
 from ichor.upgrade.rule import Component
 
 logger = logging.getLogger(__name__)
 
-TRANSIENT = (ApiException, aiohttp.ClientError, TimeoutError, OSError)
 #: Seconds the workload's ``/readyz`` may take.
 READYZ_TIMEOUT = 5.0
 #: Bytes of the ``/readyz`` answer read (its verbose form is a few KiB).
@@ -139,7 +134,7 @@ async def probe_readyz(workload: ApiClient) -> decisions.Probe:
         body = error.body
         said = _last_line(body if isinstance(body, bytes) else str(body or "").encode())
         return decisions.Probe(ok=False, message=f"answered {error.status}{said}")
-    except (aiohttp.ClientError, TimeoutError, OSError) as error:
+    except errors.TRANSIENT as error:
         return decisions.Probe(ok=False, message=f"did not answer: {error or 'timeout'}")
     if not 200 <= status <= 299:
         return decisions.Probe(ok=False, message=f"answered {status}{_last_line(raw)}")
@@ -250,7 +245,6 @@ class AutoPatcher:
         self.api = api
         #: What a health check may read (``ICHOR_HEALTH_CHECK_RESOURCES``).
         self.health_resources = tuple(health_resources)
-        self.objects = client.CustomObjectsApi(api)
         #: The time inside the fleet lock (the workload was asked before, for a while).
         self.clock = clock
         #: Held only around quick reads and writes of the API server: count the fleet,
@@ -261,25 +255,9 @@ class AutoPatcher:
     async def _operations(
         self, namespace: str | None, *, selector: str = ""
     ) -> list[dict[str, Any]]:
-        if namespace is None:
-            listed = await self.objects.list_cluster_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                kinds.Plural.TALOS_OPERATIONS,
-                label_selector=selector,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        else:
-            listed = await self.objects.list_namespaced_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                namespace,
-                kinds.Plural.TALOS_OPERATIONS,
-                label_selector=selector,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        items: list[dict[str, Any]] = listed.get("items") or []
-        return items
+        return await objects.list_all(
+            self.api, kind=kinds.Kind.TALOS_OPERATION, namespace=namespace, label_selector=selector
+        )
 
     async def _fleet_runs(self) -> tuple[decisions.FleetRun, ...]:
         """The fleet's auto-patch operations, listed afresh (never a cache)."""
@@ -331,7 +309,7 @@ class AutoPatcher:
                 )
         except ApiException as error:
             return None, f"its objects could not be listed (the API server answered {error.status})"
-        except (aiohttp.ClientError, TimeoutError, OSError):
+        except errors.TRANSIENT:
             return None, "its objects could not be listed (the API server did not answer)"
         if not 200 <= status <= 299:
             return None, f"its objects could not be listed (the API server answered {status})"
@@ -349,12 +327,7 @@ class AutoPatcher:
         return items, ""
 
     async def _installation(self) -> dict[str, Any] | None:
-        return await objects.get(
-            self.api,
-            kind=kinds.Kind.ICHOR_INSTALLATION,
-            name=kinds.INSTALLATION_NAME,
-            namespace=None,
-        )
+        return await objects.get_installation(self.api)
 
     async def _write_fleet(self, body: Mapping[str, Any], fleet: FleetAutoPatchStatus) -> bool:
         """Write ``status.autoPatch`` of the installation read as ``body`` (False: it
@@ -369,7 +342,7 @@ class AutoPatcher:
                 status_patch={"autoPatch": fleet.to_api()},
                 resource_version=str(version) if version else None,
             )
-        except TRANSIENT as error:
+        except errors.FAILED as error:
             logger.warning("auto-patch: IchorInstallation status not written: %s", error)
             return False
         return True
@@ -412,7 +385,7 @@ class AutoPatcher:
         uid = str(meta.get("uid") or "")
         try:
             runs = await self._runs(namespace, name, uid=uid)
-        except TRANSIENT as error:
+        except errors.FAILED as error:
             logger.warning("auto-patch of %s/%s: operations not listed: %s", namespace, name, error)
             return Result(status=status.auto_patch, condition=previous_condition)
 
@@ -500,7 +473,7 @@ class AutoPatcher:
                 runs = await self._runs(cluster.namespace, cluster.name, uid=_uid(body))
                 listed = await self._fleet_runs()
                 fresh = await self._installation()
-            except TRANSIENT as error:
+            except errors.FAILED as error:
                 # nothing starts on a guess: the fleet is "not counted" (FleetBusy)
                 logger.warning("auto-patch: the fleet not read afresh: %s", error)
                 fleet = replace(fleet, halts=decisions.live_halts(fleet.halts, now=now),
@@ -591,7 +564,7 @@ class AutoPatcher:
     async def _installation_or_none(self) -> dict[str, Any] | None:
         try:
             return await self._installation()
-        except TRANSIENT as error:
+        except errors.FAILED as error:
             logger.warning("auto-patch: IchorInstallation not read: %s", error)
             return None
 
@@ -631,7 +604,7 @@ class AutoPatcher:
                 patch={"metadata": {"annotations": {HALTED_ANNOTATION: _stamp(halt.until)}}},
                 resource_version=None,
             )
-        except TRANSIENT as error:
+        except errors.FAILED as error:
             logger.warning(
                 "auto-patch: TalosOperation %s/%s not marked as halted: %s",
                 namespace, halt.operation, error,
@@ -648,8 +621,8 @@ class AutoPatcher:
         plan = decision.start
         assert plan is not None
         assert decision.status is not None
-        request = starts.StartRequest(
-            cluster=starts.ClusterTarget.from_body(body),
+        request = start_request.StartRequest(
+            cluster=start_request.ClusterTarget.from_body(body),
             type=OperationType(plan.component.value),
             version=plan.version,
             started_by=StartedBy.AUTO_PATCH,
@@ -657,8 +630,8 @@ class AutoPatcher:
             reason=plan.reason,
         )
         try:
-            started = await starter.start_operation(self.api, request=request)
-        except starter.StartRefused as error:
+            started = await creating.start_operation(self.api, request=request)
+        except creating.StartRefused as error:
             metrics.auto_patch_run(result="Refused")
             return decisions.refused(
                 decision,
@@ -667,7 +640,7 @@ class AutoPatcher:
                 now=now,
                 previous=previous,
             )
-        except TRANSIENT as error:
+        except errors.FAILED as error:
             return decisions.refused(
                 decision,
                 message=f"the start of {plan.component.value} {plan.version} failed: {error}; "

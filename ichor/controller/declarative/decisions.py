@@ -13,18 +13,17 @@ the cluster's status carries in this mode (and which ``Ready``, ``Reconciling`` 
 A start the webhook refuses is remembered for the spec generation it was decided for: no
 retry loop; the next spec change is judged afresh. The attempt token of a start is the
 spec generation, so a restart that decides the same start meets the same operation
-(the starter's deterministic name), and a failed operation is not started again until
-the spec changes.
+(``talosoperation.start_request``'s deterministic name), and a failed operation is not
+started again until the spec changes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Any
 
-from ichor.api.conditions import ConditionStatus
+from ichor.api.conditions import ConditionStatus, SpecReachedReason
 from ichor.api.taloscluster import TalosClusterSpec, UpgradeStrategy
 from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType, StartedBy
 from ichor.release.versions import VersionError, parse
@@ -79,30 +78,16 @@ class Declared:
     message: str
 
 
-class Reason(StrEnum):
-    """Reasons of ``SpecReached``."""
-
-    #: True: the Nodes run the spec's Talos and Kubernetes.
-    REACHED = "Reached"
-    #: False, Reconciling: an operation the controller started runs.
-    UPGRADING = "Upgrading"
-    #: False, Reconciling: another operation runs for the cluster; this one starts after.
-    WAITING = "Waiting"
-    #: False, Reconciling: the Nodes were not read yet.
-    NOT_OBSERVED = "NotObserved"
-    #: False, Stalled: the webhook refused the start (the rule's sentence).
-    REFUSED = "Refused"
-    #: False, Stalled: the operation started for this spec failed.
-    FAILED = "Failed"
-    #: False, Stalled: the Nodes run a newer version than the spec (Ichor never downgrades).
-    NODES_AHEAD = "NodesAhead"
-    #: False, Stalled: a version cannot be compared.
-    UNREADABLE = "Unreadable"
-
-
 #: Reasons under which the cluster is Stalled (a person's step is needed); the others
 #: of a False ``SpecReached`` make it Reconciling.
-STALLED = frozenset({Reason.REFUSED, Reason.FAILED, Reason.NODES_AHEAD, Reason.UNREADABLE})
+STALLED = frozenset(
+    {
+        SpecReachedReason.REFUSED,
+        SpecReachedReason.FAILED,
+        SpecReachedReason.NODES_AHEAD,
+        SpecReachedReason.UNREADABLE,
+    }
+)
 
 NAMES = {OperationType.TALOS: "Talos", OperationType.KUBERNETES: "Kubernetes"}
 
@@ -127,7 +112,7 @@ class Decision:
     """``start`` set: start that operation now. Otherwise ``reason``/``message`` say why
     not (``Reached`` when there is nothing to do)."""
 
-    reason: Reason
+    reason: SpecReachedReason
     message: str
     start: Target | None = None
     status: ConditionStatus = ConditionStatus.FALSE
@@ -183,7 +168,7 @@ def decide(
     if spec.upgrade_strategy is not UpgradeStrategy.DECLARATIVE:
         return None
     if not talos_nodes or not kubernetes_nodes:
-        return Decision(Reason.NOT_OBSERVED, "the Nodes have not been read yet")
+        return Decision(SpecReachedReason.NOT_OBSERVED, "the Nodes have not been read yet")
     target: Target | None = None
     for type_, wanted, nodes in (
         (OperationType.TALOS, spec.talos_version, talos_nodes),
@@ -191,7 +176,11 @@ def decide(
     ):
         found, problem = _behind(type_, spec=wanted, nodes=nodes)
         if problem is not None:
-            reason = Reason.UNREADABLE if "compared" in problem else Reason.NODES_AHEAD
+            reason = (
+                SpecReachedReason.UNREADABLE
+                if "compared" in problem
+                else SpecReachedReason.NODES_AHEAD
+            )
             return Decision(reason, problem)
         if found is not None:
             target = found  # Talos first: it is checked first and ends the loop
@@ -200,13 +189,15 @@ def decide(
         first = sorted(active, key=lambda op: (op.phase != "Running", op.name))[0]
         running = f"TalosOperation {first.name} ({first.what}) is {first.phase}"
         if first.declarative:
-            return Decision(Reason.UPGRADING, running)
+            return Decision(SpecReachedReason.UPGRADING, running)
         later = f"; {target.sentence}: it starts after" if target else ""
-        return Decision(Reason.WAITING, running + later)
+        return Decision(SpecReachedReason.WAITING, running + later)
     if target is None:
         message = (
             f"the Nodes run the spec's Talos {spec.talos_version} and Kubernetes "
             f"{spec.kubernetes_version}"
         )
-        return Decision(Reason.REACHED, message, status=ConditionStatus.TRUE)
-    return Decision(Reason.UPGRADING, f"{target.sentence}: starting the upgrade", start=target)
+        return Decision(SpecReachedReason.REACHED, message, status=ConditionStatus.TRUE)
+    return Decision(
+        SpecReachedReason.UPGRADING, f"{target.sentence}: starting the upgrade", start=target
+    )

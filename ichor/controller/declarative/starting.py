@@ -1,5 +1,5 @@
 """The declarative mode's one API call: start the operation ``decisions.decide`` chose,
-through the shared starter (an ordinary TalosOperation, judged by the webhook as the
+through ``talosoperation.creating`` (an ordinary TalosOperation, judged by the webhook as the
 operator, never an override), and word what came of it."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
 from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
+from ichor.api.conditions import SpecReachedReason
 from ichor.api.talosoperation import StartedBy
-from ichor.controller.declarative.decisions import Decision, Reason, Target
-from ichor.controller.talosoperation import starter, starts
+from ichor.controller.declarative.decisions import Decision, Target
+from ichor.controller.talosoperation import creating, start_request
+from ichor.kube import errors
 
 logger = logging.getLogger(__name__)
 
@@ -29,12 +29,12 @@ class StartDeferred(Exception):
 TRY_LATER = frozenset({404, 429})
 
 
-def request(*, cluster: Mapping[str, Any], target: Target) -> starts.StartRequest:
+def request(*, cluster: Mapping[str, Any], target: Target) -> start_request.StartRequest:
     """The start for ``target``; its attempt is the spec generation, so the same spec
     never starts the same upgrade twice, and the next spec change may."""
     generation = (cluster.get("metadata") or {}).get("generation")
-    return starts.StartRequest(
-        cluster=starts.ClusterTarget.from_body(cluster),
+    return start_request.StartRequest(
+        cluster=start_request.ClusterTarget.from_body(cluster),
         type=target.type,
         version=target.version,
         started_by=StartedBy.DECLARATIVE,
@@ -43,7 +43,7 @@ def request(*, cluster: Mapping[str, Any], target: Target) -> starts.StartReques
     )
 
 
-def outcome(started: starter.Started, *, target: Target) -> Decision:
+def outcome(started: creating.Started, *, target: Target) -> Decision:
     """What an operation the start created or found says of the upgrade."""
     status = started.body.get("status")
     status = status if isinstance(status, Mapping) else {}
@@ -52,16 +52,17 @@ def outcome(started: starter.Started, *, target: Target) -> Decision:
     if phase == "Failed":
         message = status.get("message") or "no message"
         return Decision(
-            Reason.FAILED,
+            SpecReachedReason.FAILED,
             f"{what} for {target.sentence} failed: {message}; change the spec, or create a "
             f"TalosOperation, to try again",
         )
     if phase == "Succeeded":
         return Decision(
-            Reason.UPGRADING, f"{what} succeeded; waiting for the Nodes to report {target.version}"
+            SpecReachedReason.UPGRADING,
+            f"{what} succeeded; waiting for the Nodes to report {target.version}",
         )
     verb = "started" if started.created else "is " + str(phase or "Pending")
-    return Decision(Reason.UPGRADING, f"{what} {verb} for {target.sentence}")
+    return Decision(SpecReachedReason.UPGRADING, f"{what} {verb} for {target.sentence}")
 
 
 async def start(api: ApiClient, *, cluster: Mapping[str, Any], target: Target) -> Decision:
@@ -69,16 +70,18 @@ async def start(api: ApiClient, *, cluster: Mapping[str, Any], target: Target) -
     with the API server's sentence (``retry`` unless the webhook's rule denied it); a
     transient failure raises ``StartDeferred``."""
     try:
-        started = await starter.start_operation(
+        started = await creating.start_operation(
             api, request=request(cluster=cluster, target=target)
         )
-    except starter.StartRefused as refused:
+    except creating.StartRefused as refused:
         said = f"{target.sentence}, and the start was refused: {refused.message}"
         if refused.rule_denial:
-            return Decision(Reason.REFUSED, said)  # stands until the spec changes
+            return Decision(SpecReachedReason.REFUSED, said)  # stands until the spec changes
         if refused.status in TRY_LATER:
             raise StartDeferred(refused.message) from refused
-        return Decision(Reason.REFUSED, f"{said}; it is tried again at the next check", retry=True)
-    except (ApiException, aiohttp.ClientError, TimeoutError) as error:
+        return Decision(
+            SpecReachedReason.REFUSED, f"{said}; it is tried again at the next check", retry=True
+        )
+    except errors.FAILED as error:
         raise StartDeferred(str(error)) from error
     return outcome(started, target=target)

@@ -22,10 +22,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-import aiohttp
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds, records
 from ichor.api.events import RecordEventReason
@@ -57,7 +54,6 @@ class Recorder:
     def __init__(self, api: ApiClient) -> None:
         self.api = api
         self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=2)
-        self._objects = client.CustomObjectsApi(api)
         #: records posted from the front of an object's list and not yet removed, by uid
         self._posted: dict[str, int] = {}
 
@@ -75,7 +71,7 @@ class Recorder:
     async def reconcile(self, key: Key) -> None:
         try:
             await self._reconcile(key)
-        except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as error:
+        except errors.FAILED as error:
             logger.warning("records of %s %s/%s not posted yet: %s", *key, error)
             self.queue.add_after(key, RETRY_SECONDS)
 

@@ -10,6 +10,7 @@ from typing import Any
 import kopf
 
 from ichor.api import kinds
+from ichor.controller import running
 from ichor.controller.recorder.recorder import Recorder
 from ichor.kube.clients import client_from_kubeconfig, operator_client
 from ichor.settings import Settings
@@ -21,10 +22,7 @@ KUBECONFIG = "ichor_recorder_kubeconfig"
 
 
 async def stop(memo: kopf.Memo, **_: Any) -> None:
-    recorder = memo.get(RECORDER)
-    if isinstance(recorder, Recorder):
-        await recorder.stop()
-        await recorder.api.close()
+    await running.stop(memo, RECORDER, Recorder)
 
 
 async def cluster_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
@@ -39,18 +37,16 @@ async def operation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> No
         recorder.event(kinds.Plural.TALOS_OPERATIONS, event["object"])
 
 
-def register(registry: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
+def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
     """Put the recorder's handlers into ``registry`` (the operator and the webhook tests);
-    ``settings`` (else the environment's, read at start) say how to reach the cluster, a
-    ``KUBECONFIG`` memo entry wins."""
+    ``settings`` say how to reach the cluster, a ``KUBECONFIG`` memo entry wins."""
 
     async def start(memo: kopf.Memo, **_: Any) -> None:
         kubeconfig = memo.get(KUBECONFIG)
         if isinstance(kubeconfig, Path):
             api = await client_from_kubeconfig(kubeconfig.read_bytes(), origin=str(kubeconfig))
         else:
-            running = settings if settings is not None else Settings.from_env()
-            api = await operator_client(kube=running.kube)
+            api = await operator_client(kube=settings.kube)
         recorder = Recorder(api)
         recorder.start()
         memo[RECORDER] = recorder

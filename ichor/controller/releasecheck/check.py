@@ -54,7 +54,6 @@ from typing import Any
 
 import aiohttp
 from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from ichor import registry
@@ -75,7 +74,7 @@ from ichor.controller.releasecheck.decisions import (
     parse_interval,
     read_model,
 )
-from ichor.kube import bodies, events, metrics, objects, patching
+from ichor.kube import bodies, errors, events, metrics, objects, patching
 from ichor.kube.bodies import PlannedEvent
 from ichor.kube.clients import KubeconfigError, read_secret_key
 from ichor.settings import ReleaseCheckSettings
@@ -237,7 +236,7 @@ class ReleaseCheck:
                 return False
         try:
             fresh = await self._read()
-        except (ApiException, aiohttp.ClientError, TimeoutError) as error:
+        except errors.FAILED as error:
             logger.info(
                 "IchorInstallation not read before the check (%s); the watch's copy is used", error
             )
@@ -258,7 +257,7 @@ class ReleaseCheck:
             )
         except KubeconfigError as error:
             return None, f"the pull secret cannot be used: {error}"
-        except (ApiException, aiohttp.ClientError, TimeoutError) as error:
+        except errors.FAILED as error:
             return None, f"the pull secret {ref.namespace}/{ref.name} was not read: {error}"
         return found.value, None
 
@@ -326,28 +325,26 @@ class ReleaseCheck:
             )
             try:
                 written = await self._write(body, step.patch)
-            except ApiException as error:
-                if error.status == 404:
-                    return  # deleted meanwhile: the watch says so
-                if error.status == 409:
-                    fresh = await self._read()
-                    if fresh is None:
-                        return
-                    body = fresh
-                    recorded = _checked_at(fresh)
-                    if recorded is not None and recorded > started:
-                        # another replica checked after this one began: its lists stand
-                        self.body = fresh
-                        self._attempt = _Attempt(
-                            at=recorded,
-                            generation=_generation(fresh),
-                            listing_failed=listing_failed,
-                            write_failed=False,
-                        )
-                        return
-                    continue
-                logger.warning("release check status not written: %s", error)
-            except (aiohttp.ClientError, TimeoutError) as error:
+            except errors.NotFound:
+                return  # deleted meanwhile: the watch says so
+            except errors.Conflict:
+                fresh = await self._read()
+                if fresh is None:
+                    return
+                body = fresh
+                recorded = _checked_at(fresh)
+                if recorded is not None and recorded > started:
+                    # another replica checked after this one began: its lists stand
+                    self.body = fresh
+                    self._attempt = _Attempt(
+                        at=recorded,
+                        generation=_generation(fresh),
+                        listing_failed=listing_failed,
+                        write_failed=False,
+                    )
+                    return
+                continue
+            except errors.FAILED as error:
                 logger.warning("release check status not written: %s", error)
             else:
                 self._attempt = _Attempt(
@@ -364,12 +361,7 @@ class ReleaseCheck:
         )
 
     async def _read(self) -> dict[str, Any] | None:
-        return await objects.get(
-            self.api,
-            kind=kinds.Kind.ICHOR_INSTALLATION,
-            name=kinds.INSTALLATION_NAME,
-            namespace=None,
-        )
+        return await objects.get_installation(self.api)
 
     async def _write(
         self, body: Mapping[str, Any], patch: Mapping[str, Any]

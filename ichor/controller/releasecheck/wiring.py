@@ -10,9 +10,10 @@ from typing import Any
 import kopf
 
 from ichor.api import kinds
+from ichor.controller import running
 from ichor.controller.releasecheck.check import ReleaseCheck
 from ichor.kube.clients import operator_client
-from ichor.settings import ReleaseCheckSettings, Settings
+from ichor.settings import Settings
 
 #: The memo keys of the running check and of settings a caller may pass in.
 RELEASE_CHECK = "ichor_release_check"
@@ -20,10 +21,7 @@ SETTINGS = "ichor_release_check_settings"
 
 
 async def stop(memo: kopf.Memo, **_: Any) -> None:
-    check = memo.get(RELEASE_CHECK)
-    if isinstance(check, ReleaseCheck):
-        await check.stop()
-        await check.api.close()
+    await running.stop(memo, RELEASE_CHECK, ReleaseCheck)
 
 
 async def installation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
@@ -32,17 +30,14 @@ async def installation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) ->
         check.installation_event(event.get("type"), event["object"])
 
 
-def register(registry_: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
-    """Put the release check's handlers into ``registry_``; ``settings`` (else the
-    environment's, read at start) are the operator's, a ``SETTINGS`` memo entry wins for
-    the check's own part."""
+def register(registry_: kopf.OperatorRegistry, *, settings: Settings) -> None:
+    """Put the release check's handlers into ``registry_``; ``settings`` are the
+    operator's, a ``SETTINGS`` memo entry wins for the check's own part."""
 
     async def start(memo: kopf.Memo, **_: Any) -> None:
-        given = memo.get(SETTINGS)
-        running = settings if settings is not None else Settings.from_env()
         check = ReleaseCheck(
-            api=await operator_client(kube=running.kube),
-            settings=given if isinstance(given, ReleaseCheckSettings) else running.release_check,
+            api=await operator_client(kube=settings.kube),
+            settings=running.part(memo, SETTINGS, settings.release_check),
         )
         check.start()
         memo[RELEASE_CHECK] = check

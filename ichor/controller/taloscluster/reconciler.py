@@ -18,20 +18,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from ichor.api import kinds
-from ichor.api.conditions import ClusterConditionType, ClusterReason
+from ichor.api.conditions import ClusterConditionType, ClusterReason, SpecReachedReason
 from ichor.api.taloscluster import (
     DEFAULT_KUBECONFIG_KEY,
     DETECTED_CILIUM,
@@ -42,11 +40,12 @@ from ichor.controller.autopatch import runner as autopatch
 from ichor.controller.declarative import decisions, starting
 from ichor.controller.declarative.decisions import ActiveOperation, Decision
 from ichor.controller.observe import (
+    NodesObservation,
+    NodesTally,
     Observation,
     _items,
     cilium_namespace,
     cni_observation,
-    nodes_observation,
     unreadable_nodes,
 )
 from ichor.controller.queue import WorkQueue
@@ -56,7 +55,7 @@ from ichor.controller.taloscluster.status import (
     evaluate,
     read_spec,
 )
-from ichor.kube import bodies, conditions, events, metrics, objects, untrusted
+from ichor.kube import bodies, conditions, errors, events, metrics, objects, untrusted
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
@@ -102,7 +101,7 @@ class _Cluster:
 
 def _describe(error: BaseException) -> str:
     if isinstance(error, ApiException):
-        if error.status in (401, 403):
+        if isinstance(errors.typed(error), errors.Unauthorized | errors.Forbidden):
             return f"the workload cluster refused the operator ({error.status} {error.reason})"
         return f"the workload cluster answered {error.status} {error.reason}"
     if isinstance(error, TimeoutError):
@@ -160,13 +159,8 @@ class ClusterController:
         """Read the IchorInstallation once before the first reconcile, so clusters seen
         at startup get their choices in one write rather than two."""
         try:
-            body = await objects.get(
-                self.api,
-                kind=kinds.Kind.ICHOR_INSTALLATION,
-                name=kinds.INSTALLATION_NAME,
-                namespace=None,
-            )
-        except (ApiException, aiohttp.ClientError, TimeoutError) as error:
+            body = await objects.get_installation(self.api)
+        except errors.FAILED as error:
             logger.warning("IchorInstallation not read at startup: %s", error)
             return
         if body is None:
@@ -319,13 +313,9 @@ class ClusterController:
                     namespace=namespace,
                     status_patch=patch,
                 )
-            except ApiException as error:
-                if error.status == 404:
-                    return  # deleted meanwhile; the watch says so next
-                logger.warning("status of %s/%s not written: %s", namespace, name, error)
-                self.queue.add_after(key, self.settings.backoff_initial)
-                return
-            except (aiohttp.ClientError, TimeoutError) as error:
+            except errors.NotFound:
+                return  # deleted meanwhile; the watch says so next
+            except errors.FAILED as error:
                 logger.warning("status of %s/%s not written: %s", namespace, name, error)
                 self.queue.add_after(key, self.settings.backoff_initial)
                 return
@@ -377,7 +367,7 @@ class ClusterController:
             )
             self.queue.add_after(key, delay)
             return Decision(
-                decisions.Reason.UPGRADING,
+                SpecReachedReason.UPGRADING,
                 f"{decided.start.sentence}: the start is tried again ({error})",
             )
         cluster.deferrals = 0
@@ -401,7 +391,7 @@ class ClusterController:
                 observation = await observe(workload)
         except KubeconfigError as error:
             failure = Failure(ClusterReason.KUBECONFIG_UNUSABLE, str(error))
-        except (ApiException, aiohttp.ClientError, TimeoutError, ssl.SSLError, OSError) as error:
+        except errors.FAILED as error:  # ssl.SSLError is an OSError
             failure = Failure(ClusterReason.WORKLOAD_UNREACHABLE, _describe(error))
         except Exception as error:
             # Whatever the workload cluster sent is data; an error no reader expected
@@ -449,13 +439,24 @@ class ClusterController:
 # --- reading a workload cluster ---------------------------------------------------------
 
 
-#: The largest list answer read from a workload cluster, and the JSON values and nesting
-#: it may hold (``ichor.kube.untrusted``): a Node is about 15 KiB and 400 values, so these
-#: take some 600 Nodes in one answer, and the parsed answer stays within tens of MiB
-#: however the cluster fills it. A larger answer is unreadable, and says so in the status.
+#: The largest list answer (one page of Nodes) read from a workload cluster, and the JSON
+#: values and nesting it may hold (``ichor.kube.untrusted``): a Node is about 15 KiB and
+#: 400 values, so these take some 600 Nodes in one answer, and the parsed answer stays
+#: within tens of MiB however the cluster fills it. A larger answer is unreadable, and
+#: says so in the status.
 MAX_LIST_BYTES = 16 * 1024 * 1024
 MAX_LIST_VALUES = 300_000
 MAX_LIST_DEPTH = 100
+#: Nodes asked for per page of the Node list: 500 Nodes of 15 KiB and 400 values are
+#: 7.5 MiB and 200,000 values, within one answer's bounds with room for larger Nodes.
+NODE_PAGE = 500
+#: Pages read at the most: 20 pages of 500 are 10,000 Nodes, twice what Kubernetes
+#: supports in one cluster. A list that goes on is unreadable, and says so.
+MAX_NODE_PAGES = 20
+#: The longest continue token sent back (the API server's are a few hundred bytes).
+MAX_CONTINUE = 4096
+#: Bytes of a refusal's body kept for its message.
+MAX_ERROR_BODY = 64 * 1024
 
 
 async def _read_bounded(response: Any, *, limit: int) -> bytes | None:
@@ -474,10 +475,15 @@ async def _read_bounded(response: Any, *, limit: int) -> bytes | None:
 
 async def _get_json(method: Any, *args: Any, **params: Any) -> object:
     """The JSON a list call returns, or None when the body is not JSON the reader takes
-    within ``MAX_LIST_BYTES``, ``MAX_LIST_VALUES`` and ``MAX_LIST_DEPTH``."""
+    within ``MAX_LIST_BYTES``, ``MAX_LIST_VALUES`` and ``MAX_LIST_DEPTH``. An answer that
+    is not a success raises its typed error (``ichor.kube.errors``), as the client does
+    when it reads the body itself: a 401's body is the refusal, not data."""
     params.update(_preload_content=False, _request_timeout=REQUEST_TIMEOUT)
     response = await method(*args, **params)
     try:
+        if not 200 <= response.status <= 299:
+            said = await _read_bounded(response, limit=MAX_ERROR_BODY)
+            raise errors.answered(response.status, response.reason, said or b"")
         body = await _read_bounded(response, limit=MAX_LIST_BYTES)
     finally:
         response.release()
@@ -503,11 +509,7 @@ async def observe(api: ApiClient) -> Observation:
     """
     core = client.CoreV1Api(api)
     apps = client.AppsV1Api(api)
-    node_items = _items(await _get_json(core.list_node))
-    if node_items is None:
-        nodes = unreadable_nodes("the answer is not a JSON object with a list of items")
-    else:
-        nodes = nodes_observation(node_items)
+    nodes = await _observe_nodes(core)
     daemonsets = _items(await _get_json(apps.list_daemon_set_for_all_namespaces)) or []
     cni = cni_observation(daemonsets)
     if cni.detected == DETECTED_CILIUM and cni.version is None:
@@ -518,3 +520,41 @@ async def observe(api: ApiClient) -> Observation:
         )
         cni = cni_observation(daemonsets, _items(secrets) or [])
     return Observation(nodes=nodes, cni=cni)
+
+
+async def _observe_nodes(core: client.CoreV1Api) -> NodesObservation:
+    """The Nodes, listed in pages of ``NODE_PAGE`` (each answer within the bounds of
+    ``_get_json``) and counted page by page (``NodesTally``), so no page is kept once
+    counted: the Nodes of a large cluster are read whole, and memory stays that of one
+    page. A page that cannot be read makes the whole list unreadable."""
+    tally = NodesTally()
+    token = ""
+    for _ in range(MAX_NODE_PAGES):
+        paging: dict[str, Any] = {"limit": NODE_PAGE}
+        if token:
+            paging["_continue"] = token
+        page = await _get_json(core.list_node, **paging)
+        items = _items(page)
+        if items is None:
+            return unreadable_nodes("the answer is not a JSON object with a list of items")
+        for node in items:
+            tally.add(node)
+        following = _continue_token(page)
+        if following is None:
+            return unreadable_nodes("a page names no usable continue token")
+        if not following:
+            return tally.observation()
+        token = following
+    return unreadable_nodes(f"it goes on past {MAX_NODE_PAGES * NODE_PAGE:,} Nodes")
+
+
+def _continue_token(page: object) -> str | None:
+    """The continue token of a list page ("": the last page), or None when it is not
+    one the reader sends back (not text, or longer than ``MAX_CONTINUE``)."""
+    metadata = page.get("metadata") if isinstance(page, Mapping) else None
+    token = metadata.get("continue") if isinstance(metadata, Mapping) else None
+    if token is None:
+        return ""
+    if not isinstance(token, str) or len(token) > MAX_CONTINUE:
+        return None
+    return token

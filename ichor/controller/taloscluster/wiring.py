@@ -14,9 +14,10 @@ from typing import Any
 import kopf
 
 from ichor.api import kinds
+from ichor.controller import running
 from ichor.controller.taloscluster.reconciler import ClusterController
 from ichor.kube.clients import operator_client
-from ichor.settings import ControllerSettings, KubeSettings, Settings
+from ichor.settings import KubeSettings, Settings
 
 #: The memo key of the running controller (and of settings a caller may pass in).
 CONTROLLER = "ichor_cluster_controller"
@@ -24,10 +25,7 @@ SETTINGS = "ichor_controller_settings"
 
 
 async def stop(memo: kopf.Memo, **_: Any) -> None:
-    controller = memo.get(CONTROLLER)
-    if isinstance(controller, ClusterController):
-        await controller.stop()
-        await controller.api.close()
+    await running.stop(memo, CONTROLLER, ClusterController)
 
 
 async def cluster_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
@@ -45,47 +43,41 @@ async def installation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) ->
     controller.installation_event(event.get("type"), event["object"])
 
 
-def login(*, kube: KubeSettings | None = None, **kwargs: Any) -> kopf.ConnectionInfo | None:
+def login(*, kube: KubeSettings, **kwargs: Any) -> kopf.ConnectionInfo | None:
     """In a Pod its service account, else ``$KUBECONFIG`` (or ``~/.kube/config``).
 
     kopf's service-account login names the server ``https://kubernetes.default.svc``,
     which needs the cluster's DNS; the operator's own clients use the address the kubelet
     gives, so kopf is given it too and starts even while cluster DNS does not answer.
-    Without ``kube``, the environment's (``KubeSettings.from_env()``).
     """
     info: kopf.ConnectionInfo | None = kopf.login_with_service_account(**kwargs)
     if info is None:
         return kopf.login_with_kubeconfig(**kwargs)
-    server = (kube if kube is not None else KubeSettings.from_env()).in_cluster_server
+    server = kube.in_cluster_server
     return dataclasses.replace(info, server=server) if server else info
 
 
 def register(
-    registry: kopf.OperatorRegistry, *, settings: Settings | None = None, with_login: bool = True
+    registry: kopf.OperatorRegistry, *, settings: Settings, with_login: bool = True
 ) -> None:
-    """Put the controller's handlers into ``registry``; ``settings`` (else the
-    environment's, read at start) are the operator's, a ``SETTINGS`` memo entry wins for
-    the controller's own part."""
-
-    def chosen() -> Settings:
-        return settings if settings is not None else Settings.from_env()
+    """Put the controller's handlers into ``registry``; ``settings`` are the operator's, a
+    ``SETTINGS`` memo entry wins for the controller's own part."""
 
     async def start(memo: kopf.Memo, **kwargs: Any) -> None:
         # The controller posts its own Events; kopf's log-to-Event posting would duplicate
         # them with handler chatter.
         operator_settings: kopf.OperatorSettings = kwargs["settings"]
         operator_settings.posting.enabled = False
-        given, running = memo.get(SETTINGS), chosen()
         controller = ClusterController(
-            api=await operator_client(kube=running.kube),
-            settings=given if isinstance(given, ControllerSettings) else running.clusters,
+            api=await operator_client(kube=settings.kube),
+            settings=running.part(memo, SETTINGS, settings.clusters),
         )
         await controller.load_installation()
         controller.start()
         memo[CONTROLLER] = controller
 
     def login_(**kwargs: Any) -> kopf.ConnectionInfo | None:
-        return login(kube=chosen().kube, **kwargs)
+        return login(kube=settings.kube, **kwargs)
 
     # Explicit ids: kopf keys an activity's progress by id, and other modules register
     # functions named start/stop too; with equal ids only one of them would run.

@@ -2,7 +2,7 @@
 
 ``wiring`` registers it with kopf (registration only). Pure: ``lifecycle`` (which
 operation runs, may it run, the status each step writes), ``jobs`` (the Job manifests)
-and ``starts`` (an operation the controller itself decides to start). I/O: ``executor``
-(reads the objects, creates the Job, writes the status) and ``starter`` (creates a
-started operation).
+and ``start_request`` (an operation the controller itself decides to start, as a
+manifest). I/O: ``executor`` (reads the objects, creates the Job, writes the status) and
+``creating`` (creates such an operation, or finds the one an earlier run created).
 """

@@ -39,6 +39,7 @@ controller too (``status._frozen_patch``); the Helm Job only renders it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
@@ -56,8 +57,8 @@ from ichor.api.talosoperation import OperationType, Phase, TalosOperationStatus
 from ichor.controller import observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.talosoperation import jobs, lifecycle
-from ichor.controller.talosoperation.lifecycle import ClusterState, Operation, Reason
-from ichor.kube import bodies, errors, events, metrics, objects, patching
+from ichor.controller.talosoperation.lifecycle import ClusterState, Operation
+from ichor.kube import batch, bodies, errors, events, metrics, objects, patching
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
@@ -71,11 +72,11 @@ logger = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, TalosCluster name)
 
-_TRANSIENT = errors.TRANSIENT
 
-
-class Conflict(Exception):
-    """An object moved since it was read: compute the step again from a fresh read."""
+class Moved(Exception):
+    """An object moved (or went) since it was read: compute the step again from a fresh
+    read. Raised for the API's 409 (``errors.Conflict``) and 404 alike, and when a
+    TalosCluster keeps moving under the spec write."""
 
 
 class Transient(Exception):
@@ -103,9 +104,6 @@ class OperationController:
         self.before_write: BeforeWrite | None = None
         #: 409s met on writes, each followed by a fresh step (for tests and logs).
         self.conflicts = 0
-        self._objects = client.CustomObjectsApi(api)
-        self._batch = client.BatchV1Api(api)
-        self._core = client.CoreV1Api(api)
 
     def start(self) -> None:
         self.queue.start()
@@ -132,12 +130,12 @@ class OperationController:
     async def reconcile(self, key: Key) -> None:
         try:
             again = await self._reconcile(key)
-        except Conflict as error:
+        except Moved as error:
             self.conflicts += 1
             logger.info("%s/%s: %s; the step runs again from a fresh read", *key, error)
             self.queue.add(key)
             return
-        except (Transient, *_TRANSIENT) as error:
+        except (Transient, *errors.TRANSIENT) as error:
             logger.warning("%s/%s: %s; retry in %.0f s", *key, error, self.settings.retry_delay)
             self.queue.add_after(key, self.settings.retry_delay)
             return
@@ -155,15 +153,11 @@ class OperationController:
 
     async def _reconcile(self, key: Key) -> float | None:
         namespace, cluster_name = key
-        listed = await self._objects.list_namespaced_custom_object(
-            kinds.GROUP,
-            kinds.VERSION,
-            namespace,
-            kinds.Plural.TALOS_OPERATIONS,
-            _request_timeout=REQUEST_TIMEOUT,
+        listed = await objects.list_all(
+            self.api, kind=kinds.Kind.TALOS_OPERATION, namespace=namespace
         )
         operations: list[Operation] = []
-        for body in listed.get("items") or ():
+        for body in listed:
             if ((body.get("spec") or {}).get("clusterRef") or {}).get("name") != cluster_name:
                 continue
             try:
@@ -209,7 +203,10 @@ class OperationController:
                 message = lifecycle.waiting_message(op, ahead=head)
                 previous = op.status.message
                 op = await self._write(
-                    op, lifecycle.pending(op, reason=Reason.WAITING, message=message, now=_now())
+                    op,
+                    lifecycle.pending(
+                        op, reason=OperationReason.WAITING, message=message, now=_now()
+                    ),
                 )
                 if previous != message:
                     await self._event(
@@ -226,7 +223,7 @@ class OperationController:
                 op,
                 lifecycle.pending(
                     op,
-                    reason=Reason.CHECKING,
+                    reason=OperationReason.CHECKING,
                     message=f"checks {op.what} against TalosCluster {op.spec.cluster_ref.name}",
                     now=_now(),
                 ),
@@ -237,12 +234,12 @@ class OperationController:
                 f"TalosCluster {op.namespace}/{op.spec.cluster_ref.name} does not exist, so "
                 f"{op} cannot run; create the cluster, then the operation again."
             )
-            return await self._refuse(op, Reason.CLUSTER_NOT_FOUND, message), None
+            return await self._refuse(op, OperationReason.CLUSTER_NOT_FOUND, message), None
         try:
             cluster = ClusterState.from_body(cluster_body)
         except ValueError as error:
             message = f"the spec of TalosCluster {op.spec.cluster_ref.name} cannot be read: {error}"
-            return await self._refuse(op, Reason.INVALID_OPERATION, message), None
+            return await self._refuse(op, OperationReason.INVALID_OPERATION, message), None
         decision = lifecycle.decide_execution(op, cluster)
         if decision.refusal is not None:
             message = lifecycle.refusal_message(
@@ -257,7 +254,7 @@ class OperationController:
             op = await self._write(
                 op,
                 lifecycle.pending(
-                    op, reason=Reason.WORKLOAD_UNREACHABLE, message=str(error), now=_now()
+                    op, reason=OperationReason.WORKLOAD_UNREACHABLE, message=str(error), now=_now()
                 ),
             )
             return op, self.settings.retry_delay
@@ -297,13 +294,9 @@ class OperationController:
     ) -> Operation:
         name = manifest["metadata"]["name"]
         try:
-            await self._batch.create_namespaced_job(
-                op.namespace, cast(Any, manifest), _request_timeout=REQUEST_TIMEOUT
-            )
+            await batch.create_job(self.api, namespace=op.namespace, body=manifest)
             created = True
-        except ApiException as error:
-            if error.status != 409:
-                raise
+        except errors.Conflict:
             created = False
             existing = await self._read_job(op.namespace, name)
             if existing is not None and not _owned_by(existing, op):
@@ -311,22 +304,12 @@ class OperationController:
                     f"a Job named {name} exists and is not this operation's; delete it and "
                     f"create the operation again"
                 )
-                return await self._finish_failed(op, Reason.INVALID_OPERATION, message)
+                return await self._finish_failed(op, OperationReason.INVALID_OPERATION, message)
         if created:
             # one line per Job made: with replicas, the log shows which one made it
             logger.info("%s: Job %s/%s created to run %s", op, op.namespace, name, detail)
         message = f"Job {name} runs {detail}"
-        op = await self._write(
-            op,
-            lifecycle.running(
-                op,
-                job_name=name,
-                decision=lifecycle.Decision(),
-                job_created=True,
-                message=message,
-                now=_now(),
-            ),
-        )
+        op = await self._job_runs(op, name, message)
         if created:
             await self._event(
                 op.body, bodies.EventType.NORMAL, OperationEventReason.STARTED, message
@@ -353,55 +336,37 @@ class OperationController:
         job = await self._read_job(op.namespace, name)
         complete = next((c for c in op.status.conditions if c.type == lifecycle.Complete), None)
         if job is None:
-            if complete is not None and complete.reason == Reason.JOB_CREATING:
+            if complete is not None and complete.reason == OperationReason.JOB_CREATING:
                 # claimed before a restart, Job not created yet: create it now
                 cluster_body = await self._read_cluster(op)
                 if cluster_body is None:
                     message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
-                    return await self._finish_failed(op, Reason.CLUSTER_NOT_FOUND, message)
+                    return await self._finish_failed(op, OperationReason.CLUSTER_NOT_FOUND, message)
                 try:
                     cluster = ClusterState.from_body(cluster_body)
                     manifest, detail = await self._manifest(op, cluster, cluster_body)
                 except ValueError as error:
-                    return await self._finish_failed(op, Reason.INVALID_OPERATION, str(error))
+                    return await self._finish_failed(
+                        op, OperationReason.INVALID_OPERATION, str(error)
+                    )
                 except _Unrunnable as error:
                     return await self._finish_failed(op, error.reason, error.message)
                 return await self._create_job(
                     op, manifest, detail=detail, cluster_body=cluster_body
                 )
             message = f"Job {name} was deleted before it finished; the upgrade may be half done"
-            return await self._finish_failed(op, Reason.JOB_DELETED, message)
+            return await self._finish_failed(op, OperationReason.JOB_DELETED, message)
         if not _owned_by(job, op):
             message = f"Job {name} is not this operation's"
-            return await self._finish_failed(op, Reason.INVALID_OPERATION, message)
+            return await self._finish_failed(op, OperationReason.INVALID_OPERATION, message)
         pods = await self._pods(op.namespace, name)
         outcome = lifecycle.job_outcome(job, pods)
         if outcome.state is lifecycle.JobState.RUNNING:
-            if complete is not None and complete.reason == Reason.JOB_CREATING:
-                return await self._write(
-                    op,
-                    lifecycle.running(
-                        op,
-                        job_name=name,
-                        decision=lifecycle.Decision(),
-                        job_created=True,
-                        message=f"Job {name} runs",
-                        now=_now(),
-                    ),
-                )
+            if complete is not None and complete.reason == OperationReason.JOB_CREATING:
+                return await self._job_runs(op, name, f"Job {name} runs")
             if outcome.message:
                 message = f"Job {name} runs: {outcome.message}"
-                return await self._write(
-                    op,
-                    lifecycle.running(
-                        op,
-                        job_name=name,
-                        decision=lifecycle.Decision(),
-                        job_created=True,
-                        message=message,
-                        now=_now(),
-                    ),
-                )
+                return await self._job_runs(op, name, message)
             return op
         if outcome.state is lifecycle.JobState.FAILED:
             message = f"{op.what} failed: {outcome.message}; the TalosCluster spec is unchanged"
@@ -416,18 +381,18 @@ class OperationController:
         cluster_body = await self._read_cluster(op)
         if cluster_body is None:
             message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
-            return await self._finish_failed(op, Reason.CLUSTER_NOT_FOUND, message)
+            return await self._finish_failed(op, OperationReason.CLUSTER_NOT_FOUND, message)
         try:
             cluster = ClusterState.from_body(cluster_body)
             items = await self._node_items(op, cluster)
         except ValueError as error:
-            return await self._finish_failed(op, Reason.INVALID_OPERATION, str(error))
+            return await self._finish_failed(op, OperationReason.INVALID_OPERATION, str(error))
         except _Unrunnable as error:
             return await self._finish_failed(op, error.reason, error.message)
         talos = op.spec.type is OperationType.TALOS
         reported = {}
         for item in items:
-            found = observe.node_versions(item)
+            found = observe.node_report(item)
             reported[found.name] = found.talos if talos else found.kubelet
         behind = lifecycle.nodes_behind(op, reported, upgraded=jobs.upgraded_nodes(job))
         verdict = lifecycle.follow_nodes(
@@ -441,7 +406,13 @@ class OperationController:
         if verdict.done:
             return await self._finish_succeeded(op)
         if verdict.failed:
-            return await self._finish_failed(op, Reason.NODES_NOT_UPGRADED, verdict.message)
+            return await self._finish_failed(
+                op, OperationReason.NODES_NOT_UPGRADED, verdict.message
+            )
+        return await self._job_runs(op, name, verdict.message)
+
+    async def _job_runs(self, op: Operation, name: str, message: str) -> Operation:
+        """Write that the created Job ``name`` runs, saying ``message``."""
         return await self._write(
             op,
             lifecycle.running(
@@ -449,7 +420,7 @@ class OperationController:
                 job_name=name,
                 decision=lifecycle.Decision(),
                 job_created=True,
-                message=verdict.message,
+                message=message,
                 now=_now(),
             ),
         )
@@ -477,7 +448,7 @@ class OperationController:
                     f"the Job succeeded, but spec.{spec_field} of TalosCluster "
                     f"{op.spec.cluster_ref.name} was not moved to {op.spec.version}: {denial}"
                 )
-                return await self._finish_failed(op, Reason.SPEC_NOT_UPDATED, message)
+                return await self._finish_failed(op, OperationReason.SPEC_NOT_UPDATED, message)
             if cluster_body is not None and lifecycle.declarative(cluster_body):
                 held = (cluster_body.get("spec") or {}).get(spec_field)
                 note = (
@@ -555,12 +526,12 @@ class OperationController:
             except errors.Conflict:
                 self.conflicts += 1
                 continue
-            except ApiException as error:
-                if error.status is not None and 400 <= error.status < 500:
-                    return errors.message(error), body
+            except errors.ApiError as error:
+                if error.refused:
+                    return error.message, body
                 raise
             return None, cast(Mapping[str, Any], written)
-        raise Conflict(f"TalosCluster {op.spec.cluster_ref.name} kept moving")
+        raise Moved(f"TalosCluster {op.spec.cluster_ref.name} kept moving")
 
     # --- the Job and what it needs ------------------------------------------------------
 
@@ -595,7 +566,7 @@ class OperationController:
             return manifest, detail
         if spec.talosconfig_secret_ref is None:
             raise _Unrunnable(
-                Reason.CREDENTIALS_UNUSABLE,
+                OperationReason.CREDENTIALS_UNUSABLE,
                 f"TalosCluster {cluster.name} names no talosconfigSecretRef, so talosctl has "
                 f"no credentials; set it and create the operation again",
             )
@@ -609,7 +580,7 @@ class OperationController:
         version = op.spec.version or ""
         if op.spec.type is OperationType.TALOS:
             if not nodes.nodes:
-                raise _Unrunnable(Reason.NO_NODES, _no_nodes(cluster, nodes))
+                raise _Unrunnable(OperationReason.NO_NODES, _no_nodes(cluster, nodes))
             manifest = jobs.talos_job(
                 operation=ref,
                 version=version,
@@ -629,7 +600,9 @@ class OperationController:
             return manifest, detail
         control_plane = nodes.control_plane
         if not control_plane:
-            raise _Unrunnable(Reason.NO_NODES, _no_nodes(cluster, nodes, control_plane=True))
+            raise _Unrunnable(
+                OperationReason.NO_NODES, _no_nodes(cluster, nodes, control_plane=True)
+            )
         manifest = jobs.kubernetes_job(
             operation=ref,
             version=version,
@@ -647,7 +620,7 @@ class OperationController:
             await read_secret_key(self.api, namespace=op.namespace, name=name, key=key)
         except KubeconfigError as error:
             raise _Unrunnable(
-                Reason.CREDENTIALS_UNUSABLE, f"the {what} cannot be mounted: {error}"
+                OperationReason.CREDENTIALS_UNUSABLE, f"the {what} cannot be mounted: {error}"
             ) from error
         return jobs.SecretMount(secret=name, key=key)
 
@@ -671,11 +644,11 @@ class OperationController:
                 )
                 own = False
         except KubeconfigError as error:
-            raise _Unrunnable(Reason.CREDENTIALS_UNUSABLE, str(error)) from error
+            raise _Unrunnable(OperationReason.CREDENTIALS_UNUSABLE, str(error)) from error
         try:
             listed = await client.CoreV1Api(workload).list_node(_request_timeout=REQUEST_TIMEOUT)
             items = _raw(workload, listed).get("items") or []
-        except (ApiException, *_TRANSIENT) as error:
+        except errors.FAILED as error:
             raise Transient(
                 f"the Nodes of the workload cluster of {cluster.name} cannot be read ({error}); "
                 f"the operation waits and tries again"
@@ -686,25 +659,17 @@ class OperationController:
         return list(items)
 
     async def _read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
-        try:
-            job = await self._batch.read_namespaced_job(
-                name, namespace, _request_timeout=REQUEST_TIMEOUT
-            )
-        except ApiException as error:
-            if error.status == 404:
-                return None
-            raise
-        return _raw(self.api, job)
+        return await batch.get_job(self.api, namespace=namespace, name=name)
 
     async def _pods(self, namespace: str, job: str) -> list[dict[str, Any]]:
         try:
-            listed = await self._core.list_namespaced_pod(
-                namespace, label_selector=f"job-name={job}", _request_timeout=REQUEST_TIMEOUT
-            )
-        except ApiException as error:
+            return await batch.job_pods(self.api, namespace=namespace, job=job)
+        except errors.ApiError as error:
+            # Narrower than errors.FAILED on purpose: an answer (RBAC, say) costs only the
+            # failed container's log lines in the message; no answer at all retries the
+            # whole step, as every other call of the step does.
             logger.info("pods of Job %s/%s not read: %s", namespace, job, error)
             return []
-        return list(_raw(self.api, listed).get("items") or [])
 
     async def _read_cluster(self, op: Operation) -> dict[str, Any] | None:
         return await objects.get(
@@ -733,9 +698,9 @@ class OperationController:
                 resource_version=op.resource_version,
             )
         except errors.Conflict as error:
-            raise Conflict(f"{op} moved before its status was written") from error
+            raise Moved(f"{op} moved before its status was written") from error
         except errors.NotFound as error:
-            raise Conflict(f"{op} is gone") from error
+            raise Moved(f"{op} is gone") from error
         return Operation.from_body(written)
 
     async def _finalizer(self, op: Operation, *, add: bool) -> Operation:
@@ -752,7 +717,7 @@ class OperationController:
                 resource_version=op.resource_version,
             )
         except (errors.NotFound, errors.Conflict) as error:
-            raise Conflict(f"{op} moved before its finalizers were written") from error
+            raise Moved(f"{op} moved before its finalizers were written") from error
         return op if written is None else Operation.from_body(written)
 
     async def _add_finalizer(self, op: Operation) -> Operation:
@@ -766,16 +731,8 @@ class OperationController:
             name = op.status.job_name or jobs.job_name(
                 operation=op.name, uid=op.uid, type_=op.spec.type
             )
-            try:
-                await self._batch.delete_namespaced_job(
-                    name,
-                    op.namespace,
-                    propagation_policy="Background",
-                    _request_timeout=REQUEST_TIMEOUT,
-                )
-            except ApiException as error:
-                if error.status != 404:
-                    raise
+            with contextlib.suppress(errors.NotFound):
+                await batch.delete_job(self.api, namespace=op.namespace, name=name)
             message = (
                 f"{op} was deleted while Running: its Job {name} is stopped (a node in the "
                 f"middle of its upgrade finishes it on its own); the TalosCluster spec is "

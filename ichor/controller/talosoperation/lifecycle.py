@@ -63,26 +63,6 @@ Stalled = OperationConditionType.STALLED
 T, F, U = ConditionStatus.TRUE, ConditionStatus.FALSE, ConditionStatus.UNKNOWN
 
 
-class Reason(StrEnum):
-    """Condition reasons of the executor beyond ``OperationReason`` (and the rule names,
-    which serve as the reason of a refusal)."""
-
-    WAITING = "Waiting"
-    CHECKING = "Checking"
-    JOB_CREATING = "JobCreating"
-    JOB_DELETED = "JobDeleted"
-    CLUSTER_NOT_FOUND = "ClusterNotFound"
-    CREDENTIALS_UNUSABLE = "CredentialsUnusable"
-    NO_NODES = "NoNodes"
-    WORKLOAD_UNREACHABLE = "WorkloadUnreachable"
-    SPEC_NOT_UPDATED = "SpecNotUpdated"
-    INVALID_OPERATION = "InvalidOperation"
-    #: ``Ready=True``: the upgrade is installed (and the spec moved, for talos/kubernetes).
-    SUCCEEDED = "Succeeded"
-    #: The Job succeeded but a Node still reports the old version at the deadline.
-    NODES_NOT_UPGRADED = "NodesNotUpgraded"
-
-
 COMPONENTS: Mapping[OperationType, Component] = {
     OperationType.TALOS: Component.TALOS,
     OperationType.KUBERNETES: Component.KUBERNETES,
@@ -627,7 +607,7 @@ def summary(
     reason = source.reason if source is not None else phase.value
     message = source.message if source is not None else phase.value
     if phase is Phase.SUCCEEDED:
-        return _condition(Ready, T, Reason.SUCCEEDED, message, generation), None, None
+        return _condition(Ready, T, OperationReason.SUCCEEDED, message, generation), None, None
     if phase is Phase.FAILED:
         return (
             _condition(Ready, F, reason, message, generation),
@@ -679,7 +659,7 @@ def running(
                 op.generation,
             )
         updates.append(accepted)
-    reason = OperationReason.JOB_RUNNING if job_created else Reason.JOB_CREATING
+    reason = OperationReason.JOB_RUNNING if job_created else OperationReason.JOB_CREATING
     updates.append(_condition(Complete, F, reason, message, op.generation))
     return _status(
         op,

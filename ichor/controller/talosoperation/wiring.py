@@ -12,10 +12,11 @@ from typing import Any
 import kopf
 
 from ichor.api import kinds
+from ichor.controller import running
 from ichor.controller.talosoperation import jobs
 from ichor.controller.talosoperation.executor import OperationController
 from ichor.kube.clients import operator_client
-from ichor.settings import OperationSettings, Settings
+from ichor.settings import Settings
 
 #: memo keys: the running controller, and settings a caller may pass in.
 CONTROLLER = "ichor_operation_controller"
@@ -23,10 +24,7 @@ SETTINGS = "ichor_operation_settings"
 
 
 async def stop(memo: kopf.Memo, **_: Any) -> None:
-    controller = memo.get(CONTROLLER)
-    if isinstance(controller, OperationController):
-        await controller.stop()
-        await controller.api.close()
+    if await running.stop(memo, CONTROLLER, OperationController) is not None:
         # let the closed connections' transports finish closing before the loop ends
         await asyncio.sleep(0.1)
 
@@ -43,17 +41,14 @@ async def job_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
         controller.job_event(event["object"])
 
 
-def register(registry: kopf.OperatorRegistry, *, settings: Settings | None = None) -> None:
-    """Put the executor's handlers into ``registry``; ``settings`` (else the environment's,
-    read at start) are the operator's, a ``SETTINGS`` memo entry wins for the controller's
-    own part."""
+def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
+    """Put the executor's handlers into ``registry``; ``settings`` are the operator's, a
+    ``SETTINGS`` memo entry wins for the controller's own part."""
 
     async def start(memo: kopf.Memo, **_: Any) -> None:
-        given = memo.get(SETTINGS)
-        running = settings if settings is not None else Settings.from_env()
         controller = OperationController(
-            api=await operator_client(kube=running.kube),
-            settings=given if isinstance(given, OperationSettings) else running.operations,
+            api=await operator_client(kube=settings.kube),
+            settings=running.part(memo, SETTINGS, settings.operations),
         )
         controller.start()
         memo[CONTROLLER] = controller

@@ -23,7 +23,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ichor.api import kinds
 from ichor.controller.taloscluster import wiring as cluster_wiring
 from ichor.controller.taloscluster.reconciler import ClusterController
-from ichor.settings import ControllerSettings
+from ichor.settings import ControllerSettings, Settings
 from tests.support import nodes
 from tests.support import operator as support
 from tests.support.operator import eventually as eventually  # tests import it from here
@@ -38,7 +38,7 @@ class Operator:
 
     def __init__(self, settings: ControllerSettings) -> None:
         self.registry = kopf.OperatorRegistry()
-        cluster_wiring.register(self.registry)
+        cluster_wiring.register(self.registry, settings=Settings.from_env())
         self.memo = kopf.Memo()
         self.memo[cluster_wiring.SETTINGS] = settings
         self.kopf = support.KopfThread(self.registry, memo=self.memo)

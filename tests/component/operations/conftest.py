@@ -30,7 +30,7 @@ from ichor.controller.taloscluster import wiring as cluster_wiring
 from ichor.controller.talosoperation import jobs
 from ichor.controller.talosoperation import wiring as operation_wiring
 from ichor.controller.talosoperation.executor import OperationController
-from ichor.settings import ControllerSettings, OperationSettings
+from ichor.settings import ControllerSettings, OperationSettings, Settings
 from tests.harness import controlplane
 from tests.support import nodes
 from tests.support import operator as support
@@ -55,9 +55,10 @@ class Operator:
     def __init__(self, settings: OperationSettings = FAST) -> None:
         self.settings = settings
         self.registry = kopf.OperatorRegistry()
-        cluster_wiring.register(self.registry)
-        operation_wiring.register(self.registry)
-        recorder_wiring.register(self.registry)
+        running = Settings.from_env()
+        cluster_wiring.register(self.registry, settings=running)
+        operation_wiring.register(self.registry, settings=running)
+        recorder_wiring.register(self.registry, settings=running)
         self.memo = kopf.Memo()
         self.kopf = support.KopfThread(self.registry, memo=self.memo)
 

@@ -23,7 +23,7 @@ from ichor import registry
 from ichor.api import kinds
 from ichor.controller.releasecheck import wiring as releasecheck_wiring
 from ichor.controller.releasecheck.check import ReleaseCheck
-from ichor.settings import ReleaseCheckSettings
+from ichor.settings import ReleaseCheckSettings, Settings
 from tests.component.controller.conftest import (  # noqa: F401  (fixtures used here)
     FAST,
     Objects,
@@ -53,7 +53,7 @@ class CheckingOperator(Operator):
 
     def __init__(self, settings: ReleaseCheckSettings) -> None:
         super().__init__(FAST)
-        releasecheck_wiring.register(self.registry)
+        releasecheck_wiring.register(self.registry, settings=Settings.from_env())
         self.memo[releasecheck_wiring.SETTINGS] = settings
 
     @property

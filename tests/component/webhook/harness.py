@@ -28,6 +28,7 @@ import yaml
 
 from ichor.api import kinds
 from ichor.controller.recorder import wiring as recorder_wiring
+from ichor.settings import Settings
 from ichor.webhook import handlers, kubeapi, server
 from ichor.webhook import wiring as webhook_wiring
 from tests.harness import account, certs, controlplane
@@ -120,9 +121,10 @@ def build(
     that posts what the webhook admitted as Events) and settings (our server, fixed
     configurations)."""
     registry = kopf.OperatorRegistry()
-    webhook_wiring.register(registry)
+    running = Settings.from_env()
+    webhook_wiring.register_handlers(registry, kube=running.kube)
     if recorder:
-        recorder_wiring.register(registry)
+        recorder_wiring.register(registry, settings=running)
 
     @kopf.on.login(registry=registry)
     def login(**_: Any) -> kopf.ConnectionInfo:

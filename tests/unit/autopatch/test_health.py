@@ -10,10 +10,10 @@ import pytest
 from ichor.api.autopatch import AutoPatchComponent, AutoPatchSpec, HealthCheck, Window
 from ichor.api.conditions import Condition, ConditionStatus
 from ichor.api.events import AutoPatchEventReason
-from ichor.controller.autopatch import decide as d
+from ichor.controller.autopatch import decisions as d
 from ichor.controller.autopatch import health
 from ichor.controller.autopatch.policy import effective
-from tests.unit.autopatch.test_decide import NOW, cluster, seen_all, status
+from tests.unit.autopatch.test_decisions import NOW, cluster, seen_all, status
 
 SECRET = "s3cr3t-workload-value"
 

@@ -12,10 +12,10 @@ import pytest
 
 from ichor.api.autopatch import HALTED_ANNOTATION, FleetAutoPatchStatus, Halt
 from ichor.api.talosoperation import STARTED_BY_LABEL
-from ichor.controller.autopatch import decide as d
+from ichor.controller.autopatch import decisions as d
 from ichor.controller.autopatch import runner
-from ichor.controller.talosoperation import starter, starts
-from tests.unit.autopatch.test_decide import status
+from ichor.controller.talosoperation import creating, start_request
+from tests.unit.autopatch.test_decisions import status
 
 NOW = datetime(2026, 6, 1, 2, 30, tzinfo=UTC)  # inside 02:00-06:00 UTC
 WINDOW = {"schedule": "0 2 * * *", "duration": "4h"}
@@ -85,7 +85,7 @@ class Api:
         self.operations: list[dict[str, Any]] = []
         self.writes: list[FleetAutoPatchStatus] = []
         self.failing_writes = 0
-        self.started: list[starts.StartRequest] = []
+        self.started: list[start_request.StartRequest] = []
         self.marks: list[str] = []
 
     def fleet(self) -> FleetAutoPatchStatus:
@@ -147,15 +147,15 @@ class Patcher(runner.AutoPatcher):
 def api(monkeypatch: pytest.MonkeyPatch) -> Api:
     made = Api()
 
-    async def start(_: object, *, request: starts.StartRequest) -> starter.Started:
+    async def start(_: object, *, request: start_request.StartRequest) -> creating.Started:
         made.started.append(request)
         name = f"auto-{request.cluster.name}-{request.version}"
         body = operation(name, cluster=request.cluster.name, phase=None, version=request.version,
                          created=NOW)  # fmt: skip
         made.operations.append(body)
-        return starter.Started(name=name, created=True, body=body)
+        return creating.Started(name=name, created=True, body=body)
 
-    monkeypatch.setattr(starter, "start_operation", start)
+    monkeypatch.setattr(creating, "start_operation", start)
     return made
 
 

@@ -13,7 +13,7 @@ import kopf
 import pytest
 
 from ichor.controller.taloscluster import wiring as cluster_wiring
-from ichor.settings import in_cluster_server
+from ichor.settings import KubeSettings, in_cluster_server
 
 ACCOUNT = kopf.ConnectionInfo(
     server="https://kubernetes.default.svc", token="t0ken", ca_path="/ca.crt", scheme="Bearer"
@@ -46,7 +46,7 @@ def test_the_service_account_login_goes_to_that_address(monkeypatch: pytest.Monk
     monkeypatch.setattr(kopf, "login_with_service_account", lambda **_: ACCOUNT)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    info = cluster_wiring.login()
+    info = cluster_wiring.login(kube=KubeSettings.from_env())
     assert info is not None
     assert info.server == "https://10.96.0.1:443"
     assert (info.token, info.ca_path, info.scheme) == ("t0ken", "/ca.crt", "Bearer")
@@ -64,11 +64,11 @@ def test_outside_a_pod_the_kubeconfig_is_used(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(kopf, "login_with_kubeconfig", kubeconfig)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.96.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", "443")
-    assert cluster_wiring.login(logger=None) is fallback
+    assert cluster_wiring.login(kube=KubeSettings.from_env(), logger=None) is fallback
     assert calls == [{"logger": None}]
 
 
 def test_a_service_account_without_the_address_keeps_kopfs(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kopf, "login_with_service_account", lambda **_: ACCOUNT)
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
-    assert cluster_wiring.login() is ACCOUNT
+    assert cluster_wiring.login(kube=KubeSettings.from_env()) is ACCOUNT

@@ -35,6 +35,7 @@ class Response:
         self.content = Stream(chunks)
         self.content_length = length
         self.status = 200
+        self.reason = "OK"
         self.released = False
 
     async def read(self) -> bytes:

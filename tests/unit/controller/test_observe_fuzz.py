@@ -393,6 +393,8 @@ class _Response:
     def __init__(self, body: bytes) -> None:
         self.content = _Stream(body)
         self.content_length = None
+        self.status = 200
+        self.reason = "OK"
 
     def release(self) -> None:
         pass

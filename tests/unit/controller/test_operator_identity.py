@@ -15,6 +15,7 @@ import pytest
 from kopf._core.engines import peering  # kopf's own identity rule, not a copy of it
 
 from ichor import operator
+from ichor.settings import Settings
 
 NAME_VARIABLES = ("LOGNAME", "USER", "LNAME", "USERNAME")
 
@@ -39,7 +40,7 @@ def test_kopf_itself_fails_for_a_nameless_uid(nameless: pytest.MonkeyPatch) -> N
 
 
 def test_a_nameless_uid_is_named_after_its_number(nameless: pytest.MonkeyPatch) -> None:
-    operator.name_the_user()
+    operator.name_the_user(Settings.from_env())
     assert os.environ["USER"] == f"uid{os.getuid()}"
     identity = peering.detect_own_id(manual=False)
     assert identity.startswith(f"uid{os.getuid()}@")
@@ -47,7 +48,7 @@ def test_a_nameless_uid_is_named_after_its_number(nameless: pytest.MonkeyPatch) 
 
 def test_pod_id_wins_and_nothing_is_set(nameless: pytest.MonkeyPatch) -> None:
     nameless.setenv("POD_ID", "ichor-7c9d5b6f4-x2x8q")
-    operator.name_the_user()
+    operator.name_the_user(Settings.from_env())
     assert "USER" not in os.environ
     assert peering.detect_own_id(manual=False) == "ichor-7c9d5b6f4-x2x8q"
 
@@ -56,6 +57,6 @@ def test_a_user_with_a_name_keeps_it(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in (*NAME_VARIABLES, "POD_ID"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(pwd, "getpwuid", lambda uid: pwd.struct_passwd(("ichor",) + ("x",) * 6))
-    operator.name_the_user()
+    operator.name_the_user(Settings.from_env())
     assert "USER" not in os.environ
     assert peering.detect_own_id(manual=False).startswith("ichor@")

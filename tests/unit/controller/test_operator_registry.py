@@ -12,13 +12,14 @@ import kopf
 import pytest
 
 from ichor import operator
+from ichor.settings import Settings
 
 
 def test_every_part_registers_its_handlers_under_ids_of_its_own(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("ICHOR_WEBHOOK_CERT", raising=False)
-    registry = operator.build_registry(kopf.OperatorRegistry())
+    registry = operator.build_registry(kopf.OperatorRegistry(), settings=Settings.from_env())
     activities = registry._activities.get_all_handlers()  # no public listing in kopf
     ids = Counter(str(handler.id) for handler in activities)
     assert [i for i, n in ids.items() if n > 1] == []

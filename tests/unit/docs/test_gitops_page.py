@@ -20,8 +20,9 @@ import yaml
 from lupa import lua51  # type: ignore[import-untyped]
 
 from ichor.api.conditions import ConditionStatus
+from ichor.api.conditions import SpecReachedReason as Reason
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
-from ichor.controller.declarative.decisions import ActiveOperation, Decision, Reason
+from ichor.controller.declarative.decisions import ActiveOperation, Decision
 from ichor.controller.releasecheck import decisions as releasecheck_decisions
 from ichor.controller.taloscluster.status import evaluate
 from ichor.controller.talosoperation import lifecycle

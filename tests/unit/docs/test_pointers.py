@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parents[3]
 SCANNED = ["ichor", "tests", "hack", "charts", "crds", "docs", ".ci"]
 FILES = ["README.md", "Makefile", "Dockerfile", "pyproject.toml"]
 POINTER = re.compile(
-    r"\bADRs?\b|compat-facts|node-notes|testenv-notes|DESIGN\.md|/work/shared"
+    r"(?i:\badr-\d+)|\bADRs?\b|compat-facts|node-notes|testenv-notes|DESIGN\.md"
+    r"|/work/shared|\.\./shared\b"
     r"|\b[Aa]mendments?\b|\b[Ii]ssue \d+|\b[Tt]he issue\b",
 )
 SKIPPED = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", ".hypothesis"}
@@ -51,3 +52,9 @@ def test_the_pattern_catches_what_it_is_for() -> None:
     assert pointers("see the ADR, amendment 2026-11-03") == ["ADR", "amendment"]
     assert pointers("(compat-facts §2), goal (issue 7), what the issue asks")
     assert not pointers("an address, the padre, readme, ladder, tissue 7")
+
+
+def test_the_pattern_catches_a_numbered_record_and_a_sibling_folder() -> None:
+    assert pointers("as adr-0003 says; ADR-12 too") == ["adr-0003", "ADR-12"]
+    assert pointers("see ../shared/STYLE.md") == ["../shared"]
+    assert not pointers("the address-4 of ../sharedthings, a shared/ folder")

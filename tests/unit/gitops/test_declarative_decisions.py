@@ -10,11 +10,12 @@ import pytest
 
 from ichor.api.conditions import ClusterConditionType as Type
 from ichor.api.conditions import ConditionStatus
+from ichor.api.conditions import SpecReachedReason as Reason
 from ichor.api.events import ClusterEventReason
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import OperationType
 from ichor.controller.declarative import decisions
-from ichor.controller.declarative.decisions import ActiveOperation, Decision, Reason, decide
+from ichor.controller.declarative.decisions import ActiveOperation, Decision, decide
 from ichor.controller.taloscluster.status import Outcome, evaluate
 from tests.unit.controller.test_status_rules import LISTED, seen
 

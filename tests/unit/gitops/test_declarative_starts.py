@@ -17,15 +17,16 @@ import pytest
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from ichor.api.conditions import ClusterConditionType as Type
+from ichor.api.conditions import SpecReachedReason as Reason
 from ichor.api.events import ClusterEventReason
 from ichor.api.taloscluster import TalosClusterStatus
 from ichor.api.talosoperation import OperationType
 from ichor.controller.declarative import starting
-from ichor.controller.declarative.decisions import Reason, Target
+from ichor.controller.declarative.decisions import Target
 from ichor.controller.taloscluster import reconciler
 from ichor.controller.taloscluster.reconciler import ClusterController, _Cluster
 from ichor.controller.taloscluster.status import evaluate
-from ichor.controller.talosoperation import starter, starts
+from ichor.controller.talosoperation import creating, start_request
 from ichor.kube import events
 from ichor.kube.bodies import PlannedEvent
 from ichor.settings import ControllerSettings
@@ -46,7 +47,7 @@ def started(phase: str | None, message: str | None = None, *, created: bool = Fa
         status["phase"] = phase
     if message is not None:
         status["message"] = message
-    return starter.Started(name="declarative-prod-x", created=created, body={"status": status})
+    return creating.Started(name="declarative-prod-x", created=created, body={"status": status})
 
 
 # --- what the start says -----------------------------------------------------------------
@@ -137,18 +138,18 @@ class FakeQueue:
 
 class Reconciles:
     """One Declarative cluster reconciled by the real ``ClusterController`` with its
-    Nodes already read, its status writes and Events kept here, and the starter faked:
-    ``answer`` is what each call of ``starter.start_operation`` gives (a ``Started`` or
+    Nodes already read, its status writes and Events kept here, and the operation's create faked:
+    ``answer`` is what each call of ``creating.start_operation`` gives (a ``Started`` or
     an exception to raise)."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, answer: object) -> None:
         self.answer = answer
-        self.calls: list[starts.StartRequest] = []
+        self.calls: list[start_request.StartRequest] = []
         self.events: list[PlannedEvent] = []
         self.settings = ControllerSettings(
             observe_interval=60.0, backoff_initial=5.0, backoff_max=300.0, workers=1
         )
-        monkeypatch.setattr(starter, "start_operation", self._start)
+        monkeypatch.setattr(creating, "start_operation", self._start)
         monkeypatch.setattr(reconciler, "patch_status", self._patch_status)
         monkeypatch.setattr(events, "post", self._post)
         self.controller = ClusterController(cast(ApiClient, object()), self.settings)
@@ -171,12 +172,14 @@ class Reconciles:
             body=copy.deepcopy(self.body), observation=seen()
         )
 
-    async def _start(self, api: ApiClient, *, request: starts.StartRequest) -> starter.Started:
+    async def _start(
+        self, api: ApiClient, *, request: start_request.StartRequest
+    ) -> creating.Started:
         self.calls.append(request)
         answer = self.answer
         if isinstance(answer, BaseException):
             raise answer
-        return cast(starter.Started, answer)
+        return cast(creating.Started, answer)
 
     async def _patch_status(self, api: ApiClient, **call: Any) -> dict[str, Any]:
         _merge(self.body.setdefault("status", {}), call["status_patch"])
@@ -217,8 +220,8 @@ class Reconciles:
         return min(self.queue.delays)
 
 
-def refused(status: int, message: str) -> starter.StartRefused:
-    return starter.StartRefused(message, status=status)
+def refused(status: int, message: str) -> creating.StartRefused:
+    return creating.StartRefused(message, status=status)
 
 
 async def test_a_rule_refusal_is_one_start_per_spec_generation(
@@ -273,7 +276,7 @@ async def test_a_failed_operation_is_not_started_again_for_the_same_spec(
     ids=["namesake-409", "rbac-403", "invalid-422"],
 )
 async def test_a_refusal_that_is_no_rule_is_tried_again_at_the_next_check(
-    monkeypatch: pytest.MonkeyPatch, answer: starter.StartRefused
+    monkeypatch: pytest.MonkeyPatch, answer: creating.StartRefused
 ) -> None:
     """Not the webhook's rule: what refused the start may be gone at the next check (the
     namesake deleted, the role granted), so it is not remembered; the cluster shows it
@@ -310,7 +313,7 @@ async def test_a_refusal_that_is_no_rule_is_tried_again_at_the_next_check(
     ids=["create-delete-race-404", "throttled-429"],
 )
 async def test_a_race_or_throttling_defers_the_start_with_a_growing_backoff(
-    monkeypatch: pytest.MonkeyPatch, answer: starter.StartRefused
+    monkeypatch: pytest.MonkeyPatch, answer: creating.StartRefused
 ) -> None:
     """Nothing a person must do: the cluster is Reconciling (never Stalled, no Warning),
     and the start is tried again after the controller's backoff, doubling."""

@@ -15,6 +15,7 @@ import pytest
 
 from ichor.api.conditions import ClusterConditionType as Type
 from ichor.api.conditions import ClusterReason, Condition, ConditionStatus, OperationReason
+from ichor.api.conditions import OperationReason as Reason
 from ichor.api.ichorinstallation import LatestRelease, UpgradeTargets
 from ichor.api.taloscluster import TalosClusterStatus
 from ichor.api.talosoperation import Phase
@@ -22,7 +23,7 @@ from ichor.controller.declarative.decisions import ActiveOperation
 from ichor.controller.releasecheck import decisions
 from ichor.controller.taloscluster.status import Outcome, evaluate
 from ichor.controller.talosoperation import lifecycle
-from ichor.controller.talosoperation.lifecycle import Operation, Reason
+from ichor.controller.talosoperation.lifecycle import Operation
 from ichor.kube import conditions
 from ichor.release.refusals import Rule
 from tests.unit.controller.test_status_rules import LISTED, run, seen, spec

@@ -58,6 +58,18 @@ def test_each_status_has_one_typed_error_that_is_still_an_api_exception(
     assert errors.typed(typed) is typed
 
 
+@pytest.mark.parametrize(
+    ("status", "refused"),
+    [(400, True), (403, True), (409, True), (410, True), (429, True), (500, False), (None, False)],
+)
+def test_a_4xx_is_refused_and_keeps_its_status_and_message(
+    status: int | None, refused: bool
+) -> None:
+    typed = errors.typed(_error(status, {"message": "the server's words"}))
+    assert typed.refused is refused
+    assert (typed.status, typed.message) == (status, "the server's words")
+
+
 def test_the_message_is_the_servers_or_the_status() -> None:
     denial = 'admission webhook "x" denied the request: refused by rule Y'
     assert errors.message(_error(403, {"message": denial})) == denial

@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from ichor.api.conditions import ConditionStatus, OperationReason
+from ichor.api.conditions import OperationReason as Reason
 from ichor.api.taloscluster import CNIPreset, CNISpec
 from ichor.api.talosoperation import Phase
 from ichor.controller.talosoperation import lifecycle
-from ichor.controller.talosoperation.lifecycle import ClusterState, JobState, Operation, Reason
+from ichor.controller.talosoperation.lifecycle import ClusterState, JobState, Operation
 from ichor.release.refusals import Rule
 from ichor.release.release_set import PINNED
 from ichor.release.versions import parse

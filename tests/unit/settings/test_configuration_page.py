@@ -76,3 +76,13 @@ def test_a_changed_default_is_seen_as_drift() -> None:
     doctored = page.replace("`9443`", "`9444`", 1)
     assert doctored != page
     assert configuration.generated(doctored) != configuration.render()
+
+
+def test_every_field_says_what_it_means_also_those_no_variable_sets() -> None:
+    """A field no variable sets is not on the page, so its ``#:`` comment is the only
+    place a reader learns what it is."""
+    for cls in configuration.SECTIONS:
+        said = configuration.comments(cls)
+        for item in dataclasses.fields(cls):
+            if "section" not in item.metadata:
+                assert said.get(item.name), f"{cls.__name__}.{item.name} has no #: comment"

@@ -164,6 +164,32 @@ def test_nothing_but_the_settings_reads_the_environment() -> None:
     assert _environment_reads(PACKAGE / "settings.py") != []
 
 
+def _settings_reads(path: Path) -> list[str]:
+    """The functions of ``path`` that call ``<something>.from_env(...)``."""
+    tree = ast.parse(path.read_text())
+    return sorted(
+        f"{path.relative_to(PACKAGE.parent)}:{function.name}"
+        for function in ast.walk(tree)
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef)
+        for node in ast.walk(function)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "from_env"
+    )
+
+
+def test_the_settings_are_read_at_the_two_entry_points_only() -> None:
+    """The operator's ``run`` and the command's ``main`` read them, and hand them on;
+    nothing falls back to reading them itself."""
+    reads = [
+        where
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path != PACKAGE / "settings.py"
+        for where in _settings_reads(path)
+    ]
+    assert reads == ["ichor/cli/main.py:main", "ichor/operator.py:run"]
+
+
 def test_the_scan_sees_a_read(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text(

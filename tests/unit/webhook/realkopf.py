@@ -19,6 +19,7 @@ from kopf._core.engines import admission, indexing
 from kopf._core.reactor import inventory
 
 from ichor.api import kinds
+from ichor.settings import KubeSettings
 from ichor.webhook import handlers
 from ichor.webhook import wiring as webhook_wiring
 from tests.unit.webhook.fakes import FakeBackend
@@ -35,7 +36,7 @@ def real_kopf(backend: FakeBackend | None = None) -> RealKopf:
     """kopf's webhook function over the webhook's registry (``wiring.register``)."""
     backend = backend if backend is not None else FakeBackend(holders={"olivia"})
     registry = kopf.OperatorRegistry()
-    webhook_wiring.register(registry)
+    webhook_wiring.register_handlers(registry, kube=KubeSettings.from_env())
     insights = references.Insights()
     for kind, plural in kinds.PLURALS.items():
         insights.webhook_resources.add(

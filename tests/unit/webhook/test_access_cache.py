@@ -10,6 +10,7 @@ import dataclasses
 
 import pytest
 
+from ichor.settings import KubeSettings
 from ichor.webhook import decisions, kubeapi
 from ichor.webhook.access_cache import AccessCache
 from ichor.webhook.reviews import NamespacedName, Requester
@@ -30,7 +31,7 @@ class Scripted(kubeapi.KubeBackend):
     """The real holds_override; the review itself answers from ``granted``."""
 
     def __init__(self, cache: AccessCache) -> None:
-        super().__init__(answers=cache)
+        super().__init__(kube=KubeSettings(), answers=cache)
         self.granted: set[tuple[Requester, NamespacedName]] = set()
         self.sent: list[tuple[Requester, NamespacedName]] = []
         self.unavailable = False

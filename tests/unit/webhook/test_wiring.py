@@ -8,6 +8,7 @@ from typing import Any
 import kopf
 import pytest
 
+from ichor.settings import KubeSettings
 from ichor.webhook import handlers, kubeapi, wiring
 from tests.unit.webhook.fakes import FakeBackend
 
@@ -21,7 +22,7 @@ def _start(registry: kopf.OperatorRegistry) -> Any:
 
 async def test_the_start_keeps_a_backend_it_finds_in_the_memo() -> None:
     registry = kopf.OperatorRegistry()
-    wiring.register(registry)
+    wiring.register_handlers(registry, kube=KubeSettings.from_env())
     fake = FakeBackend(operator="op")
     memo = kopf.Memo({handlers.BACKEND: fake})
     await _start(registry)(memo=memo, logger=logging.getLogger("test"))
@@ -32,7 +33,7 @@ async def test_the_start_puts_the_operators_backend_into_an_empty_memo(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     registry = kopf.OperatorRegistry()
-    wiring.register(registry)
+    wiring.register_handlers(registry, kube=KubeSettings.from_env())
     memo = kopf.Memo()
 
     async def unknown(self: kubeapi.KubeBackend) -> None:

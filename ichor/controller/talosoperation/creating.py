@@ -1,11 +1,11 @@
-"""Create the TalosOperation the controller decided to start (``starts`` builds it).
+"""Create the TalosOperation the controller decided to start (``start_request`` builds it).
 
 One call, ``start_operation``: create the operation with the operator's own client, so the
 webhook judges it as the operator's identity exactly as it judges a person's create (the
 plan: the target rule, the pairs, the Cilium step; an override needs the verb, which the
 operator never holds). Idempotent across restarts: the name is a function of the request,
 so a create that meets the same name (409) reads what is there and returns it when it is
-the request's own operation (``starts.judge_existing``), never a second one.
+the request's own operation (``start_request.judge_existing``), never a second one.
 
 It refuses to decide anything: whether to start is the caller's, whether the version may
 run is the webhook's and the executor's. A denial is returned as ``StartRefused`` with the
@@ -17,16 +17,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
-from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
-from ichor.controller.talosoperation import starts
-from ichor.kube import errors
-from ichor.kube.clients import REQUEST_TIMEOUT
+from ichor.controller.talosoperation import start_request
+from ichor.kube import errors, objects
 
 
 @dataclass(frozen=True)
@@ -60,53 +57,34 @@ class StartRefused(Exception):
         return self.status == 403 and _WEBHOOK_DENIAL.match(self.message) is not None
 
 
-async def start_operation(api: ApiClient, *, request: starts.StartRequest) -> Started:
+async def start_operation(api: ApiClient, *, request: start_request.StartRequest) -> Started:
     """Create the request's operation, or return the one a earlier run created."""
-    objects = client.CustomObjectsApi(api)
-    body = starts.manifest(request)
+    body = start_request.manifest(request)
     name = body["metadata"]["name"]
+    try:
+        created = await objects.create(
+            api, kind=kinds.Kind.TALOS_OPERATION, namespace=request.cluster.namespace, body=body
+        )
+    except errors.Conflict:
+        return await _existing(api, request=request, name=name)
+    except errors.ApiError as error:
+        if error.refused:
+            raise StartRefused(error.message, status=error.status) from error
+        raise
+    return Started(name=name, created=True, body=created)
+
+
+async def _existing(api: ApiClient, *, request: start_request.StartRequest, name: str) -> Started:
     namespace = request.cluster.namespace
-    try:
-        created = await objects.create_namespaced_custom_object(
-            kinds.GROUP,
-            kinds.VERSION,
-            namespace,
-            kinds.Plural.TALOS_OPERATIONS,
-            body,
-            _request_timeout=REQUEST_TIMEOUT,
+    found = await objects.get(api, kind=kinds.Kind.TALOS_OPERATION, name=name, namespace=namespace)
+    if found is None:
+        # deleted between the create and the read: the next start creates it
+        raise StartRefused(
+            f"TalosOperation {namespace}/{name} was deleted while it was being created; it "
+            f"is created again at the next check",
+            status=404,
         )
-    except ApiException as error:
-        if error.status == 409:
-            return await _existing(objects, request=request, name=name)
-        if error.status is not None and 400 <= error.status < 500:
-            raise StartRefused(errors.message(error), status=error.status) from error
-        raise
-    return Started(name=name, created=True, body=cast(dict[str, Any], created))
-
-
-async def _existing(
-    objects: client.CustomObjectsApi, *, request: starts.StartRequest, name: str
-) -> Started:
-    try:
-        found = await objects.get_namespaced_custom_object(
-            kinds.GROUP,
-            kinds.VERSION,
-            request.cluster.namespace,
-            kinds.Plural.TALOS_OPERATIONS,
-            name,
-            _request_timeout=REQUEST_TIMEOUT,
-        )
-    except ApiException as error:
-        if error.status == 404:
-            # deleted between the create and the read: the next start creates it
-            raise StartRefused(
-                f"TalosOperation {request.cluster.namespace}/{name} was deleted while it "
-                f"was being created; it is created again at the next check",
-                status=404,
-            ) from error
-        raise
-    body = cast(dict[str, Any], found)
-    problem = starts.judge_existing(request, body)
+    problem = start_request.judge_existing(request, found)
     if problem is not None:
         raise StartRefused(f"{problem}; delete it to let the controller start its own", status=409)
-    return Started(name=name, created=False, body=body)
+    return Started(name=name, created=False, body=found)

@@ -26,7 +26,8 @@ The order of the checks is the order of the answer a person reads:
 10. start it.
 
 Nothing here remembers: a restart reads the same operations and decides the same start,
-and the starter's deterministic name turns a second create into the first operation.
+and the deterministic name (``talosoperation.start_request``) turns a second create into
+the first operation.
 """
 
 from __future__ import annotations

@@ -11,12 +11,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ichor.api.talosoperation import OperationType, StartedBy
-from ichor.controller.talosoperation import starts
+from ichor.controller.talosoperation import start_request
 
-CLUSTER = starts.ClusterTarget(namespace="team-a", name="prod", uid="uid-1")
+CLUSTER = start_request.ClusterTarget(namespace="team-a", name="prod", uid="uid-1")
 
 
-def request(**changes: Any) -> starts.StartRequest:
+def request(**changes: Any) -> start_request.StartRequest:
     fields: dict[str, Any] = {
         "cluster": CLUSTER,
         "type": OperationType.TALOS,
@@ -24,14 +24,14 @@ def request(**changes: Any) -> starts.StartRequest:
         "started_by": StartedBy.AUTO_PATCH,
     }
     fields.update(changes)
-    return starts.StartRequest(**fields)
+    return start_request.StartRequest(**fields)
 
 
 def test_the_name_is_readable_and_a_function_of_the_request_alone() -> None:
-    name = starts.operation_name(request())
+    name = start_request.operation_name(request())
     assert name.startswith("auto-patch-prod-talos-v1-14-4-")
-    assert name == starts.operation_name(request())  # a restart decides the same name
-    assert len(name) <= starts.NAME_LIMIT
+    assert name == start_request.operation_name(request())  # a restart decides the same name
+    assert len(name) <= start_request.NAME_LIMIT
 
 
 @pytest.mark.parametrize(
@@ -41,12 +41,14 @@ def test_the_name_is_readable_and_a_function_of_the_request_alone() -> None:
         {"type": OperationType.KUBERNETES},
         {"attempt": "2"},
         {"started_by": StartedBy.DECLARATIVE},
-        {"cluster": starts.ClusterTarget(namespace="team-a", name="prod", uid="uid-2")},
+        {"cluster": start_request.ClusterTarget(namespace="team-a", name="prod", uid="uid-2")},
     ],
     ids=["version", "type", "attempt", "starter", "cluster-recreated"],
 )
 def test_any_other_request_gets_another_name(change: dict[str, Any]) -> None:
-    assert starts.operation_name(request(**change)) != starts.operation_name(request())
+    assert start_request.operation_name(request(**change)) != start_request.operation_name(
+        request()
+    )
 
 
 @given(
@@ -54,16 +56,16 @@ def test_any_other_request_gets_another_name(change: dict[str, Any]) -> None:
     version=st.text(min_size=1, max_size=64),
 )
 def test_every_name_is_a_valid_object_name(name: str, version: str) -> None:
-    cluster = starts.ClusterTarget(namespace="ns", name=name, uid="u")
-    made = starts.operation_name(request(cluster=cluster, version=version))
-    assert 9 <= len(made) <= starts.NAME_LIMIT
+    cluster = start_request.ClusterTarget(namespace="ns", name=name, uid="u")
+    made = start_request.operation_name(request(cluster=cluster, version=version))
+    assert 9 <= len(made) <= start_request.NAME_LIMIT
     assert made[0].isalnum()
     assert made[-1].isalnum()
     assert set(made) <= set("abcdefghijklmnopqrstuvwxyz0123456789-")
 
 
 def test_the_manifest_is_an_ordinary_operation_never_an_override() -> None:
-    body = starts.manifest(request(reason="window 0 2 * * * (UTC) is open"))
+    body = start_request.manifest(request(reason="window 0 2 * * * (UTC) is open"))
     assert body["kind"] == "TalosOperation"
     assert body["spec"] == {
         "clusterRef": {"name": "prod"},
@@ -73,12 +75,12 @@ def test_the_manifest_is_an_ordinary_operation_never_an_override() -> None:
     }
     meta = body["metadata"]
     assert meta["namespace"] == "team-a"
-    assert meta["labels"] == {starts.STARTED_BY: "auto-patch"}
+    assert meta["labels"] == {start_request.STARTED_BY: "auto-patch"}
     assert meta["ownerReferences"] == [
         {"apiVersion": "ichor.dev/v1alpha1", "kind": "TalosCluster", "name": "prod", "uid": "uid-1"}
     ]
-    assert meta["annotations"][starts.REASON] == "window 0 2 * * * (UTC) is open"
-    assert "override" not in starts.StartRequest.__dataclass_fields__
+    assert meta["annotations"][start_request.REASON] == "window 0 2 * * * (UTC) is open"
+    assert "override" not in start_request.StartRequest.__dataclass_fields__
 
 
 @pytest.mark.parametrize(
@@ -86,7 +88,7 @@ def test_the_manifest_is_an_ordinary_operation_never_an_override() -> None:
     [
         {"type": OperationType.CNI},
         {"version": ""},
-        {"cluster": starts.ClusterTarget(namespace="team-a", name="prod", uid="")},
+        {"cluster": start_request.ClusterTarget(namespace="team-a", name="prod", uid="")},
     ],
     ids=["cni", "no-version", "no-uid"],
 )
@@ -96,20 +98,20 @@ def test_a_request_the_controller_never_makes_is_refused(change: dict[str, Any])
 
 
 def stored(**metadata: Any) -> dict[str, Any]:
-    body = copy.deepcopy(starts.manifest(request()))
+    body = copy.deepcopy(start_request.manifest(request()))
     body["metadata"].update(metadata)
     return body
 
 
 def test_the_operation_a_restart_finds_under_the_name_is_its_own() -> None:
-    assert starts.judge_existing(request(), stored(uid="op-1", resourceVersion="7")) is None
+    assert start_request.judge_existing(request(), stored(uid="op-1", resourceVersion="7")) is None
 
 
 @pytest.mark.parametrize(
     ("body", "says"),
     [
         (stored(labels={}), "was not started by auto-patch"),
-        (stored(labels={starts.STARTED_BY: "declarative"}), "was not started by auto-patch"),
+        (stored(labels={start_request.STARTED_BY: "declarative"}), "was not started by auto-patch"),
         (stored(ownerReferences=[]), "is not owned by TalosCluster prod"),
         (
             stored(ownerReferences=[{"kind": "TalosCluster", "name": "prod", "uid": "other"}]),
@@ -121,7 +123,7 @@ def test_the_operation_a_restart_finds_under_the_name_is_its_own() -> None:
 def test_an_operation_of_someone_else_under_the_name_is_never_taken(
     body: dict[str, Any], says: str
 ) -> None:
-    problem = starts.judge_existing(request(), body)
+    problem = start_request.judge_existing(request(), body)
     assert problem is not None
     assert says in problem
 
@@ -136,16 +138,16 @@ def test_an_operation_for_another_upgrade_under_the_name_is_never_taken(
 ) -> None:
     body = stored()
     body["spec"].update(spec)
-    problem = starts.judge_existing(request(), body)
+    problem = start_request.judge_existing(request(), body)
     assert problem is not None
     assert "for another upgrade than talos v1.14.4" in problem
 
 
 def test_who_started_an_operation_is_read_from_its_label_only() -> None:
-    assert starts.started_by(stored()) is StartedBy.AUTO_PATCH
-    assert starts.started_by(stored(labels={starts.STARTED_BY: "someone"})) is None
-    assert starts.started_by({"metadata": {"labels": "garbage"}}) is None
-    assert starts.started_by({}) is None
+    assert start_request.started_by(stored()) is StartedBy.AUTO_PATCH
+    assert start_request.started_by(stored(labels={start_request.STARTED_BY: "someone"})) is None
+    assert start_request.started_by({"metadata": {"labels": "garbage"}}) is None
+    assert start_request.started_by({}) is None
 
 
 @pytest.mark.parametrize(
@@ -162,6 +164,6 @@ def test_who_started_an_operation_is_read_from_its_label_only() -> None:
 def test_only_the_webhooks_denial_is_a_rule_refusal(
     status: int | None, message: str, rule: bool
 ) -> None:
-    from ichor.controller.talosoperation.starter import StartRefused
+    from ichor.controller.talosoperation.creating import StartRefused
 
     assert StartRefused(message, status=status).rule_denial is rule

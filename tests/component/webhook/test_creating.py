@@ -20,7 +20,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 
 from ichor.api import kinds
 from ichor.api.talosoperation import OperationType, StartedBy
-from ichor.controller.talosoperation import starter, starts
+from ichor.controller.talosoperation import creating, start_request
 from tests.component.webhook import harness
 from tests.component.webhook.conftest import HOLDER, PLAIN, Api
 
@@ -36,17 +36,17 @@ async def operator_api(api: Api) -> AsyncIterator[ApiClient]:
         await made.close()
 
 
-def _prod(api: Api) -> starts.ClusterTarget:
+def _prod(api: Api) -> start_request.ClusterTarget:
     created = api.create(harness.cluster_manifest("prod", api.namespace), user=None)
     assert created.returncode == 0, created.stderr
     api.set_cilium("prod", "1.20.4")
     body = api.cluster("prod")
     assert body is not None
-    return starts.ClusterTarget.from_body(body)
+    return start_request.ClusterTarget.from_body(body)
 
 
-def _request(cluster: starts.ClusterTarget, kind: OperationType, version: str) -> Any:
-    return starts.StartRequest(
+def _request(cluster: start_request.ClusterTarget, kind: OperationType, version: str) -> Any:
+    return start_request.StartRequest(
         cluster=cluster, type=kind, version=version, started_by=StartedBy.AUTO_PATCH
     )
 
@@ -62,14 +62,14 @@ async def test_a_start_is_admitted_as_the_operators_and_a_restart_makes_no_secon
 ) -> None:
     cluster = _prod(api)
     request = _request(cluster, OperationType.TALOS, "v1.14.4")
-    first = await starter.start_operation(operator_api, request=request)
+    first = await creating.start_operation(operator_api, request=request)
     assert first.created
-    assert first.name == starts.operation_name(request)
-    again = await starter.start_operation(operator_api, request=request)
+    assert first.name == start_request.operation_name(request)
+    again = await creating.start_operation(operator_api, request=request)
     assert not again.created
     assert again.body["metadata"]["uid"] == first.body["metadata"]["uid"]
     (stored,) = _operations(api)
-    assert stored["metadata"]["labels"][starts.STARTED_BY] == "auto-patch"
+    assert stored["metadata"]["labels"][start_request.STARTED_BY] == "auto-patch"
     assert stored["metadata"]["ownerReferences"][0]["uid"] == cluster.uid
     assert stored["spec"]["override"] is False
     # no override was admitted, so nothing is recorded for anyone
@@ -93,8 +93,8 @@ async def test_a_version_the_rules_refuse_is_refused_for_the_operator_too(
     api: Api, operator_api: ApiClient, kind: OperationType, version: str, says: str
 ) -> None:
     cluster = _prod(api)
-    with pytest.raises(starter.StartRefused) as refused:
-        await starter.start_operation(operator_api, request=_request(cluster, kind, version))
+    with pytest.raises(creating.StartRefused) as refused:
+        await creating.start_operation(operator_api, request=_request(cluster, kind, version))
     assert says in refused.value.message, refused.value.message
     assert refused.value.status == 403
     assert _operations(api) == []
@@ -131,7 +131,7 @@ def _marked(api: Api, name: str, value: str = "auto-patch") -> dict[str, Any]:
         "metadata": {
             "name": name,
             "namespace": api.namespace,
-            "labels": {starts.STARTED_BY: value},
+            "labels": {start_request.STARTED_BY: value},
         },
         "spec": {"clusterRef": {"name": "prod"}, "type": "talos", "version": "v1.14.4"},
     }
@@ -152,7 +152,7 @@ async def test_nobody_but_the_operator_marks_an_operation_as_the_controllers(
     assert api.create(plain, user=user).returncode == 0
     labelled = api.plane.kubectl(
         "label", "talosoperation", "plain", "-n", api.namespace,
-        f"{starts.STARTED_BY}=auto-patch", as_user=user, check=False,
+        f"{start_request.STARTED_BY}=auto-patch", as_user=user, check=False,
     )  # fmt: skip
     assert labelled.returncode != 0, labelled.stdout
     assert "added, changed or removed only by the operator" in labelled.stderr
@@ -165,12 +165,12 @@ async def test_a_namesake_a_person_made_is_never_taken_for_the_controllers(
     the controller adopt their operation."""
     cluster = _prod(api)
     request = _request(cluster, OperationType.TALOS, "v1.14.4")
-    namesake = _marked(api, starts.operation_name(request))
+    namesake = _marked(api, start_request.operation_name(request))
     del namesake["metadata"]["labels"]
     assert api.create(namesake, user=PLAIN).returncode == 0
-    with pytest.raises(starter.StartRefused) as refused:
-        await starter.start_operation(operator_api, request=request)
+    with pytest.raises(creating.StartRefused) as refused:
+        await creating.start_operation(operator_api, request=request)
     assert "was not started by auto-patch" in refused.value.message
     assert refused.value.status == 409
     (stored,) = _operations(api)
-    assert starts.STARTED_BY not in (stored["metadata"].get("labels") or {})
+    assert start_request.STARTED_BY not in (stored["metadata"].get("labels") or {})

@@ -30,7 +30,7 @@ from ichor.api.taloscluster import (
     UpgradeChoices,
 )
 from ichor.api.talosoperation import Phase
-from ichor.controller.autopatch import decide as d
+from ichor.controller.autopatch import decisions as d
 from ichor.controller.autopatch.policy import effective, max_concurrent
 from ichor.upgrade.rule import Component
 

@@ -1,0 +1,67 @@
+"""The operations' Jobs (the ``batch/v1`` API) and their Pods: one keyword-only function
+per verb, each raising the typed errors of ``ichor.kube.errors``.
+
+A missing Job is None for ``get_job`` (as ``objects.get``); an existing one is
+``errors.Conflict`` for ``create_job``, a gone one ``errors.NotFound`` for ``delete_job``.
+Everything is returned as plain JSON (dicts), never the client's models: the pure
+decisions (``ichor.controller.talosoperation.lifecycle``) read the Job as it is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from ichor.kube import errors
+from ichor.kube.clients import REQUEST_TIMEOUT
+
+
+def _raw(api: ApiClient, model: Any) -> dict[str, Any]:
+    return cast(dict[str, Any], api.sanitize_for_serialization(model))
+
+
+async def create_job(api: ApiClient, *, namespace: str, body: Mapping[str, Any]) -> dict[str, Any]:
+    """Create the Job ``body``; returns it as stored (``errors.Conflict``: a Job of that
+    name exists)."""
+    created = await errors.mapped(
+        client.BatchV1Api(api).create_namespaced_job(
+            namespace, cast(Any, body), _request_timeout=REQUEST_TIMEOUT
+        )
+    )
+    return _raw(api, created)
+
+
+async def get_job(api: ApiClient, *, namespace: str, name: str) -> dict[str, Any] | None:
+    """The Job, or None when it does not exist."""
+    try:
+        job = await client.BatchV1Api(api).read_namespaced_job(
+            name, namespace, _request_timeout=REQUEST_TIMEOUT
+        )
+    except ApiException as error:
+        if error.status == 404:
+            return None
+        raise errors.typed(error) from error
+    return _raw(api, job)
+
+
+async def delete_job(api: ApiClient, *, namespace: str, name: str) -> None:
+    """Delete the Job and, in the background, its Pods (``errors.NotFound``: it is gone)."""
+    await errors.mapped(
+        client.BatchV1Api(api).delete_namespaced_job(
+            name, namespace, propagation_policy="Background", _request_timeout=REQUEST_TIMEOUT
+        )
+    )
+
+
+async def job_pods(api: ApiClient, *, namespace: str, job: str) -> list[dict[str, Any]]:
+    """The Pods the Job ``job`` made (by the ``job-name`` label Kubernetes sets)."""
+    listed = await errors.mapped(
+        client.CoreV1Api(api).list_namespaced_pod(
+            namespace, label_selector=f"job-name={job}", _request_timeout=REQUEST_TIMEOUT
+        )
+    )
+    return list(_raw(api, listed).get("items") or [])
