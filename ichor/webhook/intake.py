@@ -311,9 +311,10 @@ def _body_problem(body: object, *, where: str) -> str | None:
         return None
     if not isinstance(body, Mapping):
         return f"{where} must be an object"
-    metadata = body.get("metadata")
-    if metadata is None:
+    if "metadata" not in body:
         return None
+    metadata = body["metadata"]
+    # present but null: kopf's ``get("metadata", {})`` would read None
     if not isinstance(metadata, Mapping):
         return f"{where}.metadata must be an object"
     for key in ("uid", "name", "namespace"):

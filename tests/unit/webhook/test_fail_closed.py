@@ -151,3 +151,20 @@ async def test_the_mutating_half_still_writes_the_records_through_kopf() -> None
     (record,) = records.read(patch[0]["value"])
     assert (record.kind, record.user) == (records.RecordKind.OVERRIDE, "olivia")
     assert json.loads(sent) == review  # the review itself was not changed
+
+
+@pytest.mark.parametrize("key", ["object", "oldObject"])
+@pytest.mark.parametrize("field", ["metadata", "spec"])
+async def test_a_null_part_of_an_object_is_a_form_refusal_not_a_retry(key: str, field: str) -> None:
+    """JSON null where an object's metadata (or spec) stands: ``body.get("metadata", {})``
+    gives None, so the review raised on its way to a handler and was answered 503 "retry
+    the write" (the endpoint fuzz found ``"metadata": null``). Such a review is malformed:
+    a denial that says so, never a retry hint and never an allow. (A null status is no
+    status: what the operator has not written yet.)"""
+    review = cluster_review(INCOMPATIBLE, operation="UPDATE")
+    review["request"][key][field] = None
+    answer = await ask(review)
+    assert answer["response"]["allowed"] is False
+    status = answer["response"]["status"]
+    assert status["code"] != 503, status
+    assert "retry" not in status["message"], status
