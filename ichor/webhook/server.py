@@ -33,6 +33,7 @@ import contextlib
 import hashlib
 import logging
 import ssl
+import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,12 +89,22 @@ HEAD_SECONDS = 0.5
 #: asyncio's default is 60 s). Each connection holds asyncio's 256 KiB TLS read buffer
 #: from its first moment, so one that never says hello must not stay long.
 HANDSHAKE_SECONDS = 3.0
-#: Connections held at once, and of them, connections in their TLS handshake. A new
-#: connection beyond either cap takes the place of the oldest one still in its
-#: handshake (a caller that stalls there gives way to one that may not), and is refused
-#: at once when every place is taken by a connection past its handshake.
+#: Connections held at once, and of them, connections in their TLS handshake (each
+#: holds asyncio's 256 KiB TLS buffer). A connection beyond the handshakes waits for a
+#: turn (a paused TCP connection holds no TLS buffer), or takes the turn of the oldest
+#: handshake running longer than ``HANDSHAKE_GRACE``: the API server keeps few idle
+#: connections per webhook and opens a new one for most reviews of a burst, whose
+#: handshakes take milliseconds and must not be dropped (a reset is a 500 for the
+#: write), while a caller that never says hello gives way. Beyond all the places a new
+#: connection takes the place of such a stalled handshake, or of the oldest one waiting,
+#: and is refused at once when every place is past its handshake.
 MAX_CONNECTIONS = 128
 MAX_HANDSHAKES = 32
+HANDSHAKE_GRACE = 0.5
+#: How long the unread rest of a refused body is read and thrown away before the
+#: connection closes (so the caller reads the denial, not a reset): aiohttp's 10 s let
+#: every refused slow body hold its connection's place that long.
+LINGER_SECONDS = 1.0
 #: How long a connection past its handshake may sit idle between reviews (aiohttp's
 #: default is an hour, so idle callers could hold every place). Above the API server's
 #: own idle time for webhook connections (Go's 90 s), so the API server closes first and
@@ -388,20 +399,37 @@ async def _changed(files: Collection[Path], *, interval: float) -> None:
 
 
 class Connections:
-    """The connections the endpoint holds: at most ``limit``, of which at most
-    ``handshakes`` in their TLS handshake.
+    """The connections the endpoint holds: at most ``limit``; of those not yet past their
+    TLS handshake, at most ``handshakes`` run it (hold a turn), the others wait for one.
 
-    A new connection beyond either cap takes the place of the oldest one still in its
+    A connection beyond the places takes the place of the oldest handshake running longer
+    than ``grace``, else of the oldest connection waiting for a turn, else of the oldest
     handshake (``dropped``): a caller stalled there gives way, so connections that never
     say hello cannot keep the API server out. With every place taken by a connection past
-    its handshake, the new one is refused at once (``refused``).
+    its handshake, the new one is refused at once (``refused``). A turn goes at once to a
+    newcomer that finds one free, or finds the oldest handshake stalled past ``grace``
+    (that one is dropped); a turn given back goes to the newest connection waiting (after
+    a flood, the oldest waiting are the flood's).
     """
 
-    def __init__(self, *, limit: int = MAX_CONNECTIONS, handshakes: int = MAX_HANDSHAKES) -> None:
+    def __init__(
+        self,
+        *,
+        limit: int = MAX_CONNECTIONS,
+        handshakes: int = MAX_HANDSHAKES,
+        grace: float = HANDSHAKE_GRACE,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.limit = limit
         self.handshakes = handshakes
-        #: Oldest first.
+        self.grace = grace
+        self.clock = clock
+        #: Admitted, not yet past the handshake; oldest first.
         self._handshaking: dict[_Connection, None] = {}
+        #: Of those, the ones holding a turn, with when they got it; oldest first.
+        self._turns: dict[_Connection, float] = {}
+        #: Of those, the ones waiting for a turn; first come first.
+        self._waiting: dict[_Connection, asyncio.Future[None]] = {}
         self._established: set[_Connection] = set()
         self.peak = 0
         self.dropped = 0
@@ -411,15 +439,25 @@ class Connections:
     def open(self) -> int:
         return len(self._handshaking) + len(self._established)
 
+    def _stalled(self) -> _Connection | None:
+        """The oldest handshake, when it has run longer than ``grace``."""
+        oldest = next(iter(self._turns.items()), None)
+        if oldest is not None and self.clock() - oldest[1] >= self.grace:
+            return oldest[0]
+        return None
+
+    def _drop(self, connection: _Connection) -> None:
+        self.release(connection)
+        self.dropped += 1
+        connection.abort()
+
     def admit(self, connection: _Connection) -> bool:
-        """Whether ``connection`` gets a place (maybe the oldest handshake's)."""
-        while self._handshaking and (
-            self.open >= self.limit or len(self._handshaking) >= self.handshakes
-        ):
-            oldest = next(iter(self._handshaking))
-            self.release(oldest)
-            self.dropped += 1
-            oldest.abort()
+        """Whether ``connection`` gets a place (maybe a stalled or waiting one's)."""
+        while self._handshaking and self.open >= self.limit:
+            victim = (
+                self._stalled() or next(iter(self._waiting), None) or next(iter(self._handshaking))
+            )
+            self._drop(victim)
         if self.open >= self.limit:
             self.refused += 1
             return False
@@ -427,17 +465,68 @@ class Connections:
         self.peak = max(self.peak, self.open)
         return True
 
+    async def turn(self, connection: _Connection, *, within: float) -> None:
+        """Wait (at most ``within`` seconds: ``TimeoutError``) until ``connection`` may
+        run its handshake; ``release`` or ``established`` gives the turn back."""
+        if len(self._turns) >= self.handshakes:
+            stalled = self._stalled()
+            if stalled is not None:
+                self._drop(stalled)
+        if len(self._turns) < self.handshakes:
+            self._turns[connection] = self.clock()
+            return
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._waiting[connection] = waiter
+        deadline = loop.time() + within
+        try:
+            while not waiter.done():
+                # wake when the oldest handshake passes the grace, to drop it if it stalls
+                oldest = next(iter(self._turns.values()), None)
+                wake = deadline
+                if oldest is not None:
+                    wake = min(deadline, loop.time() + max(oldest + self.grace - self.clock(), 0))
+                try:
+                    async with asyncio.timeout_at(wake):
+                        await asyncio.shield(waiter)
+                except TimeoutError:
+                    if loop.time() >= deadline:
+                        raise
+                    stalled = self._stalled()
+                    if stalled is not None:
+                        self._drop(stalled)  # its turn goes to the newest waiting
+        finally:
+            self._waiting.pop(connection, None)
+        await waiter  # the turn given (or the cancellation of a connection dropped)
+
+    def _give_turns(self) -> None:
+        # the newest waiting first: after a flood of callers that never say hello, the
+        # oldest waiting are theirs, and the API server's connection is the newest
+        while len(self._turns) < self.handshakes and self._waiting:
+            connection, waiter = next(reversed(self._waiting.items()))
+            del self._waiting[connection]
+            if not waiter.done():
+                self._turns[connection] = self.clock()
+                waiter.set_result(None)
+
     def established(self, connection: _Connection) -> bool:
         """Its handshake is done: False when it lost its place meanwhile."""
         if connection not in self._handshaking:
             return False
         del self._handshaking[connection]
+        self._turns.pop(connection, None)
         self._established.add(connection)
+        self._give_turns()
         return True
 
     def release(self, connection: _Connection) -> None:
         self._handshaking.pop(connection, None)
         self._established.discard(connection)
+        waiter = self._waiting.pop(connection, None)
+        if waiter is not None and not waiter.done():
+            waiter.cancel()
+        if self._turns.pop(connection, None) is not None:
+            self._give_turns()
 
     def close(self) -> None:
         """Drop every connection still in its handshake (the listener is closing)."""
@@ -493,6 +582,7 @@ class _Connection(asyncio.Protocol):
     async def _secure(self, raw: asyncio.Transport) -> None:
         handoff = _Handoff(self)
         try:
+            await self.connections.turn(self, within=self.handshake_seconds)
             if raw.is_closing():
                 raise ConnectionAbortedError("closed before its handshake")
             tls = await asyncio.get_running_loop().start_tls(
@@ -786,6 +876,7 @@ class AdmissionServer:
                 handle_signals=False,
                 access_log=None,
                 keepalive_timeout=self.keepalive_seconds,
+                lingering_time=LINGER_SECONDS,
             )
             await runner.setup()
             try:

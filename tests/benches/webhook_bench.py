@@ -95,9 +95,10 @@ async def _updates(endpoint: Endpoint, *, count: int, concurrency: int) -> list[
                 async with session.patch(
                     path, data=body, headers=headers, params={"dryRun": "All"}
                 ) as response:
-                    await response.read()
+                    text = await response.read()
                     if response.status != 200:
-                        raise RuntimeError(f"dry-run update answered {response.status}")
+                        said = text[:600].decode(errors="replace")
+                        raise RuntimeError(f"dry-run update answered {response.status}: {said}")
                 samples.append(time.perf_counter() - start)
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))

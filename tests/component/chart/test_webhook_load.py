@@ -27,7 +27,7 @@ import aiohttp
 import pytest
 import yaml
 
-from ichor.webhook import intake
+from ichor.webhook import intake, server
 from tests.component.chart import helm
 from tests.component.chart.conftest import Installed, start_operator, stop_operator
 from tests.fixtures.fuzzing import figure
@@ -42,9 +42,14 @@ IDLE = 1_000
 #: Connections that declare a body of the largest size and send a part of it.
 SLOW = 200
 SLOW_PART = 1024 * 1024
-#: How much a hostile load may grow the operator's RSS: the connections it holds at once
-#: are few, each one's buffers small, and what waits for the review budget counts in it.
+#: How much a load of callers that never finish TLS may grow the operator's RSS: the
+#: connections it holds at once are few, each one's buffers small.
 HOSTILE_GROWTH = 64 * 1024 * 1024
+#: How much slow bodies of callers past their TLS handshake may grow it: the review
+#: budget, and every place's TLS buffer (asyncio's 256 KiB) and request buffers. (These
+#: callers handshake as quickly as the API server, so none of them is dropped for it: a
+#: burst of the API server's own new connections must be answered.)
+SLOW_GROWTH = server.BUDGET_BYTES + server.MAX_CONNECTIONS * 384 * 1024
 #: A connection that never starts its TLS handshake is closed by the server within this.
 CLOSED_WITHIN = 6.0
 #: The API server waits this long for an answer (the chart's webhook.timeoutSeconds).
@@ -223,11 +228,32 @@ def ordinary_session() -> aiohttp.ClientSession:
 
 
 async def ordinary_stream(
-    session: aiohttp.ClientSession, url: str, body: bytes, context: ssl.SSLContext
+    session: aiohttp.ClientSession,
+    url: str,
+    body: bytes,
+    context: ssl.SSLContext,
+    *,
+    refusals: list[int] | None = None,
 ) -> list[tuple[float, dict[str, Any]]]:
+    """``ORDINARY`` reviews one after the other. With ``refusals``, a connection refused
+    at connect is tried again (counted there) until ``ANSWER_WITHIN`` of the first try;
+    the time is counted from the first try."""
     answers = []
     for _ in range(ORDINARY):
-        answers.append(await post(session, url, body, context))
+        started = time.monotonic()
+        while True:
+            try:
+                seconds, answer = await post(session, url, body, context)
+            except aiohttp.ClientConnectorError:
+                if refusals is None or time.monotonic() - started > ANSWER_WITHIN:
+                    raise
+                refusals[0] += 1
+                await asyncio.sleep(0.05)
+                continue
+            answers.append(
+                (time.monotonic() - started if refusals is not None else seconds, answer)
+            )
+            break
         await asyncio.sleep(0.05)
     return answers
 
@@ -347,7 +373,13 @@ async def test_slow_bodies_of_the_largest_size_keep_memory_bounded_and_reviews_a
             for _ in range(SLOW)
         ]
         await asyncio.sleep(1.0)  # the slow bodies are in flight first
-        answered = await ordinary_stream(session, url, ordinary, context)
+        # While every place is held by a slow body past its handshake, a new connection
+        # is refused (a reset; the API server would answer that write 500, failing
+        # closed); the places free as the slow bodies are denied (within the linger). So
+        # an ordinary review is tried again on a refused connection, and must be answered
+        # within the API server's timeout of its first try.
+        refusals = [0]
+        answered = await ordinary_stream(session, url, ordinary, context, refusals=refusals)
         outcomes: dict[str, int] = {}
         for outcome in await asyncio.gather(*slow):
             outcomes[outcome] = outcomes.get(outcome, 0) + 1
@@ -358,9 +390,10 @@ async def test_slow_bodies_of_the_largest_size_keep_memory_bounded_and_reviews_a
         f"sending {SLOW_PART:,}, and {ORDINARY} ordinary reviews: operator RSS "
         f"{rss_before / 2**20:.0f} MiB before, peak {peak / 2**20:.0f} MiB (limit "
         f"{limit / 2**20:.0f} MiB), {rss_after / 2**20:.0f} MiB after; the slow ones: "
-        f"{outcomes}; slowest ordinary answer {slowest:.2f} s"
+        f"{outcomes}; slowest ordinary answer {slowest:.2f} s ({refusals[0]} connections "
+        "refused while every place was held)"
     )
     assert operator.poll() is None, log.read_text()
     assert peak < limit, f"peak RSS {peak / 2**20:.0f} MiB over the chart's limit"
-    assert peak - rss_before < HOSTILE_GROWTH, f"grew {(peak - rss_before) / 2**20:.0f} MiB"
+    assert peak - rss_before < SLOW_GROWTH, f"grew {(peak - rss_before) / 2**20:.0f} MiB"
     assert "no answer" not in outcomes, outcomes  # none is left hanging

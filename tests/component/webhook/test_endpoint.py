@@ -272,3 +272,41 @@ async def test_an_idle_connection_is_closed_after_the_keep_alive_time(tmp_path: 
             assert endpoint.connections.open == 0
     finally:
         await configs.aclose()
+
+
+async def test_a_burst_of_new_connections_from_the_api_server_is_answered(tmp_path: Path) -> None:
+    """The API server keeps few idle connections per webhook host, so under concurrent
+    writes it opens a new TLS connection for most reviews: a burst of 50 at once must all
+    be answered. With a handshake cap below that, the oldest handshakes were dropped to
+    make room, and the API server saw 'connection reset by peer' (a 500 for the write)."""
+    files = certs.write_serving_certificate(tmp_path)
+    endpoint = server.AdmissionServer(
+        port=controlplane.free_port(), certfile=files.cert, pkeyfile=files.key, cafile=files.ca
+    )
+    context = ssl.create_default_context(cafile=str(files.ca))
+    configs = endpoint(refuse_everything)
+    body = json.dumps(REVIEW).encode()
+
+    async def one() -> Any:
+        # a connection of its own, like the API server's beyond its idle ones
+        connector = aiohttp.TCPConnector(force_close=True)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            return await _post_with(session, f"{endpoint.url}/taloscluster", context, body)
+
+    try:
+        await anext(configs)
+        answers = await asyncio.gather(*(one() for _ in range(50)), return_exceptions=True)
+    finally:
+        await configs.aclose()
+    failed = [a for a in answers if isinstance(a, BaseException)]
+    assert failed == [], failed[:3]
+    said = [a["response"]["status"]["message"] for a in answers if isinstance(a, dict)]
+    assert said == ["refused at taloscluster"] * 50
+    assert endpoint.connections.dropped == 0
+    assert endpoint.connections.refused == 0
+
+
+async def _post_with(session: aiohttp.ClientSession, url: str, context: Any, body: bytes) -> Any:
+    async with session.post(url, data=body, ssl=context) as response:
+        assert response.status == 200
+        return await response.json()
