@@ -68,24 +68,6 @@ READY = ClusterConditionType.AUTO_PATCH_READY
 #: The attempt token of a start nobody resumed.
 FIRST_ATTEMPT = "1"
 _NAMES = {Component.TALOS: "Talos", Component.KUBERNETES: "Kubernetes"}
-_STOPPED = frozenset(
-    {
-        Reason.DISABLED,
-        Reason.INVALID_SETTINGS,
-        Reason.SUSPENDED,
-        Reason.FAILED,
-        Reason.HALTED,
-        Reason.START_REFUSED,
-        Reason.CLUSTER_NOT_READY,
-        Reason.NODES_NOT_READY,
-        Reason.NODES_DIFFER,
-        Reason.VERSIONS_INCOMPATIBLE,
-        Reason.RELEASE_LIST_STALE,
-        Reason.WORKLOAD_NOT_READY,
-        Reason.HEALTH_CHECK_FAILED,
-    }
-)
-
 
 #: The reasons that name a health gate.
 GATES = frozenset(
@@ -98,6 +80,21 @@ GATES = frozenset(
         Reason.WORKLOAD_NOT_READY,
         Reason.HEALTH_CHECK_FAILED,
     }
+)
+
+#: The reasons for which nothing starts: auto-patch is off or held, or a gate is shut.
+_STOPPED = (
+    frozenset(
+        {
+            Reason.DISABLED,
+            Reason.INVALID_SETTINGS,
+            Reason.SUSPENDED,
+            Reason.FAILED,
+            Reason.HALTED,
+            Reason.START_REFUSED,
+        }
+    )
+    | GATES
 )
 
 
