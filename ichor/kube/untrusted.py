@@ -72,21 +72,22 @@ def gunzip(raw: bytes, *, limit: int) -> bytes | None:
 
 
 def loads(
-    payload: bytes, *, max_bytes: int, max_values: int, max_depth: int
+    payload: bytes, *, max_bytes: int, max_values: int, max_depth: int, what: str = "it"
 ) -> tuple[object, str | None]:
-    """The JSON of ``payload``, or why it was not read: over ``max_bytes``, more than
-    ``max_values`` values (counted before parsing), not JSON, or nested deeper than
-    ``max_depth`` (deep enough to exhaust Python's recursion is caught too)."""
+    """The JSON of ``payload``, or why it was not read, said of ``what``: over
+    ``max_bytes``, more than ``max_values`` values (counted before parsing), not JSON, or
+    nested deeper than ``max_depth`` (deep enough to exhaust Python's recursion is caught
+    too)."""
     if len(payload) > max_bytes:
-        return None, f"it has {len(payload):,} bytes, more than {max_bytes:,}"
+        return None, f"{what} has {len(payload):,} bytes, more than {max_bytes:,}"
     if values_in(payload) > max_values:
-        return None, f"it holds more than {max_values:,} JSON values"
+        return None, f"{what} holds more than {max_values:,} JSON values"
     try:
         data = json.loads(payload)
     except RecursionError:
-        return None, f"it nests objects and lists deeper than {max_depth} levels"
+        return None, f"{what} nests objects and lists deeper than {max_depth} levels"
     except (ValueError, UnicodeDecodeError):
-        return None, "it is not JSON"
+        return None, f"{what} is not JSON"
     if too_deep(data, max_depth):
-        return None, f"it nests objects and lists deeper than {max_depth} levels"
+        return None, f"{what} nests objects and lists deeper than {max_depth} levels"
     return data, None

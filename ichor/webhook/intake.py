@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-import json
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -208,13 +207,6 @@ def cost_bound(length: int) -> int:
     return length * BYTE_COST + min(length + 1, MAX_VALUES + 1) * VALUE_COST
 
 
-def _depth_problem(data: object) -> str | None:
-    """Whether ``data`` nests deeper than ``MAX_DEPTH`` (walked without recursion)."""
-    if untrusted.too_deep(data, MAX_DEPTH):
-        return f"the body nests objects and lists deeper than {MAX_DEPTH} levels"
-    return None
-
-
 def parse(payload: bytes) -> tuple[object, str | None]:
     """The JSON of ``payload``, or what keeps it from being read as a review.
 
@@ -229,16 +221,13 @@ def parse(payload: bytes) -> tuple[object, str | None]:
             f"the body holds more than {MAX_VALUES:,} JSON values; no TalosCluster or "
             "TalosOperation review is that large"
         )
-    try:
-        data = json.loads(payload)
-    except RecursionError:
-        return None, f"the body nests objects and lists deeper than {MAX_DEPTH} levels"
-    except (ValueError, UnicodeDecodeError):
-        return None, "not JSON"
-    problem = _depth_problem(data)
-    if problem is not None:
-        return None, problem
-    return data, None
+    return untrusted.loads(
+        payload,
+        max_bytes=MAX_REVIEW_BYTES,
+        max_values=MAX_VALUES,
+        max_depth=MAX_DEPTH,
+        what="the body",
+    )
 
 
 def too_large_problem(length: int) -> str:
