@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import ctypes
 import json
 import multiprocessing
 import os
@@ -259,21 +260,17 @@ def _operator_main(kubeconfig: str, interval: float) -> None:
 
     kube_config.KUBE_CONFIG_DEFAULT_LOCATION = kubeconfig
     logging.basicConfig(level=logging.WARNING)
-    heap = os.environ.get("ICHOR_BENCH_TRACEMALLOC")
-    if heap:
-        # the Python heap by file, written on SIGUSR1 (tracemalloc slows the operator:
+    heap = _memory_file()
+    if heap is not None:
+        # what the memory is made of, written on SIGUSR1 (tracemalloc slows the operator:
         # only for finding what the memory per cluster is, never with the figures)
         import tracemalloc
 
-        tracemalloc.start()
+        if os.environ.get("ICHOR_BENCH_TRACEMALLOC"):
+            tracemalloc.start()
 
         def dump(*_: object) -> None:
-            stats = tracemalloc.take_snapshot().statistics("filename")
-            total = sum(stat.size for stat in stats)
-            lines = [f"python heap {total / 2**20:.1f} MiB"]
-            for stat in stats[:15]:
-                lines.append(f"{stat.size / 2**20:7.1f} MiB {stat.traceback[0].filename}")
-            Path(heap).write_text("\n".join(lines) + "\n")
+            Path(heap).write_text("\n".join(_memory_report()) + "\n")
 
         signal.signal(signal.SIGUSR1, dump)
     registry = kopf.OperatorRegistry()
@@ -281,6 +278,96 @@ def _operator_main(kubeconfig: str, interval: float) -> None:
     memo = kopf.Memo()
     memo[cluster_wiring.SETTINGS] = ControllerSettings(observe_interval=interval, workers=WORKERS)
     asyncio.run(kopf.operator(registry=registry, clusterwide=True, standalone=True, memo=memo))
+
+
+def _memory_file() -> str | None:
+    """Where the operator writes what its memory is made of: ``ICHOR_BENCH_TRACEMALLOC``
+    (with the Python heap by file and line) or ``ICHOR_BENCH_MEMORY`` (without)."""
+    return os.environ.get("ICHOR_BENCH_TRACEMALLOC") or os.environ.get("ICHOR_BENCH_MEMORY")
+
+
+class _MallInfo2(ctypes.Structure):
+    """glibc's ``struct mallinfo2`` (mallinfo(3))."""
+
+    _fields_ = [
+        (field, ctypes.c_size_t)
+        for field in (
+            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks",
+            "uordblks", "fordblks", "keepcost",
+        )
+    ]  # fmt: skip
+
+
+def _memory_report() -> list[str]:
+    """What this process's memory is made of: the Python heap by file and by line (while
+    tracemalloc traces), then what tracemalloc does not see: C malloc's bytes in use and
+    free (freed memory it keeps: fragmentation), the RSS by mapping, and the live OpenSSL
+    contexts, client sessions and TLS connections (each holds asyncio's 256 KiB read
+    buffer), before and after a full garbage collection."""
+    import asyncio.sslproto
+    import gc
+    import ssl
+    import tracemalloc
+
+    lines: list[str] = []
+    if tracemalloc.is_tracing():
+        snapshot = tracemalloc.take_snapshot()
+        stats = snapshot.statistics("filename")
+        lines.append(f"python heap {sum(stat.size for stat in stats) / 2**20:.1f} MiB")
+        for stat in stats[:15]:
+            lines.append(f"{stat.size / 2**20:7.1f} MiB {stat.traceback[0].filename}")
+        lines.append("by line:")
+        for stat in snapshot.statistics("lineno")[:25]:
+            frame = stat.traceback[0]
+            lines.append(
+                f"{stat.size / 2**20:7.1f} MiB {stat.count:8d} blocks "
+                f"{frame.filename}:{frame.lineno}"
+            )
+    try:
+        mallinfo2 = ctypes.CDLL(None).mallinfo2
+    except AttributeError:
+        lines.append("malloc: no mallinfo2 (not glibc 2.33 or later)")
+    else:
+        mallinfo2.restype = _MallInfo2
+        info = mallinfo2()
+        lines.append(
+            f"malloc: heap {info.arena / 2**20:.1f} MiB, in use {info.uordblks / 2**20:.1f}, "
+            f"free {info.fordblks / 2**20:.1f}; mapped chunks {info.hblkhd / 2**20:.1f} MiB "
+            f"({info.hblks})"
+        )
+    mappings: dict[str, int] = {}
+    mapping = ""
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        words = line.split()
+        if len(words) >= 5 and "-" in words[0]:
+            mapping = words[5].rsplit("/", 1)[-1] if len(words) > 5 else "[anon]"
+        elif words and words[0] == "Rss:":
+            mappings[mapping] = mappings.get(mapping, 0) + int(words[1])
+    largest = sorted(mappings.items(), key=lambda item: -item[1])[:6]
+    lines.append("RSS by mapping: " + ", ".join(f"{k} {v / 1024:.1f} MiB" for k, v in largest))
+
+    def live() -> str:
+        kinds = (ssl.SSLContext, aiohttp.ClientSession, asyncio.sslproto.SSLProtocol)
+        counts = dict.fromkeys(kinds, 0)
+        states: dict[str, int] = {}
+        for obj in gc.get_objects():
+            for kind in kinds:
+                if isinstance(obj, kind):
+                    counts[kind] += 1
+            if isinstance(obj, asyncio.sslproto.SSLProtocol):
+                state = str(getattr(getattr(obj, "_state", None), "name", "?"))
+                states[state] = states.get(state, 0) + 1
+        counted = ", ".join(f"{count} {kind.__name__}" for kind, count in counts.items())
+        return f"{counted} (TLS connections by state: {states})"
+
+    before, rss_before = live(), _proc(os.getpid())[1]
+    freed = gc.collect()
+    lines.append(f"live: {before}; RSS {rss_before:.0f} MiB")
+    lines.append(
+        f"after a full collection ({freed} objects freed): {live()}; "
+        f"RSS {_proc(os.getpid())[1]:.0f} MiB"
+    )
+    return lines
 
 
 def _proc(pid: int) -> tuple[float, float, float]:
@@ -482,7 +569,7 @@ async def _one_size(
             profiled += profile_steady.stop()
             quiet_to = time.monotonic()
             counted.append(await _requests(session))
-            heap = os.environ.get("ICHOR_BENCH_TRACEMALLOC")
+            heap = _memory_file()
             if heap:
                 os.kill(process.pid, signal.SIGUSR1)
                 await asyncio.sleep(10)
