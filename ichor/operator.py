@@ -31,7 +31,7 @@ from ichor.controller.recorder import wiring as recorder_wiring
 from ichor.controller.releasecheck import wiring as releasecheck_wiring
 from ichor.controller.taloscluster import wiring as cluster_wiring
 from ichor.controller.talosoperation import wiring as operation_wiring
-from ichor.kube import metrics
+from ichor.kube import allocator, metrics
 from ichor.settings import Settings
 from ichor.webhook import wiring as webhook_wiring
 
@@ -91,6 +91,7 @@ def run() -> None:
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     name_the_user(settings)
+    allocator.keep_large_buffers_mapped()
     asyncio.run(main(settings))
 
 

@@ -256,10 +256,12 @@ def _operator_main(kubeconfig: str, interval: float) -> None:
     from kubernetes_asyncio.config import kube_config
 
     from ichor.controller.taloscluster import wiring as cluster_wiring
+    from ichor.kube import allocator
     from ichor.settings import ControllerSettings, Settings
 
     kube_config.KUBE_CONFIG_DEFAULT_LOCATION = kubeconfig
     logging.basicConfig(level=logging.WARNING)
+    allocator.keep_large_buffers_mapped()  # as ichor.operator.run does
     heap = _memory_file()
     if heap is not None:
         # what the memory is made of, written on SIGUSR1 (tracemalloc slows the operator:
