@@ -38,6 +38,18 @@ def merge_patch(old: Mapping[str, Any], new: Mapping[str, Any]) -> dict[str, Any
     return patch
 
 
+def without_managed_fields(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """``body`` without ``metadata.managedFields`` (a shallow copy; ``body`` itself when it
+    has none), for a body a controller keeps in memory: server-side apply's field
+    ownership, which no decision reads, is close to half a TalosCluster's JSON (2.2 of
+    4.8 KB) and more of its parsed size, a dict per field it names."""
+    metadata = body.get("metadata")
+    if not isinstance(metadata, Mapping) or "managedFields" not in metadata:
+        return body
+    kept = {key: value for key, value in metadata.items() if key != "managedFields"}
+    return {**body, "metadata": kept}
+
+
 #: Where Events about cluster-scoped objects (IchorInstallation) are written.
 CLUSTER_SCOPED_EVENT_NAMESPACE = "default"
 COMPONENT = "ichor-operator"

@@ -272,7 +272,9 @@ def _operator_main(kubeconfig: str, interval: float) -> None:
             tracemalloc.start()
 
         def dump(*_: object) -> None:
-            Path(heap).write_text("\n".join(_memory_report()) + "\n")
+            written = Path(f"{heap}.part")
+            written.write_text("\n".join(_memory_report()) + "\n")
+            written.replace(heap)
 
         signal.signal(signal.SIGUSR1, dump)
     registry = kopf.OperatorRegistry()
@@ -370,6 +372,23 @@ def _memory_report() -> list[str]:
         f"RSS {_proc(os.getpid())[1]:.0f} MiB"
     )
     return lines
+
+
+#: Seconds the operator may take to write what its memory is made of (a snapshot of a
+#: traced heap with deep tracebacks takes tens of seconds).
+DUMP_LIMIT = 300.0
+
+
+async def _dumped(pid: int, path: Path) -> list[str]:
+    """The lines the operator writes to ``path`` once told to (SIGUSR1)."""
+    await asyncio.to_thread(path.unlink, missing_ok=True)
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + DUMP_LIMIT
+    while not await asyncio.to_thread(path.exists):  # renamed into place once complete
+        if time.monotonic() > deadline:
+            return [f"nothing written to {path} in {DUMP_LIMIT:.0f} s"]
+        await asyncio.sleep(0.5)
+    return (await asyncio.to_thread(path.read_text)).splitlines()
 
 
 def _proc(pid: int) -> tuple[float, float, float]:
@@ -573,10 +592,7 @@ async def _one_size(
             counted.append(await _requests(session))
             heap = _memory_file()
             if heap:
-                os.kill(process.pid, signal.SIGUSR1)
-                await asyncio.sleep(10)
-                text = await asyncio.to_thread(Path(heap).read_text)
-                profiled += [f"heap: {line}" for line in text.splitlines()]
+                profiled += [f"heap: {line}" for line in await _dumped(process.pid, Path(heap))]
             if not process.is_alive():
                 raise RuntimeError("the operator stopped during the observe interval")
         finally:

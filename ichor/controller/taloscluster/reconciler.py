@@ -180,6 +180,7 @@ class ClusterController:
     # --- fed by the watches -------------------------------------------------------------
 
     def cluster_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        body = bodies.without_managed_fields(body)  # kept for every cluster
         meta = body.get("metadata", {})
         key: Key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
         if event_type == "DELETED":
@@ -323,7 +324,7 @@ class ClusterController:
                 self.queue.add_after(key, self.settings.backoff_initial)
                 return
             if self.clusters.get(key) is cluster:
-                cluster.body = written
+                cluster.body = bodies.without_managed_fields(written)
             await self._post(body, outcome.events)
             await autopatch.post(self.api, body, auto.events)
 
