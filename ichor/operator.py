@@ -91,7 +91,7 @@ def run() -> None:
         level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     name_the_user(settings)
-    allocator.keep_large_buffers_mapped()
+    allocator.keep_large_buffers_mapped(environment_sets=settings.malloc_mmap_threshold is not None)
     asyncio.run(main(settings))
 
 

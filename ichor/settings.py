@@ -358,6 +358,10 @@ class Settings(_FromEnv):
     #: names it after its user, and a user without a name is named ``uid<N>``. kopf reads
     #: it too.
     pod_id: str | None = env("POD_ID", None, read=_as_is)
+    #: glibc's own setting of its mmap threshold, which glibc reads itself; set, the
+    #: operator leaves the threshold as it says; unset, the operator fixes it at 128 KiB
+    #: so that a closed TLS connection's 256 KiB buffer leaves the RSS (ichor.kube.allocator).
+    malloc_mmap_threshold: str | None = env("MALLOC_MMAP_THRESHOLD_", None, read=_as_is)
     kube: KubeSettings = section(KubeSettings)
     webhook: WebhookSettings = section(WebhookSettings)
     metrics: MetricsSettings = section(MetricsSettings)

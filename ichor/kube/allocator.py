@@ -13,15 +13,15 @@ clusters malloc held 139 MiB of which 73 MiB was free, and the operator's RSS wa
 mapping again, gone from the RSS when its connection closes (the same run: 206 MiB, 7
 MiB free in malloc). Costs two system calls per connection, next to its TLS handshake.
 
-A threshold the environment sets (``MALLOC_MMAP_THRESHOLD_``) is left as it is; on a C
-library other than glibc nothing is done.
+A threshold the environment sets (``MALLOC_MMAP_THRESHOLD_``, which glibc reads itself and
+the settings report as ``Settings.malloc_mmap_threshold``) is left as it is; on a C library
+other than glibc nothing is done.
 """
 
 from __future__ import annotations
 
 import ctypes
 import logging
-import os
 import platform
 
 logger = logging.getLogger(__name__)
@@ -30,13 +30,12 @@ logger = logging.getLogger(__name__)
 M_MMAP_THRESHOLD = -3
 #: glibc's starting threshold: allocations of this size or more get a mapping each.
 MMAP_THRESHOLD = 128 * 1024
-ENVIRONMENT = "MALLOC_MMAP_THRESHOLD_"
 
 
-def keep_large_buffers_mapped() -> bool:
+def keep_large_buffers_mapped(*, environment_sets: bool) -> bool:
     """Fix glibc's mmap threshold at ``MMAP_THRESHOLD`` for this process; True when set
-    (False: not glibc, or the environment sets it)."""
-    if ENVIRONMENT in os.environ or platform.libc_ver()[0] != "glibc":
+    (False: not glibc, or ``environment_sets`` it)."""
+    if environment_sets or platform.libc_ver()[0] != "glibc":
         return False
     try:
         mallopt = ctypes.CDLL(None).mallopt

@@ -261,7 +261,9 @@ def _operator_main(kubeconfig: str, interval: float) -> None:
 
     kube_config.KUBE_CONFIG_DEFAULT_LOCATION = kubeconfig
     logging.basicConfig(level=logging.WARNING)
-    allocator.keep_large_buffers_mapped()  # as ichor.operator.run does
+    allocator.keep_large_buffers_mapped(  # as ichor.operator.run does
+        environment_sets=Settings.from_env().malloc_mmap_threshold is not None
+    )
     heap = _memory_file()
     if heap is not None:
         # what the memory is made of, written on SIGUSR1 (tracemalloc slows the operator:

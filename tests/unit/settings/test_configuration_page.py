@@ -12,7 +12,9 @@ from tests.support import configuration
 
 ROOT = Path(__file__).resolve().parents[3]
 DEPLOYMENT = ROOT / "charts" / "ichor" / "templates" / "deployment.yaml"
-_NAME = re.compile(r"\b(ICHOR_[A-Z0-9_]+|KUBECONFIG|POD_ID|KUBERNETES_SERVICE_[A-Z]+)\b")
+_NAME = re.compile(
+    r"\b(ICHOR_[A-Z0-9_]+|KUBECONFIG|POD_ID|MALLOC_MMAP_THRESHOLD_|KUBERNETES_SERVICE_[A-Z]+)\b"
+)
 
 
 def _names(cls: type[object]) -> list[str]:
