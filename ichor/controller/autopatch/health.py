@@ -37,6 +37,13 @@ from ichor.api.autopatch import (
 MAX_OBJECTS = 200
 #: At most this many bytes of the list response are read for one check.
 MAX_LIST_BYTES = 2 * 1024 * 1024
+#: The JSON values and nesting that answer may hold (``ichor.kube.untrusted``, the bounds
+#: of every workload answer): 2 MiB of ``{},`` would be some 700,000 dicts once parsed,
+#: while 200 ordinary objects hold a few hundred values each; nesting deeper than this is
+#: no Kubernetes object's, and a few hundred levels exhaust the recursion of the CEL
+#: conversion the objects go through.
+MAX_LIST_VALUES = 300_000
+MAX_LIST_DEPTH = 100
 
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 _API_VERSION = re.compile(r"^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?$")

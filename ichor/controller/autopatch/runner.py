@@ -23,7 +23,6 @@ of the fleet's record drops the halts that are over.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -54,7 +53,7 @@ from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType, Phase, Sta
 from ichor.controller.autopatch import decisions, health
 from ichor.controller.autopatch.policy import Policy, effective, max_concurrent
 from ichor.controller.talosoperation import creating, start_request
-from ichor.kube import bodies, errors, events, metrics, objects, patching
+from ichor.kube import bodies, errors, events, metrics, objects, patching, untrusted
 from ichor.upgrade.rule import Component
 
 logger = logging.getLogger(__name__)
@@ -315,10 +314,16 @@ class AutoPatcher:
             return None, f"its objects could not be listed (the API server answered {status})"
         if len(raw) > health.MAX_LIST_BYTES:
             return None, f"its objects exceed {health.MAX_LIST_BYTES // 1024} KiB"
-        try:
-            items = json.loads(raw).get("items")
-        except (ValueError, AttributeError, RecursionError):
-            return None, "the API server's answer is not a list"
+        listed, problem = untrusted.loads(
+            raw,
+            max_bytes=health.MAX_LIST_BYTES,
+            max_values=health.MAX_LIST_VALUES,
+            max_depth=health.MAX_LIST_DEPTH,
+            what="the API server's answer",
+        )
+        if problem is not None:
+            return None, f"its objects could not be read: {problem}"
+        items = listed.get("items") if isinstance(listed, dict) else None
         if not isinstance(items, list):
             return None, "the API server's answer is not a list"
         more = len(items) > health.MAX_OBJECTS
