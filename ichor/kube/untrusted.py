@@ -2,8 +2,8 @@
 
 Two places read JSON another party wrote: the webhook reads the AdmissionReview a caller
 posted (``ichor.webhook.intake``), and the controller reads what a workload cluster
-answers, Helm release Secrets included (``ichor.controller.observe`` and the
-TalosCluster reconciler). ``json.loads`` has no bound of its own: a few MiB of
+answers, Helm release Secrets included (``ichor.controller.observe``, the TalosCluster
+reconciler, and auto-patch's health checks). ``json.loads`` has no bound of its own: a few MiB of
 ``[{},{},...]`` become hundreds of MiB of Python objects, ``[[[[...`` exhausts the
 recursion limit, and a gzip of 29 KiB inflates to 16 MiB. So the bytes are bounded
 before they are inflated or read, the values are counted before they are parsed
