@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import yaml
@@ -102,6 +104,65 @@ def test_talosctls_own_error_reaches_the_operations_status(
     assert TALOS_NODE in ran[0]["args"]
 
 
+class Ran(NamedTuple):
+    """An operation run against the Talos API stand-in, and what the stand-in was asked."""
+
+    cluster: story.Cluster
+    operation: story.Operation
+    #: The phase it ended in.
+    ended: str
+    #: (call, node) of every request the stand-in answered.
+    calls: list[tuple[str, str | None]]
+    #: The operation's explanation and the stand-in's log, for a failed assertion.
+    explain: str
+
+
+def _run_against_the_standin(
+    on_node: OnNode,
+    workload_plane: workload.WorkloadPlane,
+    one_node: node.Node,
+    tmp_path: Path,
+    *,
+    name: str,
+    address: str,
+    operation: str,
+    type_: str,
+    version: str,
+    boot_old: Sequence[str] = (),
+) -> Ran:
+    """A Talos node ``name`` at ``address`` played by the stand-in (its API exposed on the
+    node's link), a TalosCluster over it, and operation ``operation`` run to its end."""
+    one_node.add_address(address)
+    story.talos_node(
+        workload_plane, name, address=address, talos=PINNED.talos, kubelet=PINNED.kubernetes
+    )
+    story.plain_cilium(workload_plane, PINNED.cilium_chart)
+    standin = talos_standin.TalosApi(
+        workdir=tmp_path / "talos",
+        endpoint_host=address,
+        nodes=[talos_standin.TalosNode(name, address)],
+        kubeconfig=workload_plane.kubeconfig,
+        served_kubeconfig=workload_plane.node_kubeconfig(),
+        down=1.0,
+        boot_old=list(boot_old),
+    )
+    try:
+        talos_standin.binary()
+    except binaries.MissingBinaryError as error:
+        pytest.fail(str(error), pytrace=False)
+    with standin as api, one_node.expose(api.port, address=address) as exposed:
+        cluster = story.edge_cluster(
+            on_node, workload_plane, talos=PINNED.talos, kubernetes=PINNED.kubernetes,
+            contract=PINNED.contract, cilium=PINNED.cilium_chart,
+            talosconfig=api.talosconfig(endpoint=exposed.endpoint),
+        )  # fmt: skip
+        started = cluster.start(operation, type_=type_, version=version)
+        ended = started.wait_ended()
+        calls = [(line["call"], line.get("node")) for line in api.calls()]
+        explain = f"{started.explain()}\nstand-in:\n{api.log()}"
+    return Ran(cluster=cluster, operation=started, ended=ended, calls=calls, explain=explain)
+
+
 #: The address of the Talos node the stand-in plays (on the node's link, one per test).
 STANDIN_NODES = {"upgrades": "10.201.1.12", "boots-back": "10.201.1.13"}
 
@@ -125,34 +186,11 @@ def test_a_talos_operation_runs_talosctl_upgrade_against_the_talos_api_standin(
     address = STANDIN_NODES[case]
     name = f"edge-cp-{case}"
     target = "v1.14.4"
-    one_node.add_address(address)
-    story.talos_node(
-        workload_plane, name, address=address, talos=PINNED.talos, kubelet=PINNED.kubernetes
-    )
-    story.plain_cilium(workload_plane, PINNED.cilium_chart)
-    standin = talos_standin.TalosApi(
-        workdir=tmp_path / "talos",
-        endpoint_host=address,
-        nodes=[talos_standin.TalosNode(name, address)],
-        kubeconfig=workload_plane.kubeconfig,
-        served_kubeconfig=workload_plane.node_kubeconfig(),
-        down=1.0,
-        boot_old=[name] if case == "boots-back" else [],
-    )
-    try:
-        talos_standin.binary()
-    except binaries.MissingBinaryError as error:
-        pytest.fail(str(error), pytrace=False)
-    with standin as api, one_node.expose(api.port, address=address) as exposed:
-        cluster = story.edge_cluster(
-            on_node, workload_plane, talos=PINNED.talos, kubernetes=PINNED.kubernetes,
-            contract=PINNED.contract, cilium=PINNED.cilium_chart,
-            talosconfig=api.talosconfig(endpoint=exposed.endpoint),
-        )  # fmt: skip
-        operation = cluster.start(f"edge-talos-{case}", type_="talos", version=target)
-        ended = operation.wait_ended()
-        calls = [(line["call"], line.get("node")) for line in api.calls()]
-        explain = f"{operation.explain()}\nstand-in:\n{api.log()}"
+    cluster, operation, ended, calls, explain = _run_against_the_standin(
+        on_node, workload_plane, one_node, tmp_path,
+        name=name, address=address, operation=f"edge-talos-{case}", type_="talos",
+        version=target, boot_old=[name] if case == "boots-back" else [],
+    )  # fmt: skip
     (job,) = cluster.jobs()
     pod_spec = job["spec"]["template"]["spec"]
     upgrade = pod_spec["initContainers"][0]
@@ -204,33 +242,11 @@ def test_a_kubernetes_operation_runs_talosctl_upgrade_k8s_against_the_talos_api_
     would show."""
     name, address = STANDIN_K8S_NODE
     target = "v1.36.7"
-    one_node.add_address(address)
-    story.talos_node(
-        workload_plane, name, address=address, talos=PINNED.talos, kubelet=PINNED.kubernetes
-    )
-    story.plain_cilium(workload_plane, PINNED.cilium_chart)
-    standin = talos_standin.TalosApi(
-        workdir=tmp_path / "talos",
-        endpoint_host=address,
-        nodes=[talos_standin.TalosNode(name, address)],
-        kubeconfig=workload_plane.kubeconfig,
-        served_kubeconfig=workload_plane.node_kubeconfig(),
-        down=1.0,
-    )
-    try:
-        talos_standin.binary()
-    except binaries.MissingBinaryError as error:
-        pytest.fail(str(error), pytrace=False)
-    with standin as api, one_node.expose(api.port, address=address) as exposed:
-        cluster = story.edge_cluster(
-            on_node, workload_plane, talos=PINNED.talos, kubernetes=PINNED.kubernetes,
-            contract=PINNED.contract, cilium=PINNED.cilium_chart,
-            talosconfig=api.talosconfig(endpoint=exposed.endpoint),
-        )  # fmt: skip
-        operation = cluster.start("edge-kubernetes", type_="kubernetes", version=target)
-        ended = operation.wait_ended()
-        calls = [(line["call"], line.get("node")) for line in api.calls()]
-        explain = f"{operation.explain()}\nstand-in:\n{api.log()}"
+    cluster, operation, ended, calls, explain = _run_against_the_standin(
+        on_node, workload_plane, one_node, tmp_path,
+        name=name, address=address, operation="edge-kubernetes", type_="kubernetes",
+        version=target,
+    )  # fmt: skip
     assert ended == "Failed", explain
     message = operation.message()
     assert "container upgrade-k8s exited 1" in message, message
