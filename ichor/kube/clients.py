@@ -84,6 +84,18 @@ def keep_idle_connections(api: ApiClient, *, seconds: float) -> None:
     connector._keepalive_timeout = seconds
 
 
+async def read_within(stream: aiohttp.StreamReader, *, limit: int) -> bytes | None:
+    """The whole body of ``stream``, or None once it grows past ``limit`` (the rest is left
+    unread): for a body another party sends, a workload's answer or a review posted to the
+    webhook, whose declared length may be absent or untrue."""
+    body = bytearray()
+    while chunk := await stream.readany():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
 @dataclass(frozen=True)
 class SecretValue:
     value: bytes

@@ -43,6 +43,7 @@ import aiohttp.web
 import kopf
 
 from ichor.api import kinds
+from ichor.kube.clients import read_within
 from ichor.webhook import decisions, intake
 from ichor.webhook.intake import CLAIMS, MAX_REVIEW_BYTES, REVIEW_VERSION, Claim, denial
 
@@ -352,16 +353,6 @@ class Budget:
 
 def _mib(size: int) -> str:
     return f"{size / (1024 * 1024):.1f} MiB"
-
-
-async def _read(stream: aiohttp.StreamReader, *, limit: int) -> bytes | None:
-    """The body, or None once it grows past ``limit`` (the rest is left unread)."""
-    body = bytearray()
-    while chunk := await stream.readany():
-        body += chunk
-        if len(body) > limit:
-            return None
-    return bytes(body)
 
 
 async def _head(stream: aiohttp.StreamReader) -> bytes:
@@ -806,7 +797,7 @@ class AdmissionServer:
             async with self.budget.hold(bound) as held:
                 try:
                     async with asyncio.timeout(READ_SECONDS):
-                        payload = await _read(request.content, limit=MAX_REVIEW_BYTES)
+                        payload = await read_within(request.content, limit=MAX_REVIEW_BYTES)
                 except TimeoutError:
                     return intake.unreadable(
                         "", f"the body did not arrive within {READ_SECONDS:.0f} s"

@@ -62,6 +62,7 @@ from ichor.kube.clients import (
     KubeconfigError,
     client_from_kubeconfig,
     read_secret_key,
+    read_within,
 )
 from ichor.kube.patching import patch_status
 from ichor.settings import ControllerSettings
@@ -469,12 +470,7 @@ async def _read_bounded(response: Any, *, limit: int) -> bytes | None:
     length = response.content_length
     if length is not None and length > limit:
         return None
-    body = bytearray()
-    while chunk := await response.content.readany():
-        body += chunk
-        if len(body) > limit:
-            return None
-    return bytes(body)
+    return await read_within(response.content, limit=limit)
 
 
 async def _get_json(method: Any, *args: Any, **params: Any) -> object:
