@@ -173,16 +173,9 @@ def parse_run(body: Mapping[str, Any], *, cluster_uid: str) -> decisions.Run | N
     meta: Mapping[str, Any] = body.get("metadata") or {}
     spec: Mapping[str, Any] = body.get("spec") or {}
     status: Mapping[str, Any] = body.get("status") or {}
-    created = meta.get("creationTimestamp")
-    try:
-        when = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
-    except ValueError:
+    when = _time(meta.get("creationTimestamp"))
+    if when is None:
         return None
-    raw_phase = status.get("phase")
-    try:
-        phase = Phase(raw_phase) if raw_phase is not None else None
-    except ValueError:
-        phase = None
     labels = meta.get("labels") or {}
     owners = meta.get("ownerReferences") or []
     owned = any(isinstance(o, Mapping) and o.get("uid") == cluster_uid for o in owners)
@@ -190,7 +183,7 @@ def parse_run(body: Mapping[str, Any], *, cluster_uid: str) -> decisions.Run | N
         name=str(meta.get("name") or ""),
         type=str(spec.get("type") or ""),
         version=str(spec.get("version") or ""),
-        phase=phase,
+        phase=_phase(status),
         created=when,
         auto_patch=labels.get(STARTED_BY_LABEL) == StartedBy.AUTO_PATCH.value and owned,
         message=str(status["message"]) if status.get("message") else None,
@@ -208,6 +201,15 @@ def _time(raw: object) -> datetime | None:
         return None
 
 
+def _phase(status: Mapping[str, Any]) -> Phase | None:
+    """``status.phase`` (None: not set yet, or a phase this operator does not know)."""
+    raw = status.get("phase")
+    try:
+        return Phase(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
 def parse_fleet_run(body: Mapping[str, Any]) -> decisions.FleetRun | None:
     """An operation of the fleet's auto-patch listing (labelled by the operator)."""
     meta: Mapping[str, Any] = body.get("metadata") or {}
@@ -216,17 +218,13 @@ def parse_fleet_run(body: Mapping[str, Any]) -> decisions.FleetRun | None:
     created = _time(meta.get("creationTimestamp"))
     if created is None:
         return None
-    try:
-        phase = Phase(status["phase"]) if status.get("phase") is not None else None
-    except ValueError:
-        phase = None
     ref = (spec.get("clusterRef") or {}).get("name")
     return decisions.FleetRun(
         cluster=f"{meta.get('namespace')}/{ref}",
         operation=str(meta.get("name") or ""),
         component=str(spec.get("type") or ""),
         version=str(spec.get("version") or ""),
-        phase=phase,
+        phase=_phase(status),
         created=created,
         finished=_time(status.get("finishedAt")),
         halt_recorded=HALTED_ANNOTATION in (meta.get("annotations") or {}),
@@ -387,9 +385,8 @@ class AutoPatcher:
             resume=str(resume) if resume else None,
             not_ready=not_ready,
         )
-        uid = str(meta.get("uid") or "")
         try:
-            runs = await self._runs(namespace, name, uid=uid)
+            runs = await self._runs(namespace, name, uid=_uid(body))
         except errors.FAILED as error:
             logger.warning("auto-patch of %s/%s: operations not listed: %s", namespace, name, error)
             return Result(status=status.auto_patch, condition=previous_condition)
@@ -653,7 +650,7 @@ class AutoPatcher:
                 now=now,
                 previous=previous,
             )
-        run = parse_run(started.body, cluster_uid=str((body.get("metadata") or {}).get("uid")))
+        run = parse_run(started.body, cluster_uid=_uid(body))
         last = LastRun(
             operation=started.name,
             component=plan.component.value,
