@@ -152,9 +152,7 @@ class KubeBackend:
 
     async def _connect(self) -> client.ApiClient:
         if isinstance(self._source, Path):
-            return await clients.client_from_kubeconfig(
-                self._source.read_bytes(), origin=f"kubeconfig {self._source}"
-            )
+            return await clients.own_client(self._source)
         return await clients.operator_client(kube=self._source)
 
     async def close(self) -> None:

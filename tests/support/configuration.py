@@ -34,6 +34,7 @@ SECTIONS: tuple[type[Any], ...] = (
     settings.OperationSettings,
     settings.ExecutorSettings,
     settings.ReleaseCheckSettings,
+    settings.CredentialSettings,
     settings.CliSettings,
 )
 
