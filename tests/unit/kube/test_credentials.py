@@ -428,3 +428,49 @@ def test_the_switches_are_off_unless_set_to_true() -> None:
     for typo in ("0", "yes", "no", "flase"):
         with pytest.raises(SettingsError, match="must be true or false"):
             CredentialSettings.from_env({"ICHOR_CREDENTIALS_ALLOW_PROXY": typo})
+
+
+# --- what `ichor adopt` stores -----------------------------------------------------------------
+
+
+def test_adopt_stores_the_one_context_it_used_with_its_files_inlined(tmp_path: Path) -> None:
+    """A person's kubeconfig: two contexts, certificates as files. adopt stores only the
+    chosen context, flattened, which the operator then reads."""
+    from ichor.cli import clusters
+
+    (tmp_path / "ca.crt").write_bytes(files.authority().cert_pem)
+    (tmp_path / "me.crt").write_bytes(files.client().cert)
+    (tmp_path / "me.key").write_bytes(files.client().key)
+    whole = files.kubeconfig(cert=False)
+    whole["clusters"][0]["cluster"] = {
+        "server": "https://10.0.0.1:6443",
+        "certificate-authority": "ca.crt",
+    }
+    whole["users"][0]["user"] = {"client-certificate": "me.crt", "client-key": "me.key"}
+    other = copy.deepcopy(whole["contexts"][0])
+    other["name"] = "other"
+    whole["contexts"].append(other)
+    whole["users"].append({"name": "exec-user", "user": files.exec_user("id")})
+    path = tmp_path / "config"
+    path.write_text(files.text(whole))
+    stored = clusters._stored_kubeconfig(path, "workload")
+    found = credentials.read_kubeconfig(stored, what=WHAT)
+    assert found.ca_pem == files.authority().cert_pem
+    assert found.client_key_pem == files.client().key
+    assert found.server == "https://10.0.0.1:6443"
+
+
+def test_adopt_refuses_an_exec_user_before_writing_anything(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ichor.cli import clusters
+
+    config = files.kubeconfig(cert=False)
+    config["users"][0]["user"] = files.exec_user("aws eks get-token")
+    path = tmp_path / "config"
+    path.write_text(files.text(config))
+    with pytest.raises(SystemExit):
+        clusters._stored_kubeconfig(path, None)
+    err = capsys.readouterr().err
+    assert "users[0].user.exec runs a command" in err
+    assert "Nothing was written." in err
