@@ -367,7 +367,7 @@ def test_a_talosconfig_without_its_keys_or_with_two_contexts_is_refused() -> Non
 
 
 async def test_an_exec_kubeconfig_runs_nothing(tmp_path: Path) -> None:
-    """The attack of issue 27: the client library ran the command while loading."""
+    """The attack: the client library ran the command while loading."""
     marker = tmp_path / "ran"
     config = files.kubeconfig(cert=False)
     config["users"][0]["user"] = files.exec_user(f"touch {marker}; echo 'bad' >&2; exit 1")
