@@ -5,17 +5,21 @@ the workload cluster is the cluster the operator runs in. This module turns eith
 ``kubernetes_asyncio`` ApiClient and says plainly why it cannot (``KubeconfigError``). A
 Secret's kubeconfig is never handed to the client library's loader: it is read by
 ``ichor.kube.credentials`` (inline credentials only) and the client is configured from
-what that returns, so no other field of it can do anything. It does not cache or retry:
-callers decide how often to read a Secret again.
+what that returns, so no other field of it can do anything (and, on Linux, its keys
+never touch a disk). It does not cache or retry: callers decide how often to read a
+Secret again.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
+import os
 import ssl
 import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,7 +86,8 @@ def workload_client(found: credentials.Kubeconfig, *, origin: str) -> ApiClient:
     """A client configured from a kubeconfig's checked fields and nothing else.
 
     The client library loads certificates from files only, and reads them once, when the
-    client is made: they are written to a private folder, loaded, and removed again.
+    client is made: they are handed to it as files in memory (``_key_files``), closed
+    once it has loaded them.
     """
     configuration = client.Configuration()
     configuration.host = found.server.rstrip("/")
@@ -91,28 +96,58 @@ def workload_client(found: credentials.Kubeconfig, *, origin: str) -> ApiClient:
     configuration.verify_ssl = not found.insecure
     configuration.tls_server_name = found.tls_server_name
     configuration.proxy = found.proxy_url
-    with tempfile.TemporaryDirectory(prefix="ichor-credentials-") as folder:
+    with _key_files() as write:
         if found.ca_pem is not None:
-            configuration.ssl_ca_cert = _file(folder, "ca.crt", found.ca_pem)
+            configuration.ssl_ca_cert = write("ca.crt", found.ca_pem)
         if found.client_cert_pem is not None and found.client_key_pem is not None:
-            configuration.cert_file = _file(folder, "client.crt", found.client_cert_pem)
-            configuration.key_file = _file(folder, "client.key", found.client_key_pem)
-        _check_loadable(configuration, origin=origin)
-        api = ApiClient(configuration=configuration)
+            configuration.cert_file = write("client.crt", found.client_cert_pem)
+            configuration.key_file = write("client.key", found.client_key_pem)
+        try:
+            api = ApiClient(configuration=configuration)
+        except (ssl.SSLError, ValueError):
+            _check_loadable(configuration, origin=origin)
+            raise KubeconfigError(
+                f"{origin} is refused: its certificates cannot be loaded"
+            ) from None
     configuration.ssl_ca_cert = configuration.cert_file = configuration.key_file = None
     return api
 
 
-def _file(folder: str, name: str, content: bytes) -> str:
-    path = Path(folder) / name
-    path.touch(mode=0o600)
-    path.write_bytes(content)
-    return str(path)
+@contextlib.contextmanager
+def _key_files() -> Iterator[Callable[[str, bytes], str]]:
+    """``write(name, content)`` gives a path OpenSSL reads ``content`` from, valid inside
+    the block: an anonymous file in memory where the kernel has them (Linux's
+    memfd_create: never on a disk, gone when closed), else a file in a private temporary
+    folder, removed with it."""
+    if hasattr(os, "memfd_create"):
+        opened: list[int] = []
+
+        def in_memory(name: str, content: bytes) -> str:
+            descriptor = os.memfd_create(name, os.MFD_CLOEXEC)
+            opened.append(descriptor)
+            os.write(descriptor, content)
+            return f"/proc/self/fd/{descriptor}"
+
+        try:
+            yield in_memory
+        finally:
+            for descriptor in opened:
+                os.close(descriptor)
+        return
+    with tempfile.TemporaryDirectory(prefix="ichor-credentials-") as folder:
+
+        def on_disk(name: str, content: bytes) -> str:
+            path = Path(folder) / name
+            path.touch(mode=0o600)
+            path.write_bytes(content)
+            return str(path)
+
+        yield on_disk
 
 
 def _check_loadable(configuration: client.Configuration, *, origin: str) -> None:
-    """Refuse, in the project's words, a CA or a client key pair OpenSSL cannot load (its
-    own text would go into the status otherwise)."""
+    """Which of a CA or a client key pair OpenSSL could not load, said in the project's
+    words (its own text would go into the status otherwise)."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     if configuration.ssl_ca_cert:
         try:
