@@ -138,7 +138,7 @@ async def test_an_exec_kubeconfig_runs_nothing_in_the_operator_or_a_job(
         made = tenants.create_operation(name, "exec", kind, version, user=tenants.tess)
         assert made.returncode == 0, made.stderr
         failed = await _failed(tenants, name)
-        assert _condition(failed, "Complete")["reason"] == "CredentialsUnusable", failed
+        assert _condition(failed, "Accepted")["reason"] == "CredentialsUnusable", failed
         assert "users[0].user.exec runs a command" in failed["status"]["message"]
     assert tenants.jobs() == []
     assert not marker.exists()
@@ -163,8 +163,20 @@ async def test_a_token_file_sends_nothing_to_the_address_the_tenant_chose(
             "token-file", user=tenants.tess, kubeconfigSecretRef={"name": "token-file"}
         )
         assert created.returncode == 0, created.stderr
-        ready = await _refused_kubeconfig(tenants, "token-file")
-        assert "users[0].user.tokenFile reads a file" in ready["message"]
+
+        async def probe() -> dict[str, Any] | None:
+            return tenants.get("taloscluster", "token-file")
+
+        seen = await eventually(
+            probe,
+            lambda b: (
+                listener.connections > 0
+                or _condition(b, "Ready").get("reason") == "KubeconfigUnusable"
+            ),
+            what="a connection to the listener, or the refusal in the status",
+        )
+        assert listener.connections == 0, bytes(listener.received[:64])
+        assert "users[0].user.tokenFile reads a file" in _condition(seen, "Ready")["message"]
         # several observations (each failure is tried again after the backoff)
         await asyncio.sleep(3 * FAST_CLUSTERS.backoff_max)
         assert listener.connections == 0
@@ -196,7 +208,7 @@ async def test_a_talosconfig_with_a_path_is_refused_before_any_job(
     made = tenants.create_operation("up-path", "path", "talos", "v1.14.4", user=tenants.tess)
     assert made.returncode == 0, made.stderr
     failed = await _failed(tenants, "up-path")
-    assert _condition(failed, "Complete")["reason"] == "CredentialsUnusable"
+    assert _condition(failed, "Accepted")["reason"] == "CredentialsUnusable"
     message = failed["status"]["message"]
     assert (
         f"the talosconfig in key 'talosconfig' of Secret {tenants.tenant}/path-talos is "
@@ -207,7 +219,7 @@ async def test_a_talosconfig_with_a_path_is_refused_before_any_job(
     assert [j for j in tenants.jobs() if "up-path" in json.dumps(j["metadata"])] == []
 
 
-def test_a_secret_the_writer_may_not_read_is_refused_at_the_webhook(
+async def test_a_secret_the_writer_may_not_read_is_refused_at_the_webhook(
     webhook: harness.Webhook, tenants: Tenancy, control_plane: controlplane.ControlPlane
 ) -> None:
     """The attack: a user who may read no Secret named an admin's kubeconfig Secret of
