@@ -378,7 +378,9 @@ def read_kubeconfig(
     reader.only(named_context, "contexts[0]", ("name", "context"))
 
     cluster = reader.mapping(named_cluster.get("cluster"), "clusters[0].cluster")
-    user = reader.mapping(named_user.get("user") or {}, "users[0].user")
+    # a user with no credential at all (``user: {}`` or none) is anonymous
+    given_user = named_user.get("user")
+    user = reader.mapping({} if given_user is None else given_user, "users[0].user")
     context = reader.mapping(named_context.get("context"), "contexts[0].context")
     reader.only(
         cluster,

@@ -206,6 +206,8 @@ def test_two_entries_of_any_list_are_refused(entries: str) -> None:
             lambda c: c["clusters"][0]["cluster"].update({"certificate-authority-data": "%%%"}),
             "clusters[0].cluster.certificate-authority-data",
         ),
+        (lambda c: c["users"][0].update(user=False), "users[0].user"),
+        (lambda c: c["users"][0].update(user=["token"]), "users[0].user"),
         (lambda c: c.update(apiVersion="v2"), "apiVersion"),
         (lambda c: c.update(preferences={"colors": True}), "preferences"),
     ],
