@@ -623,11 +623,15 @@ class Node(controlplane.ControlPlane):
         var_log = workdir / VAR_LOG_FOLDER
         var_log.mkdir(parents=True, exist_ok=True)
         log = self.logs / "mount-namespace.log"
+        assert self.namespace is not None
+        network = self.namespace
         tree = self.cgroups
         main = threading.current_thread() is threading.main_thread()
 
         def enter() -> None:
+            # a process of the node like the others: its cgroup tree, its network namespace
             tree.enter("system")
+            network.preexec()
             if main:
                 _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 

@@ -5,7 +5,8 @@ machine before (sysctls, links, iptables and ip6tables rules, mounts, cgroups, t
 default paths of kubelet, containerd and CNI), a Pod that runs to completion with a
 projected token mounted, a long-running Pod behind a Service (so kube-proxy writes its
 chains and the CNI plugin its bridge and veths), the stop, and the snapshot again: it
-must be the same, and no process, network namespace or cgroup of the node may be left.
+must be the same, and no process, network or mount namespace or cgroup of the node may be
+left.
 
 The same again on a machine where no node ever ran (a fresh view of this one,
 :class:`machine.FreshView`, in a process of its own): the kubelet makes its fixed
@@ -23,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import binaries, images, machine, netns, node
+from tests.harness import binaries, images, machine, mountns, netns, node
 from tests.node import isolation
 
 #: The node tier's session fixtures (node start, image build) are charged to the first
@@ -133,6 +134,11 @@ def test_a_node_runs_pods_and_leaves_nothing(
         netns_inodes = {i for i in (_netns_inode(pid) for pid in node_pids) if i is not None}
         assert len(netns_inodes) >= 2, "the node's and the running Pod's namespaces"
         assert os.stat(namespace.path).st_ino in netns_inodes
+        # every part in the node's mount namespace (and the containers in their own)
+        mnt_inodes = {i for i in (mountns.inode(pid) for pid in node_pids) if i is not None}
+        assert cluster.mounts is not None
+        assert cluster.mounts.inode in mnt_inodes
+        assert mountns.inode() not in mnt_inodes, "a part of the node runs in the machine's"
         runtime, workdir = str(cluster.runtime), str(cluster.workdir)
     finally:
         cluster.stop()
@@ -143,6 +149,7 @@ def test_a_node_runs_pods_and_leaves_nothing(
     assert alive == {}, "processes of the node still run"
     for pid in _all_pids():
         assert _netns_inode(pid) not in netns_inodes, f"{pid} ({_cmdline(pid)}) holds a node netns"
+        assert mountns.inode(pid) not in mnt_inodes, f"{pid} ({_cmdline(pid)}) holds a node mnt ns"
         command = _cmdline(pid)
         assert runtime not in command, command
         assert workdir not in command, command
