@@ -354,6 +354,12 @@ class Node(controlplane.ControlPlane):
     """
 
     def __init__(self, *, workdir: Path, registry_port: int, lock_wait: float = LOCK_WAIT) -> None:
+        resolved = workdir.resolve()
+        if resolved == VAR_LOG or VAR_LOG in resolved.parents:
+            raise NodeError(
+                f"the node's work folder {resolved} is under {VAR_LOG}, which the node's"
+                f" mount namespace replaces with a folder of its own: choose one elsewhere"
+            )
         super().__init__(workdir=workdir)
         self.id = f"{os.getpid()}-{secrets.token_hex(3)}"
         self.runtime = Path(f"/run/ichor-node-{self.id}")
@@ -614,13 +620,7 @@ class Node(controlplane.ControlPlane):
     def _mount_namespace(self) -> None:
         """The mount namespace every part of the node runs in, ``/var/log`` there being the
         work folder's :data:`VAR_LOG_FOLDER`; its holder is the node's first process."""
-        workdir = self.workdir.resolve()
-        if workdir == VAR_LOG or VAR_LOG in workdir.parents:
-            raise NodeError(
-                f"the node's work folder {workdir} is under {VAR_LOG}, which the node's"
-                f" mount namespace replaces with a folder of its own: choose one elsewhere"
-            )
-        var_log = workdir / VAR_LOG_FOLDER
+        var_log = self.workdir.resolve() / VAR_LOG_FOLDER
         var_log.mkdir(parents=True, exist_ok=True)
         log = self.logs / "mount-namespace.log"
         assert self.namespace is not None
