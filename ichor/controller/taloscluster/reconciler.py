@@ -248,8 +248,13 @@ class ClusterController:
         raw = None if event_type == "DELETED" else body
         installation = Installation.from_body(raw)
         before = _auto_patch_parts(self.installation_body)
+        fleet_account = accounts.fleet_default(self.installation_body)
         self.installation_body = raw
-        if installation == self.installation and before == _auto_patch_parts(raw):
+        if (
+            installation == self.installation
+            and before == _auto_patch_parts(raw)
+            and fleet_account == accounts.fleet_default(raw)
+        ):
             return
         self.installation = installation
         for key in self.clusters:
