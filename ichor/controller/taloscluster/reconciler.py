@@ -5,7 +5,9 @@ bounded pool of workers reconciles one cluster at a time per key:
 
 1. read the workload cluster when its observation is due (every ``observe_interval``;
    after a failure, with a doubling backoff), with a timeout, so an unreachable cluster
-   holds one worker for at most that long and never the others;
+   holds one worker for at most that long and never the others; without a kubeconfig
+   Secret, as the TalosCluster's ServiceAccount (``ichor.kube.accounts``), never as
+   the operator;
 2. compute the status with ``status.evaluate`` (pure);
 3. write the difference through the status subresource, then post the Events.
 
