@@ -157,7 +157,7 @@ class Tenants:
 
     async def installation(self, spec: Mapping[str, Any]) -> None:
         """The IchorInstallation with ``spec`` and the release check's lists."""
-        await support.apply_installation(self.custom, {"enabled": False})
+        await support.apply_installation(self.custom, {"enabled": True})
         await self.custom.patch_cluster_custom_object(
             kinds.GROUP, kinds.VERSION, kinds.Plural.ICHOR_INSTALLATIONS,
             kinds.INSTALLATION_NAME, {"spec": dict(spec)},

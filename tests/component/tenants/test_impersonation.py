@@ -365,4 +365,4 @@ async def test_an_operations_node_list_is_read_as_the_clusters_account(
         what="the operation running once the account may read the Nodes",
     )
     (job,) = (await client.BatchV1Api(kube_api).list_namespaced_job(tenant)).items
-    assert job.metadata.name.startswith("to-v1-14-5")
+    assert job.metadata.name.startswith("ichor-talos-to-v1-14-5-")
