@@ -126,11 +126,6 @@ DAEMONSETS = Read("list", "daemonsets", "apps")
 READER_GRANTS = frozenset({NODES, DAEMONSETS})
 
 
-def helm_releases(namespace: str) -> Read:
-    """Cilium's Helm release Secrets, read only when its DaemonSet's image has no version."""
-    return Read("list", "secrets", namespace=namespace)
-
-
 def refused(account: ServiceAccount, read: Read, *, exists: bool | None) -> str:
     """Why ``account`` read nothing: it does not exist (``exists`` False), or it may not
     make ``read``, and the step that lets it. The operator's own words only: nothing of
@@ -140,11 +135,7 @@ def refused(account: ServiceAccount, read: Read, *, exists: bool | None) -> str:
     if exists is False:
         return f"{who} does not exist, so this cluster is not read: create it, {other}"
     grant = (
-        f"bind the ClusterRole {READER_ROLE} to it"
-        if read.by_reader_role
-        else f"grant it {read.verb} on {read.resource} in namespace {read.namespace}"
-        if read.namespace
-        else f"grant it {read.verb} on {read.resource}"
+        f"bind the ClusterRole {READER_ROLE} to it" if read.by_reader_role else f"grant it {read}"
     )
     return f"{who} may not {read}, so this cluster is not read: {grant}, {other}"
 

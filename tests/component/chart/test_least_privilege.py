@@ -68,8 +68,9 @@ def test_the_operator_reads_no_node_daemonset_or_secret_list_as_itself() -> None
 
 def test_the_tenant_reader_role_grants_the_workload_reads_of_a_tenants_cluster() -> None:
     """``ichor-tenant-reader`` holds what an account reads for a cluster without a
-    kubeconfig, but the Helm release Secrets (granted in Cilium's namespace only, on
-    purpose: docs/install.md), and nothing else; the chart binds it to nobody."""
+    kubeconfig, but Cilium's Helm release Secrets (a grant in Cilium's namespace, which a
+    tenant's account should rarely hold: refused, the version is unknown; docs/install.md),
+    and nothing else; the chart binds it to nobody."""
     objects = helm.template()
     reader = helm.one(objects, "ClusterRole", "ichor-tenant-reader")
     helm_releases = Permission("", "secrets", "list")

@@ -94,9 +94,9 @@ def test_a_refused_read_names_the_account_the_read_and_the_grant() -> None:
     assert "bind the ClusterRole ichor-tenant-reader to it" in said
     said = accounts.refused(READER, accounts.DAEMONSETS, exists=None)
     assert "may not list daemonsets.apps in the whole cluster" in said
-    said = accounts.refused(READER, accounts.helm_releases("kube-system"), exists=True)
-    assert "may not list secrets in namespace kube-system" in said
-    assert "grant it list on secrets in namespace kube-system" in said
+    said = accounts.refused(READER, accounts.Read("list", "pods", namespace="shop"), exists=True)
+    assert "may not list pods in namespace shop" in said
+    assert "grant it list pods in namespace shop" in said
 
 
 def test_a_missing_account_is_said_to_be_missing() -> None:
