@@ -366,3 +366,41 @@ async def test_an_operations_node_list_is_read_as_the_clusters_account(
     )
     (job,) = (await client.BatchV1Api(kube_api).list_namespaced_job(tenant)).items
     assert job.metadata.name.startswith("ichor-talos-to-v1-14-5-")
+
+
+async def test_an_operation_is_refused_when_its_cluster_names_no_account_and_one_is_required(
+    tenants: Tenants, operator: Operator, kube_api: ApiClient, operator_account: account.Account
+) -> None:
+    """The executor chooses the account as the controller does: none named, nothing is
+    read, not even with the operator's own rights, and the operation says which field."""
+    tenant = await tenants.namespace("tenant-a")
+    await tenants.cluster_role(
+        f"{tenant}-operator-reads",
+        account.tenant_reader_rules(),
+        {"kind": "User", "name": operator_account.username,
+         "apiGroup": "rbac.authorization.k8s.io"},
+    )  # fmt: skip
+    secret = {"metadata": {"name": "prod-talosconfig"},
+              "stringData": {"talosconfig": "context: test\n"}}  # fmt: skip
+    await client.CoreV1Api(kube_api).create_namespaced_secret(tenant, secret)  # type: ignore[arg-type]
+    await tenants.create_cluster(tenant, "prod", talosconfigSecretRef={"name": "prod-talosconfig"})
+    operation = {
+        "apiVersion": kinds.API_VERSION, "kind": kinds.Kind.TALOS_OPERATION,
+        "metadata": {"name": "to-v1-14-5"},
+        "spec": {"clusterRef": {"name": "prod"}, "type": "talos", "version": "v1.14.5"},
+    }  # fmt: skip
+    await tenants.custom.create_namespaced_custom_object(
+        kinds.GROUP, kinds.VERSION, tenant, kinds.Plural.TALOS_OPERATIONS, operation
+    )
+    body = await eventually(
+        lambda: tenants.custom.get_namespaced_custom_object(
+            kinds.GROUP, kinds.VERSION, tenant, kinds.Plural.TALOS_OPERATIONS, "to-v1-14-5"
+        ),
+        lambda b: (b.get("status") or {}).get("phase") == "Failed",
+        within=30.0,
+        what="the operation refused",
+    )
+    message = body["status"]["message"]
+    assert "spec.serviceAccountName" in message
+    assert "ICHOR_REQUIRE_SERVICE_ACCOUNT" in message
+    assert (await client.BatchV1Api(kube_api).list_namespaced_job(tenant)).items == []
