@@ -71,6 +71,7 @@ def register(
         controller = ClusterController(
             api=await operator_client(kube=settings.kube),
             settings=running.part(memo, SETTINGS, settings.clusters),
+            tenants=running.part(memo, running.TENANT_SETTINGS, settings.tenants),
         )
         await controller.load_installation()
         controller.start()

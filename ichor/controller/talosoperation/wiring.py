@@ -49,6 +49,7 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
         controller = OperationController(
             api=await operator_client(kube=settings.kube),
             settings=running.part(memo, SETTINGS, settings.operations),
+            tenants=running.part(memo, running.TENANT_SETTINGS, settings.tenants),
         )
         controller.start()
         memo[CONTROLLER] = controller
