@@ -245,6 +245,17 @@ class MetricsSettings(_FromEnv):
 
 
 @dataclass(frozen=True, kw_only=True)
+class TenantSettings(_FromEnv):
+    """Reads for a TalosCluster in the cluster the operator runs in: as whose account."""
+
+    #: Set: a TalosCluster without a kubeconfig Secret is read only as a ServiceAccount its
+    #: spec or the IchorInstallation names, and not at all when neither does; unset, the
+    #: namespace's ``default`` account reads it then. Never as the operator. The chart sets
+    #: it unless ``tenants.requireServiceAccount`` is false.
+    require_service_account: bool = env("ICHOR_REQUIRE_SERVICE_ACCOUNT", False, read=_flag)
+
+
+@dataclass(frozen=True, kw_only=True)
 class ControllerSettings(_FromEnv):
     """The TalosCluster controller: how often and how hard it reads the workload clusters."""
 
@@ -392,6 +403,7 @@ class Settings(_FromEnv):
     operations: OperationSettings = section(OperationSettings)
     release_check: ReleaseCheckSettings = section(ReleaseCheckSettings)
     credentials: CredentialSettings = section(CredentialSettings)
+    tenants: TenantSettings = section(TenantSettings)
 
 
 @dataclass(frozen=True, kw_only=True)

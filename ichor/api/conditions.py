@@ -97,6 +97,9 @@ class ClusterReason(StrEnum):
     ALL_OFFERED = "AllOffered"
     # Reconciling
     OPERATION_ACTIVE = "OperationActive"
+    # Ready, without a kubeconfig Secret: no ServiceAccount may read the cluster the
+    # operator runs in for it (none named when one is required, missing, or refused)
+    SERVICE_ACCOUNT_UNUSABLE = "ServiceAccountUnusable"
 
 
 class SpecReachedReason(StrEnum):

@@ -34,6 +34,8 @@ class ClusterEventReason(StrEnum):
     SPEC_NOT_REACHED = "SpecNotReached"
     #: Declarative: the Nodes run the spec's versions (again).
     SPEC_REACHED = "SpecReached"
+    #: No ServiceAccount may read the cluster the operator runs in for the TalosCluster.
+    SERVICE_ACCOUNT_UNUSABLE = "ServiceAccountUnusable"
 
 
 class OperationEventReason(StrEnum):

@@ -50,6 +50,9 @@ class IchorInstallationSpec(ApiModel):
     release_check: ReleaseCheckSpec = ReleaseCheckSpec()
     #: The fleet's auto-patch settings: each cluster's default, and the fleet's limit.
     auto_patch: FleetAutoPatchSpec | None = None
+    #: The ServiceAccount (a name, in each TalosCluster's own namespace) that reads a
+    #: cluster without a kubeconfig Secret when its spec names none (ichor.kube.accounts).
+    default_service_account_name: str | None = None
 
 
 class UpgradeTargets(ApiModel):

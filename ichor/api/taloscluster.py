@@ -66,6 +66,9 @@ class TalosClusterSpec(ApiModel):
     #: The cluster's own auto-patch settings, over the fleet's (IchorInstallation).
     auto_patch: AutoPatchSpec | None = None
     upgrade_strategy: UpgradeStrategy = UpgradeStrategy.OPERATIONS
+    #: The ServiceAccount of this namespace the operator reads the cluster it runs in as,
+    #: when there is no kubeconfig Secret (ichor.kube.accounts); unset: the fleet's default.
+    service_account_name: str | None = None
 
 
 class NodeVersions(ApiModel):

@@ -17,6 +17,10 @@ from kubernetes_asyncio.client.api_client import ApiClient
 
 T = TypeVar("T")
 
+#: The memo key of the ``TenantSettings`` a test may pass in (every controller that reads
+#: for a TalosCluster takes the same ones).
+TENANT_SETTINGS = "ichor_tenant_settings"
+
 
 class Running(Protocol):
     """A controller as its wiring keeps it: its client, and a stop."""

@@ -16,6 +16,7 @@ write status.
 
 from __future__ import annotations
 
+import functools
 import json
 import ssl
 import subprocess
@@ -96,6 +97,21 @@ def groups(*, namespace: str = NAMESPACE) -> tuple[str, ...]:
 
 def chart_rules(*, chart: Path = CHART) -> list[dict[str, Any]]:
     """The rules of the chart's operator ClusterRole with the default values."""
+    return _chart_role(chart, RELEASE)
+
+
+#: The ClusterRole the chart ships for a tenant's account to read its cluster with (a
+#: TalosCluster without a kubeconfig Secret is read as a ServiceAccount of its namespace).
+TENANT_READER = "ichor-tenant-reader"
+
+
+def tenant_reader_rules(*, chart: Path = CHART) -> list[dict[str, Any]]:
+    """The rules of the chart's ``ichor-tenant-reader`` ClusterRole."""
+    return _chart_role(chart, TENANT_READER)
+
+
+@functools.cache
+def _chart_role(chart: Path, name: str) -> list[dict[str, Any]]:
     result = subprocess.run(
         [str(binaries.find("helm")), "template", RELEASE, str(chart), "--namespace", NAMESPACE,
          "--show-only", "templates/rbac.yaml"],
@@ -105,10 +121,47 @@ def chart_rules(*, chart: Path = CHART) -> list[dict[str, Any]]:
     if result.returncode != 0:
         raise RuntimeError(f"helm template of {chart} failed: {result.stderr}")
     for doc in yaml.safe_load_all(result.stdout):
-        if doc and doc.get("kind") == "ClusterRole" and doc["metadata"]["name"] == RELEASE:
+        if doc and doc.get("kind") == "ClusterRole" and doc["metadata"]["name"] == name:
             rules: list[dict[str, Any]] = doc["rules"]
             return rules
-    raise RuntimeError(f"the chart {chart} renders no ClusterRole {RELEASE}")
+    raise RuntimeError(f"the chart {chart} renders no ClusterRole {name}")
+
+
+def bind_tenant_reader(
+    plane: controlplane.ControlPlane, *, namespace: str, name: str = "default"
+) -> str:
+    """The chart's ``ichor-tenant-reader`` bound to ServiceAccount ``namespace/name``, as a
+    platform admin binds it for a TalosCluster without a kubeconfig Secret; the binding's
+    name, for ``unbind``. The ClusterRole is applied as the chart renders it."""
+    binding = f"{TENANT_READER}-{namespace}-{name}"[:253]
+    documents = [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": TENANT_READER},
+            "rules": tenant_reader_rules(),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": binding},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": TENANT_READER,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+        },
+    ]
+    plane.kubectl(
+        "apply", "-f", "-",
+        input=json.dumps({"apiVersion": "v1", "kind": "List", "items": documents}),
+    )  # fmt: skip
+    return binding
+
+
+def unbind(plane: controlplane.ControlPlane, binding: str) -> None:
+    plane.kubectl("delete", "clusterrolebinding", binding, "--ignore-not-found", check=False)
 
 
 def manifests(

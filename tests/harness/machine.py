@@ -18,6 +18,12 @@ bridges through iptables (``net.bridge.bridge-nf-call-*`` is 1 when it loads), a
 node does not need it. A sysctl key that was not there before is a change too, except the
 keys of an allowed module (:data:`ALLOWED_MODULE_SYSCTLS`). On a kernel without loadable
 modules (no ``/proc/modules``) there is nothing to compare.
+
+A machine where no node ever ran (:class:`FreshView`): a process's own mount namespace in
+which none of the default paths exists. The folders holding them are overlays on the
+machine's, the paths removed in the overlay, so a reused machine cannot hide what a
+node makes there, and the machine itself is not changed. ``/run`` is left as it is: the
+machine-wide node lock is a file there.
 """
 
 from __future__ import annotations
@@ -25,12 +31,14 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import shutil
+import stat
 import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.harness import cgroups
+from tests.harness import cgroups, mountns
 
 #: Counters the kernel moves by itself.
 VOLATILE_SYSCTLS = frozenset(
@@ -248,3 +256,91 @@ def lasting_diff(before: Snapshot, *, within: float = 10.0) -> tuple[Snapshot, l
         if not changes or time.monotonic() >= deadline:
             return after, changes
         time.sleep(1.0)
+
+
+#: What a fresh view leaves as it is (see the module's text).
+UNFENCED = Path("/run")
+
+
+def fence_of(path: str) -> Path | None:
+    """The folder a fresh view covers to hide ``path``: its nearest existing parent
+    (symbolic links resolved), or None under :data:`UNFENCED` or at ``/``."""
+    folder = Path(os.path.realpath(Path(path).parent))
+    while not folder.is_dir():
+        folder = folder.parent
+    if folder == UNFENCED or UNFENCED in folder.parents or folder == Path("/"):
+        return None
+    return folder
+
+
+def _entries(root: Path) -> list[str]:
+    """What is under ``root``, one ``relative path (kind)`` each; a whiteout is a
+    character device 0:0 in an overlay's upper folder."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        for name in sorted(dirs + files):
+            path = Path(folder, name)
+            info = path.lstat()
+            if stat.S_ISCHR(info.st_mode) and info.st_rdev == 0:
+                kind = "removed"
+            elif stat.S_ISDIR(info.st_mode):
+                kind = "folder"
+            elif stat.S_ISLNK(info.st_mode):
+                kind = "link"
+            else:
+                kind = "file"
+            found.append(f"{path.relative_to(root)} ({kind})")
+    return sorted(found)
+
+
+@dataclass(frozen=True)
+class FreshView:
+    """This process's view of the machine as if no node ever ran (see the module's text).
+
+    ``fences`` maps each covered folder to its overlay's upper folder, where whatever is
+    written in that folder lands; ``hidden`` the default paths removed from the view."""
+
+    fences: dict[Path, Path]
+    hidden: list[str]
+    #: each upper folder's entries right after the paths were removed
+    start: dict[Path, list[str]]
+
+    @classmethod
+    def enter(cls, scratch: Path) -> FreshView:
+        """Move this process (one thread only) into a mount namespace of its own and make
+        the default paths outside :data:`UNFENCED` absent there; ``scratch`` (a folder
+        that exists) holds the overlays' upper folders, on a tmpfs that ends with the
+        namespace."""
+        folders = sorted({f for f in map(fence_of, DEFAULT_PATHS) if f is not None})
+        # an overlay covers the folders under it: one for the outermost
+        folders = [f for f in folders if not any(o in f.parents for o in folders)]
+        mountns.unshare_private()
+        mountns.mount("fresh-view", scratch, "tmpfs", "mode=0700")
+        fences = {}
+        for number, folder in enumerate(folders):
+            upper, work = scratch / str(number) / "upper", scratch / str(number) / "work"
+            upper.mkdir(parents=True)
+            work.mkdir()
+            mountns.mount(
+                "fresh-view", folder, "overlay",
+                f"lowerdir={folder},upperdir={upper},workdir={work}",
+            )  # fmt: skip
+            fences[folder] = upper
+        hidden = []
+        for path in DEFAULT_PATHS:
+            if os.path.lexists(path) and fence_of(path) is not None:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path)
+                else:
+                    os.unlink(path)
+                hidden.append(path)
+        return cls(fences, hidden, {folder: _entries(upper) for folder, upper in fences.items()})
+
+    def written(self) -> list[str]:
+        """What was written in the covered folders since :meth:`enter`, as
+        ``folder/relative path (kind)``: anything of the view's own removals changed."""
+        changes = []
+        for folder, upper in self.fences.items():
+            for entry in sorted(set(_entries(upper)) ^ set(self.start[folder])):
+                changes.append(f"{folder}/{entry}")
+        return changes

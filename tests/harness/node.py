@@ -25,10 +25,15 @@ Where things are:
 - Processes, containers and the shims containerd leaves behind live in the cgroup tree
   ``/ichor-node-<id>`` (:mod:`tests.harness.cgroups`); state under
   ``/run/ichor-node-<id>`` and the work folder.
+- They all run in a mount namespace of the node's own (:mod:`tests.harness.mountns`):
+  the mounts of the kubelet and containerd stay in it, and in it ``/var/log`` is the work
+  folder's ``var-log``, where the kubelet creates its fixed ``/var/log/containers``.
+  Every other folder a part would write by default is set to one in the work folder.
 
-:meth:`Node.stop` leaves nothing: it kills the cgroup tree, unmounts what the kubelet
-and containerd mounted under the node's folders, removes the cgroups and the namespace
-(with it the bridge, veths, iptables chains and the namespace's own sysctls), and writes
+:meth:`Node.stop` leaves nothing: it kills the cgroup tree (the mount namespace ends
+with its last process, and every mount made in it), unmounts what is left under the
+node's folders, removes the cgroups and the network namespace (with it the bridge, veths,
+iptables chains and the namespace's own sysctls), and writes
 back the machine-wide sysctls the kubelet sets (``kernel.panic``,
 ``vm.overcommit_memory``...). ``tests/node/test_node_cleanup.py`` checks each of these.
 
@@ -66,7 +71,7 @@ from typing import Any
 
 import yaml
 
-from tests.harness import binaries, certs, cgroups, controlplane, netns
+from tests.harness import binaries, certs, cgroups, controlplane, mountns, netns
 
 NODE_NAME = "ichor-node"
 NODE_IP = "10.201.0.2"
@@ -91,6 +96,11 @@ PAUSE_IMAGE_PATH = "ichor/pause:3.10"
 KUBELET_FIXED_PATH = Path("/var/lib/kubelet")
 CNI_CACHE = Path("/var/lib/cni")
 CNI_NETWORK = "ichor-node"
+#: The kubelet creates ``/var/log/containers`` whatever its flags say (its container-log
+#: folder is a constant in its code): in the node's mount namespace (:mod:`mountns`) this
+#: folder is the work folder's :data:`VAR_LOG_FOLDER`, so the machine's is never written.
+VAR_LOG = Path("/var/log")
+VAR_LOG_FOLDER = "var-log"
 
 #: Sysctls the kubelet sets machine-wide (not per network namespace) when it starts.
 KUBELET_SYSCTLS = (
@@ -344,11 +354,18 @@ class Node(controlplane.ControlPlane):
     """
 
     def __init__(self, *, workdir: Path, registry_port: int, lock_wait: float = LOCK_WAIT) -> None:
+        resolved = workdir.resolve()
+        if resolved == VAR_LOG or VAR_LOG in resolved.parents:
+            raise NodeError(
+                f"the node's work folder {resolved} is under {VAR_LOG}, which the node's"
+                f" mount namespace replaces with a folder of its own: choose one elsewhere"
+            )
         super().__init__(workdir=workdir)
         self.id = f"{os.getpid()}-{secrets.token_hex(3)}"
         self.runtime = Path(f"/run/ichor-node-{self.id}")
         self.cgroups = cgroups.CgroupTree(f"ichor-node-{self.id}")
         self.namespace: netns.NetworkNamespace | None = None
+        self.mounts: mountns.MountNamespace | None = None
         self.registry_port = registry_port
         self.timings = Timings()
         self._processes: list[_Process] = []
@@ -480,6 +497,7 @@ class Node(controlplane.ControlPlane):
             self._network()
             self.cgroups.create("system")
             self.cgroups.create("runtime")
+            self._mount_namespace()
             self._start_etcd_in_node(found["etcd"])
             self._start_apiserver_in_node(found["kube-apiserver"])
             self._start_containerd(found["containerd"])
@@ -599,6 +617,30 @@ class Node(controlplane.ControlPlane):
             if path.read_text().strip() != value:
                 path.write_text(value)
 
+    def _mount_namespace(self) -> None:
+        """The mount namespace every part of the node runs in, ``/var/log`` there being the
+        work folder's :data:`VAR_LOG_FOLDER`; its holder is the node's first process."""
+        var_log = self.workdir.resolve() / VAR_LOG_FOLDER
+        var_log.mkdir(parents=True, exist_ok=True)
+        log = self.logs / "mount-namespace.log"
+        assert self.namespace is not None
+        network = self.namespace
+        tree = self.cgroups
+        main = threading.current_thread() is threading.main_thread()
+
+        def enter() -> None:
+            # a process of the node like the others: its cgroup tree, its network namespace
+            tree.enter("system")
+            network.preexec()
+            if main:
+                _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+        try:
+            self.mounts = mountns.MountNamespace.create({VAR_LOG: var_log}, log=log, preexec=enter)
+        except mountns.MountNamespaceError as error:
+            raise NodeError(f"{error}; end of {log}:\n{_log_tail(log)}") from None
+        self._processes.append(_Process(name="mount-namespace", popen=self.mounts.holder, log=log))
+
     def _network(self) -> None:
         namespace = netns.NetworkNamespace.create(self.runtime / "net")
         self.namespace = namespace
@@ -687,9 +729,14 @@ class Node(controlplane.ControlPlane):
         log = self.logs / f"{name}.log"
         main = threading.current_thread() is threading.main_thread()
 
+        mounts = self.mounts
+        workdir = self.workdir
+
         def enter() -> None:
             tree.enter(cgroup)
             namespace.preexec()
+            if mounts is not None:
+                mounts.preexec(workdir)
             if main:
                 _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
 
@@ -1057,6 +1104,9 @@ disabled_plugins = [
                 f"--service-cluster-ip-range={SERVICE_CIDR}",
                 "--allocate-node-cidrs=false",
                 "--secure-port=10257",
+                # its FlexVolume prober creates this folder when missing (by default
+                # /usr/libexec/kubernetes/kubelet-plugins/volume/exec on the machine)
+                f"--flex-volume-plugin-dir={self.workdir / 'controller-manager' / 'flexvolume'}",
             ],
         )
 

@@ -33,6 +33,7 @@ SECTIONS: tuple[type[Any], ...] = (
     settings.ControllerSettings,
     settings.OperationSettings,
     settings.ExecutorSettings,
+    settings.TenantSettings,
     settings.ReleaseCheckSettings,
     settings.CredentialSettings,
     settings.CliSettings,

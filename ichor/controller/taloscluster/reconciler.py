@@ -5,7 +5,9 @@ bounded pool of workers reconciles one cluster at a time per key:
 
 1. read the workload cluster when its observation is due (every ``observe_interval``;
    after a failure, with a doubling backoff), with a timeout, so an unreachable cluster
-   holds one worker for at most that long and never the others;
+   holds one worker for at most that long and never the others; without a kubeconfig
+   Secret, as the TalosCluster's ServiceAccount (``ichor.kube.accounts``), never as
+   the operator;
 2. compute the status with ``status.evaluate`` (pure);
 3. write the difference through the status subresource, then post the Events.
 
@@ -54,7 +56,8 @@ from ichor.controller.taloscluster.status import (
     evaluate,
     read_spec,
 )
-from ichor.kube import bodies, conditions, errors, events, metrics, objects, untrusted
+from ichor.kube import accounts, bodies, conditions, errors, events, metrics, objects, untrusted
+from ichor.kube.accounts import ServiceAccount, Unnamed
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
@@ -63,8 +66,9 @@ from ichor.kube.clients import (
     read_secret_key,
     read_within,
 )
+from ichor.kube.impersonation import ReadRefused, impersonating, refusal, refused_message
 from ichor.kube.patching import patch_status
-from ichor.settings import ControllerSettings, CredentialSettings
+from ichor.settings import ControllerSettings, CredentialSettings, TenantSettings
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +96,8 @@ class _Cluster:
     next_observe: float = 0.0
     #: The kubeconfig Secret the last read used (None: the operator's own cluster).
     source: SecretKey | None = None
+    #: Without a kubeconfig Secret: the account the last read was made as, or why none.
+    account: ServiceAccount | Unnamed | None = None
     #: Set once a spec the model cannot read was reported; cleared by a new generation.
     parked_generation: int | None = None
     #: Declarative: a start's lasting outcome (the webhook's rule refused it, its
@@ -100,6 +106,10 @@ class _Cluster:
     declared: dict[tuple[int | None, str, str], Decision] = field(default_factory=dict)
     #: Declarative: starts deferred in a row (5xx, 429, a race), for the backoff.
     deferrals: int = 0
+
+
+class _NotRead(Exception):
+    """No account may read the cluster the operator runs in for this TalosCluster."""
 
 
 def _describe(error: BaseException) -> str:
@@ -138,10 +148,13 @@ class ClusterController:
         self,
         api: ApiClient,
         settings: ControllerSettings,
+        tenants: TenantSettings | None = None,
         credentials: CredentialSettings | None = None,
     ) -> None:
         self.api = api
         self.settings = settings
+        #: As whose account a cluster without a kubeconfig Secret is read.
+        self.tenants = tenants or TenantSettings()
         #: What a kubeconfig Secret may set beyond inline credentials (proxy, insecure TLS).
         self.credentials = credentials or CredentialSettings()
         self.clusters: dict[Key, _Cluster] = {}
@@ -234,8 +247,13 @@ class ClusterController:
         raw = None if event_type == "DELETED" else body
         installation = Installation.from_body(raw)
         before = _auto_patch_parts(self.installation_body)
+        fleet_account = accounts.fleet_default(self.installation_body)
         self.installation_body = raw
-        if installation == self.installation and before == _auto_patch_parts(raw):
+        if (
+            installation == self.installation
+            and before == _auto_patch_parts(raw)
+            and fleet_account == accounts.fleet_default(raw)
+        ):
             return
         self.installation = installation
         for key in self.clusters:
@@ -255,9 +273,11 @@ class ClusterController:
         if spec is not None:
             ref = spec.kubeconfig_secret_ref
             source = (namespace, ref.name, ref.key or DEFAULT_KUBECONFIG_KEY) if ref else None
+            account = None if ref else self._account(namespace, spec)
             first = cluster.observation is None and cluster.failure is None
-            if first or loop.time() >= cluster.next_observe or source != cluster.source:
-                await self._observe(cluster, source)
+            moved = source != cluster.source or account != cluster.account
+            if first or loop.time() >= cluster.next_observe or moved:
+                await self._observe(cluster, source, account)
 
         decided = await self._declare(key, cluster, spec) if spec is not None else None
 
@@ -287,7 +307,7 @@ class ClusterController:
                 body=body,
                 status=new_status,
                 not_ready=cluster.observation.nodes.not_ready if cluster.observation else None,
-                workload=self._cached_workload(cluster.source),
+                workload=self._cached_workload(cluster),
                 installation=self.installation_body,
                 now=now,
             )
@@ -387,16 +407,32 @@ class ClusterController:
         for event in planned:
             await events.post(self.api, involved, event)
 
-    async def _observe(self, cluster: _Cluster, source: SecretKey | None) -> None:
+    async def _observe(
+        self,
+        cluster: _Cluster,
+        source: SecretKey | None,
+        account: ServiceAccount | Unnamed | None,
+    ) -> None:
         loop = asyncio.get_running_loop()
         cluster.source = source
+        cluster.account = account
         try:
-            workload = await self._workload_client(source)
+            if isinstance(account, Unnamed):
+                raise _NotRead(account.message)  # no request at all
+            workload = await self._workload_client(source, account)
             # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
             async with asyncio.timeout(self.settings.observe_timeout):
                 observation = await observe(workload)
         except KubeconfigError as error:
             failure = Failure(ClusterReason.KUBECONFIG_UNUSABLE, str(error))
+        except _NotRead as error:
+            failure = Failure(ClusterReason.SERVICE_ACCOUNT_UNUSABLE, str(error))
+        except ReadRefused as error:
+            if isinstance(account, ServiceAccount):
+                message = await refused_message(self.api, account, error)
+                failure = Failure(ClusterReason.SERVICE_ACCOUNT_UNUSABLE, message)
+            else:
+                failure = Failure(ClusterReason.WORKLOAD_UNREACHABLE, _describe(error))
         except errors.FAILED as error:  # ssl.SSLError is an OSError
             failure = Failure(ClusterReason.WORKLOAD_UNREACHABLE, _describe(error))
         except Exception as error:
@@ -416,16 +452,34 @@ class ClusterController:
         cluster.next_observe = loop.time() + delay
         logger.info("workload cluster not read (retry in %.0f s): %s", delay, failure.message)
 
-    def _cached_workload(self, source: SecretKey | None) -> ApiClient | None:
-        """The client the last read of the workload cluster used (no request)."""
-        if source is None:
-            return self.api
-        cached = self._workload.get(source)
+    def _cached_workload(self, cluster: _Cluster) -> ApiClient | None:
+        """The client the last read of the workload cluster used (no request); without a
+        kubeconfig Secret, the operator's client acting as the tenant's account, or None
+        when no account may read."""
+        if cluster.source is None:
+            account = cluster.account
+            return impersonating(self.api, account) if isinstance(account, ServiceAccount) else None
+        cached = self._workload.get(cluster.source)
         return cached[1] if cached else None
 
-    async def _workload_client(self, source: SecretKey | None) -> ApiClient:
+    def _account(self, namespace: str, spec: TalosClusterSpec) -> ServiceAccount | Unnamed:
+        """The account a cluster without a kubeconfig Secret is read as
+        (``ichor.kube.accounts``): its spec's, the fleet's, or the namespace's default."""
+        return accounts.choose(
+            namespace=namespace,
+            spec=spec.service_account_name,
+            fleet=accounts.fleet_default(self.installation_body),
+            required=self.tenants.require_service_account,
+        )
+
+    async def _workload_client(
+        self, source: SecretKey | None, account: ServiceAccount | None
+    ) -> ApiClient:
         if source is None:
-            return self.api
+            # the cluster the operator runs in, read as the tenant's account: never as
+            # the operator, whose rights are the whole cluster's
+            assert account is not None
+            return impersonating(self.api, account)
         namespace, secret, key = source
         value = await read_secret_key(self.api, namespace=namespace, name=secret, key=key)
         cached = self._workload.get(source)
@@ -505,21 +559,34 @@ async def observe(api: ApiClient) -> Observation:
     """Read the Nodes and the CNI of the workload cluster behind ``api``.
 
     Raises the client's errors (ApiException, aiohttp errors, timeouts) for the caller to
-    turn into a condition; whatever the cluster answers is read as data, never raised:
-    an unreadable Node list or Node is named in ``nodes.unreadable``, an unreadable CNI
-    version is None.
+    turn into a condition, a 403 as ``ReadRefused`` naming the read; whatever the cluster
+    answers is read as data, never raised: an unreadable Node list or Node is named in
+    ``nodes.unreadable``, an unreadable CNI version is None. Each call marked "workload
+    read" runs on ``api``, the workload's client: a kubeconfig's, or the tenant's account
+    (tests/unit/chart/apicalls.py keeps them out of the operator's own ClusterRole).
     """
     core = client.CoreV1Api(api)
     apps = client.AppsV1Api(api)
-    nodes = await _observe_nodes(core)
-    daemonsets = _items(await _get_json(apps.list_daemon_set_for_all_namespaces)) or []
+    with refusal(accounts.NODES):
+        nodes = await _observe_nodes(core)
+    with refusal(accounts.DAEMONSETS):
+        listed = await _get_json(apps.list_daemon_set_for_all_namespaces)  # workload read
+    daemonsets = _items(listed) or []
     cni = cni_observation(daemonsets)
     if cni.detected == DETECTED_CILIUM and cni.version is None:
-        secrets = await _get_json(
-            core.list_namespaced_secret,
-            cilium_namespace(daemonsets),
-            label_selector="owner=helm,name=cilium,status=deployed",
-        )
+        namespace = cilium_namespace(daemonsets)
+        try:
+            secrets = await _get_json(
+                core.list_namespaced_secret,  # workload read
+                namespace,
+                label_selector="owner=helm,name=cilium,status=deployed",
+            )
+        except errors.Forbidden:
+            # Secrets of Cilium's namespace are rarely a tenant's to read, nor should be:
+            # the release stays unknown (CiliumVersionUnreadable), the Nodes are read
+            logger.info("Cilium's Helm release in %s may not be listed: its version is unknown",
+                        namespace)  # fmt: skip
+            secrets = None
         cni = cni_observation(daemonsets, _items(secrets) or [])
     return Observation(nodes=nodes, cni=cni)
 
@@ -535,7 +602,7 @@ async def _observe_nodes(core: client.CoreV1Api) -> NodesObservation:
         paging: dict[str, Any] = {"limit": NODE_PAGE}
         if token:
             paging["_continue"] = token
-        page = await _get_json(core.list_node, **paging)
+        page = await _get_json(core.list_node, **paging)  # workload read
         items = _items(page)
         if items is None:
             return unreadable_nodes("the answer is not a JSON object with a list of items")

@@ -73,6 +73,7 @@ def register(
             api=await operator_client(kube=settings.kube),
             settings=running.part(memo, SETTINGS, settings.clusters),
             credentials=running.part(memo, CREDENTIALS, settings.credentials),
+            tenants=running.part(memo, running.TENANT_SETTINGS, settings.tenants),
         )
         await controller.load_installation()
         controller.start()

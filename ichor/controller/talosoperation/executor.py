@@ -58,7 +58,18 @@ from ichor.controller import observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.talosoperation import jobs, lifecycle
 from ichor.controller.talosoperation.lifecycle import ClusterState, Operation
-from ichor.kube import batch, bodies, credentials, errors, events, metrics, objects, patching
+from ichor.kube import (
+    accounts,
+    batch,
+    bodies,
+    credentials,
+    errors,
+    events,
+    metrics,
+    objects,
+    patching,
+)
+from ichor.kube.accounts import ServiceAccount
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
@@ -66,7 +77,8 @@ from ichor.kube.clients import (
     client_from_kubeconfig,
     read_secret_key,
 )
-from ichor.settings import CredentialSettings, OperationSettings
+from ichor.kube.impersonation import ReadRefused, impersonating, refusal, refused_message
+from ichor.settings import CredentialSettings, OperationSettings, TenantSettings
 
 logger = logging.getLogger(__name__)
 
@@ -101,10 +113,13 @@ class OperationController:
         self,
         api: ApiClient,
         settings: OperationSettings,
+        tenants: TenantSettings | None = None,
         credentials: CredentialSettings | None = None,
     ) -> None:
         self.api = api
         self.settings = settings
+        #: As whose account a cluster without a kubeconfig Secret is read.
+        self.tenants = tenants or TenantSettings()
         #: What a kubeconfig or talosconfig Secret may set beyond inline credentials.
         self.credentials = credentials or CredentialSettings()
         self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=settings.workers)
@@ -647,12 +662,16 @@ class OperationController:
 
     async def _node_items(self, op: Operation, cluster: ClusterState) -> list[Any]:
         """The workload cluster's Node objects, read with the kubeconfig its TalosCluster
-        names (the operator's own cluster without one)."""
+        names; without one, in the operator's own cluster as the TalosCluster's account
+        (``ichor.kube.accounts``), never as the operator."""
         ref = cluster.spec.kubeconfig_secret_ref
-        workload = self.api
+        account: ServiceAccount | None = None
         own = True
         try:
-            if ref is not None:
+            if ref is None:
+                account = await self._account(op, cluster)
+                workload: ApiClient = impersonating(self.api, account)
+            else:
                 key = ref.key or DEFAULT_KUBECONFIG_KEY
                 value = await read_secret_key(
                     self.api, namespace=op.namespace, name=ref.name, key=key
@@ -666,8 +685,23 @@ class OperationController:
         except KubeconfigError as error:
             raise _Unrunnable(OperationReason.CREDENTIALS_UNUSABLE, str(error)) from error
         try:
-            listed = await client.CoreV1Api(workload).list_node(_request_timeout=REQUEST_TIMEOUT)
+            with refusal(accounts.NODES):
+                listed = await errors.mapped(
+                    client.CoreV1Api(workload).list_node(  # workload read
+                        _request_timeout=REQUEST_TIMEOUT
+                    )
+                )
             items = _raw(workload, listed).get("items") or []
+        except ReadRefused as error:
+            said = (
+                await refused_message(self.api, account, error)
+                if account is not None
+                else errors.describe(error)
+            )
+            raise Transient(
+                f"the Nodes of the workload cluster of {cluster.name} cannot be read: {said}; "
+                "the operation waits and tries again"
+            ) from error
         except errors.FAILED as error:
             raise Transient(
                 f"the Nodes of the workload cluster of {cluster.name} cannot be read "
@@ -677,6 +711,23 @@ class OperationController:
             if not own:
                 await workload.close()
         return list(items)
+
+    async def _account(self, op: Operation, cluster: ClusterState) -> ServiceAccount:
+        """The account that reads the operator's own cluster for ``cluster``, as the
+        TalosCluster controller chooses it; none named when one is required: refused."""
+        chosen = accounts.choose(
+            namespace=op.namespace,
+            spec=cluster.spec.service_account_name,
+            fleet=accounts.fleet_default(await objects.get_installation(self.api)),
+            required=self.tenants.require_service_account,
+        )
+        if isinstance(chosen, accounts.Unnamed):
+            raise _Unrunnable(
+                OperationReason.CREDENTIALS_UNUSABLE,
+                f"TalosCluster {cluster.name}'s Nodes are not read: {chosen.message}; "
+                "then create the operation again",
+            )
+        return chosen
 
     async def _read_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         return await batch.get_job(self.api, namespace=namespace, name=name)

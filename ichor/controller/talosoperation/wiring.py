@@ -51,6 +51,7 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
             api=await operator_client(kube=settings.kube),
             settings=running.part(memo, SETTINGS, settings.operations),
             credentials=running.part(memo, CREDENTIALS, settings.credentials),
+            tenants=running.part(memo, running.TENANT_SETTINGS, settings.tenants),
         )
         controller.start()
         memo[CONTROLLER] = controller

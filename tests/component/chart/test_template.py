@@ -560,3 +560,22 @@ def test_health_check_resources_reach_the_operator_and_default_to_its_own() -> N
     values = {"autoPatchHealthCheckResources": ["v1/pods", "example.com/v1/widgets"]}
     env = helm.env(helm.template(values))
     assert env["ICHOR_HEALTH_CHECK_RESOURCES"] == "v1/pods,example.com/v1/widgets"
+
+
+def test_reads_for_a_tenant_require_a_named_account_unless_told_otherwise() -> None:
+    """By default the operator reads a cluster without a kubeconfig only as an account its
+    spec or the IchorInstallation names; the fleet's default reaches the installation."""
+    assert helm.env(helm.template({}))["ICHOR_REQUIRE_SERVICE_ACCOUNT"] == "true"
+    loose = helm.template({"tenants": {"requireServiceAccount": False}})
+    assert "ICHOR_REQUIRE_SERVICE_ACCOUNT" not in helm.env(loose)
+    installation = helm.one(helm.template({}), "IchorInstallation")
+    assert "defaultServiceAccountName" not in installation["spec"]
+    named = helm.template({"tenants": {"defaultServiceAccountName": "ichor-reader"}})
+    assert helm.one(named, "IchorInstallation")["spec"]["defaultServiceAccountName"] == (
+        "ichor-reader"
+    )
+    for wrong in ("kube-system:admin", "system:serviceaccount:a:b", "Reader"):
+        values = {"tenants": {"defaultServiceAccountName": wrong}}
+        result = helm.run("template", "x", str(helm.CHART), values=values, check=False)
+        assert result.returncode != 0, wrong
+        assert "/tenants/defaultServiceAccountName" in result.stderr

@@ -1,14 +1,17 @@
 """The controller in-process against the real test API server.
 
 The "workload cluster" of a TalosCluster without a kubeconfig Secret is the API server
-the operator talks to, so a test plays the workload by creating Node objects (their
-status carries ``osImage`` and ``kubeletVersion``) and a CNI DaemonSet. Nodes and
+the operator talks to, read as the default ServiceAccount of the test's namespace (bound
+to the chart's ``ichor-tenant-reader`` by ``objects``), so a test plays the workload by
+creating Node objects (their status carries ``osImage`` and ``kubeletVersion``) and a
+CNI DaemonSet. Nodes and
 DaemonSets in ``kube-system`` are shared by every cluster, so the ``workload`` fixture
 removes what a test created; tests of this folder run one at a time.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 from typing import Any
@@ -24,6 +27,7 @@ from ichor.api import kinds
 from ichor.controller.taloscluster import wiring as cluster_wiring
 from ichor.controller.taloscluster.reconciler import ClusterController
 from ichor.settings import ControllerSettings, Settings
+from tests.harness import account, controlplane
 from tests.support import nodes
 from tests.support import operator as support
 from tests.support.operator import eventually as eventually  # tests import it from here
@@ -201,11 +205,19 @@ class Objects:
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def objects(kube_api: ApiClient, namespace: str) -> AsyncIterator[Objects]:
+async def objects(
+    kube_api: ApiClient, namespace: str, control_plane: controlplane.ControlPlane
+) -> AsyncIterator[Objects]:
+    """The test's objects; the namespace's default ServiceAccount, which reads the test's
+    clusters without a kubeconfig, holds the chart's ``ichor-tenant-reader``."""
     made = Objects(kube_api, namespace)
+    binding = await asyncio.to_thread(
+        account.bind_tenant_reader, control_plane, namespace=namespace
+    )
     try:
         yield made
     finally:
+        await asyncio.to_thread(account.unbind, control_plane, binding)
         # The namespace only goes Terminating (no controller manager deletes its
         # content), so remove the clusters or the next test's operator serves them too.
         await made.custom.delete_collection_namespaced_custom_object(

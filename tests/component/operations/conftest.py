@@ -2,7 +2,8 @@
 
 kopf runs the TalosOperation executors and the TalosCluster controller in the test's
 event loop, as the operator does. The workload cluster of a TalosCluster without a
-kubeconfig Secret is the API server itself, so the test plays it with Node objects
+kubeconfig Secret is the API server itself, read as the default ServiceAccount of the
+test's namespace (``objects`` binds it), so the test plays it with Node objects
 (addresses, the control-plane label, Talos and kubelet versions). No kubelet or Job
 controller runs: the test plays a Job's outcome by writing the Job's status (and its
 pod's container statuses) the way the Job controller and the kubelet would.
@@ -31,7 +32,7 @@ from ichor.controller.talosoperation import jobs
 from ichor.controller.talosoperation import wiring as operation_wiring
 from ichor.controller.talosoperation.executor import OperationController
 from ichor.settings import ControllerSettings, OperationSettings, Settings
-from tests.harness import controlplane
+from tests.harness import account, controlplane
 from tests.support import credential_files, nodes
 from tests.support import operator as support
 from tests.support.operator import eventually as eventually  # tests import it from here
@@ -401,8 +402,18 @@ def _job_condition(type_: str, reason: str, message: str, now: str) -> dict[str,
 
 
 @pytest_asyncio.fixture(loop_scope="session")
-async def objects(kube_api: ApiClient, namespace: str) -> Objects:
-    return Objects(kube_api, namespace)
+async def objects(
+    kube_api: ApiClient, namespace: str, control_plane: controlplane.ControlPlane
+) -> AsyncIterator[Objects]:
+    """The test's objects; the namespace's default ServiceAccount, which reads the test's
+    clusters (they have no kubeconfig), holds the chart's ``ichor-tenant-reader``."""
+    binding = await asyncio.to_thread(
+        account.bind_tenant_reader, control_plane, namespace=namespace
+    )
+    try:
+        yield Objects(kube_api, namespace)
+    finally:
+        await asyncio.to_thread(account.unbind, control_plane, binding)
 
 
 class Phases:

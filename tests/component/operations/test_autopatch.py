@@ -439,9 +439,10 @@ async def test_a_false_health_check_holds_the_start_until_the_workload_makes_it_
     in an open window (the condition names the check, one Event, checked again at each
     look); the ConfigMap changes, the check is true, the patch starts."""
     gate = "ichor-gate-" + objects.namespace[-8:]
-    # The workload cluster here is the management API server, its kubeconfig the operator's
-    # identity: the workload's admin lets that identity read ConfigMaps of "default" (a
-    # Talos admin kubeconfig reads everything). Without it the check fails as a 403.
+    # The workload cluster here is the management API server (no kubeconfig), read as the
+    # ServiceAccount of the cluster's namespace (its default one), never as the operator:
+    # that account's admin lets it read ConfigMaps of "default". Without it the check
+    # fails as a 403.
     rbac = client.RbacAuthorizationV1Api(kube_api)
     role = {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -452,8 +453,8 @@ async def test_a_false_health_check_holds_the_start_until_the_workload_makes_it_
     binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                "metadata": {"name": gate},
                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": gate},
-               "subjects": [{"kind": "User", "name": operator_account.username,
-                             "apiGroup": "rbac.authorization.k8s.io"}]}  # fmt: skip
+               "subjects": [{"kind": "ServiceAccount", "name": "default",
+                             "namespace": objects.namespace}]}  # fmt: skip
     await rbac.create_namespaced_role("default", role)  # type: ignore[arg-type]
     await rbac.create_namespaced_role_binding("default", binding)  # type: ignore[arg-type]
     await ready.core.create_namespaced_config_map(

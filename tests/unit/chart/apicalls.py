@@ -9,7 +9,15 @@ The chart's ClusterRole must grant exactly these. They are found without running
   from the ``kinds.Plural`` constant among the arguments (or the ``kind=kinds.Kind.X`` a
   caller of the wrapping function passes);
 - every ``kopf.on.event(kinds.GROUP, kinds.VERSION, kinds.Plural.X, ...)`` is a watch:
-  list and watch on X.
+  list and watch on X;
+- the ``Impersonate-User`` header (``ichor.kube.impersonation``) is ``impersonate`` on
+  serviceaccounts, the only kind of user the operator acts as.
+
+A call on a line marked ``# workload read`` runs on a workload's client, never as the
+operator: a kubeconfig Secret's credentials, or a tenant's ServiceAccount in the cluster
+the operator runs in. It is a *workload* permission (``scan().workload``), which the
+operator's own ClusterRole must not grant for it; ``ichor-tenant-reader`` grants the
+tenant's part.
 
 A method it cannot place (an API class the module does not use, a custom-object call
 whose plural it cannot find) is an error naming the file and line, never a guess.
@@ -49,6 +57,9 @@ METHOD = re.compile(
     r"(?P<status>_status)?$"
 )
 CUSTOM = "custom_object"
+#: The comment that marks a call made on a workload's client (see the docstring).
+WORKLOAD_READ = "# workload read"
+IMPERSONATE_USER = "Impersonate-User"
 
 
 class ScanError(Exception):
@@ -158,13 +169,39 @@ def _enclosing(node: ast.AST, parents: dict[ast.AST, ast.AST]) -> Iterator[ast.A
         yield node
 
 
+@dataclass(frozen=True)
+class Scan:
+    #: What the operator's own identity calls.
+    operator: frozenset[Permission]
+    #: What the calls marked ``# workload read`` ask of a workload's identity.
+    workload: frozenset[Permission]
+
+
 def permissions(root: Path = ROOT) -> set[Permission]:
-    """Every permission the operator's code needs on the cluster it runs in."""
+    """Every permission the operator's code calls for, as itself or on a workload."""
+    found = scan(root)
+    return set(found.operator | found.workload)
+
+
+def operator_permissions(root: Path = ROOT) -> set[Permission]:
+    """What the operator's own identity needs on the cluster it runs in."""
+    return set(scan(root).operator)
+
+
+def scan(root: Path = ROOT) -> Scan:
+    """The permissions the code calls for, the operator's and the workload reads'."""
     methods = _api_methods()
     trees = _sources(root)
     needed: set[Permission] = set()
+    workload: set[Permission] = set()
     for path, tree in trees.items():
         where = path.relative_to(root)
+        lines = path.read_text().splitlines()
+        if any(
+            isinstance(node, ast.Constant) and node.value == IMPERSONATE_USER
+            for node in ast.walk(tree)
+        ):
+            needed.add(Permission("", "serviceaccounts", "impersonate"))
         used_classes = {
             node.attr
             for node in ast.walk(tree)
@@ -208,8 +245,12 @@ def permissions(root: Path = ROOT) -> set[Permission]:
                 continue
             (api_class,) = candidates
             resource = match["resource"].replace("_", "") + "s" + suffix
-            needed.add(Permission(_group(api_class), resource, verb))
-    return needed
+            permission = Permission(_group(api_class), resource, verb)
+            if lines[node.lineno - 1].rstrip().endswith(WORKLOAD_READ):
+                workload.add(permission)
+            else:
+                needed.add(permission)
+    return Scan(operator=frozenset(needed), workload=frozenset(workload))
 
 
 def _watched(call: ast.Call) -> tuple[str, str | None]:

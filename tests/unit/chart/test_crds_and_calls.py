@@ -86,3 +86,41 @@ def test_a_call_it_cannot_place_is_an_error(tmp_path: Path) -> None:
     source = "async def f(api):\n    await api.create_namespaced_event('ns', {})\n"
     with pytest.raises(apicalls.ScanError, match="create_namespaced_event belongs to"):
         apicalls.permissions(_tree(tmp_path, source))
+
+
+def test_a_call_marked_as_a_workload_read_is_not_the_operators(tmp_path: Path) -> None:
+    """A call on a workload's client (a kubeconfig's, or a tenant's account) is asked of
+    that identity: it is no permission of the operator's own ClusterRole."""
+    source = (
+        "from kubernetes_asyncio import client\n"
+        "async def f(api, workload):\n"
+        "    await client.CoreV1Api(workload).list_node()  # workload read\n"
+        "    await client.CoreV1Api(api).list_namespaced_pod('ns')\n"
+    )
+    found = apicalls.scan(_tree(tmp_path, source))
+    assert found.workload == {apicalls.Permission("", "nodes", "list")}
+    assert found.operator == {apicalls.Permission("", "pods", "list")}
+    assert (
+        apicalls.permissions(_tree(tmp_path / "again", source)) == found.workload | found.operator
+    )
+
+
+def test_the_impersonation_header_is_impersonate_on_serviceaccounts(tmp_path: Path) -> None:
+    source = "HEADER = 'Impersonate-User'\n"
+    assert apicalls.operator_permissions(_tree(tmp_path, source)) == {
+        apicalls.Permission("", "serviceaccounts", "impersonate")
+    }
+
+
+def test_the_operators_own_reads_of_a_tenants_cluster_are_workload_reads() -> None:
+    """The Node list, the DaemonSets and Cilium's Helm release are read as the tenant's
+    account (or a kubeconfig's): none is the operator's, which impersonates instead."""
+    found = apicalls.scan()
+    reads = {
+        apicalls.Permission("", "nodes", "list"),
+        apicalls.Permission("apps", "daemonsets", "list"),
+        apicalls.Permission("", "secrets", "list"),
+    }
+    assert found.workload == reads
+    assert not reads & found.operator
+    assert apicalls.Permission("", "serviceaccounts", "impersonate") in found.operator

@@ -5,14 +5,20 @@ unreadable data, and an unexpected error while observing is a condition, never a
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from kubernetes_asyncio.client.api_client import ApiClient
 
 from ichor.api.conditions import ClusterReason
 from ichor.controller.observe import CNIObservation, NodesObservation, Observation
 from ichor.controller.taloscluster import reconciler
+from ichor.kube.accounts import Origin, ServiceAccount
 from ichor.settings import ControllerSettings
+
+#: Who reads the cluster the operator runs in for the TalosCluster of these tests.
+READER = ServiceAccount(namespace="team-a", name="reader", origin=Origin.SPEC)
 
 
 class Stream:
@@ -84,9 +90,12 @@ async def test_a_list_answer_with_millions_of_values_is_not_parsed() -> None:
 
 
 @pytest.fixture
-async def controller() -> reconciler.ClusterController:
-    made = reconciler.ClusterController(api=None, settings=ControllerSettings())  # type: ignore[arg-type]
-    return made
+async def controller() -> AsyncIterator[reconciler.ClusterController]:
+    api = ApiClient()  # no request: ``observe`` is the test's
+    try:
+        yield reconciler.ClusterController(api=api, settings=ControllerSettings())
+    finally:
+        await api.close()
 
 
 GOOD = Observation(
@@ -110,12 +119,12 @@ async def test_an_unexpected_error_while_observing_is_a_condition_not_a_stale_st
         raise error
 
     monkeypatch.setattr(reconciler, "observe", good)
-    await controller._observe(cluster, None)
+    await controller._observe(cluster, None, READER)
     assert cluster.observation == GOOD
     assert cluster.failure is None
 
     monkeypatch.setattr(reconciler, "observe", failing)
-    await controller._observe(cluster, None)  # no exception escapes
+    await controller._observe(cluster, None, READER)  # no exception escapes
     assert cluster.failure is not None
     assert cluster.failure.reason == ClusterReason.NODE_VERSION_UNREADABLE
     assert type(error).__name__ in cluster.failure.message

@@ -128,8 +128,13 @@ async def test_a_workload_that_refuses_the_operator_is_unreachable_not_unreadabl
     workload = Workload(refusing(status, "Unauthorized" if status == 401 else "Forbidden"))
     controller = reconciler.ClusterController(api=workload, settings=ControllerSettings())
     cluster = reconciler._Cluster(body={"metadata": {"name": "prod", "namespace": "team-a"}})
+
+    async def from_kubeconfig(*_: Any) -> ApiClient:
+        return workload  # the client the cluster's kubeconfig Secret makes
+
+    controller._workload_client = from_kubeconfig  # type: ignore[method-assign,assignment]
     try:
-        await controller._observe(cluster, None)
+        await controller._observe(cluster, ("team-a", "prod-kubeconfig", "kubeconfig"), None)
     finally:
         await workload.close()
     assert cluster.observation is None

@@ -28,6 +28,7 @@ from ichor.controller.taloscluster.reconciler import ClusterController, _Cluster
 from ichor.controller.taloscluster.status import evaluate
 from ichor.controller.talosoperation import creating, start_request
 from ichor.kube import events
+from ichor.kube.accounts import NAMESPACE_DEFAULT, Origin, ServiceAccount
 from ichor.kube.bodies import PlannedEvent
 from ichor.settings import ControllerSettings
 from tests.unit.controller.test_status_rules import LISTED, seen
@@ -167,9 +168,10 @@ class Reconciles:
                 "upgradeStrategy": "Declarative",
             },
         }
-        # the Nodes were read: they run v1.36.6
+        # the Nodes were read (as the namespace's default account): they run v1.36.6
+        reader = ServiceAccount("team-a", NAMESPACE_DEFAULT, Origin.NAMESPACE)
         self.controller.clusters[self.key] = _Cluster(
-            body=copy.deepcopy(self.body), observation=seen()
+            body=copy.deepcopy(self.body), observation=seen(), account=reader
         )
 
     async def _start(
