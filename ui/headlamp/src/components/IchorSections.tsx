@@ -18,22 +18,13 @@ import {
 } from '../mapping/versions';
 import { ClusterEvent, TalosOperation } from '../resources';
 import { EventsView } from './EventsView';
+import { nodesText } from './nodes';
 import { OperationsView } from './OperationsSection';
 import { UpgradeDialog } from './UpgradeDialog';
 import { VersionsCard } from './VersionsCard';
 
 function jsonOf<T>(item: unknown): T {
   return ((item as { jsonData?: T })?.jsonData ?? item) as T;
-}
-
-export function nodesText(cluster: TalosClusterObject): string | undefined {
-  const count = cluster.status?.nodes?.count;
-  if (typeof count !== 'number') {
-    return undefined;
-  }
-  return `${count} ${count === 1 ? 'Node' : 'Nodes'}${
-    cluster.status?.nodes?.differ ? ', running different versions' : ''
-  }`;
 }
 
 export function IchorSections({ resource }: { resource: unknown }) {
