@@ -37,7 +37,9 @@ function Routes() {
 
 async function start() {
   const config = await (await fetch('/config')).json();
-  store.dispatch(setConfig({ clusters: Object.fromEntries(config.clusters.map((c: any) => [c.name, c])) }));
+  store.dispatch(
+    setConfig({ clusters: Object.fromEntries(config.clusters.map((c: any) => [c.name, c])) })
+  );
   createRoot(document.getElementById('root')!).render(
     <Provider store={store}>
       <QueryClientProvider client={queryClient}>

@@ -18,7 +18,10 @@ export default defineConfig({
     'process.env': '{}',
   },
   plugins: [
-    svgr({ svgrOptions: { prettier: false, svgo: false, titleProp: true, ref: true }, include: '**/*.svg' }),
+    svgr({
+      svgrOptions: { prettier: false, svgo: false, titleProp: true, ref: true },
+      include: '**/*.svg',
+    }),
     react(),
   ],
   build: {

@@ -86,7 +86,11 @@ export interface TalosClusterStatus {
     kubernetesVersions?: string[];
     differ?: boolean;
   } | null;
-  cni?: { detected?: string | null; detectedVersion?: string | null; imageOverride?: string | null } | null;
+  cni?: {
+    detected?: string | null;
+    detectedVersion?: string | null;
+    imageOverride?: string | null;
+  } | null;
   upgradeChoices?: { talos?: ChoiceGroup | null; kubernetes?: ChoiceGroup | null } | null;
   blockedReleases?: { count?: number; releases?: number; nearest?: BlockedLine[] } | null;
   autoPatch?: AutoPatchStatus | null;

@@ -57,11 +57,14 @@ export async function checkOverride(target: Target): Promise<Access> {
     },
   };
   try {
-    const answer = await ApiProxy.request('/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', {
-      method: 'POST',
-      body: JSON.stringify(review),
-      headers: { 'Content-Type': 'application/json' },
-    });
+    const answer = await ApiProxy.request(
+      '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews',
+      {
+        method: 'POST',
+        body: JSON.stringify(review),
+        headers: { 'Content-Type': 'application/json' },
+      }
+    );
     return accessFromReview(answer, target);
   } catch (error) {
     return accessFromError(error, target);

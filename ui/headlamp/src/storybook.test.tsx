@@ -21,7 +21,8 @@ import * as card from './stories/VersionsCard.stories';
 afterEach(cleanup);
 
 // jsdom has no canvas; axe and Headlamp's library probe it (and say so on stderr).
-HTMLCanvasElement.prototype.getContext = (() => null) as typeof HTMLCanvasElement.prototype.getContext;
+HTMLCanvasElement.prototype.getContext = (() =>
+  null) as typeof HTMLCanvasElement.prototype.getContext;
 
 const theme = createMuiTheme(lightTheme);
 

@@ -63,7 +63,11 @@ export function IchorSections({ resource }: { resource: unknown }) {
           (operations ?? []).map(o => jsonOf<TalosOperationObject>(o)),
           { namespace, name }
         )}
-        error={operationsError ? `The operations cannot be listed: ${operationsError.message}` : undefined}
+        error={
+          operationsError
+            ? `The operations cannot be listed: ${operationsError.message}`
+            : undefined
+        }
         jobLink={row => (
           <Link routeName="job" params={{ namespace: row.namespace, name: row.jobName ?? '' }}>
             {row.jobName}

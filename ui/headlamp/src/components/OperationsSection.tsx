@@ -57,9 +57,7 @@ export function OperationsView({ cluster, rows, error, jobLink }: OperationsView
                 </TableCell>
                 <TableCell>{row.message || '—'}</TableCell>
                 <TableCell>{row.startedAt ?? '—'}</TableCell>
-                <TableCell>
-                  {row.jobName ? (jobLink ? jobLink(row) : row.jobName) : '—'}
-                </TableCell>
+                <TableCell>{row.jobName ? (jobLink ? jobLink(row) : row.jobName) : '—'}</TableCell>
               </TableRow>
             ))}
           </TableBody>

@@ -33,7 +33,9 @@ export function FleetPage() {
       attention={attentionLine(rows)}
       filter={filter}
       sort={sort}
-      error={clustersError ? `The TalosClusters cannot be listed: ${clustersError.message}` : undefined}
+      error={
+        clustersError ? `The TalosClusters cannot be listed: ${clustersError.message}` : undefined
+      }
       onFilter={setFilter}
       onSort={key =>
         setSort(current => ({

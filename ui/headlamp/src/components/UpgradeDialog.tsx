@@ -32,9 +32,7 @@ export function UpgradeDialog({ cluster, component, open, onClose }: UpgradeDial
   const list = component === 'cni' ? { available: true } : listState(group);
   const options = useMemo(
     () =>
-      component === 'cni'
-        ? []
-        : choiceOptions(group, status.blockedReleases?.nearest, component),
+      component === 'cni' ? [] : choiceOptions(group, status.blockedReleases?.nearest, component),
     // the choices as the dialog opened: a status update does not move the picker
     // eslint-disable-next-line react-hooks/exhaustive-deps
     [open, component]
@@ -123,9 +121,11 @@ export function UpgradeDialog({ cluster, component, open, onClose }: UpgradeDial
   };
   const onCreate = () => {
     setCreate({ status: 'creating' });
-    submitOperation(namespace, operationBody(name, component, version, overrideChecked), false).then(
-      answer => setCreate({ status: 'done', answer })
-    );
+    submitOperation(
+      namespace,
+      operationBody(name, component, version, overrideChecked),
+      false
+    ).then(answer => setCreate({ status: 'done', answer }));
   };
 
   const planAnswer = plan.status === 'done' ? plan.answer : null;

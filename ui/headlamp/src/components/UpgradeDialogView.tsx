@@ -73,7 +73,7 @@ function Picker(props: UpgradeDialogViewProps) {
       inputValue={input}
       onInputChange={(_, text, reason) => onInput(text, reason === 'input')}
       onChange={(_, option) => onSelect(option)}
-      groupBy={option => option.group === 'Typed' ? 'Typed version' : option.group}
+      groupBy={option => (option.group === 'Typed' ? 'Typed version' : option.group)}
       getOptionLabel={option => option.version}
       filterOptions={all => all}
       isOptionEqualToValue={(a, b) => a.version === b.version && a.group === b.group}
@@ -166,8 +166,8 @@ function Plan({ plan }: { plan: PlanView }) {
   if (plan.status === 'idle') {
     return (
       <Typography color="text.secondary">
-        Choose a version: the server's plan (a dry run of the create) shows here before
-        anything runs.
+        Choose a version: the server's plan (a dry run of the create) shows here before anything
+        runs.
       </Typography>
     );
   }
@@ -193,8 +193,7 @@ function Created({ create, cluster }: { create: CreateView; cluster: string }) {
       <>
         <Alert severity="success" sx={{ mt: 2 }} role="status">
           <AlertTitle>Created</AlertTitle>
-          TalosOperation {namespace}/{answer.name ?? '?'} was created; follow it under
-          Operations.
+          TalosOperation {namespace}/{answer.name ?? '?'} was created; follow it under Operations.
         </Alert>
         {answer.warnings.map(warning => (
           <Alert severity="warning" key={warning} sx={{ mt: 1 }}>
@@ -237,7 +236,8 @@ export function UpgradeDialogView(props: UpgradeDialogViewProps) {
           {component === 'cni' &&
             ' Cilium moves only to the chart this Ichor embeds; it takes no version.'}
         </Typography>
-        {component !== 'cni' && (list.available ? <Picker {...props} /> : <PlainInput {...props} />)}
+        {component !== 'cni' &&
+          (list.available ? <Picker {...props} /> : <PlainInput {...props} />)}
         <Box component="section" aria-label="Plan" aria-live="polite" sx={{ mt: 2 }}>
           <Typography variant="h6" component="h3" sx={{ mb: 1 }}>
             Plan

@@ -88,117 +88,122 @@ export function VersionsCard(props: VersionsCardProps) {
   const { cluster, rows, compatibility, blocked, autoPatch, nodes, onUpgrade } = props;
   const titleId = `ichor-versions-${cluster.replace(/[^a-zA-Z0-9-]/g, '-')}`;
   return (
-    <SectionBox title="Versions">
-      <Table size="small" aria-label={`Versions of TalosCluster ${cluster}`}>
-        <TableHead>
-          <TableRow>
-            <TableCell component="th" scope="col">
-              Component
-            </TableCell>
-            <TableCell component="th" scope="col">
-              Runs
-            </TableCell>
-            <TableCell component="th" scope="col">
-              Offered
-            </TableCell>
-            <TableCell component="th" scope="col">
-              <span className="ichor-visually-hidden" style={visuallyHidden}>
-                Actions
-              </span>
-            </TableCell>
-          </TableRow>
-        </TableHead>
-        <TableBody>
-          {rows.map(row => (
-            <TableRow key={row.key} data-row={row.key}>
-              <TableCell component="th" scope="row">
-                {row.label}
+    <div data-ichor="versions-card">
+      <SectionBox title="Versions">
+        <Table size="small" aria-label={`Versions of TalosCluster ${cluster}`}>
+          <TableHead>
+            <TableRow>
+              <TableCell component="th" scope="col">
+                Component
               </TableCell>
-              <TableCell>
-                <Running row={row} />
+              <TableCell component="th" scope="col">
+                Runs
               </TableCell>
-              <TableCell>
-                <Offered row={row} />
+              <TableCell component="th" scope="col">
+                Offered
               </TableCell>
-              <TableCell align="right">
-                {row.upgrade && onUpgrade && (
-                  <Button
-                    variant="outlined"
-                    size="small"
-                    onClick={() => onUpgrade(row.upgrade as Component)}
-                    aria-label={`Upgrade ${row.label}`}
-                  >
-                    Upgrade
-                  </Button>
-                )}
+              <TableCell component="th" scope="col">
+                <span className="ichor-visually-hidden" style={visuallyHidden}>
+                  Actions
+                </span>
               </TableCell>
             </TableRow>
-          ))}
-        </TableBody>
-      </Table>
-      <Box id={titleId} sx={{ mt: 2, display: 'grid', gap: 1 }}>
-        <Box>
-          <Typography component="span" fontWeight={600}>
-            Compatibility:{' '}
-          </Typography>
-          <Chip
-            size="small"
-            variant="outlined"
-            color={COMPATIBILITY_COLOR[compatibility.state]}
-            label={compatibility.label}
-          />
-          {compatibility.message && (
-            <Typography variant="body2" color="text.secondary">
-              {compatibility.message}
+          </TableHead>
+          <TableBody>
+            {rows.map(row => (
+              <TableRow key={row.key} data-row={row.key}>
+                <TableCell component="th" scope="row">
+                  {row.label}
+                </TableCell>
+                <TableCell>
+                  <Running row={row} />
+                </TableCell>
+                <TableCell>
+                  <Offered row={row} />
+                </TableCell>
+                <TableCell align="right">
+                  {row.upgrade && onUpgrade && (
+                    <Button
+                      variant="outlined"
+                      size="small"
+                      onClick={() => onUpgrade(row.upgrade as Component)}
+                      aria-label={`Upgrade ${row.label}`}
+                    >
+                      Upgrade
+                    </Button>
+                  )}
+                </TableCell>
+              </TableRow>
+            ))}
+          </TableBody>
+        </Table>
+        <Box id={titleId} sx={{ mt: 2, display: 'grid', gap: 1 }}>
+          <Box>
+            <Typography component="span" fontWeight={600}>
+              Compatibility:{' '}
+            </Typography>
+            <Chip
+              size="small"
+              variant="outlined"
+              color={COMPATIBILITY_COLOR[compatibility.state]}
+              label={compatibility.label}
+            />
+            {compatibility.message && (
+              <Typography variant="body2" color="text.secondary">
+                {compatibility.message}
+              </Typography>
+            )}
+          </Box>
+          {nodes && (
+            <Typography variant="body2">
+              <strong>Nodes:</strong> {nodes}
             </Typography>
           )}
-        </Box>
-        {nodes && (
-          <Typography variant="body2">
-            <strong>Nodes:</strong> {nodes}
-          </Typography>
-        )}
-        <Box>
-          <Typography component="span" fontWeight={600}>
-            Auto-patch:{' '}
-          </Typography>
-          <Typography component="span">{autoPatch.label}</Typography>
-          {autoPatch.detail && (
-            <Typography variant="body2" color="text.secondary">
-              {autoPatch.detail}
+          <Box>
+            <Typography component="span" fontWeight={600}>
+              Auto-patch:{' '}
             </Typography>
-          )}
-        </Box>
-        <Box>
-          <Typography fontWeight={600}>
-            Not offered{blocked.headline ? `: ${blocked.headline}` : ''}
-          </Typography>
-          {blocked.lines.length === 0 ? (
-            <Typography variant="body2" color="text.secondary">
-              {blocked.headline ? '—' : 'No newer release is known to be held back.'}
+            <Typography component="span">{autoPatch.label}</Typography>
+            {autoPatch.detail && (
+              <Typography variant="body2" color="text.secondary">
+                {autoPatch.detail}
+              </Typography>
+            )}
+          </Box>
+          <Box>
+            <Typography fontWeight={600}>
+              Not offered{blocked.headline ? `: ${blocked.headline}` : ''}
             </Typography>
-          ) : (
-            <ul style={{ margin: 0, paddingLeft: '1.25rem' }}>
-              {blocked.lines.map(line => (
-                <li key={`${line.component}-${line.version}`}>
-                  <Typography variant="body2">
-                    <strong>
-                      {line.component} {line.version}
-                    </strong>
-                    {line.blocker ? ` (${line.blocker})` : ''}: {line.message}
-                  </Typography>
-                </li>
-              ))}
-            </ul>
-          )}
+            {blocked.lines.length === 0 ? (
+              <Typography variant="body2" color="text.secondary">
+                {blocked.headline ? '—' : 'No newer release is known to be held back.'}
+              </Typography>
+            ) : (
+              <ul style={{ margin: 0, paddingLeft: '1.25rem' }}>
+                {blocked.lines.map(line => (
+                  <li key={`${line.component}-${line.version}`}>
+                    <Typography variant="body2">
+                      <strong>
+                        {line.component} {line.version}
+                      </strong>
+                      {line.blocker ? ` (${line.blocker})` : ''}: {line.message}
+                    </Typography>
+                  </li>
+                ))}
+              </ul>
+            )}
+          </Box>
+          <Typography variant="body2" color="text.secondary">
+            Path to a goal:{' '}
+            <code>
+              ichor upgrade plan {cluster.split('/')[1]} -n {cluster.split('/')[0]}
+            </code>{' '}
+            lists the order of upgrades; the status carries no path plan, and this page decides no
+            rule.
+          </Typography>
         </Box>
-        <Typography variant="body2" color="text.secondary">
-          Path to a goal: <code>ichor upgrade plan {cluster.split('/')[1]} -n {cluster.split('/')[0]}</code>{' '}
-          lists the order of upgrades; the status carries no path plan, and this page decides
-          no rule.
-        </Typography>
-      </Box>
-    </SectionBox>
+      </SectionBox>
+    </div>
   );
 }
 

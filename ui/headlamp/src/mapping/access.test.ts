@@ -3,8 +3,18 @@ import { accessFromError, accessFromReview, overrideControl } from './access';
 import { PlanAnswer } from './plan';
 
 const target = { namespace: 'default', name: 'prod' };
-const passable: PlanAnswer = { kind: 'refused', webhook: 'w.ichor.dev', message: 'm', overridable: true };
-const blocking: PlanAnswer = { kind: 'refused', webhook: 'w.ichor.dev', message: 'm', overridable: false };
+const passable: PlanAnswer = {
+  kind: 'refused',
+  webhook: 'w.ichor.dev',
+  message: 'm',
+  overridable: true,
+};
+const blocking: PlanAnswer = {
+  kind: 'refused',
+  webhook: 'w.ichor.dev',
+  message: 'm',
+  overridable: false,
+};
 const accepted: PlanAnswer = { kind: 'accepted', warnings: [] };
 
 describe('accessFromReview', () => {
@@ -26,7 +36,9 @@ describe('accessFromReview', () => {
       { status: { allowed: false, reason: 'no RBAC policy matched' } },
       target
     );
-    expect(withReason.state === 'denied' && withReason.reason).toContain('(no RBAC policy matched)');
+    expect(withReason.state === 'denied' && withReason.reason).toContain(
+      '(no RBAC policy matched)'
+    );
   });
 
   it('keeps the override off when the check fails', () => {
@@ -43,9 +55,9 @@ describe('overrideControl', () => {
     expect(overrideControl(null, false, { state: 'allowed' }).visible).toBe(false);
     expect(overrideControl(accepted, false, { state: 'allowed' }).visible).toBe(false);
     expect(overrideControl(blocking, false, { state: 'allowed' }).visible).toBe(false);
-    expect(overrideControl({ kind: 'error', message: 'x' }, false, { state: 'allowed' }).visible).toBe(
-      false
-    );
+    expect(
+      overrideControl({ kind: 'error', message: 'x' }, false, { state: 'allowed' }).visible
+    ).toBe(false);
     expect(overrideControl(passable, false, { state: 'allowed' })).toEqual({
       visible: true,
       disabled: false,
@@ -73,6 +85,9 @@ describe('overrideControl', () => {
       visible: true,
       disabled: false,
     });
-    expect(overrideControl(blocking, true, denied)).toMatchObject({ visible: true, disabled: false });
+    expect(overrideControl(blocking, true, denied)).toMatchObject({
+      visible: true,
+      disabled: false,
+    });
   });
 });

@@ -27,8 +27,9 @@ export function verbText({ namespace, name }: Target): string {
 
 /** The review's answer (``status.allowed``, ``status.reason``) as an Access. */
 export function accessFromReview(review: unknown, target: Target): Access {
-  const status = (review as { status?: { allowed?: unknown; reason?: unknown; evaluationError?: unknown } })
-    ?.status;
+  const status = (
+    review as { status?: { allowed?: unknown; reason?: unknown; evaluationError?: unknown } }
+  )?.status;
   if (status?.allowed === true) {
     return { state: 'allowed' };
   }
@@ -43,7 +44,9 @@ export function accessFromReview(review: unknown, target: Target): Access {
   const server = typeof status.reason === 'string' && status.reason ? ` (${status.reason})` : '';
   return {
     state: 'denied',
-    reason: `You do not hold ${verbText(target)}${server}; ask an administrator to bind you to a role that grants it.`,
+    reason: `You do not hold ${verbText(
+      target
+    )}${server}; ask an administrator to bind you to a role that grants it.`,
   };
 }
 
@@ -51,7 +54,9 @@ export function accessFromError(error: unknown, target: Target): Access {
   const message = error instanceof Error ? error.message : String(error);
   return {
     state: 'error',
-    reason: `The access check for ${verbText(target)} failed (${message}), so the override stays off.`,
+    reason: `The access check for ${verbText(
+      target
+    )} failed (${message}), so the override stays off.`,
   };
 }
 
@@ -76,7 +81,11 @@ export function overrideControl(
     return { visible: true, disabled: false };
   }
   if (access.state === 'checking') {
-    return { visible: true, disabled: true, reason: 'Checking whether you hold the override verb…' };
+    return {
+      visible: true,
+      disabled: true,
+      reason: 'Checking whether you hold the override verb…',
+    };
   }
   // A tick that is no longer allowed can still be removed.
   return { visible: true, disabled: !ticked, reason: access.reason };

@@ -23,8 +23,7 @@ export interface ChoiceOption {
 }
 
 function option(version: string, group: ChoiceGroupName, isDefault: boolean, note?: string) {
-  const label =
-    group === 'Typed' ? `Use ${version}` : isDefault ? `${version} (default)` : version;
+  const label = group === 'Typed' ? `Use ${version}` : isDefault ? `${version} (default)` : version;
   const made: ChoiceOption = { version, group, isDefault, label };
   if (note) {
     made.note = note;

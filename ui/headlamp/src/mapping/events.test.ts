@@ -29,8 +29,22 @@ describe('clusterEvents', () => {
       { reason: 'Pod', involvedObject: { kind: 'Pod', name: 'prod' }, metadata: { uid: '4' } },
     ];
     expect(clusterEvents(events, { namespace: 'default', name: 'prod' })).toEqual([
-      { key: '2', type: 'Warning', reason: 'Override', message: 'olivia passed', time: '2026-12-05T11:00:00Z', count: 2 },
-      { key: '1', type: 'Normal', reason: 'Observed', message: 'read', time: '2026-12-05T10:00:00Z', count: 1 },
+      {
+        key: '2',
+        type: 'Warning',
+        reason: 'Override',
+        message: 'olivia passed',
+        time: '2026-12-05T11:00:00Z',
+        count: 2,
+      },
+      {
+        key: '1',
+        type: 'Normal',
+        reason: 'Observed',
+        message: 'read',
+        time: '2026-12-05T10:00:00Z',
+        count: 1,
+      },
     ]);
   });
 });

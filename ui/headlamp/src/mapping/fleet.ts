@@ -77,9 +77,7 @@ export function fleetRows(
   clusters: TalosClusterObject[],
   operations: TalosOperationObject[]
 ): FleetRow[] {
-  return clusters
-    .map(c => fleetRow(c, operations))
-    .sort((a, b) => a.key.localeCompare(b.key));
+  return clusters.map(c => fleetRow(c, operations)).sort((a, b) => a.key.localeCompare(b.key));
 }
 
 /** "Patch updates are available for Talos, Kubernetes", or null when none is. */

@@ -32,7 +32,9 @@ describe('operationRow', () => {
   });
 
   it('is Pending before the executor writes, and explains by the first unmet condition', () => {
-    expect(operationRow(operation('a', { type: 'cni', clusterRef: { name: 'prod' } }, undefined))).toMatchObject({
+    expect(
+      operationRow(operation('a', { type: 'cni', clusterRef: { name: 'prod' } }, undefined))
+    ).toMatchObject({
       phase: 'Pending',
       active: true,
       what: 'Cilium to the embedded chart',
@@ -64,14 +66,26 @@ describe('operationRow', () => {
 describe('clusterOperations', () => {
   it("keeps the cluster's own, newest first", () => {
     const ops = [
-      operation('old', { clusterRef: { name: 'prod' }, type: 'talos', version: 'v1.14.4' }, {}, '2026-12-01T00:00:00Z'),
-      operation('new', { clusterRef: { name: 'prod' }, type: 'talos', version: 'v1.14.5' }, {}, '2026-12-05T00:00:00Z'),
+      operation(
+        'old',
+        { clusterRef: { name: 'prod' }, type: 'talos', version: 'v1.14.4' },
+        {},
+        '2026-12-01T00:00:00Z'
+      ),
+      operation(
+        'new',
+        { clusterRef: { name: 'prod' }, type: 'talos', version: 'v1.14.5' },
+        {},
+        '2026-12-05T00:00:00Z'
+      ),
       operation('other', { clusterRef: { name: 'edge' }, type: 'talos', version: 'v1.14.5' }),
-      { ...operation('elsewhere', { clusterRef: { name: 'prod' }, type: 'talos' }), metadata: { name: 'x', namespace: 'team-b' } },
+      {
+        ...operation('elsewhere', { clusterRef: { name: 'prod' }, type: 'talos' }),
+        metadata: { name: 'x', namespace: 'team-b' },
+      },
     ];
-    expect(clusterOperations(ops, { namespace: 'default', name: 'prod' }).map(r => r.name)).toEqual([
-      'new',
-      'old',
-    ]);
+    expect(clusterOperations(ops, { namespace: 'default', name: 'prod' }).map(r => r.name)).toEqual(
+      ['new', 'old']
+    );
   });
 });

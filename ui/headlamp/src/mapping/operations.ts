@@ -77,12 +77,10 @@ export function clusterOperations(
   return operations
     .filter(
       op =>
-        op?.metadata?.namespace === cluster.namespace &&
-        op.spec?.clusterRef?.name === cluster.name
+        op?.metadata?.namespace === cluster.namespace && op.spec?.clusterRef?.name === cluster.name
     )
     .map(operationRow)
     .sort(
-      (a, b) =>
-        (b.created ?? '').localeCompare(a.created ?? '') || a.name.localeCompare(b.name)
+      (a, b) => (b.created ?? '').localeCompare(a.created ?? '') || a.name.localeCompare(b.name)
     );
 }

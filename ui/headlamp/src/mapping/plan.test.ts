@@ -90,11 +90,16 @@ describe('readDenial / readFailure', () => {
       status: 403,
       message: forbidden.message,
     });
-    expect(readFailure('Request timed-out')).toEqual({ kind: 'error', message: 'Request timed-out' });
+    expect(readFailure('Request timed-out')).toEqual({
+      kind: 'error',
+      message: 'Request timed-out',
+    });
     expect(readFailure(undefined)).toMatchObject({ kind: 'error' });
   });
 
   it('does not take a hook named like Ichor in a longer name', () => {
-    expect(readDenial('admission webhook "evil.ichor.dev.example" denied the request: x')).toBeNull();
+    expect(
+      readDenial('admission webhook "evil.ichor.dev.example" denied the request: x')
+    ).toBeNull();
   });
 });

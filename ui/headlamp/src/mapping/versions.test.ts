@@ -155,7 +155,12 @@ describe('versionRows', () => {
 
   it.each([
     [{ cni: { detected: 'flannel' } }, {}, 'flannel', 'the cluster runs flannel, not Cilium'],
-    [{ cni: {} }, { cni: { preset: 'unmanaged' } }, 'not observed', 'unmanaged CNI: Ichor installs no Cilium'],
+    [
+      { cni: {} },
+      { cni: { preset: 'unmanaged' } },
+      'not observed',
+      'unmanaged CNI: Ichor installs no Cilium',
+    ],
     [
       { cni: { detected: 'calico', detectedVersion: '3.29.1' } },
       { cni: { preset: 'unmanaged' } },
@@ -171,9 +176,18 @@ describe('versionRows', () => {
   });
 
   it('tolerates a status of the wrong shape without throwing', () => {
-    const odd = { metadata: {}, spec: {}, status: { upgradeChoices: { talos: null }, nodes: null } };
+    const odd = {
+      metadata: {},
+      spec: {},
+      status: { upgradeChoices: { talos: null }, nodes: null },
+    };
     expect(() => versionRows(odd as TalosClusterObject)).not.toThrow();
-    expect(versionRows({}).map(r => r.running)).toEqual(['unknown', 'unknown', 'unknown', 'unknown']);
+    expect(versionRows({}).map(r => r.running)).toEqual([
+      'unknown',
+      'unknown',
+      'unknown',
+      'unknown',
+    ]);
   });
 });
 
@@ -218,9 +232,9 @@ describe('blockedReleases', () => {
         expect.objectContaining({ component: 'Kubernetes', version: 'v1.37.2', blocker: 'cilium' }),
       ],
     });
-    expect(blockedReleases(withStatus({ blockedReleases: { releases: 1, nearest: [] } })).headline).toBe(
-      '1 newer release is not offered'
-    );
+    expect(
+      blockedReleases(withStatus({ blockedReleases: { releases: 1, nearest: [] } })).headline
+    ).toBe('1 newer release is not offered');
     expect(blockedReleases(withStatus({ blockedReleases: undefined }))).toEqual({ lines: [] });
   });
 });
@@ -228,7 +242,9 @@ describe('blockedReleases', () => {
 describe('autoPatch', () => {
   it('is off without a status, and says why', () => {
     expect(autoPatch(undefined).label).toBe('Off');
-    expect(autoPatch({ enabled: false, reason: 'Disabled', message: 'no windows are set' })).toEqual({
+    expect(
+      autoPatch({ enabled: false, reason: 'Disabled', message: 'no windows are set' })
+    ).toEqual({
       label: 'Off',
       detail: 'no windows are set',
     });
@@ -261,7 +277,12 @@ describe('autoPatch', () => {
         version: 'v1.14.4',
         reason: 'PatchFailed',
       },
-      lastRun: { operation: 'prod-talos-x1', component: 'talos', version: 'v1.14.4', result: 'Failed' },
+      lastRun: {
+        operation: 'prod-talos-x1',
+        component: 'talos',
+        version: 'v1.14.4',
+        result: 'Failed',
+      },
     });
     expect(summary.detail).toBe(
       'suspended after prod-talos-x1 (Talos v1.14.4): PatchFailed; last run prod-talos-x1: Talos v1.14.4 Failed'

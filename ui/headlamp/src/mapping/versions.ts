@@ -83,14 +83,10 @@ function unknownBecause(conditions: Condition[] | null | undefined): string {
   return 'not observed yet';
 }
 
-function componentRow(
-  object: TalosClusterObject,
-  component: 'talos' | 'kubernetes'
-): VersionRow {
+function componentRow(object: TalosClusterObject, component: 'talos' | 'kubernetes'): VersionRow {
   const status = object.status ?? {};
   const running = component === 'talos' ? status.talosVersion : status.kubernetesVersion;
-  const spec =
-    component === 'talos' ? object.spec?.talosVersion : object.spec?.kubernetesVersion;
+  const spec = component === 'talos' ? object.spec?.talosVersion : object.spec?.kubernetesVersion;
   const seen =
     component === 'talos' ? status.nodes?.talosVersions : status.nodes?.kubernetesVersions;
   const group = status.upgradeChoices?.[component];
@@ -132,7 +128,12 @@ function ciliumRow(object: TalosClusterObject): VersionRow {
   const status = object.status ?? {};
   const cni = status.cni ?? {};
   const condition = conditionOf(status.conditions, 'CiliumUpgradeAvailable');
-  const row: VersionRow = { key: 'cilium', label: 'Cilium', running: 'unknown', runningKnown: false };
+  const row: VersionRow = {
+    key: 'cilium',
+    label: 'Cilium',
+    running: 'unknown',
+    runningKnown: false,
+  };
   if (object.spec?.cni?.preset === 'unmanaged') {
     row.running = cni.detected
       ? [cni.detected, cni.detectedVersion].filter(Boolean).join(' ')

@@ -12,7 +12,11 @@ export default {
 } as Meta;
 
 const status = cluster().status!;
-const kubernetes = choiceOptions(status.upgradeChoices!.kubernetes, status.blockedReleases!.nearest, 'kubernetes');
+const kubernetes = choiceOptions(
+  status.upgradeChoices!.kubernetes,
+  status.blockedReleases!.nearest,
+  'kubernetes'
+);
 const notOffered = kubernetes.find(o => o.group === 'Not offered')!;
 const denied: Access = {
   state: 'denied',
@@ -44,7 +48,11 @@ function dialog(
     selected: defaultOption(kubernetes),
     input: defaultOption(kubernetes)?.version ?? '',
     plan,
-    override: overrideControl(plan.status === 'done' ? plan.answer : null, !!rest.overrideChecked, access),
+    override: overrideControl(
+      plan.status === 'done' ? plan.answer : null,
+      !!rest.overrideChecked,
+      access
+    ),
     overrideChecked: false,
     create: { status: 'idle' },
     onInput: () => undefined,
@@ -142,5 +150,9 @@ export const Cilium = dialog({
   options: [],
   selected: null,
   input: '',
-  plan: { status: 'done', what: 'Cilium to the chart this Ichor embeds', answer: { kind: 'accepted', warnings: [] } },
+  plan: {
+    status: 'done',
+    what: 'Cilium to the chart this Ichor embeds',
+    answer: { kind: 'accepted', warnings: [] },
+  },
 });

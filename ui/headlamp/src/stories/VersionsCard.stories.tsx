@@ -3,7 +3,13 @@ import { TalosClusterObject } from '../api-types';
 import { VersionsCard } from '../components/VersionsCard';
 import { nodesText } from '../components/nodes';
 import { cluster } from '../fixtures/objects';
-import { autoPatch, blockedReleases, clusterName, compatibility, versionRows } from '../mapping/versions';
+import {
+  autoPatch,
+  blockedReleases,
+  clusterName,
+  compatibility,
+  versionRows,
+} from '../mapping/versions';
 
 export default {
   title: 'Ichor/VersionsCard',
@@ -119,26 +125,34 @@ export const UnknownVersion: StoryFn = card(
 
 /** Nodes half upgraded, Cilium behind the embedded chart, auto-patch on. */
 export const NodesDifferAndChartNewer: StoryFn = card(
-  withStatus({
-    nodes: { count: 3, differ: true, talosVersions: ['v1.14.3', 'v1.14.4'], kubernetesVersions: ['v1.36.6'] },
-    cni: { detected: 'cilium', detectedVersion: '1.19.10' },
-    autoPatch: {
-      enabled: true,
-      windowOpen: false,
-      nextWindow: { start: '2026-12-06T02:00:00Z', end: '2026-12-06T06:00:00Z' },
-      reason: 'WindowClosed',
-      message: 'the next window opens at 2026-12-06T02:00:00Z',
-    },
-    conditions: [
-      { type: 'VersionsCompatible', status: 'True', reason: 'Compatible', message: 'compatible' },
-      {
-        type: 'CiliumUpgradeAvailable',
-        status: 'True',
-        reason: 'ChartNewer',
-        message: 'Cilium 1.19.10 runs; this Ichor embeds chart 1.20.4: run `ichor cni upgrade`',
+  withStatus(
+    {
+      nodes: {
+        count: 3,
+        differ: true,
+        talosVersions: ['v1.14.3', 'v1.14.4'],
+        kubernetesVersions: ['v1.36.6'],
       },
-    ],
-  }, { talosVersion: 'v1.14.4' })
+      cni: { detected: 'cilium', detectedVersion: '1.19.10' },
+      autoPatch: {
+        enabled: true,
+        windowOpen: false,
+        nextWindow: { start: '2026-12-06T02:00:00Z', end: '2026-12-06T06:00:00Z' },
+        reason: 'WindowClosed',
+        message: 'the next window opens at 2026-12-06T02:00:00Z',
+      },
+      conditions: [
+        { type: 'VersionsCompatible', status: 'True', reason: 'Compatible', message: 'compatible' },
+        {
+          type: 'CiliumUpgradeAvailable',
+          status: 'True',
+          reason: 'ChartNewer',
+          message: 'Cilium 1.19.10 runs; this Ichor embeds chart 1.20.4: run `ichor cni upgrade`',
+        },
+      ],
+    },
+    { talosVersion: 'v1.14.4' }
+  )
 );
 
 /** An incompatible pair, as adopted; another CNI. */
