@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 import ssl
 import tempfile
 from collections.abc import AsyncIterator
@@ -46,6 +47,11 @@ PASSED_BACK = ("Content-Type", "Warning")
 #: Headers of the browser's request the API server gets.
 PASSED_ON = ("Content-Type", "Accept")
 _PORT_ATTEMPTS = 3
+
+
+def chromium_path() -> str:
+    """The browser the test drives: Debian's chromium, or ``$ICHOR_CHROMIUM``."""
+    return os.environ.get("ICHOR_CHROMIUM") or "/usr/bin/chromium"
 
 
 class MissingBuild(RuntimeError):

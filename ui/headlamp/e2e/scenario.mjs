@@ -55,7 +55,9 @@ async function step(name, fn) {
     } catch {
       // the page itself may be gone
     }
-    throw new Error(`step "${name}" failed: ${error.message}\n--- page text ---\n${text}\n(screenshot: ${shot})`);
+    throw new Error(
+      `step "${name}" failed: ${error.message}\n--- page text ---\n${text}\n(screenshot: ${shot})`
+    );
   }
 }
 
@@ -114,7 +116,10 @@ async function chooseRefused() {
     await listbox.waitFor();
     const groups = await listbox.locator('.MuiAutocomplete-groupLabel').allInnerTexts();
     report.pickerGroups = groups;
-    const refused = listbox.getByRole('option').filter({ hasText: /Cilium .* runs Kubernetes/ }).first();
+    const refused = listbox
+      .getByRole('option')
+      .filter({ hasText: /Cilium .* runs Kubernetes/ })
+      .first();
     const label = (await refused.locator('p').first().innerText()).trim();
     await refused.click();
     return label;
@@ -145,7 +150,10 @@ try {
   // -- as the user without the verb ----------------------------------------------------
   await open(clusterUrl(args.plain));
   await step('the Versions card shows what the status offers', async () => {
-    await card().getByRole('row', { name: /Kubernetes/ }).getByText(/Patch available: v/).waitFor();
+    await card()
+      .getByRole('row', { name: /Kubernetes/ })
+      .getByText(/Patch available: v/)
+      .waitFor();
     report.cardText = await card().innerText();
   });
   await shoot('versions-card', card());
@@ -207,11 +215,16 @@ try {
 
   await step('the fleet view says what needs attention', async () => {
     await page.goto(`${args.holder}/c/test/ichor/clusters`);
-    await page.getByRole('table', { name: 'Talos clusters' }).getByText(`${args.namespace}/${args.cluster}`).waitFor();
+    await page
+      .getByRole('table', { name: 'Talos clusters' })
+      .getByText(`${args.namespace}/${args.cluster}`)
+      .waitFor();
     const attention = page.getByRole('status').filter({ hasText: 'Patch updates are available' });
     await attention.waitFor();
     report.attention = await attention.innerText();
-    report.fleetRow = await page.locator(`tr[data-cluster="${args.namespace}/${args.cluster}"]`).innerText();
+    report.fleetRow = await page
+      .locator(`tr[data-cluster="${args.namespace}/${args.cluster}"]`)
+      .innerText();
   });
   await shoot('fleet');
   await step('axe on the fleet', () => axeCheck('fleet', 'main'));

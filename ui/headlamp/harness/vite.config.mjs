@@ -10,7 +10,8 @@ const here = fileURLToPath(new URL('.', import.meta.url));
 export default defineConfig({
   root: here,
   base: '/',
-  logLevel: 'warn',
+  // (it warns that a docs helper's 'path' import is left out of the browser build)
+  logLevel: 'error',
   // Headlamp's library reads process.env.NODE_ENV and a few REACT_APP_* settings.
   define: {
     global: 'globalThis',
