@@ -210,11 +210,15 @@ class StandIn:
         kept = tuple(p for p in protocols if p and not p.startswith("base64url.headlamp"))
         browser = web.WebSocketResponse(protocols=kept, max_msg_size=16 * 1024 * 1024)
         await browser.prepare(request)
+        # kube-apiserver's watch over a WebSocket (golang.org/x/net/websocket) refuses a
+        # handshake without an Origin; the browser's is passed on, as Headlamp's proxy does.
+        origin = {"Origin": request.headers["Origin"]} if "Origin" in request.headers else {}
         try:
             upstream = await self._session.ws_connect(
                 target.replace("https://", "wss://", 1),
                 params=request.query,
                 protocols=kept,
+                headers=origin,
                 max_msg_size=16 * 1024 * 1024,
             )
         except (aiohttp.ClientError, TimeoutError):

@@ -85,7 +85,10 @@ def text(value: str) -> str:
 
 
 async def test_a_refused_version_as_a_user_without_the_verb_then_as_a_holder(
-    observed: Objects, users: dict[str, Path], control_plane: controlplane.ControlPlane
+    observed: Objects,
+    users: dict[str, Path],
+    control_plane: controlplane.ControlPlane,
+    tmp_path: Path,
 ) -> None:
     namespace = observed.namespace
     await asyncio.to_thread(SCREENSHOTS.mkdir, parents=True, exist_ok=True)
@@ -101,6 +104,7 @@ async def test_a_refused_version_as_a_user_without_the_verb_then_as_a_holder(
                 "namespace": namespace,
                 "cluster": "prod",
                 "screenshots": str(SCREENSHOTS),
+                "failures": str(tmp_path),
             }
         )
     print(f"browser scenario: {time.monotonic() - started:.1f} s, steps (ms): "
@@ -142,7 +146,7 @@ async def test_a_refused_version_as_a_user_without_the_verb_then_as_a_holder(
     assert operation["metadata"]["name"] in report["holder"]["created"]
     [event] = [e for e in await observed.events("prod") if e["reason"] == "Override"]
     assert event["type"] == "Warning"
-    assert event["involved_object"]["kind"] == "TalosCluster"
+    assert event["involvedObject"]["kind"] == "TalosCluster"
     assert HOLDER in event["message"]
     assert text(event["message"])[:60] in text(report["holder"]["event"])
     assert f"Kubernetes to {version}" in report["holder"]["operationRow"]

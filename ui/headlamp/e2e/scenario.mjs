@@ -5,10 +5,10 @@
 // Python side, which checks the server's side (the operation, the Event, the requests).
 //
 //   node e2e/scenario.mjs '{"plain": URL, "holder": URL, "namespace": NS, "cluster": NAME,
-//                           "screenshots": DIR, "plainUser": "nadia", "holderUser": "olivia"}'
+//                           "screenshots": DIR, "failures": DIR}'
 //
 // Every step is bounded (STEP_MS); a failed step exits 1 with the step's name, the page's
-// text and a screenshot of it (failure-*.png in the screenshot folder's parent).
+// text and a screenshot of it (failure-*.png in the folder "failures" names).
 
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -47,7 +47,7 @@ async function step(name, fn) {
     report.steps.push({ name, ms: Date.now() - started });
     return value;
   } catch (error) {
-    const shot = join(args.screenshots, '..', `failure-${name.replace(/\W+/g, '-')}.png`);
+    const shot = join(args.failures || tmpdir(), `failure-${name.replace(/\W+/g, '-')}.png`);
     let text = '';
     try {
       await page.screenshot({ path: shot, fullPage: true });
