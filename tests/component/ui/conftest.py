@@ -95,6 +95,12 @@ def _rbac() -> list[dict[str, Any]]:
             {"apiGroups": [kinds.GROUP], "resources": ["talosoperations"], "verbs": ["create"]},
             {"apiGroups": [""], "resources": ["events"], "verbs": ["get", "list", "watch"]},
             {"apiGroups": ["batch"], "resources": ["jobs"], "verbs": ["get", "list", "watch"]},
+            # Headlamp's own page of a custom resource reads its definition
+            {
+                "apiGroups": ["apiextensions.k8s.io"],
+                "resources": ["customresourcedefinitions"],
+                "verbs": ["get", "list", "watch"],
+            },
         ],
     )
     return [

@@ -152,12 +152,14 @@ async def test_a_refused_version_as_a_user_without_the_verb_then_as_a_holder(
     assert f"Kubernetes to {version}" in report["holder"]["operationRow"]
 
     # the fleet, accessibility, and nothing left the machine
+    assert report["customResourcePage"].endswith(f"/c/test/ichor/clusters/{namespace}/prod")
     assert report["attention"] == "Patch updates are available for Talos, Kubernetes"
     assert report["axe"] == {"card": [], "dialog": [], "fleet": []}
     assert report["consoleErrors"] == []
     assert set(report["blocked"]) <= ICON_APIS, report["blocked"]
     for name in ("versions-card", "dialog-refused-without-verb", "dialog-override-holder",
-                 "dialog-created", "cluster-after-override", "fleet"):  # fmt: skip
+                 "dialog-created", "cluster-after-override", "headlamp-custom-resource-page",
+                 "fleet"):  # fmt: skip
         assert (SCREENSHOTS / f"{name}.png").stat().st_size > 1000
 
 

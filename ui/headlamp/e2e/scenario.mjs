@@ -203,8 +203,13 @@ try {
     await dialog().getByRole('button', { name: 'Close' }).click();
     await dialog().waitFor({ state: 'detached' });
     const operations = page.getByRole('table', { name: /TalosOperations of/ });
-    await operations.getByText(`Kubernetes to ${report.holder.version}`).waitFor();
-    report.holder.operationRow = await operations.locator('tbody tr').first().innerText();
+    // (the message cell may say the same words while the executor checks it)
+    const row = operations
+      .locator('tbody tr')
+      .filter({ hasText: `Kubernetes to ${report.holder.version}` })
+      .first();
+    await row.waitFor();
+    report.holder.operationRow = await row.innerText();
     const override = page
       .getByRole('table', { name: /Events on TalosCluster/ })
       .locator('tr[data-event-reason="Override"]');
@@ -213,6 +218,17 @@ try {
   });
   await shoot('cluster-after-override');
 
+  await step("Headlamp's own page of the custom resource links to the card", async () => {
+    await page.goto(
+      `${args.holder}/c/test/customresources/talosclusters.ichor.dev/${args.namespace}/${args.cluster}`
+    );
+    const link = page.getByRole('link', { name: 'Versions and upgrades' });
+    await link.waitFor();
+    await shoot('headlamp-custom-resource-page');
+    await link.click();
+    await card().getByRole('row', { name: /Talos/ }).first().waitFor();
+    report.customResourcePage = page.url();
+  });
   await step('the fleet view says what needs attention', async () => {
     await page.goto(`${args.holder}/c/test/ichor/clusters`);
     await page

@@ -27,6 +27,7 @@ import { createMuiTheme } from '@kinvolk/headlamp-plugin/lib/lib/themes';
 import Plugins from '@kinvolk/headlamp-plugin/lib/plugin/Plugins';
 import { setConfig } from '@kinvolk/headlamp-plugin/lib/redux/configSlice';
 import store from '@kinvolk/headlamp-plugin/lib/redux/stores/store';
+import { setStore } from '@kinvolk/headlamp-plugin/lib/lib/router/createRouteURL';
 import { useTypedSelector } from '@kinvolk/headlamp-plugin/lib/redux/hooks';
 
 function Routes() {
@@ -36,6 +37,8 @@ function Routes() {
 }
 
 async function start() {
+  // As Headlamp's entry point does: links by route name look routes up in the store.
+  setStore(store);
   const config = await (await fetch('/config')).json();
   store.dispatch(
     setConfig({ clusters: Object.fromEntries(config.clusters.map((c: any) => [c.name, c])) })

@@ -5,12 +5,14 @@
  */
 
 import {
+  registerDetailsViewHeaderAction,
   registerDetailsViewSection,
   registerRoute,
   registerSidebarEntry,
 } from '@kinvolk/headlamp-plugin/lib';
 import { IchorSections } from './components/IchorSections';
 import { ClusterPage, FleetPage } from './components/Pages';
+import { VersionsLink } from './components/VersionsLink';
 import { isTalosCluster } from './resources';
 
 registerSidebarEntry({
@@ -47,3 +49,6 @@ registerRoute({
 registerDetailsViewSection(({ resource }) =>
   isTalosCluster(resource) ? <IchorSections resource={resource} /> : null
 );
+
+// Headlamp's own page of a TalosCluster links to the plugin's page.
+registerDetailsViewHeaderAction(VersionsLink);
