@@ -4,7 +4,8 @@
 #            last install), the plugin (headlamp-plugin build: dist/main.js), the browser
 #            test's host page (build/harness, only when its inputs changed), and Debian's
 #            chromium when /usr/bin/chromium is missing (apt-get, as root)
-#   unit     the Vitest tests: the mappings, every story as a snapshot, axe-core
+#   unit     the type check (tsc), the tooling's lint (eslint with jsx-a11y), and the
+#            Vitest tests: the mappings, every story as a snapshot, axe-core
 #   package  the archive Headlamp installs, its sha256 and the Artifact Hub manifest
 # Each step prints its seconds (CI's budget, docs/development.md).
 set -euo pipefail
@@ -73,6 +74,8 @@ build)
   ;;
 unit)
   install
+  timed "tsc" npx tsc --noEmit -p tsconfig.json
+  timed "lint (headlamp-plugin lint)" npx headlamp-plugin lint . >/dev/null
   CI=true UNDER_TEST=true timed "vitest" \
     npx vitest run -c node_modules/@kinvolk/headlamp-plugin/config/vite.config.mjs
   ;;

@@ -6,8 +6,8 @@
  */
 
 import { useEffect, useMemo, useRef, useState } from 'react';
-import { Component, COMPONENT_NAMES, TalosClusterObject } from '../api-types';
 import { checkOverride, submitOperation } from '../api';
+import { Component, COMPONENT_NAMES, TalosClusterObject } from '../api-types';
 import { Access, overrideControl } from '../mapping/access';
 import { ChoiceOption, choiceOptions, defaultOption, typedVersion } from '../mapping/choices';
 import { operationBody } from '../mapping/plan';

@@ -6,7 +6,7 @@
 
 import { TalosClusterObject, TalosOperationObject } from '../api-types';
 import { ACTIVE_PHASES } from './operations';
-import { autoPatch, compatibility, Compatibility, newestPatch, versionRows } from './versions';
+import { autoPatch, Compatibility, compatibility, newestPatch, versionRows } from './versions';
 
 export interface FleetRow {
   key: string;

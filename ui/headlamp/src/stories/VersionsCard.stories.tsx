@@ -1,7 +1,7 @@
 import { Meta, StoryFn } from '@storybook/react';
 import { TalosClusterObject } from '../api-types';
-import { VersionsCard } from '../components/VersionsCard';
 import { nodesText } from '../components/nodes';
+import { VersionsCard } from '../components/VersionsCard';
 import { cluster } from '../fixtures/objects';
 import {
   autoPatch,
