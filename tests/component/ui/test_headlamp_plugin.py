@@ -157,7 +157,7 @@ async def test_a_refused_version_as_a_user_without_the_verb_then_as_a_holder(
     assert report["axe"] == {"card": [], "dialog": [], "fleet": []}
     assert report["consoleErrors"] == []
     assert set(report["blocked"]) <= ICON_APIS, report["blocked"]
-    for name in ("versions-card", "dialog-refused-without-verb", "dialog-override-holder",
+    for name in ("versions-card", "dialog-picker", "dialog-refused-without-verb", "dialog-override-holder",
                  "dialog-created", "cluster-after-override", "headlamp-custom-resource-page",
                  "fleet"):  # fmt: skip
         assert (SCREENSHOTS / f"{name}.png").stat().st_size > 1000

@@ -116,6 +116,9 @@ async function chooseRefused() {
     await listbox.waitFor();
     const groups = await listbox.locator('.MuiAutocomplete-groupLabel').allInnerTexts();
     report.pickerGroups = groups;
+    if (!report.pickerShot) {
+      report.pickerShot = await shoot('dialog-picker', page.locator('.MuiDialog-container'));
+    }
     const refused = listbox
       .getByRole('option')
       .filter({ hasText: /Cilium .* runs Kubernetes/ })
