@@ -125,6 +125,11 @@ async def test_a_refused_version_as_a_user_without_the_verb_then_as_a_holder(
     assert plans, plain.requests
     assert all(p.endswith("?dryRun=All") for p in plans), plans
     assert report["pickerGroups"][-1] == "Not offered"
+    # a typed version that skips minors: a refusal no override passes, and no checkbox
+    blocking = server_refusal(control_plane, namespace, "v1.99.0", user=PLAIN)
+    assert text(report["plain"]["blockingRefusal"]) == text(blocking)
+    assert "would pass" not in blocking
+    assert report["plain"]["blockingCheckboxes"] == 0
 
     # olivia passed it: the plan's warning, one operation, and the Warning Event
     assert report["holder"]["version"] == version
@@ -157,7 +162,8 @@ async def test_a_refused_version_as_a_user_without_the_verb_then_as_a_holder(
     assert report["axe"] == {"card": [], "dialog": [], "fleet": []}
     assert report["consoleErrors"] == []
     assert set(report["blocked"]) <= ICON_APIS, report["blocked"]
-    for name in ("versions-card", "dialog-picker", "dialog-refused-without-verb", "dialog-override-holder",
+    for name in ("versions-card", "dialog-picker", "dialog-refused-without-verb",
+                 "dialog-not-overridable", "dialog-override-holder",
                  "dialog-created", "cluster-after-override", "headlamp-custom-resource-page",
                  "fleet"):  # fmt: skip
         assert (SCREENSHOTS / f"{name}.png").stat().st_size > 1000

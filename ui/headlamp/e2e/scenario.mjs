@@ -178,6 +178,14 @@ try {
   });
   await shoot('dialog-refused-without-verb', dialog());
   await step('axe on the dialog', () => axeCheck('dialog', '[role="dialog"]'));
+  await step('a typed version no override passes: refused, and no checkbox', async () => {
+    await dialog().getByRole('combobox', { name: 'Version' }).fill('1.99.0');
+    await page.getByRole('option', { name: 'Use v1.99.0' }).click();
+    await dialog().getByTestId('ichor-refusal').filter({ hasText: 'v1.99.0' }).waitFor();
+    report.plain.blockingRefusal = await dialog().getByTestId('ichor-refusal').innerText();
+    report.plain.blockingCheckboxes = await overrideBox().count();
+  });
+  await shoot('dialog-not-overridable', dialog());
   await page.close();
 
   // -- as the holder of the verb -------------------------------------------------------

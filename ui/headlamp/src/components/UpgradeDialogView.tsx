@@ -71,7 +71,14 @@ function Picker(props: UpgradeDialogViewProps) {
       options={shown}
       value={selected}
       inputValue={input}
-      onInputChange={(_, text, reason) => onInput(text, reason === 'input')}
+      onInputChange={(_, text, reason) => {
+        // Typing drops the choice; MUI then "resets" the input to the empty choice's
+        // label, which would erase what was typed.
+        if (reason === 'reset' && text === '' && !selected) {
+          return;
+        }
+        onInput(text, reason === 'input');
+      }}
       onChange={(_, option) => onSelect(option)}
       groupBy={option => (option.group === 'Typed' ? 'Typed version' : option.group)}
       getOptionLabel={option => option.version}
