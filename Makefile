@@ -42,7 +42,7 @@ help:
 	@echo "  make runtime-deps  pyproject's runtime dependencies alone, the venv the wheel test imports with"
 	@echo "The Headlamp plugin (ui/headlamp):"
 	@echo "  make ui            npm ci from the lockfile, the plugin, the browser test's page; Debian's chromium"
-	@echo "  make ui-unit       its Vitest tests: the mappings, every story as a snapshot, axe-core"
+	@echo "  make ui-unit       its type check, lint and Vitest tests (mappings, stories as snapshots, axe-core)"
 	@echo "  make ui-package    the archive Headlamp installs, its sha256 and the Artifact Hub manifest"
 	@echo "For a person:"
 	@echo "  make cluster-up    a local control plane named dev (make cluster-down stops it)"
