@@ -1,11 +1,12 @@
 """The TalosCluster controller: observe each workload cluster, write its status.
 
 kopf's watches feed this controller (``wiring``: ``cluster_event``, ``installation_event``); a
-bounded pool of workers reconciles one cluster at a time per key:
+bounded pool of workers reconciles one cluster at a time per key, the clusters of one
+namespace on at most ``group_workers`` of them (``queue``):
 
 1. read the workload cluster when its observation is due (every ``observe_interval``;
-   after a failure, with a doubling backoff), with a timeout, so an unreachable cluster
-   holds one worker for at most that long and never the others;
+   after a failure, with a doubling backoff), under one deadline, so an unreachable
+   cluster holds one worker for at most that long and never the others;
 2. compute the status with ``status.evaluate`` (pure);
 3. write the difference through the status subresource, then post the Events.
 
@@ -103,6 +104,10 @@ class _Cluster:
     deferrals: int = 0
 
 
+def _namespace(key: Key) -> str:
+    return key[0]
+
+
 def _describe(error: BaseException) -> str:
     if isinstance(error, ApiException):
         if isinstance(errors.typed(error), errors.Unauthorized | errors.Forbidden):
@@ -150,7 +155,14 @@ class ClusterController:
         self.autopatch = autopatch.AutoPatcher(
             api=api, health_resources=settings.health_check_resources
         )
-        self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=settings.workers)
+        # a namespace's clusters share at most ``group_workers``: its slow ones wait
+        # for each other, never the other namespaces' clusters
+        self.queue: WorkQueue[Key] = WorkQueue(
+            self.reconcile,
+            workers=settings.workers,
+            group=_namespace,
+            group_workers=settings.group_workers,
+        )
         self._workload: dict[SecretKey, tuple[str, ApiClient]] = {}
         #: Pending or Running operations by (namespace, operation name): their cluster
         #: and what they do, for the cluster's ``Reconciling`` condition.
@@ -390,9 +402,12 @@ class ClusterController:
         loop = asyncio.get_running_loop()
         cluster.source = source
         try:
-            workload = await self._workload_client(source)
+            # One deadline for the whole read, the Secret and the client included: it
+            # bounds how long one cluster holds a worker, whatever its address does
+            # (accepts and never answers, never finishes TLS, trickles its answer).
             # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
             async with asyncio.timeout(self.settings.observe_timeout):
+                workload = await self._workload_client(source)
                 observation = await observe(workload)
         except KubeconfigError as error:
             failure = Failure(ClusterReason.KUBECONFIG_UNUSABLE, str(error))

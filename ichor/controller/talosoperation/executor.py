@@ -88,6 +88,10 @@ class Transient(Exception):
 BeforeWrite = Callable[[Operation], Awaitable[None]]
 
 
+def _namespace(key: Key) -> str:
+    return key[0]
+
+
 def _now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
@@ -100,7 +104,12 @@ class OperationController:
     def __init__(self, api: ApiClient, settings: OperationSettings) -> None:
         self.api = api
         self.settings = settings
-        self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=settings.workers)
+        self.queue: WorkQueue[Key] = WorkQueue(
+            self.reconcile,
+            workers=settings.workers,
+            group=_namespace,
+            group_workers=settings.group_workers,
+        )
         self.before_write: BeforeWrite | None = None
         #: 409s met on writes, each followed by a fresh step (for tests and logs).
         self.conflicts = 0
