@@ -153,7 +153,9 @@ class ClusterController:
         #: The IchorInstallation as last seen, for auto-patch (its settings and record).
         self.installation_body: Mapping[str, Any] | None = None
         self.autopatch = autopatch.AutoPatcher(
-            api=api, health_resources=settings.health_check_resources
+            api=api,
+            health_resources=settings.health_check_resources,
+            ask_timeout=settings.observe_timeout,
         )
         # a namespace's clusters share at most ``group_workers``: its slow ones wait
         # for each other, never the other namespaces' clusters
