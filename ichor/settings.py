@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ichor.api.autopatch import DEFAULT_HEALTH_CHECK_RESOURCES, NEVER_CHECKED
+from ichor.api.talosoperation import MAX_QUEUED
 from ichor.registry.limits import Limits
 from ichor.release.release_set import PINNED
 
@@ -337,7 +338,7 @@ class OperationSettings(_FromEnv):
     namespace_workers: int | None = env("ICHOR_OPERATION_NAMESPACE_WORKERS", None, read=_int)
     #: Operations of one TalosCluster not finished yet (running or waiting) past which the
     #: webhook refuses another; it protects the operator, so it binds everyone.
-    max_queued: int = env("ICHOR_MAX_QUEUED_OPERATIONS", 20, read=_int)
+    max_queued: int = env("ICHOR_MAX_QUEUED_OPERATIONS", MAX_QUEUED, read=_int)
     #: Seconds after a successful Talos or Kubernetes Job within which every Node must
     #: report the target, else the operation fails with ``NodesNotUpgraded``.
     node_version_deadline: float = env("ICHOR_NODE_VERSION_DEADLINE", 600.0, read=_float)

@@ -53,7 +53,12 @@ from ichor.api import kinds
 from ichor.api.conditions import OperationReason
 from ichor.api.events import OperationEventReason
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, DEFAULT_TALOSCONFIG_KEY
-from ichor.api.talosoperation import OperationType, Phase, TalosOperationStatus
+from ichor.api.talosoperation import (
+    OperationType,
+    Phase,
+    TalosOperationStatus,
+    queue_full_message,
+)
 from ichor.controller import observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.talosoperation import jobs, lifecycle
@@ -183,6 +188,17 @@ class OperationController:
                 await self._release(op)
 
         order = lifecycle.run_order(operations)
+        past = lifecycle.past_queue(order, most=self.settings.max_queued)
+        for op in past:
+            message = queue_full_message(
+                namespace=op.namespace,
+                name=op.name,
+                cluster=cluster_name,
+                most=self.settings.max_queued,
+            )
+            await self._refuse(op, OperationReason.QUEUE_FULL, message)
+        refused = {op.uid for op in past}
+        order = [op for op in order if op.uid not in refused]
         again: float | None = None
         head: Operation | None = None
         ended: set[str] = set()
@@ -206,10 +222,9 @@ class OperationController:
                 again = self.settings.resync_interval if op.phase is Phase.RUNNING else retry
                 break
         if head is not None:
-            for op in order:
-                if op.uid == head.uid or op.uid in ended or op.phase is Phase.RUNNING:
-                    continue
-                message = lifecycle.waiting_message(op, ahead=head)
+            # each names the one directly ahead: a new head rewrites one status, not all
+            for op, ahead in lifecycle.waiting_behind(order, head=head, ended=ended):
+                message = lifecycle.waiting_message(op, ahead=ahead, head=ahead is head)
                 previous = op.status.message
                 op = await self._write(
                     op,
