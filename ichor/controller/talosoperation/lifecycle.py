@@ -197,15 +197,20 @@ def waiting_behind(
         for op in order
         if op.uid != head.uid and op.uid not in gone and op.phase is not Phase.RUNNING
     ]
-    return list(zip(waiting, [head, *waiting[:-1]], strict=True))
+    # each with the one before it: the head for the first
+    return list(zip(waiting, [head, *waiting], strict=False))
 
 
 def past_queue(order: Sequence[Operation], *, most: int) -> list[Operation]:
     """The operations of ``order`` the executor refuses as past the most one cluster
-    queues: those beyond the first ``most`` that it has not looked at yet (no phase).
-    Only creates that raced past the webhook's count are there; an operation already
-    waiting keeps its place, even if the most was lowered since."""
-    return [op for op in order[most:] if op.phase is None]
+    queues: of those it has not looked at yet (no phase), oldest first, the ones beyond
+    the room the others leave under ``most``. Only creates that raced past the webhook's
+    count are there. An operation already waiting or running keeps its place, even if
+    the most was lowered since; one created in the same second that sorts before it
+    does not push it out."""
+    room = most - sum(1 for op in order if op.phase is not None)
+    fresh = [op for op in order if op.phase is None]
+    return fresh[max(room, 0) :]
 
 
 @dataclass(frozen=True)

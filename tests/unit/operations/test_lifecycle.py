@@ -654,6 +654,9 @@ def test_each_waiting_operation_names_the_one_directly_ahead() -> None:
     ]
     messages = _messages(order, order[0], set())
     assert "waits for TalosOperation team-a/op00 (talos to v1.14.4, Running)" in messages["op01"]
+    # the head alone, or with every other ended: nobody waits
+    assert lifecycle.waiting_behind(order[:1], head=order[0]) == []
+    assert lifecycle.waiting_behind(order, head=order[0], ended=[o.uid for o in order]) == []
     assert "(talos to v1.14.4, created earlier, waiting too)" in messages["op02"]
 
 
@@ -687,3 +690,17 @@ def test_past_the_queue_only_operations_never_looked_at_are_refused() -> None:
     # the most lowered below what already waits: the waiting keep their place
     assert [op.name for op in lifecycle.past_queue(order, most=1)] == ["new0", "new1", "new2"]
     assert lifecycle.past_queue(order, most=6) == []
+
+
+def test_a_fresh_operation_sorting_first_does_not_push_a_waiting_one_out() -> None:
+    # created in the same second as those waiting, its name sorts first: it is the one
+    # refused, so the queue never holds more than the most
+    waiting = [
+        operation(f"b{n}", created="2026-12-03T08:00:00Z", status={"phase": "Pending"})
+        for n in range(3)
+    ]
+    early = operation("a", created="2026-12-03T08:00:00Z")
+    order = lifecycle.run_order([*waiting, early])
+    assert order[0].name == "a"
+    assert [op.name for op in lifecycle.past_queue(order, most=3)] == ["a"]
+    assert lifecycle.past_queue(order, most=4) == []
