@@ -16,7 +16,7 @@ import enum
 import ssl
 import tempfile
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -45,7 +45,6 @@ class Server:
     ca: bytes
     #: Connections accepted so far.
     accepted: int = 0
-    _handlers: set[asyncio.Task[None]] = field(default_factory=set)
 
     @property
     def address(self) -> str:
@@ -73,25 +72,32 @@ class Server:
         )
 
 
-async def _hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, kind: Kind) -> None:
+async def _hold(
+    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, kind: Kind, stop: asyncio.Event
+) -> None:
+    """Hold one connection as ``kind`` does, until ``stop``."""
     if kind is Kind.SILENT:
-        await asyncio.Event().wait()
+        await stop.wait()
+        return
     if kind is Kind.TLS_STALL:
         await reader.read(4096)  # the ClientHello
         # a handshake record that declares 64 bytes, and 5 of them
         writer.write(b"\x16\x03\x03\x00\x40" + b"\x02\x00\x00\x3c\x03")
         await writer.drain()
-        await asyncio.Event().wait()
+        await stop.wait()
+        return
     await reader.readuntil(b"\r\n\r\n")  # the request's head
     if kind is Kind.HTTP_SILENT:
-        await asyncio.Event().wait()
+        await stop.wait()
+        return
     writer.write(
         b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n"
     )
-    while True:
+    while not stop.is_set():
         writer.write(b" ")
         await writer.drain()
-        await asyncio.sleep(TRICKLE_SECONDS)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), TRICKLE_SECONDS)
 
 
 @contextlib.asynccontextmanager
@@ -107,19 +113,22 @@ async def serving(kind: Kind) -> AsyncIterator[Server]:
             serving_pem.write(cert_path=cert, key_path=key)
             context.load_cert_chain(cert, key)
     server_state = Server(kind=kind, port=0, ca=authority.cert_pem)
+    stop = asyncio.Event()
+    open_writers: set[asyncio.StreamWriter] = set()
+    ended = asyncio.Condition()
 
     async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         server_state.accepted += 1
-        task = asyncio.current_task()
-        assert task is not None
-        server_state._handlers.add(task)
+        open_writers.add(writer)
         try:
-            await _hold(reader, writer, kind)
+            await _hold(reader, writer, kind, stop)
         except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
-            pass  # the client went away
+            pass  # the client went away, or the server closes
         finally:
-            server_state._handlers.discard(task)
+            open_writers.discard(writer)
             writer.close()
+            async with ended:
+                ended.notify_all()
 
     server = await asyncio.start_server(accept, "127.0.0.1", 0, ssl=context, backlog=1024)
     server_state.port = server.sockets[0].getsockname()[1]
@@ -127,9 +136,11 @@ async def serving(kind: Kind) -> AsyncIterator[Server]:
         yield server_state
     finally:
         server.close()
-        for task in list(server_state._handlers):
-            task.cancel()
-        if server_state._handlers:
-            await asyncio.wait(set(server_state._handlers), timeout=5)
+        stop.set()
+        for writer in list(open_writers):
+            writer.transport.abort()  # a read in progress ends
+        async with ended:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(ended.wait_for(lambda: not open_writers), timeout=5)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(server.wait_closed(), timeout=5)
