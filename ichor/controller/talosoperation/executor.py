@@ -8,7 +8,8 @@ never runs one key on two workers, so two operations of one cluster never start
 together; the API, not memory, holds the state, so a restart resumes where it stopped:
 
 1. the oldest operation not yet finished runs; the others wait in ``Pending`` with a
-   condition naming the one ahead of them;
+   condition naming the one directly ahead of them (a new head rewrites one of them, not
+   all), and one created past ``max_queued`` that raced past the webhook is refused;
 2. it is checked again (``lifecycle.decide_execution``): a refusal is ``Failed`` with a
    condition naming the rule; overridable refusals run only under ``override: true``,
    and the Accepted condition and the Override Event name every one passed;
