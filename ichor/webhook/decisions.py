@@ -682,3 +682,14 @@ def started_by_label(
         ),
         code=Code.FORBIDDEN,
     )
+
+
+def queue_full(spec: OperationSpec, *, most: int) -> Answer:
+    """The plan of an operation whose cluster already queues ``most`` not finished."""
+    return Answer(
+        allowed=False,
+        message=talosoperation.queue_full_message(
+            namespace=spec.namespace, name=spec.name, cluster=spec.cluster, most=most
+        ),
+        code=Code.FORBIDDEN,
+    )

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ichor.api import kinds, records
+from ichor.api import kinds, records, talosoperation
 from ichor.webhook import decisions, kubeapi, reviews, stamps
 
 _log = logging.getLogger(__name__)
@@ -133,9 +133,12 @@ async def judge_operation(
     operation: object,
     backend: kubeapi.Backend,
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    max_queued: int | None = None,
 ) -> Judged:
     """The judgement of a TalosOperation create (the plan) or update (its stamp only: the
-    CRD keeps its spec as created); never raises."""
+    CRD keeps its spec as created); never raises. ``max_queued``: a create is refused
+    while the cluster has that many operations not finished (None: not counted, as in
+    the mutating half, which the validating half follows)."""
     try:
         if operation not in ("CREATE", "UPDATE"):
             return Judged(decisions.malformed(f"operation {operation!r} is not validated here"))
@@ -167,6 +170,8 @@ async def judge_operation(
             if decisions.needs_access_review(verdict, override_requested=spec.override):
                 holds = await backend.holds_override(who, spec.cluster_ref)
             answer = decisions.answer_operation(verdict, spec=spec, requester=who, holds_verb=holds)
+            if answer.allowed and max_queued is not None:
+                answer = await _within_queue(backend, spec, answer, most=max_queued)
     except kubeapi.ApiUnavailable as error:
         return Judged(decisions.undecided(str(error)))
     except Exception as error:
@@ -182,6 +187,20 @@ async def judge_operation(
         override_by=who.username if spec.override else None,
     )
     return Judged(answer, stamp)
+
+
+async def _within_queue(
+    backend: kubeapi.Backend,
+    spec: reviews.OperationSpec,
+    answer: decisions.Answer,
+    *,
+    most: int,
+) -> decisions.Answer:
+    """``answer``, or the refusal of a create past the most one cluster queues: every
+    operation of the cluster not finished counts, whoever created it."""
+    stored = await backend.list_operations(spec.namespace)
+    queued = sum(1 for body in stored if talosoperation.queued_on(body, spec.cluster))
+    return answer if queued < most else decisions.queue_full(spec, most=most)
 
 
 def _checked(
@@ -262,10 +281,17 @@ async def operation_answer(
     backend: kubeapi.Backend,
     old: object = None,
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    max_queued: int = talosoperation.MAX_QUEUED,
 ) -> decisions.Answer:
     """The validating answer to a TalosOperation create (the plan) or update; never raises."""
     judged = await judge_operation(
-        new=new, old=old, userinfo=userinfo, operation=operation, backend=backend, logger=logger
+        new=new,
+        old=old,
+        userinfo=userinfo,
+        operation=operation,
+        backend=backend,
+        logger=logger,
+        max_queued=max_queued,
     )
     return _checked(judged, kind=kinds.Kind.TALOS_OPERATION, new=new, dryrun=dryrun, logger=logger)
 

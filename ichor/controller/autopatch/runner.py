@@ -64,6 +64,9 @@ READYZ_TIMEOUT = 5.0
 READYZ_MAX_BYTES = 64 * 1024
 #: Seconds one health check's evaluation may take.
 HEALTH_TIMEOUT = 10.0
+#: Seconds ``/readyz`` and every health check may take together (the reconciler passes
+#: ``ICHOR_OBSERVE_TIMEOUT``).
+ASK_TIMEOUT = 20.0
 
 
 def _now() -> datetime:
@@ -238,8 +241,12 @@ class AutoPatcher:
         api: ApiClient,
         health_resources: Sequence[str] = DEFAULT_HEALTH_CHECK_RESOURCES,
         clock: Callable[[], datetime] = _now,
+        ask_timeout: float = ASK_TIMEOUT,
     ) -> None:
         self.api = api
+        #: Seconds the workload's ``/readyz`` and health checks may take together, so a
+        #: slow workload holds its worker no longer (``ICHOR_OBSERVE_TIMEOUT``).
+        self.ask_timeout = ask_timeout
         #: What a health check may read (``ICHOR_HEALTH_CHECK_RESOURCES``).
         self.health_resources = tuple(health_resources)
         #: The time inside the fleet lock (the workload was asked before, for a while).
@@ -443,6 +450,24 @@ class AutoPatcher:
             if run is not None
         ]
 
+    async def _ask(
+        self, workload: ApiClient | None, checks: Sequence[health.Compiled]
+    ) -> tuple[decisions.Probe, tuple[health.Verdict, ...] | None]:
+        """``/readyz``, then the health checks when it is ready, all within
+        ``ask_timeout``: past it the gate is shut, saying so."""
+        if workload is None:
+            return decisions.Probe(ok=False, message="cannot be asked"), None
+        probe = decisions.Probe(ok=False, message="did not answer")
+        try:
+            async with asyncio.timeout(self.ask_timeout):
+                probe = await self._readyz(workload)
+                if not probe.ok:
+                    return probe, None
+                return probe, await self._health(workload, checks)
+        except TimeoutError:
+            said = "answered, but its health checks were not" if probe.ok else "did not answer"
+            return decisions.Probe(ok=False, message=f"{said} within {self.ask_timeout:g} s"), None
+
     async def _probe_and_start(
         self,
         *,
@@ -455,20 +480,11 @@ class AutoPatcher:
         previous: Condition | None,
     ) -> decisions.Decision:
         """Ask the workload (``/readyz``, then the health checks), outside the fleet lock:
-        that takes seconds, up to minutes with 16 checks. Then, in the lock, decide again
+        that takes seconds, at most ``ask_timeout`` (``_ask``). Then, in the lock, decide again
         on what is true now: the time (the window may have closed meanwhile), the
         cluster's operations, the fleet's auto-patch operations (the count, and a failure
         whose halt is not recorded yet) and the halts read afresh; and start."""
-        probe = (
-            await self._readyz(workload)
-            if workload is not None
-            else decisions.Probe(ok=False, message="cannot be asked")
-        )
-        verdicts = (
-            await self._health(workload, policy.health)
-            if probe.ok and workload is not None
-            else None
-        )
+        probe, verdicts = await self._ask(workload, policy.health)
         async with self._lock:
             now = self.clock()
             try:

@@ -8,7 +8,8 @@ never runs one key on two workers, so two operations of one cluster never start
 together; the API, not memory, holds the state, so a restart resumes where it stopped:
 
 1. the oldest operation not yet finished runs; the others wait in ``Pending`` with a
-   condition naming the one ahead of them;
+   condition naming the one directly ahead of them (a new head rewrites one of them, not
+   all), and one created past ``max_queued`` that raced past the webhook is refused;
 2. it is checked again (``lifecycle.decide_execution``): a refusal is ``Failed`` with a
    condition naming the rule; overridable refusals run only under ``override: true``,
    and the Accepted condition and the Override Event name every one passed;
@@ -53,7 +54,12 @@ from ichor.api import kinds
 from ichor.api.conditions import OperationReason
 from ichor.api.events import OperationEventReason
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, DEFAULT_TALOSCONFIG_KEY
-from ichor.api.talosoperation import OperationType, Phase, TalosOperationStatus
+from ichor.api.talosoperation import (
+    OperationType,
+    Phase,
+    TalosOperationStatus,
+    queue_full_message,
+)
 from ichor.controller import observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.talosoperation import jobs, lifecycle
@@ -90,6 +96,10 @@ class Transient(Exception):
 BeforeWrite = Callable[[Operation], Awaitable[None]]
 
 
+def _namespace(key: Key) -> str:
+    return key[0]
+
+
 def _now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
@@ -109,7 +119,12 @@ class OperationController:
         self.settings = settings
         #: As whose account a cluster without a kubeconfig Secret is read.
         self.tenants = tenants or TenantSettings()
-        self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=settings.workers)
+        self.queue: WorkQueue[Key] = WorkQueue(
+            self.reconcile,
+            workers=settings.workers,
+            group=_namespace,
+            group_workers=settings.group_workers,
+        )
         self.before_write: BeforeWrite | None = None
         #: 409s met on writes, each followed by a fresh step (for tests and logs).
         self.conflicts = 0
@@ -183,6 +198,17 @@ class OperationController:
                 await self._release(op)
 
         order = lifecycle.run_order(operations)
+        past = lifecycle.past_queue(order, most=self.settings.max_queued)
+        for op in past:
+            message = queue_full_message(
+                namespace=op.namespace,
+                name=op.name,
+                cluster=cluster_name,
+                most=self.settings.max_queued,
+            )
+            await self._refuse(op, OperationReason.QUEUE_FULL, message)
+        refused = {op.uid for op in past}
+        order = [op for op in order if op.uid not in refused]
         again: float | None = None
         head: Operation | None = None
         ended: set[str] = set()
@@ -206,10 +232,9 @@ class OperationController:
                 again = self.settings.resync_interval if op.phase is Phase.RUNNING else retry
                 break
         if head is not None:
-            for op in order:
-                if op.uid == head.uid or op.uid in ended or op.phase is Phase.RUNNING:
-                    continue
-                message = lifecycle.waiting_message(op, ahead=head)
+            # each names the one directly ahead: a new head rewrites one status, not all
+            for op, ahead in lifecycle.waiting_behind(order, head=head, ended=ended):
+                message = lifecycle.waiting_message(op, ahead=ahead, head=ahead is head)
                 previous = op.status.message
                 op = await self._write(
                     op,

@@ -5,7 +5,9 @@ Job stands, and the status each step writes.
 decides comes from here, so the lifecycle is tested without a cluster:
 
 * ``run_order``: the operations of one cluster that still have to run, oldest first. One
-  runs at a time per cluster; the others wait in Pending naming the one ahead of them.
+  runs at a time per cluster; the others wait in Pending naming the one directly ahead
+  of them (``waiting_behind``), and a create that raced past the webhook's count of the
+  queue is refused (``past_queue``).
 * ``check_execution``: the target rule again, at execution, against the cluster's
   current spec *and* what its nodes were last seen running (a cluster can move between
   the plan and the run), with the Kubernetes pairing of a Talos target, and for a
@@ -167,12 +169,48 @@ def run_order(operations: Iterable[Operation]) -> list[Operation]:
     return sorted(live, key=lambda op: (op.created, op.name))
 
 
-def waiting_message(op: Operation, *, ahead: Operation) -> str:
-    state = "Running" if ahead.phase is Phase.RUNNING else "created earlier, not yet started"
+def waiting_message(op: Operation, *, ahead: Operation, head: bool = True) -> str:
+    """What ``op`` waits for: the operation directly ahead of it (``head``: the one that
+    runs or runs next). Naming that one, not the head, keeps the message of every other
+    waiting operation unchanged when the head finishes: a change of the head rewrites
+    the status of the one behind the new head only, not of the whole queue."""
+    if ahead.phase is Phase.RUNNING:
+        state = "Running"
+    elif head:
+        state = "created earlier, not yet started"
+    else:
+        state = "created earlier, waiting too"
     return (
         f"waits for {ahead} ({ahead.what}, {state}): one operation runs per TalosCluster "
-        f"{op.namespace}/{op.spec.cluster_ref.name} at a time"
+        f"{op.namespace}/{op.spec.cluster_ref.name} at a time, oldest first"
     )
+
+
+def waiting_behind(
+    order: Sequence[Operation], *, head: Operation, ended: Iterable[str] = ()
+) -> list[tuple[Operation, Operation]]:
+    """Each operation of ``order`` that waits, with the one directly ahead of it: the
+    head first, then the others oldest first (``ended``: uids that finished meanwhile)."""
+    gone = set(ended)
+    waiting = [
+        op
+        for op in order
+        if op.uid != head.uid and op.uid not in gone and op.phase is not Phase.RUNNING
+    ]
+    # each with the one before it: the head for the first
+    return list(zip(waiting, [head, *waiting], strict=False))
+
+
+def past_queue(order: Sequence[Operation], *, most: int) -> list[Operation]:
+    """The operations of ``order`` the executor refuses as past the most one cluster
+    queues: of those it has not looked at yet (no phase), oldest first, the ones beyond
+    the room the others leave under ``most``. Only creates that raced past the webhook's
+    count are there. An operation already waiting or running keeps its place, even if
+    the most was lowered since; one created in the same second that sorts before it
+    does not push it out."""
+    room = most - sum(1 for op in order if op.phase is not None)
+    fresh = [op for op in order if op.phase is None]
+    return fresh[max(room, 0) :]
 
 
 @dataclass(frozen=True)
