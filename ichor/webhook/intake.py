@@ -44,6 +44,10 @@ OPERATION_HANDLER = "talosoperation"
 #: The mutating half (the MutatingWebhookConfiguration): it writes the admission records.
 CLUSTER_STAMP = "taloscluster-records"
 OPERATION_STAMP = "talosoperation-records"
+#: The IchorInstallation's update (not its create, which the chart makes before the
+#: webhook answers): the operator's marks, and the record of an unhalt request.
+INSTALLATION_HANDLER = "ichorinstallation"
+INSTALLATION_STAMP = "ichorinstallation-records"
 #: The path judging the status subresource of each kind: only the operator writes status.
 STATUS_HANDLERS: Mapping[kinds.Kind, str] = {
     kinds.Kind.TALOS_CLUSTER: "taloscluster-status",
@@ -132,6 +136,20 @@ CLAIMS: tuple[Claim, ...] = (
         path=OPERATION_STAMP,
         kind=kinds.Kind.TALOS_OPERATION,
         operations=frozenset({"CREATE", "UPDATE"}),
+        mutating=True,
+    ),
+    # the installation's update: the operator's marks and the unhalt request's record;
+    # not its create, which the chart makes in the same release as this configuration
+    # (before the webhook answers), and which holds no halt to lift (no status yet)
+    Claim(
+        path=INSTALLATION_HANDLER,
+        kind=kinds.Kind.ICHOR_INSTALLATION,
+        operations=frozenset({"UPDATE"}),
+    ),
+    Claim(
+        path=INSTALLATION_STAMP,
+        kind=kinds.Kind.ICHOR_INSTALLATION,
+        operations=frozenset({"UPDATE"}),
         mutating=True,
     ),
     # status is the operator's alone: a write of it by anyone else is refused

@@ -53,7 +53,7 @@ from ichor.api import kinds
 from ichor.api.conditions import OperationReason
 from ichor.api.events import OperationEventReason
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, DEFAULT_TALOSCONFIG_KEY
-from ichor.api.talosoperation import OperationType, Phase, TalosOperationStatus
+from ichor.api.talosoperation import Failure, OperationType, Phase, TalosOperationStatus
 from ichor.controller import observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.talosoperation import jobs, lifecycle
@@ -245,7 +245,10 @@ class OperationController:
             message = lifecycle.refusal_message(
                 decision.refusal, override=op.override_admitted, flag=op.spec.override
             )
-            return await self._refuse(op, decision.refusal.rule, message), None
+            return (
+                await self._refuse(op, decision.refusal.rule, message, kind=Failure.REFUSED),
+                None,
+            )
         try:
             manifest, detail = await self._manifest(op, cluster, cluster_body)
         except _Unrunnable as error:
@@ -277,9 +280,16 @@ class OperationController:
         op = await self._create_job(op, manifest, detail=detail, cluster_body=cluster_body)
         return op, None
 
-    async def _refuse(self, op: Operation, reason: str, message: str) -> Operation:
+    async def _refuse(
+        self, op: Operation, reason: str, message: str, *, kind: Failure = Failure.NOT_STARTED
+    ) -> Operation:
+        """Failed before its Job: by a rule (``Failure.REFUSED``), or because it cannot run
+        as the cluster is set up (``Failure.NOT_STARTED``)."""
         op = await self._write(
-            op, lifecycle.failed(op, reason=reason, message=message, now=_now(), refused=True)
+            op,
+            lifecycle.failed(
+                op, reason=reason, message=message, now=_now(), refused=True, kind=kind
+            ),
         )
         await self._event(op.body, bodies.EventType.WARNING, OperationEventReason.REFUSED, message)
         return op
@@ -360,6 +370,11 @@ class OperationController:
             message = f"Job {name} is not this operation's"
             return await self._finish_failed(op, OperationReason.INVALID_OPERATION, message)
         pods = await self._pods(op.namespace, name)
+        started = lifecycle.step_started(pods)
+        if started is not None and op.status.upgrade_started_at is None:
+            # from here on the upgrade acts on the nodes: a failure says something about
+            # the version (auto-patch halts it), one before this never reached them
+            op = await self._write(op, lifecycle.step_seen(op, started))
         outcome = lifecycle.job_outcome(job, pods)
         if outcome.state is lifecycle.JobState.RUNNING:
             if complete is not None and complete.reason == OperationReason.JOB_CREATING:
