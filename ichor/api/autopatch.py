@@ -245,7 +245,7 @@ class Unhalt:
 
 #: The longest value of ``UNHALT_ANNOTATION`` read.
 MAX_UNHALT_LENGTH = 128
-_UNHALT_VERSION = re.compile(r"^v[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,6}$")
+_UNHALT_VERSION = re.compile(r"v[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,6}")
 _UNHALTED_COMPONENTS = (AutoPatchComponent.TALOS.value, AutoPatchComponent.KUBERNETES.value)
 
 
@@ -263,6 +263,6 @@ def parse_unhalt(value: object) -> Unhalt:
     if value == UNHALT_ALL:
         return Unhalt()
     component, slash, version = value.partition("/")
-    if not slash or component not in _UNHALTED_COMPONENTS or not _UNHALT_VERSION.match(version):
+    if not slash or component not in _UNHALTED_COMPONENTS or not _UNHALT_VERSION.fullmatch(version):
         raise ValueError(f"{form}, not {value!r}")
     return Unhalt(component=component, version=version)
