@@ -10,7 +10,9 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+import celpy
 import pytest
+from celpy.adapter import json_to_cel
 
 from ichor.api import kinds, marks, records
 from ichor.api.autopatch import HALTED_ANNOTATION, RESUME_ANNOTATION, UNHALT_ANNOTATION
@@ -20,7 +22,7 @@ from ichor.api.talosoperation import (
     STARTED_FOR_ANNOTATION,
 )
 from ichor.kube import identity
-from ichor.webhook import judgement
+from ichor.webhook import intake, judgement
 from tests.unit.webhook.fakes import FakeBackend, taloscluster, talosoperation
 from tests.unit.webhook.test_handlers import REF
 
@@ -299,3 +301,35 @@ def test_the_reserved_domain() -> None:
     assert marks.operators(kinds.Kind.TALOS_OPERATION, RESUME_ANNOTATION)
     assert not marks.operators(kinds.Kind.ICHOR_INSTALLATION, UNHALT_ANNOTATION)
     assert marks.operators(kinds.Kind.TALOS_CLUSTER, UNHALT_ANNOTATION)
+
+
+def _matches(new: dict[str, Any], old: dict[str, Any]) -> bool:
+    # the CEL the API server evaluates, as cel-python reads it
+    env = celpy.Environment()
+    program = env.program(env.compile(intake.RESERVED_KEYS))
+    found = program.evaluate({"object": json_to_cel(new), "oldObject": json_to_cel(old)})
+    return bool(found)
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["ichor.dev/unhalt", "ichor.dev/admission-records", "a.ichor.dev/x", "b.a.ichor.dev/x",
+     "ichor.dev/x", "ichor.dev", "xichor.dev/x", "ichor.dev.evil/x", "example.com/ichor.dev",
+     "app.kubernetes.io/version", "helm.sh/chart", "ichor-dev/x"],
+)  # fmt: skip
+@pytest.mark.parametrize("where", ["labels", "annotations"])
+@pytest.mark.parametrize("side", ["added", "removed", "kept"])
+def test_the_installations_match_condition_sends_every_write_of_a_reserved_key(
+    key: str, where: str, side: str
+) -> None:
+    """The API server sends an IchorInstallation update to the webhook only when the
+    object or the old object carries a reserved key (the chart's own label updates do
+    not wait for it): every write that adds, changes or removes one is sent."""
+    carrying = {"metadata": {where: {key: "v", "app": "x"}}}
+    plain = {"metadata": {where: {"app": "x"}}}
+    new, old = {
+        "added": (carrying, plain), "removed": (plain, carrying), "kept": (carrying, carrying)
+    }[side]  # fmt: skip
+    assert _matches(new, old) is marks.reserved(key)
+    assert not _matches(plain, plain)
+    assert not _matches({"metadata": {}}, {"metadata": {}})
