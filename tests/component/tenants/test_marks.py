@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -163,3 +164,38 @@ def test_a_cluster_takes_the_persons_keys_and_none_of_the_operators(
                               check=False),
         "ichor.dev/tenant", "reserved",
     )  # fmt: skip
+
+
+def test_the_installations_webhook_sees_only_writes_of_its_reserved_keys(
+    control_plane: controlplane.ControlPlane,
+    webhook: harness.Webhook,  # noqa: F811
+    tmp_path: Path,
+    operator_account: account.Account,
+) -> None:
+    """With a second configuration whose server is down, the chart's own update of the
+    installation (its labels, as every chart upgrade moves them) still passes: the match
+    condition sends the API server's review only for a write that carries an ichor.dev
+    key, so an upgrade from an Ichor whose pods lack this path never meets it. A write of
+    a reserved key waits for the webhook, and is refused while it is down."""
+    found = control_plane.kubectl("get", "ichorinstallation", kinds.INSTALLATION_NAME,
+                                  check=False)  # fmt: skip
+    if found.returncode != 0:
+        body = {"apiVersion": kinds.API_VERSION, "kind": "IchorInstallation",
+                "metadata": {"name": kinds.INSTALLATION_NAME},
+                "spec": {"releaseCheck": {"enabled": False}}}  # fmt: skip
+        control_plane.kubectl("create", "-f", "-", input=json.dumps(body))
+    down = harness.Webhook(control_plane, tmp_path, operator_account)
+    try:
+        down.start()
+        down.stop_server()
+        on = ["ichorinstallation", kinds.INSTALLATION_NAME]
+        chart = control_plane.kubectl("label", "--overwrite", *on, "helm.sh/chart=ichor-9.9.9")
+        assert chart.returncode == 0
+        asked = control_plane.kubectl("annotate", *on, "ichor.dev/unhalt=all", check=False)
+        assert asked.returncode != 0
+        assert "failed calling webhook" in asked.stderr
+        assert f"127.0.0.1:{down.port}/" in asked.stderr
+    finally:
+        down.close()
+        control_plane.kubectl("label", "ichorinstallation", kinds.INSTALLATION_NAME,
+                              "helm.sh/chart-", check=False)  # fmt: skip
