@@ -185,8 +185,9 @@ def unhalt(
         )
     halted = _in_force(installation, request)
     what = "every halt" if request.everything else f"the halt of {component} {version}"
+    of = "" if request.everything else f" of {component} {version}"
     if not halted:
-        click.echo(f"No auto-patch halt of {request} is in force: nothing to lift.")
+        click.echo(f"No auto-patch halt{of} is in force: nothing to lift.")
         return
     kube.annotate_installation(target, UNHALT_ANNOTATION, str(request))
     if not wait:
@@ -213,7 +214,7 @@ def unhalt(
     ids = {h.operation for h in halted}
     lifted = [h for h in _halts(now) if h.operation in ids and h.lifted_by]
     if not lifted:
-        click.echo(f"No auto-patch halt of {request} was in force any more: nothing was lifted.")
+        click.echo(f"No auto-patch halt{of} was in force any more: nothing was lifted.")
         return
     click.echo(
         f"Lifted {what}: {'; '.join(_describe(h) for h in lifted)}; lifted by "
