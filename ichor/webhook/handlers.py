@@ -175,6 +175,54 @@ async def stamp_talosoperation(
     stamp_patch(judged, patch, path=intake.OPERATION_STAMP)
 
 
+async def validate_ichorinstallation(
+    *,
+    memo: kopf.Memo,
+    new: object = None,
+    old: object = None,
+    userinfo: object = None,
+    operation: object = None,
+    dryrun: bool = False,
+    warnings: list[str],
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    **_: Any,
+) -> None:
+    """kopf handler: IchorInstallation update (the operator's marks, an unhalt request)."""
+    answer = await judgement.installation_answer(
+        new=new,
+        old=old,
+        userinfo=userinfo,
+        operation=operation,
+        dryrun=bool(dryrun),
+        backend=backend_of(memo),
+        logger=logger,
+    )
+    deliver(answer, warnings, path=intake.INSTALLATION_HANDLER)
+
+
+async def stamp_ichorinstallation(
+    *,
+    memo: kopf.Memo,
+    new: object = None,
+    old: object = None,
+    userinfo: object = None,
+    operation: object = None,
+    patch: MutableMapping[str, Any],
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    **_: Any,
+) -> None:
+    """kopf mutating handler: the admission record of an unhalt request."""
+    judged = await judgement.judge_installation(
+        new=new,
+        old=old,
+        userinfo=userinfo,
+        operation=operation,
+        backend=backend_of(memo),
+        logger=logger,
+    )
+    stamp_patch(judged, patch, path=intake.INSTALLATION_STAMP)
+
+
 def status_handler(kind: kinds.Kind) -> Callable[..., Coroutine[Any, Any, None]]:
     """The kopf handler of a write of ``kind``'s status subresource."""
 

@@ -124,6 +124,22 @@ def register_handlers(
         operations=["CREATE", "UPDATE"],
         registry=registry,
     )(handlers.stamp_talosoperation)
+    kopf.on.validate(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.ICHOR_INSTALLATIONS.value,
+        id=intake.INSTALLATION_HANDLER,
+        operations=["UPDATE"],
+        registry=registry,
+    )(handlers.validate_ichorinstallation)
+    kopf.on.mutate(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.ICHOR_INSTALLATIONS.value,
+        id=intake.INSTALLATION_STAMP,
+        operations=["UPDATE"],
+        registry=registry,
+    )(handlers.stamp_ichorinstallation)
     for kind, path in intake.STATUS_HANDLERS.items():
         kopf.on.validate(
             kinds.GROUP,

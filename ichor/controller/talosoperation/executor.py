@@ -25,7 +25,10 @@ together; the API, not memory, holds the state, so a restart resumes where it st
    backwards; never at all for a ``Declarative`` cluster, whose spec is the desired
    state: ``lifecycle.spec_record``), then ``Succeeded``; on failure ``Failed`` with the
    Job's reason and the failed container's last log lines, and the spec untouched.
-   Events mark start and end.
+   Events mark start and end. The first upgrade step seen started in the Job's pod is
+   recorded (``status.upgradeStartedAt``), and every failure says its kind
+   (``status.failure``, ``lifecycle.failure_kind``): only a step that ran and failed is
+   ``UpgradeFailed``, the one failure auto-patch halts a version on.
 
 Every status write carries the ``resourceVersion`` it was computed from: a 409 means the
 object moved, and the whole step is computed again from a fresh read (never lost, never
@@ -55,6 +58,7 @@ from ichor.api.conditions import OperationReason
 from ichor.api.events import OperationEventReason
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, DEFAULT_TALOSCONFIG_KEY
 from ichor.api.talosoperation import (
+    Failure,
     OperationType,
     Phase,
     TalosOperationStatus,
@@ -279,7 +283,10 @@ class OperationController:
             message = lifecycle.refusal_message(
                 decision.refusal, override=op.override_admitted, flag=op.spec.override
             )
-            return await self._refuse(op, decision.refusal.rule, message), None
+            return (
+                await self._refuse(op, decision.refusal.rule, message, kind=Failure.REFUSED),
+                None,
+            )
         try:
             manifest, detail = await self._manifest(op, cluster, cluster_body)
         except _Unrunnable as error:
@@ -311,9 +318,16 @@ class OperationController:
         op = await self._create_job(op, manifest, detail=detail, cluster_body=cluster_body)
         return op, None
 
-    async def _refuse(self, op: Operation, reason: str, message: str) -> Operation:
+    async def _refuse(
+        self, op: Operation, reason: str, message: str, *, kind: Failure = Failure.NOT_STARTED
+    ) -> Operation:
+        """Failed before its Job: by a rule (``Failure.REFUSED``), or because it cannot run
+        as the cluster is set up (``Failure.NOT_STARTED``)."""
         op = await self._write(
-            op, lifecycle.failed(op, reason=reason, message=message, now=_now(), refused=True)
+            op,
+            lifecycle.failed(
+                op, reason=reason, message=message, now=_now(), refused=True, kind=kind
+            ),
         )
         await self._event(op.body, bodies.EventType.WARNING, OperationEventReason.REFUSED, message)
         return op
@@ -394,6 +408,11 @@ class OperationController:
             message = f"Job {name} is not this operation's"
             return await self._finish_failed(op, OperationReason.INVALID_OPERATION, message)
         pods = await self._pods(op.namespace, name)
+        started = lifecycle.step_started(pods)
+        if started is not None and op.status.upgrade_started_at is None:
+            # from here on the upgrade acts on the nodes: a failure says something about
+            # the version (auto-patch halts it), one before this never reached them
+            op = await self._write(op, lifecycle.step_seen(op, started))
         outcome = lifecycle.job_outcome(job, pods)
         if outcome.state is lifecycle.JobState.RUNNING:
             if complete is not None and complete.reason == OperationReason.JOB_CREATING:

@@ -45,7 +45,13 @@ from ichor.api.conditions import (
     OperationReason,
 )
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus, UpgradeStrategy
-from ichor.api.talosoperation import OperationType, Phase, TalosOperationSpec, TalosOperationStatus
+from ichor.api.talosoperation import (
+    Failure,
+    OperationType,
+    Phase,
+    TalosOperationSpec,
+    TalosOperationStatus,
+)
 from ichor.kube import conditions
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.release.release_set import PINNED
@@ -462,6 +468,68 @@ def _progress(pods: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+#: Terminated reasons of a container that never ran: the runtime could not start it (its
+#: ``startedAt`` is then the epoch, or absent).
+NEVER_RAN = frozenset({"StartError", "ContainerCannotRun"})
+
+
+def _moment(raw: object) -> datetime | None:
+    if isinstance(raw, datetime):
+        return raw
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def step_started(pods: Sequence[Mapping[str, Any]]) -> datetime | None:
+    """When the first upgrade step of a Job's pod started, or None while none has.
+
+    Every container of an operation's Job is an upgrade step against the nodes (the
+    Talos Job's per-node ``talosctl upgrade``, ``upgrade-k8s``, ``helm upgrade``; none
+    prepares anything), so the first container seen running, or terminated after it
+    ran, is the upgrade acting on the nodes. A container waiting (an image that cannot
+    be pulled, a Secret that cannot be mounted) or one the runtime could not start
+    (``StartError``, its ``startedAt`` the epoch) never ran.
+    """
+    found: list[datetime] = []
+    for pod in pods:
+        for container in _containers(pod):
+            state = container.get("state") or {}
+            running = state.get("running")
+            terminated = state.get("terminated")
+            if isinstance(running, Mapping):
+                moment = _moment(running.get("startedAt"))
+            elif isinstance(terminated, Mapping) and terminated.get("reason") not in NEVER_RAN:
+                moment = _moment(terminated.get("startedAt"))
+            else:
+                continue
+            if moment is not None and moment.year > 1970:
+                found.append(moment)
+    return min(found) if found else None
+
+
+def failure_kind(reason: str, *, started: bool) -> Failure:
+    """The kind of failure of an operation that failed for ``reason`` (an
+    ``OperationReason``) after its upgrade step ``started`` on the nodes, or not.
+
+    Only an upgrade that ran and failed says something about the version: the Job
+    failing after its step started, or the Nodes not reporting the target after the Job
+    succeeded (its step ran, by definition). A Job that failed before its step started
+    (an image pull, a deadline) never reached the nodes; a deleted Job, a cluster gone
+    or a spec that could not be moved interrupted it.
+    """
+    if reason == OperationReason.NODES_NOT_UPGRADED:
+        return Failure.UPGRADE_FAILED
+    if reason == OperationReason.JOB_FAILED:
+        return Failure.UPGRADE_FAILED if started else Failure.NOT_STARTED
+    if reason == OperationReason.SPEC_NOT_UPDATED:
+        return Failure.INTERRUPTED
+    return Failure.INTERRUPTED if started else Failure.NOT_STARTED
+
+
 def job_outcome(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] = ()) -> JobOutcome:
     """The Job's state from its conditions; a failure says why, with the failed
     container's exit code and last log lines when its pod is still there."""
@@ -755,17 +823,38 @@ def failed(
     message: str,
     now: datetime,
     refused: bool = False,
+    kind: Failure | None = None,
 ) -> TalosOperationStatus:
-    """Failed; ``refused``: the executor refused to start it (Accepted False, by rule)."""
+    """Failed; ``refused``: the executor refused to start it (Accepted False, by rule),
+    before anything ran (``Failure.REFUSED``). ``kind``: which failure it was (default:
+    read from ``reason`` and whether the upgrade step was seen started,
+    ``failure_kind``)."""
     updates = []
     if refused:
         updates.append(_condition(Accepted, F, reason, message, op.generation))
         updates.append(_condition(Complete, T, OperationReason.REFUSED, message, op.generation))
     else:
         updates.append(_condition(Complete, T, reason, message, op.generation))
+    if kind is None:
+        kind = (
+            Failure.REFUSED
+            if refused and op.status.upgrade_started_at is None
+            else failure_kind(reason, started=op.status.upgrade_started_at is not None)
+        )
     return _status(
-        op, now=now, updates=updates, phase=Phase.FAILED, finished_at=now, message=message
+        op,
+        now=now,
+        updates=updates,
+        phase=Phase.FAILED,
+        finished_at=now,
+        message=message,
+        failure=kind,
     )
+
+
+def step_seen(op: Operation, started: datetime) -> TalosOperationStatus:
+    """The operation's status once its upgrade step was seen started at ``started``."""
+    return op.status.model_copy(update={"upgrade_started_at": started})
 
 
 def success_message(op: Operation, *, spec_note: str) -> str:
