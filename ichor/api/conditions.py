@@ -201,6 +201,8 @@ class OperationReason(StrEnum):
     SUCCEEDED = "Succeeded"
     #: The Job succeeded but a Node still reports the old version at the deadline.
     NODES_NOT_UPGRADED = "NodesNotUpgraded"
+    #: Refused: the cluster already has ``ICHOR_MAX_QUEUED_OPERATIONS`` not finished.
+    QUEUE_FULL = "QueueFull"
 
 
 class InstallationConditionType(StrEnum):

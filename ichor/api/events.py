@@ -61,6 +61,9 @@ class AutoPatchEventReason(StrEnum):
     FAILED = "AutoPatchFailed"
     RESUMED = "AutoPatchResumed"
     BLOCKED = "AutoPatchBlocked"
+    #: On the IchorInstallation: a person lifted halts early (``ichor autopatch unhalt``),
+    #: posted by the recorder once the halts are lifted, naming that person.
+    UNHALTED = "AutoPatchUnhalted"
 
 
 class ReleaseCheckEventReason(StrEnum):
