@@ -34,6 +34,8 @@ class ClusterEventReason(StrEnum):
     SPEC_NOT_REACHED = "SpecNotReached"
     #: Declarative: the Nodes run the spec's versions (again).
     SPEC_REACHED = "SpecReached"
+    #: Cilium is seen but its release cannot be read: every Kubernetes step is refused.
+    CILIUM_VERSION_UNREADABLE = "CiliumVersionUnreadable"
 
 
 class OperationEventReason(StrEnum):

@@ -355,8 +355,10 @@ def _short(component: Component, target: str, cluster: ClusterVersions, refusal:
 
 def _describe(state: ClusterVersions) -> str:
     parts = [f"Talos {parse(state.talos).tag}", f"Kubernetes {parse(state.kubernetes).tag}"]
-    if state.cilium_constrains and state.cilium is not None:
+    if state.cilium_constrains and isinstance(state.cilium, str):
         parts.append(f"Cilium {state.cilium}")
+    elif state.cilium_constrains and state.cilium is not None:
+        parts.append("Cilium (release not readable)")
     return ", ".join(parts)
 
 

@@ -23,7 +23,7 @@ from enum import IntEnum
 
 from ichor.api import records, talosoperation
 from ichor.api.talosoperation import OperationType
-from ichor.release import compat, steps, versions
+from ichor.release import compat, observed, steps, versions
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.upgrade import rule as upgrade_target
 from ichor.webhook.reviews import (
@@ -152,6 +152,7 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
         preset=steps.CILIUM if managed else new.cni_preset,
         detected=new.detected_cni,
         version=new.detected_cni_version,
+        unreadable=new.cni_unreadable,
     )
     step: Refusal | Verdict | None
     try:
@@ -170,6 +171,7 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
                 version=new.detected_cni_version,
                 # a Kubernetes that moves is judged by the step, with the same Cilium
                 kubernetes=None if kubernetes_changed else new.kubernetes,
+                unreadable=new.cni_unreadable,
             )
             if old is not None
             else None
@@ -231,7 +233,12 @@ def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
     talos, kubernetes = cluster.talos, cluster.kubernetes
     if cluster.declarative:
         # The spec is the desired state (already the target): the step is judged from
-        # what the Nodes run, which only the operator writes (status).
+        # what the Nodes run, which only the operator writes (status); while a Node's
+        # versions cannot be read, what they run is unknown, and no override passes it.
+        if cluster.nodes_unreadable:
+            unknown = observed.nodes(cluster.nodes_unreadable)
+            what = f"TalosOperation {spec.namespace}/{spec.name} ({spec.type} to {_target(spec)})"
+            return _verdict([unknown.refusal(what)])
         talos = _readable(cluster.observed_talos) or talos
         kubernetes = _readable(cluster.observed_kubernetes) or kubernetes
     running = upgrade_target.ClusterVersions(
@@ -241,6 +248,7 @@ def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
             preset=cluster.cni_preset,
             detected=cluster.detected_cni,
             version=cluster.detected_cni_version,
+            unreadable=cluster.cni_unreadable,
         ),
         cni=cluster.detected_cni,
         preset=cluster.cni_preset,
