@@ -50,6 +50,9 @@ class RecordKind(StrEnum):
     ADOPTION = "Adoption"
     #: The operator moved a spec under the override an operation was admitted with.
     CARRIED = "CarriedOverride"
+    #: A Kubernetes step on a cluster with ``spec.cni.preset: unmanaged`` that runs a
+    #: Cilium the Cilium rule would have refused (the rule is skipped there, not silently).
+    CILIUM_RULE_SKIPPED = "CiliumRuleSkipped"
 
 
 class Passed(ApiModel):
@@ -119,6 +122,17 @@ def annotations_of(body: object) -> Mapping[str, Any]:
     return {}
 
 
+def labels_of(body: object) -> Mapping[str, Any]:
+    """``metadata.labels`` of a raw object, or an empty mapping."""
+    if isinstance(body, Mapping):
+        meta = body.get("metadata")
+        if isinstance(meta, Mapping):
+            found = meta.get("labels")
+            if isinstance(found, Mapping):
+                return found
+    return {}
+
+
 def message(record: Record, *, kind: str, namespace: str, name: str) -> str:
     """The Event's sentence for ``record`` on the object it was admitted for."""
     what = f"{kind} {namespace}/{name}"
@@ -128,6 +142,13 @@ def message(record: Record, *, kind: str, namespace: str, name: str) -> str:
             f"User {record.user} adopted {what} at a pair the rules refuse, as it runs "
             f"(no override needed for an adoption; every later write is judged as "
             f"usual): {refusals}"
+        )
+    if record.kind is RecordKind.CILIUM_RULE_SKIPPED:
+        verb = "created" if kind == "TalosOperation" else "wrote"
+        return (
+            f"User {record.user} {verb} {what} ({record.detail}), a Kubernetes step past the "
+            f"Cilium that runs on the cluster: spec.cni.preset is unmanaged, so the Cilium "
+            f"rule was not asked, and it would have refused: {refusals}"
         )
     if record.kind is RecordKind.CARRIED:
         return (

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ichor.api import kinds, records
+from ichor.api.talosoperation import STARTED_BY_LABEL
 from ichor.webhook import decisions, kubeapi, reviews, stamps
 
 _log = logging.getLogger(__name__)
@@ -104,11 +105,22 @@ async def judge_cluster(
     noted = decisions.cluster_warnings(cluster)
     if noted:
         answer = replace(answer, warnings=(*answer.warnings, *noted))
+    # The operator's own spec write follows an operation, whose create was traced.
+    traced = (
+        None
+        if operator
+        else decisions.cilium_trace_of_write(
+            new=cluster, old=before, requester=who, operation=str(operation)
+        )
+    )
+    if traced is not None:
+        answer = replace(answer, traced=traced, warnings=(*answer.warnings, _traced(traced)))
     stamp = stamps.cluster_stamp(
         old=_annotations(old) if operation == "UPDATE" else None,
         given=_annotations(new),
         operator=operator,
         admitted=answer.admitted,
+        traced=answer.traced,
     )
     return Judged(answer, stamp)
 
@@ -167,6 +179,13 @@ async def judge_operation(
             if decisions.needs_access_review(verdict, override_requested=spec.override):
                 holds = await backend.holds_override(who, spec.cluster_ref)
             answer = decisions.answer_operation(verdict, spec=spec, requester=who, holds_verb=holds)
+            traced = decisions.cilium_trace_of_operation(
+                spec=spec, cluster=cluster, requester=who, started_by=_started_by(new)
+            )
+            if answer.allowed and traced is not None:
+                answer = replace(
+                    answer, traced=traced, warnings=(*answer.warnings, _traced(traced))
+                )
     except kubeapi.ApiUnavailable as error:
         return Judged(decisions.undecided(str(error)))
     except Exception as error:
@@ -180,8 +199,31 @@ async def judge_operation(
         operator=operator,
         admitted=answer.admitted,
         override_by=who.username if spec.override else None,
+        traced=answer.traced,
     )
     return Judged(answer, stamp)
+
+
+def _started_by(body: object) -> str | None:
+    """The operator's own mark of an operation it started (auto-patch, declarative), for
+    the record's words only: the webhook refuses it from anyone else (``started_by_label``)."""
+    labels = records.labels_of(body)
+    found = labels.get(STARTED_BY_LABEL)
+    return found if isinstance(found, str) and found else None
+
+
+def _traced(record: records.Record) -> str:
+    """The admission warning of a step past a Cilium the rule skips (unmanaged)."""
+    said = "; ".join(p.message for p in record.passed)
+    text = (
+        f"spec.cni.preset is unmanaged, so the Cilium rule is not asked; it would refuse "
+        f"this step, and a Warning Event naming {record.user} records it: {said}"
+    )
+    return (
+        text
+        if len(text) <= decisions.WARNING_LIMIT
+        else text[: decisions.WARNING_LIMIT - 3] + "..."
+    )
 
 
 def _checked(
@@ -203,8 +245,9 @@ def _checked(
     )
     if problem is not None:
         return decisions.Answer(allowed=False, message=problem, code=decisions.Code.FORBIDDEN)
-    if answer.admitted is not None:
-        logger.warning("%s", _admitted_log(answer.admitted, what=what, dryrun=dryrun))
+    for admitted in (answer.admitted, answer.traced):
+        if admitted is not None:
+            logger.warning("%s", _admitted_log(admitted, what=what, dryrun=dryrun))
     return answer
 
 
@@ -233,6 +276,7 @@ _CARRYING = {
     records.RecordKind.OVERRIDE: "an override (the verb `override`)",
     records.RecordKind.ADOPTION: "an adoption (no override needed)",
     records.RecordKind.CARRIED: "the override an operation was admitted with",
+    records.RecordKind.CILIUM_RULE_SKIPPED: "a Kubernetes step past a Cilium the rule skips",
 }
 
 

@@ -43,6 +43,7 @@ REASONS: Mapping[records.RecordKind, RecordEventReason] = {
     records.RecordKind.OVERRIDE: RecordEventReason.OVERRIDE,
     records.RecordKind.CARRIED: RecordEventReason.OVERRIDE,
     records.RecordKind.ADOPTION: RecordEventReason.ADOPTED_INCOMPATIBLE,
+    records.RecordKind.CILIUM_RULE_SKIPPED: RecordEventReason.CILIUM_RULE_SKIPPED,
 }
 
 

@@ -40,7 +40,7 @@ from pydantic import ValidationError
 
 from ichor.api import ichorinstallation, taloscluster
 from ichor.api.conditions import ClusterConditionType, ClusterReason, Condition, ConditionStatus
-from ichor.api.events import ClusterEventReason
+from ichor.api.events import ClusterEventReason, RecordEventReason
 from ichor.api.taloscluster import (
     BlockedLine,
     BlockedReleases,
@@ -216,10 +216,15 @@ def _compatible(builder: _Builder, *, spec: TalosClusterSpec, cni: CNIStatus) ->
             f"Kubernetes and Cilium step is refused (no override passes it); {cilium.step}",
         )
         return
+    skipped = _skipped_cilium(spec=spec, cni=cni)
     if refusal is not None:
-        builder.add(Type.VERSIONS_COMPATIBLE, F, _refusal_reason(refusal), refusal.message)
+        message = refusal.message + (f" {skipped}" if skipped else "")
+        builder.add(Type.VERSIONS_COMPATIBLE, F, _refusal_reason(refusal), message)
         return
     message = f"Talos {talos} runs Kubernetes {kubernetes}"
+    if skipped:
+        builder.add(Type.VERSIONS_COMPATIBLE, T, Reason.UNMANAGED_CILIUM, f"{message}; {skipped}")
+        return
     if cilium is not None:
         message += f", and Cilium {cilium} runs it too"
     elif spec.cni.preset is CNIPreset.UNMANAGED:
@@ -229,6 +234,36 @@ def _compatible(builder: _Builder, *, spec: TalosClusterSpec, cni: CNIStatus) ->
     else:
         message += "; the CNI is not observed yet, so Cilium is not judged"
     builder.add(Type.VERSIONS_COMPATIBLE, T, Reason.COMPATIBLE, message)
+
+
+def _skipped_cilium(*, spec: TalosClusterSpec, cni: CNIStatus) -> str | None:
+    """The sentence of a Cilium seen on a cluster whose ``spec.cni.preset`` is unmanaged
+    (the Cilium rule is skipped there): what runs, and what the rule would say of the
+    spec's Kubernetes; None for any other cluster."""
+    if spec.cni.preset is not CNIPreset.UNMANAGED or not steps.is_cilium(cni.detected):
+        return None
+    seen = steps.seen_cilium(version=cni.detected_version, unreadable=cni.unreadable)
+    runs = f"Cilium {seen} runs on the cluster" if isinstance(seen, str) else seen.what
+    try:
+        said = steps.skipped_cilium_half(
+            preset=spec.cni.preset.value,
+            detected=cni.detected,
+            version=cni.detected_version,
+            unreadable=cni.unreadable,
+            kubernetes=spec.kubernetes_version,
+        )
+    except VersionError:
+        said = None
+    judged = (
+        f"the Cilium rule would refuse Kubernetes {spec.kubernetes_version} ({said.message})"
+        if said is not None
+        else f"the Cilium rule would accept Kubernetes {spec.kubernetes_version}"
+    )
+    return (
+        f"{runs}, and spec.cni.preset is unmanaged, so Ichor does not judge it: "
+        f"{judged}; every Kubernetes step it would refuse is recorded as a Warning "
+        f"Event {RecordEventReason.CILIUM_RULE_SKIPPED} naming the user"
+    )
 
 
 def _group(
@@ -611,7 +646,11 @@ def _events(previous: TalosClusterStatus, current: TalosClusterStatus) -> list[P
             elif new.status == T and (old is None or old.status != T):
                 events.append(PlannedEvent(normal, ClusterEventReason.OBSERVED, new.message))
         elif new.type == Type.VERSIONS_COMPATIBLE:
-            if new.reason == Reason.CILIUM_VERSION_UNREADABLE:
+            if new.reason == Reason.UNMANAGED_CILIUM:
+                events.append(
+                    PlannedEvent(normal, ClusterEventReason.UNMANAGED_CILIUM, new.message)
+                )
+            elif new.reason == Reason.CILIUM_VERSION_UNREADABLE:
                 events.append(
                     PlannedEvent(warn, ClusterEventReason.CILIUM_VERSION_UNREADABLE, new.message)
                 )

@@ -453,3 +453,27 @@ def test_an_unmanaged_cni_with_a_detected_cilium_is_not_judged_by_the_cilium_tab
     assert managed is not None
     assert managed.kubernetes is not None
     assert managed.kubernetes.next_minor == ()
+
+
+def test_cilium_on_an_unmanaged_cluster_is_shown_in_versions_compatible() -> None:
+    unmanaged = spec(cni={"preset": "unmanaged"})
+    outcome = run(cluster=unmanaged)
+    compatible = condition(outcome, Type.VERSIONS_COMPATIBLE)
+    assert (compatible.status, compatible.reason) == (ConditionStatus.TRUE, Reason.UNMANAGED_CILIUM)
+    assert compatible.message == (
+        "Talos v1.14.3 runs Kubernetes v1.36.6; Cilium 1.20.4 runs on the cluster, and "
+        "spec.cni.preset is unmanaged, so Ichor does not judge it: the Cilium rule would "
+        "accept Kubernetes v1.36.6; every Kubernetes step it would refuse is recorded as a "
+        "Warning Event CiliumRuleSkipped naming the user"
+    )
+    (seen_event,) = [e for e in outcome.events if e.reason == ClusterEventReason.UNMANAGED_CILIUM]
+    assert seen_event.type is EventType.NORMAL
+    # The spec's Kubernetes beyond what that Cilium runs: the rule's sentence is shown.
+    ahead = run(cluster=spec(cni={"preset": "unmanaged"}, kubernetesVersion="v1.37.2"))
+    compatible = condition(ahead, Type.VERSIONS_COMPATIBLE)
+    assert compatible.reason == Reason.UNMANAGED_CILIUM
+    assert "the Cilium rule would refuse Kubernetes v1.37.2" in compatible.message
+    assert "Cilium 1.20.4 runs Kubernetes 1.33 to 1.36" in compatible.message
+    # Another CNI, or none, on an unmanaged cluster: as before.
+    flannel = run(cluster=unmanaged, observation=seen(cni="flannel", cni_version="0.26.4"))
+    assert condition(flannel, Type.VERSIONS_COMPATIBLE).reason == Reason.COMPATIBLE
