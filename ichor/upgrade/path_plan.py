@@ -39,8 +39,9 @@ Kubernetes with it, that the rules do reach.
 It refuses to plan what it cannot check: a list that ``choices.availability`` calls
 unusable (check off, never recorded) is ``UNAVAILABLE`` with that reason (a stale list is
 used, with a warning); a goal that is not a final recorded release is ``INVALID``; and
-Kubernetes is not moved while no CNI (or no Cilium release) is observed. Nothing is
-executed: the plan lists commands, and upgrades stay one component per operation.
+Kubernetes is not moved while no CNI (or no Cilium release) is observed, nor while the
+Cilium release cannot be read. Nothing is executed: the plan lists commands, and
+upgrades stay one component per operation.
 
 For the callers (``ichor upgrade plan CLUSTER [--talos V] [--kubernetes V]``, status):
 ``plan_path(...) -> PathPlan`` (``outcome``, ``goal``, ``steps`` each a ``PlanStep`` with
