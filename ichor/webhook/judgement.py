@@ -114,7 +114,7 @@ async def judge_cluster(
         )
     )
     if traced is not None:
-        answer = replace(answer, traced=traced, warnings=(*answer.warnings, _traced(traced)))
+        answer = replace(answer, traced=traced)
     stamp = stamps.cluster_stamp(
         old=_annotations(old) if operation == "UPDATE" else None,
         given=_annotations(new),
@@ -183,9 +183,7 @@ async def judge_operation(
                 spec=spec, cluster=cluster, requester=who, started_by=_started_by(new)
             )
             if answer.allowed and traced is not None:
-                answer = replace(
-                    answer, traced=traced, warnings=(*answer.warnings, _traced(traced))
-                )
+                answer = replace(answer, traced=traced)
     except kubeapi.ApiUnavailable as error:
         return Judged(decisions.undecided(str(error)))
     except Exception as error:
@@ -210,20 +208,6 @@ def _started_by(body: object) -> str | None:
     labels = records.labels_of(body)
     found = labels.get(STARTED_BY_LABEL)
     return found if isinstance(found, str) and found else None
-
-
-def _traced(record: records.Record) -> str:
-    """The admission warning of a step past a Cilium the rule skips (unmanaged)."""
-    said = "; ".join(p.message for p in record.passed)
-    text = (
-        f"spec.cni.preset is unmanaged, so the Cilium rule is not asked; it would refuse "
-        f"this step, and a Warning Event naming {record.user} records it: {said}"
-    )
-    return (
-        text
-        if len(text) <= decisions.WARNING_LIMIT
-        else text[: decisions.WARNING_LIMIT - 3] + "..."
-    )
 
 
 def _checked(

@@ -75,8 +75,8 @@ async def test_a_kubernetes_write_past_the_cilium_it_skips_is_admitted_with_a_tr
     )
     assert "spec.cni.preset is unmanaged, so the Cilium rule was not asked" in message
     assert "Cilium 1.20.4 runs Kubernetes 1.33 to 1.36" in message
-    assert any("Warning Event naming mallory" in w for w in answer.warnings)
-    assert all(len(w) <= 256 for w in answer.warnings)
+    # the trace is the Event: the write itself is admitted as the preset allows, silently
+    assert answer.warnings == ()
 
 
 @pytest.mark.parametrize(
