@@ -1,6 +1,6 @@
 """A version that is seen but cannot be read is unknown, and the unmanaged CNI leaves a trace.
 
-The attacks of issue 27, on the real API server with the webhook in the path and the
+The tenant attacks, on the real API server with the webhook in the path and the
 operator running as the chart's identity, against a workload cluster of its own:
 
 * the workload's Cilium DaemonSet runs ``quay.io/cilium/cilium@sha256:...`` and no Helm
