@@ -189,3 +189,28 @@ async def test_the_plan_of_a_declarative_cluster_with_unreadable_nodes_is_refuse
     assert not answer.allowed
     assert "the workload cluster's Nodes cannot all be read" in answer.message
     assert "`override: true` does not pass it" in answer.message
+
+
+async def test_the_trace_cannot_be_left_out_or_forged() -> None:
+    """Its record is the webhook's: the write without it (the mutating half skipped, or
+    the record removed) is refused, and so is a record a user writes on a step that adds
+    none."""
+    backend = FakeBackend()
+    old, new = unmanaged(), unmanaged(kubernetes="v1.37.2")
+    bare = await judgement.cluster_answer(
+        new=new, old=old, userinfo=userinfo("mallory"), operation="UPDATE", dryrun=False,
+        backend=backend,
+    )  # fmt: skip
+    assert not bare.allowed
+    assert records.RECORDS in bare.message
+    stamped_body = await stamped(
+        new, old=old, userinfo=userinfo("mallory"), operation="UPDATE", backend=backend
+    )
+    forged = unmanaged(kubernetes="v1.36.7")  # a step the rule accepts: no record
+    forged["metadata"]["annotations"] = stamped_body["metadata"]["annotations"]
+    answer = await judgement.cluster_answer(
+        new=forged, old=old, userinfo=userinfo("mallory"), operation="UPDATE", dryrun=False,
+        backend=backend,
+    )  # fmt: skip
+    assert not answer.allowed
+    assert records.RECORDS in answer.message
