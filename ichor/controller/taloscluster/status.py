@@ -9,7 +9,9 @@ What it judges:
 
 - ``VersionsCompatible``: the spec's Talos and Kubernetes pair, and the Kubernetes with
   the Cilium that runs (only when the CNI is Cilium). The spec is judged, not the Nodes,
-  because the spec is what the webhook, the plan and the choices read.
+  because the spec is what the webhook, the plan and the choices read. A Cilium seen
+  whose release cannot be read leaves it Unknown (``CiliumVersionUnreadable``); a Cilium
+  on an unmanaged cluster is shown, not judged (``UnmanagedCilium``).
 - ``Ready``: whether the workload cluster was reached and its Nodes read.
 - ``Talos/KubernetesUpgradeAvailable`` and ``status.upgradeChoices``: the published
   releases the upgrade rule accepts, from ``IchorInstallation.status.upgradeTargets``.
