@@ -83,6 +83,9 @@ class ClusterReason(StrEnum):
     TALOS_KUBERNETES_INCOMPATIBLE = "TalosKubernetesIncompatible"
     CILIUM_KUBERNETES_INCOMPATIBLE = "CiliumKubernetesIncompatible"
     UNKNOWN_VERSION = "UnknownVersion"
+    #: True: Cilium runs on a cluster whose spec.cni.preset is unmanaged, so the Cilium
+    #: rule is skipped; the message says what it would say of the spec's Kubernetes.
+    UNMANAGED_CILIUM = "UnmanagedCilium"
     # *UpgradeAvailable
     UPGRADE_AVAILABLE = "UpgradeAvailable"
     UP_TO_DATE = "UpToDate"

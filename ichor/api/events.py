@@ -36,6 +36,10 @@ class ClusterEventReason(StrEnum):
     SPEC_REACHED = "SpecReached"
     #: No ServiceAccount may read the cluster the operator runs in for the TalosCluster.
     SERVICE_ACCOUNT_UNUSABLE = "ServiceAccountUnusable"
+    #: Cilium is seen but its release cannot be read: every Kubernetes step is refused.
+    CILIUM_VERSION_UNREADABLE = "CiliumVersionUnreadable"
+    #: Cilium is seen on a cluster whose spec.cni.preset is unmanaged (rule skipped).
+    UNMANAGED_CILIUM = "UnmanagedCilium"
 
 
 class OperationEventReason(StrEnum):
@@ -83,3 +87,5 @@ class RecordEventReason(StrEnum):
     OVERRIDE = "Override"
     #: A cluster adopted as it runs, with a pair the compatibility table refuses.
     ADOPTED_INCOMPATIBLE = "AdoptedIncompatible"
+    #: A Kubernetes step on an unmanaged cluster past a Cilium the rule would refuse.
+    CILIUM_RULE_SKIPPED = "CiliumRuleSkipped"

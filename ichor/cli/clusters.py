@@ -25,7 +25,8 @@ from ichor.api import kinds, records
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, CNIPreset
 from ichor.cli import common, kube, output, views
 from ichor.kube import credentials
-from ichor.release import release_set
+from ichor.release import observed, release_set
+from ichor.release.observed import Unreadable
 from ichor.release.refusals import Refusal
 from ichor.release.versions import Version, VersionError, parse
 from ichor.settings import CredentialSettings
@@ -208,8 +209,10 @@ def _workload_nodes(api: client.ApiClient, where: str) -> list[dict[str, Any]]:
     return list(_plain(api, listed).get("items") or [])
 
 
-def _workload_cilium(api: client.ApiClient, where: str) -> str | None:
-    """The Cilium release the agent DaemonSet's image names, if one runs."""
+def _workload_cilium(api: client.ApiClient, where: str) -> str | Unreadable | None:
+    """The Cilium release the agent DaemonSet's image names, if one runs: ``"unknown"``
+    when only its deployed Helm release can name it (the operator reads that), and
+    ``Unreadable`` when neither can."""
     apps = client.AppsV1Api(api)
     listed = kube.call(
         kube.Target(api=api, namespace="", server=where),
@@ -229,8 +232,34 @@ def _workload_cilium(api: client.ApiClient, where: str) -> str | None:
             except VersionError:
                 continue
             return tag.removeprefix("v")
-        return "unknown"
+        namespace = str((item.get("metadata") or {}).get("namespace") or "kube-system")
+        if _helm_releases(api, where, namespace):
+            return "unknown"
+        return Unreadable(
+            what=f"Cilium is running (DaemonSet {namespace}/cilium) but its release cannot "
+            f"be read: its image names no release and no deployed Helm release names its chart",
+            step=observed.CILIUM_STEP,
+        )
     return None
+
+
+def _helm_releases(api: client.ApiClient, where: str, namespace: str) -> int:
+    """How many deployed Helm release Secrets of ``cilium`` ``namespace`` holds (none
+    when they cannot be listed)."""
+    core = client.CoreV1Api(api)
+    try:
+        listed = kube.call(
+            kube.Target(api=api, namespace=namespace, server=where),
+            "reading the Helm releases of Cilium",
+            lambda: core.list_namespaced_secret(
+                namespace,
+                label_selector="owner=helm,name=cilium,status=deployed",
+                _request_timeout=kube.REQUEST_TIMEOUT,
+            ),
+        )
+    except (kube.CliError, kube.Denied):
+        return 0
+    return len(_plain(api, listed).get("items") or [])
 
 
 def _lowest(versions: list[Version]) -> Version:
@@ -327,11 +356,21 @@ def adopt(
     except ValueError as error:
         common.refused(f"Adopt of {name} is refused: {error}.")
     cilium = _workload_cilium(workload, where)
+    running = (
+        "Cilium (release not readable)" if isinstance(cilium, Unreadable) else f"Cilium {cilium}"
+    )
     click.echo(
         f"The cluster at {where} runs Talos {talos.tag}, Kubernetes {kubernetes.tag}"
-        + (f", Cilium {cilium}" if cilium else ", no Cilium")
+        + (f", {running}" if cilium else ", no Cilium")
         + "."
     )
+    if isinstance(cilium, Unreadable) and not cni_unmanaged:
+        # A managed adopt takes the running Cilium over, which the preset rule refuses for
+        # a release it cannot read (UnreadableVersion): no Kubernetes step could follow.
+        common.refused(
+            cilium.refusal(f"Adopt of {name} with spec.cni.preset cilium").message
+            + " Or adopt with --cni-unmanaged to keep the CNI yours. Nothing was written."
+        )
     for note in notes:
         common.warn(note)
     verdict = release_set.check_adopt_compat(

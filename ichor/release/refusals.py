@@ -42,6 +42,7 @@ class Rule(StrEnum):
     CNI_VERSION = "CniVersion"  # a Cilium version other than the embedded chart
     NOT_CILIUM = "NotCilium"  # a cni operation for a CNI Ichor does not run (unmanaged, other)
     CNI_PRESET = "CniPreset"  # spec.cni.preset releases an observed Cilium from its table
+    UNREADABLE_VERSION = "UnreadableVersion"  # seen running, its release cannot be read
 
 
 # Only compatibility refusals may be passed with the override verb: the pairs, and the

@@ -23,7 +23,7 @@ from enum import IntEnum
 
 from ichor.api import records, talosoperation
 from ichor.api.talosoperation import OperationType
-from ichor.release import compat, steps, versions
+from ichor.release import compat, observed, steps, versions
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.upgrade import rule as upgrade_target
 from ichor.webhook.reviews import (
@@ -57,6 +57,8 @@ class Answer:
     ``admitted`` is the admission record this write adds (``ichor.api.records``: the
     operator posts it as a Warning Event once the object is stored), ``record`` its
     Event's sentence; both None when nothing was passed that needs recording.
+    ``traced`` is a second record, of a Kubernetes step past a Cilium the rule skips on
+    an unmanaged cluster (``cilium_trace``), posted the same way.
     """
 
     allowed: bool
@@ -66,6 +68,7 @@ class Answer:
     record: str | None = None
     cluster: NamespacedName | None = field(default=None)
     admitted: records.Record | None = None
+    traced: records.Record | None = None
 
 
 def _passed_refusals(verdict: Verdict) -> tuple[records.Passed, ...]:
@@ -153,6 +156,7 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
         preset=steps.CILIUM if managed else new.cni_preset,
         detected=new.detected_cni,
         version=new.detected_cni_version,
+        unreadable=new.cni_unreadable,
     )
     step: Refusal | Verdict | None
     try:
@@ -171,6 +175,7 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
                 version=new.detected_cni_version,
                 # a Kubernetes that moves is judged by the step, with the same Cilium
                 kubernetes=None if kubernetes_changed else new.kubernetes,
+                unreadable=new.cni_unreadable,
             )
             if old is not None
             else None
@@ -232,7 +237,12 @@ def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
     talos, kubernetes = cluster.talos, cluster.kubernetes
     if cluster.declarative:
         # The spec is the desired state (already the target): the step is judged from
-        # what the Nodes run, which only the operator writes (status).
+        # what the Nodes run, which only the operator writes (status); while a Node's
+        # versions cannot be read, what they run is unknown, and no override passes it.
+        if cluster.nodes_unreadable:
+            unknown = observed.nodes(cluster.nodes_unreadable)
+            what = f"TalosOperation {spec.namespace}/{spec.name} ({spec.type} to {_target(spec)})"
+            return _verdict([unknown.refusal(what)])
         talos = _readable(cluster.observed_talos) or talos
         kubernetes = _readable(cluster.observed_kubernetes) or kubernetes
     running = upgrade_target.ClusterVersions(
@@ -242,6 +252,7 @@ def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
             preset=cluster.cni_preset,
             detected=cluster.detected_cni,
             version=cluster.detected_cni_version,
+            unreadable=cluster.cni_unreadable,
         ),
         cni=cluster.detected_cni,
         preset=cluster.cni_preset,
@@ -249,6 +260,68 @@ def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
     return upgrade_target.judge_target(
         component=_COMPONENTS[spec.type], target=target, cluster=running
     )
+
+
+def _trace(refusal: Refusal | None, *, requester: Requester, detail: str) -> records.Record | None:
+    if refusal is None:
+        return None
+    return records.Record(
+        kind=records.RecordKind.CILIUM_RULE_SKIPPED,
+        user=requester.username,
+        detail=detail,
+        passed=(records.Passed(rule=str(refusal.rule), message=refusal.message),),
+    )
+
+
+def cilium_trace_of_write(
+    *, new: ClusterObject, old: ClusterObject | None, requester: Requester, operation: str
+) -> records.Record | None:
+    """The record of a TalosCluster write that moves ``spec.kubernetesVersion`` of a
+    cluster left unmanaged (before and after the write) past the Cilium its status shows,
+    when the Cilium rule would have refused the step; None otherwise.
+
+    The decision record lets ``spec.cni.preset: unmanaged`` skip the Cilium rule, not
+    without a trace: the operator posts this as a Warning Event naming the user (the
+    rule's sentence names the Cilium) once the write is stored; a dry run leaves none.
+    """
+    if old is not None and (new.kubernetes == old.kubernetes or steps.is_cilium(old.cni_preset)):
+        return None
+    try:
+        refusal = steps.skipped_cilium_half(
+            preset=new.cni_preset,
+            detected=new.detected_cni,
+            version=new.detected_cni_version,
+            unreadable=new.cni_unreadable,
+            kubernetes=new.kubernetes,
+        )
+    except versions.VersionError:
+        return None  # the form rule refuses it
+    detail = f"{operation.lower()} spec.kubernetesVersion to {new.kubernetes}"
+    return _trace(refusal, requester=requester, detail=detail)
+
+
+def cilium_trace_of_operation(
+    *, spec: OperationSpec, cluster: ClusterObject, requester: Requester, started_by: str | None
+) -> records.Record | None:
+    """The record of a kubernetes TalosOperation (a person's, auto-patch's or the
+    declarative mode's: ``started_by``) on a cluster left unmanaged past the Cilium its
+    status shows, when the Cilium rule would have refused it (``cilium_trace_of_write``)."""
+    if spec.type is not OperationType.KUBERNETES or spec.version is None:
+        return None
+    try:
+        refusal = steps.skipped_cilium_half(
+            preset=cluster.cni_preset,
+            detected=cluster.detected_cni,
+            version=cluster.detected_cni_version,
+            unreadable=cluster.cni_unreadable,
+            kubernetes=spec.version,
+        )
+    except versions.VersionError:
+        return None  # the plan refuses the target's form
+    detail = f"kubernetes to {spec.version} on TalosCluster {spec.cluster_ref}"
+    if started_by:
+        detail += f", started by {started_by}"
+    return _trace(refusal, requester=requester, detail=detail)
 
 
 def needs_access_review(verdict: Verdict, *, override_requested: bool) -> bool:

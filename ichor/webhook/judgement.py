@@ -25,6 +25,7 @@ from typing import Any
 
 from ichor.api import kinds, records, talosoperation
 from ichor.api.autopatch import UNHALT_ANNOTATION, parse_unhalt
+from ichor.api.talosoperation import STARTED_BY_LABEL
 from ichor.kube import identity
 from ichor.webhook import decisions, kubeapi, marks, reviews, stamps
 
@@ -146,11 +147,22 @@ async def judge_cluster(
     noted = decisions.cluster_warnings(cluster)
     if noted:
         answer = replace(answer, warnings=(*answer.warnings, *noted))
+    # The operator's own spec write follows an operation, whose create was traced.
+    traced = (
+        None
+        if operator
+        else decisions.cilium_trace_of_write(
+            new=cluster, old=before, requester=who, operation=str(operation)
+        )
+    )
+    if traced is not None:
+        answer = replace(answer, traced=traced)
     stamp = stamps.cluster_stamp(
         old=_annotations(old) if operation == "UPDATE" else None,
         given=_annotations(new),
         operator=operator,
         admitted=answer.admitted,
+        traced=answer.traced,
     )
     return Judged(answer, stamp)
 
@@ -231,6 +243,11 @@ async def judge_operation(
             answer = decisions.answer_operation(verdict, spec=spec, requester=who, holds_verb=holds)
             if answer.allowed and max_queued is not None:
                 answer = await _within_queue(backend, spec, answer, most=max_queued)
+            traced = decisions.cilium_trace_of_operation(
+                spec=spec, cluster=cluster, requester=who, started_by=_started_by(new)
+            )
+            if answer.allowed and traced is not None:
+                answer = replace(answer, traced=traced)
     except kubeapi.ApiUnavailable as error:
         return Judged(decisions.undecided(str(error)))
     except Exception as error:
@@ -244,6 +261,7 @@ async def judge_operation(
         operator=operator,
         admitted=answer.admitted,
         override_by=who.username if spec.override else None,
+        traced=answer.traced,
     )
     return Judged(answer, stamp)
 
@@ -317,6 +335,14 @@ async def judge_installation(
     return Judged(decisions.Answer(allowed=True, admitted=admitted), stamp)
 
 
+def _started_by(body: object) -> str | None:
+    """The operator's own mark of an operation it started (auto-patch, declarative), for
+    the record's words only: the webhook refuses it from anyone else (``marks``)."""
+    labels = records.labels_of(body)
+    found = labels.get(STARTED_BY_LABEL)
+    return found if isinstance(found, str) and found else None
+
+
 def _checked(
     judged: Judged,
     *,
@@ -336,8 +362,9 @@ def _checked(
     )
     if problem is not None:
         return decisions.Answer(allowed=False, message=problem, code=decisions.Code.FORBIDDEN)
-    if answer.admitted is not None:
-        logger.warning("%s", _admitted_log(answer.admitted, what=what, dryrun=dryrun))
+    for admitted in (answer.admitted, answer.traced):
+        if admitted is not None:
+            logger.warning("%s", _admitted_log(admitted, what=what, dryrun=dryrun))
     return answer
 
 
@@ -367,6 +394,7 @@ _CARRYING = {
     records.RecordKind.ADOPTION: "an adoption (no override needed)",
     records.RecordKind.CARRIED: "the override an operation was admitted with",
     records.RecordKind.UNHALT: "a request to lift auto-patch halts",
+    records.RecordKind.CILIUM_RULE_SKIPPED: "a Kubernetes step past a Cilium the rule skips",
 }
 
 

@@ -94,6 +94,12 @@ class ClusterObject:
     auto_patch: bool = False
     #: The Secrets its spec names (``kubeconfigSecretRef``, ``talosconfigSecretRef``).
     secret_refs: tuple[SecretRef, ...] = ()
+    #: The operator's sentence of a detected Cilium whose release cannot be read
+    #: (``status.cni.unreadable``): words only, the rules decide from the CNI fields.
+    cni_unreadable: str | None = None
+    #: The operator's sentences of Nodes whose versions cannot be read
+    #: (``status.nodes.unreadable``): while any is there, what the Nodes run is unknown.
+    nodes_unreadable: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -229,6 +235,21 @@ def cluster_versions(body: object, *, where: str = "object") -> ClusterObject:
         observed_kubernetes=_lenient(status.get("kubernetesVersion")),
         auto_patch=spec.get("autoPatch") is not None,
         secret_refs=_secret_refs(spec, where=f"{where}.spec"),
+        cni_unreadable=_lenient(status_cni.get("unreadable")),
+        nodes_unreadable=_sentences(status.get("nodes")),
+    )
+
+
+def _sentences(nodes: object) -> tuple[str, ...]:
+    """``status.nodes.unreadable``, read leniently: a list that is not one of sentences
+    still says a Node could not be read (only the operator writes status)."""
+    found = nodes.get("unreadable") if isinstance(nodes, Mapping) else None
+    if not found:
+        return ()
+    if not isinstance(found, list):
+        return ("status.nodes.unreadable is set",)
+    return tuple(item for item in found if isinstance(item, str)) or (
+        "status.nodes.unreadable is set",
     )
 
 

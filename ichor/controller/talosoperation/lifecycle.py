@@ -53,6 +53,8 @@ from ichor.api.talosoperation import (
     TalosOperationStatus,
 )
 from ichor.kube import conditions
+from ichor.release import observed
+from ichor.release.observed import Unreadable
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, VersionError, parse
@@ -268,9 +270,12 @@ def _observed(value: str | None, *, spec: str) -> str | None:
     return value
 
 
-def _running(cluster: ClusterState) -> ClusterVersions | None:
-    """What the Nodes were last seen running, when that differs from the spec."""
+def _running(cluster: ClusterState) -> ClusterVersions | Unreadable | None:
+    """What the Nodes were last seen running, when that differs from the spec;
+    ``Unreadable`` while a Node's versions cannot be read (what runs is unknown)."""
     status, spec = cluster.status, cluster.spec
+    if status.nodes is not None and status.nodes.unreadable:
+        return observed.nodes(status.nodes.unreadable)
     talos = _observed(status.talos_version, spec=spec.talos_version)
     kubernetes = _observed(status.kubernetes_version, spec=spec.kubernetes_version)
     if talos is None and kubernetes is None:
@@ -310,6 +315,9 @@ def judge_execution(op: Operation, cluster: ClusterState) -> Verdict:
         target = spec.version
     component = COMPONENTS[spec.type]
     running = _running(cluster)
+    if isinstance(running, Unreadable):
+        # Every step reads what the Nodes run (the path from it, the pair with it).
+        return judge((running.refusal(f"{op} ({op.what})"),))
 
     def answers() -> Iterator[Verdict]:
         if cluster.declarative and running is not None:
