@@ -18,6 +18,11 @@ fresh lists of the API server, never a cache, so a restart counts what is there.
 While a failure suspends a cluster, every look asks for its halt (written once, by
 operation name), so a halt whose write failed is written at the next look; every write
 of the fleet's record drops the halts that are over.
+
+The health checks run in the evaluator's worker process (``evaluator``), never in this
+one: within ``HEALTH_TIMEOUT`` each and ``HEALTH_LOOK_TIME`` for all of one cluster's in
+one look; a check stopped for what it cost is not evaluated again for
+``HEALTH_RETRY_AFTER`` unless its expression changes.
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubernetes_asyncio.client.api_client import ApiClient
@@ -51,6 +56,7 @@ from ichor.api.ichorinstallation import UpgradeTargets
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType, Phase, StartedBy
 from ichor.controller.autopatch import decisions, health
+from ichor.controller.autopatch.evaluator import Evaluator
 from ichor.controller.autopatch.policy import Policy, effective, max_concurrent
 from ichor.controller.talosoperation import creating, start_request
 from ichor.kube import bodies, errors, events, metrics, objects, patching, untrusted
@@ -62,8 +68,13 @@ logger = logging.getLogger(__name__)
 READYZ_TIMEOUT = 5.0
 #: Bytes of the ``/readyz`` answer read (its verbose form is a few KiB).
 READYZ_MAX_BYTES = 64 * 1024
-#: Seconds one health check's evaluation may take.
+#: Seconds one health check's evaluation may take: then its worker process is killed.
 HEALTH_TIMEOUT = 10.0
+#: Seconds of evaluation all of one cluster's health checks may take in one look.
+HEALTH_LOOK_TIME = 10.0
+#: Seconds a check stopped for what it cost (time, CPU, memory, steps) is not evaluated
+#: again, unless its expression changes.
+HEALTH_RETRY_AFTER = 300.0
 
 
 def _now() -> datetime:
@@ -238,8 +249,14 @@ class AutoPatcher:
         api: ApiClient,
         health_resources: Sequence[str] = DEFAULT_HEALTH_CHECK_RESOURCES,
         clock: Callable[[], datetime] = _now,
+        evaluator: Evaluator | None = None,
     ) -> None:
         self.api = api
+        #: The health checks' worker process, started at the first check.
+        self.evaluator = evaluator if evaluator is not None else Evaluator()
+        #: Checks stopped for what they cost, by (cluster, name, expression): until when
+        #: (the event loop's clock) and the verdict said meanwhile.
+        self._held: dict[tuple[str, str, str], tuple[float, health.Verdict]] = {}
         #: What a health check may read (``ICHOR_HEALTH_CHECK_RESOURCES``).
         self.health_resources = tuple(health_resources)
         #: The time inside the fleet lock (the workload was asked before, for a while).
@@ -269,29 +286,59 @@ class AutoPatcher:
         return await probe_readyz(workload)
 
     async def _health(
-        self, workload: ApiClient, checks: Sequence[health.Compiled]
+        self, workload: ApiClient, checks: Sequence[health.Compiled], *, cluster: str = ""
     ) -> tuple[health.Verdict, ...]:
         """Each check over the objects it names, listed from the workload cluster
-        (bounded: ``MAX_OBJECTS`` items, ``MAX_LIST_BYTES`` of response)."""
+        (bounded: ``MAX_OBJECTS`` items, ``MAX_LIST_BYTES`` of response), evaluated in the
+        worker process; ``cluster`` (``namespace/name``) keys what a check cost."""
         verdicts: list[health.Verdict] = []
+        spent = 0.0
         for check in checks:
             items, failure = await self._list(workload, check)
             if items is None:
                 verdicts.append(health.evaluate(check, objects=None, failure=failure))
                 continue
-            try:
-                verdict = await asyncio.wait_for(
-                    asyncio.to_thread(health.evaluate, check, objects=items),
-                    timeout=HEALTH_TIMEOUT,
-                )
-            except TimeoutError:
-                verdict = health.evaluate(
-                    check, objects=None, failure=f"the evaluation took over {HEALTH_TIMEOUT:.0f} s"
-                )
+            verdict, took = await self._evaluate(
+                cluster, check, items, left=HEALTH_LOOK_TIME - spent
+            )
+            spent += took
             verdicts.append(verdict)
             if not verdict.ok:
                 break
         return tuple(verdicts)
+
+    async def _evaluate(
+        self, cluster: str, check: health.Compiled, items: list[Any], *, left: float
+    ) -> tuple[health.Verdict, float]:
+        """The verdict of one check and the seconds its evaluation took: the held verdict
+        while a check that cost too much waits, else the worker's."""
+        key = (cluster, check.check.name, check.check.expression)
+        now = asyncio.get_running_loop().time()
+        held = self._held.get(key)
+        if held is not None and held[0] > now:
+            return held[1], 0.0
+        if left <= 0:
+            return health.not_evaluated(
+                check.check,
+                f"not evaluated: the cluster's checks took over {HEALTH_LOOK_TIME:.0f} s in "
+                "this look; it is evaluated at the next look",
+            ), 0.0
+        outcome, took = await self.evaluator.run(check, items, within=min(HEALTH_TIMEOUT, left))
+        verdict = health.verdict(check.check, outcome)
+        if outcome.result in health.COSTLY:
+            until = self.clock() + timedelta(seconds=HEALTH_RETRY_AFTER)
+            verdict = replace(
+                verdict,
+                message=f"{verdict.message}; it is not evaluated again before "
+                f"{_stamp(until)} unless its expression changes",
+            )
+            self._held = {k: v for k, v in self._held.items() if v[0] > now}
+            self._held[key] = (now + HEALTH_RETRY_AFTER, verdict)
+        return verdict, took
+
+    async def close(self) -> None:
+        """Stop the health checks' worker process."""
+        await self.evaluator.close()
 
     async def _list(
         self, workload: ApiClient, check: health.Compiled
@@ -465,7 +512,7 @@ class AutoPatcher:
             else decisions.Probe(ok=False, message="cannot be asked")
         )
         verdicts = (
-            await self._health(workload, policy.health)
+            await self._health(workload, policy.health, cluster=cluster.key)
             if probe.ok and workload is not None
             else None
         )
