@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from ichor.api import records, talosoperation
+from ichor.api import celbudget, records, talosoperation
 from ichor.api.talosoperation import OperationType
 from ichor.release import compat, steps, versions
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
@@ -682,3 +682,28 @@ def started_by_label(
         ),
         code=Code.FORBIDDEN,
     )
+
+
+def health_check_refusal(new: ClusterObject, old: ClusterObject | None) -> Answer | None:
+    """A TalosCluster write whose health checks would cost more than their budget
+    (``ichor.api.celbudget``: evaluation steps, depth, nested macros), or that cannot be
+    estimated because it does not compile. Only a check the write adds or changes is
+    judged: one stored unchanged (written before this rule) is the controller's to refuse,
+    and never blocks an unrelated write. No override passes it. None: nothing refused."""
+    before = set(old.health_checks) if old is not None else set()
+    for name, expression in new.health_checks:
+        if (name, expression) in before:
+            continue
+        problem = celbudget.judge(expression)
+        if problem is None:
+            continue
+        return Answer(
+            allowed=False,
+            message=(
+                f'TalosCluster {new.ref} is refused: health check "{name}" '
+                f"(spec.autoPatch.healthChecks) {problem}."
+            ),
+            code=Code.FORBIDDEN,
+            cluster=new.ref,
+        )
+    return None

@@ -74,6 +74,9 @@ async def judge_cluster(
     except reviews.MalformedReview as error:
         return Judged(decisions.malformed(str(error)))
     try:
+        costly = decisions.health_check_refusal(cluster, before)
+        if costly is not None:
+            return Judged(costly)
         operator = await _is_operator(backend, who)
         verdict = decisions.review_cluster(new=cluster, old=before)
         carried = None

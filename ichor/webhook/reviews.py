@@ -78,6 +78,9 @@ class ClusterObject:
     observed_kubernetes: str | None = None
     #: ``spec.autoPatch`` is set (the cluster's own auto-patch settings).
     auto_patch: bool = False
+    #: ``spec.autoPatch.healthChecks`` as (name, expression) pairs, in order; an entry
+    #: without both strings is left out (the CRD's schema requires them).
+    health_checks: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -212,6 +215,21 @@ def cluster_versions(body: object, *, where: str = "object") -> ClusterObject:
         observed_talos=_lenient(status.get("talosVersion")),
         observed_kubernetes=_lenient(status.get("kubernetesVersion")),
         auto_patch=spec.get("autoPatch") is not None,
+        health_checks=_health_checks(spec.get("autoPatch")),
+    )
+
+
+def _health_checks(auto_patch: object) -> tuple[tuple[str, str], ...]:
+    """The (name, expression) pairs of ``spec.autoPatch.healthChecks``, read leniently."""
+    checks = auto_patch.get("healthChecks") if isinstance(auto_patch, Mapping) else None
+    if not isinstance(checks, list):
+        return ()
+    return tuple(
+        (check["name"], check["expression"])
+        for check in checks
+        if isinstance(check, Mapping)
+        and isinstance(check.get("name"), str)
+        and isinstance(check.get("expression"), str)
     )
 
 

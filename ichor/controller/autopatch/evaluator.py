@@ -53,8 +53,11 @@ class Evaluator:
         start_timeout: float = START_TIMEOUT,
         wait_timeout: float = WAIT_TIMEOUT,
         steps: int = celbudget.BUDGET,
+        cpu_seconds: float | None = None,
     ) -> None:
         self.address_space = address_space
+        #: CPU seconds one evaluation may use (None: its deadline's, and ``CPU_GRACE``).
+        self.cpu_seconds = cpu_seconds
         self.start_timeout = start_timeout
         self.wait_timeout = wait_timeout
         self.steps = steps
@@ -94,7 +97,7 @@ class Evaluator:
             why = "the evaluator process could not be started; it is tried again at the next look"
             return health.Outcome(health.Result.UNAVAILABLE, why), 0.0
         within = max(within, 0.0)
-        seconds = within + CPU_GRACE
+        seconds = self.cpu_seconds if self.cpu_seconds is not None else within + CPU_GRACE
         message = health.request(compiled, objects, steps=self.steps, cpu=seconds)
         loop = asyncio.get_running_loop()
         began = loop.time()

@@ -152,7 +152,7 @@ def compile_checks(
             continue
         costly = celbudget.problem(celbudget.estimate(tree))
         if costly is not None:
-            problems.append(f"{_quoted(check)} is refused: {costly}; {fix}")
+            problems.append(f"{_quoted(check)} {costly}; {fix}")
             continue
         compiled.append(Compiled(check=check, program=env.program(tree)))
     return tuple(compiled), tuple(problems)
