@@ -1,4 +1,4 @@
-"""A tenant's CEL health check cannot take the operator's CPU (issue 27, "CEL has a budget").
+"""A tenant's CEL health check cannot take the operator's CPU: CEL has a budget.
 
 The operator runs as the chart describes it (``python -m ichor.operator``, the chart's
 ServiceAccount, its webhook registered by the chart) on the real API server, which is also
@@ -47,7 +47,7 @@ from tests.support import nodes
 pytestmark = [pytest.mark.component, pytest.mark.timeout(900)]
 
 LIST30 = "[" + ",".join(str(i) for i in range(30)) + "]"
-#: The attack of issue 27: 472 characters, five nested ``all`` over a 30-element list.
+#: The CPU attack on health checks: 472 characters, five nested ``all`` over a 30-element list.
 ATTACK = (
     f"{LIST30}.all(a, {LIST30}.all(b, {LIST30}.all(c, {LIST30}.all(d, "
     f"{LIST30}.all(e, a + b + c + d + e >= 0)))))"
