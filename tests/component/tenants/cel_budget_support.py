@@ -9,6 +9,7 @@ import contextlib
 import json
 import os
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,6 +100,28 @@ def operator_identity(manifest: list[helm.Object], namespace: str) -> tuple[str,
         f"system:serviceaccount:{namespace}:{account}",
         ["system:serviceaccounts", f"system:serviceaccounts:{namespace}"],
     )
+
+
+def patch_status_as(
+    plane: controlplane.ControlPlane,
+    user: str,
+    *,
+    plural: str,
+    name: str,
+    status: dict[str, Any],
+) -> None:
+    """Merge ``status`` into a cluster-scoped ichor.dev object's status as ``user`` (the
+    admin impersonating it; RBAC binds the chart's role to the account by name), in one
+    PATCH as the operator writes it: ``kubectl patch`` would GET the status first, a verb
+    the chart does not grant."""
+    request = urllib.request.Request(
+        f"{plane.server}/apis/ichor.dev/v1alpha1/{plural}/{name}/status",
+        data=json.dumps({"status": status}).encode(),
+        method="PATCH",
+        headers={"Content-Type": "application/merge-patch+json", "Impersonate-User": user},
+    )
+    with urllib.request.urlopen(request, context=plane.ssl_context(), timeout=30) as response:
+        response.read()
 
 
 def wait_for(what: str, check: Any, *, timeout: float, every: float = 0.2) -> Any:

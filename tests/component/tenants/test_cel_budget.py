@@ -37,6 +37,7 @@ from tests.component.tenants.cel_budget_support import (
     gone,
     now_stamp,
     operator_identity,
+    patch_status_as,
     wait_for,
     webhook_out_of_the_path,
 )
@@ -85,6 +86,15 @@ class Stack:
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace")
+
+    def explain(self, name: str) -> str:
+        """What a failing wait shows: the cluster's conditions and the operator's log."""
+        found = self.cluster(name) or {}
+        conditions = (found.get("status") or {}).get("conditions") or []
+        said = "\n".join(
+            f"{c.get('type')} {c.get('reason')}: {c.get('message')}" for c in conditions
+        )
+        return f"{said}\n--- the operator's log, last lines:\n{self.log_text()[-3000:]}"
 
 
 def cluster_body(tenant: str, name: str, **spec: Any) -> dict[str, Any]:
@@ -167,6 +177,17 @@ def _workload(plane: controlplane.ControlPlane, tenant: str, data: str) -> None:
                   "--from-literal=talosconfig=context: test")  # fmt: skip
 
 
+#: The failures of the release check's listing (no registry here), cleared.
+CLEARED = {"talosError": None, "kubernetesError": None, "error": None}
+
+
+def _listed(plane: controlplane.ControlPlane) -> bool:
+    found = json.loads(
+        plane.kubectl("get", "ichorinstallation", kinds.INSTALLATION_NAME, "-o", "json").stdout
+    )
+    return bool(((found.get("status") or {}).get("upgradeTargets") or {}).get("checkedAt"))
+
+
 @pytest.fixture(scope="module")
 def stack(
     control_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
@@ -186,12 +207,14 @@ def stack(
             running = operator
             harness.wait_until_answering(control_plane, alive=lambda: running.poll() is None)
             _workload(control_plane, tenant, data)
-            # the release lists, written as the operator (only it may write status)
-            user, groups = operator_identity(rel.manifest, rel.namespace)
-            targets = {"status": {"upgradeTargets": {"checkedAt": now_stamp(), **TARGETS}}}
-            control_plane.kubectl(
-                "patch", "ichorinstallation", kinds.INSTALLATION_NAME, "--subresource=status",
-                "--type=merge", "-p", json.dumps(targets), as_user=user, as_groups=groups,
+            # the release lists, written as the operator (only it may write status) once
+            # its own first check failed (no registry here) and said so: as if it listed
+            user, _ = operator_identity(rel.manifest, rel.namespace)
+            wait_for("the release check's first listing", lambda: _listed(control_plane),
+                     timeout=120)  # fmt: skip
+            patch_status_as(
+                control_plane, user, plural="ichorinstallations", name=kinds.INSTALLATION_NAME,
+                status={"upgradeTargets": {"checkedAt": now_stamp(), **TARGETS, **CLEARED}},
             )  # fmt: skip
             made = Stack(control_plane, rel, operator, log, tenant, data)
             created = made.create(cluster_body(tenant, "steady"))
@@ -264,12 +287,10 @@ def test_the_attack_stored_before_the_rule_is_refused_by_the_controller_and_neve
     stack.kubectl("delete", "taloscluster", "legacy", "-n", stack.tenant)
 
 
-def _burning(pid: int) -> int | None:
-    """The operator's worker once it has used two seconds of CPU (it starts in one)."""
-    for kid in children(pid):
-        if cpu_seconds(kid) >= 2.0:
-            return kid
-    return None
+def _worker(pid: int) -> int | None:
+    """The operator's worker process, once it runs (it starts at the first check)."""
+    found = children(pid)
+    return found[0] if found else None
 
 
 def test_a_runaway_past_the_estimate_is_killed_at_its_deadline_and_nobody_else_waits(
@@ -279,9 +300,13 @@ def test_a_runaway_past_the_estimate_is_killed_at_its_deadline_and_nobody_else_w
     created = stack.create(cluster_body(stack.tenant, "burn", autoPatch=gated(stack.data, RUNAWAY)))
     assert created.returncode == 0, created.stderr
     pid = stack.operator.pid
-    worker = wait_for("the check running in the worker", lambda: _burning(pid), timeout=180)
+    try:
+        worker = wait_for("the check running in the worker", lambda: _worker(pid), timeout=180)
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{stack.explain('burn')}") from None
     seen = time.monotonic()
     start = Sample.of(pid)
+    burnt = 0.0
 
     # meanwhile another cluster's spec change is observed and written ...
     stack.kubectl("patch", "taloscluster", "steady", "-n", stack.tenant, "--type=merge",
@@ -307,21 +332,31 @@ def test_a_runaway_past_the_estimate_is_killed_at_its_deadline_and_nobody_else_w
     assert planned.returncode == 0, planned.stderr
     assert not gone(worker), "the check ended before the others were asked"
 
-    # the worker is killed at the deadline, and the CPU falls back
-    wait_for("the worker killed", lambda: gone(worker), timeout=runner.HEALTH_TIMEOUT + 10)
+    # the worker is killed at the deadline (after its start), and the CPU falls back
+    def killed_yet() -> bool:
+        nonlocal burnt
+        burnt = max(burnt, cpu_seconds(worker))
+        return gone(worker)
+
+    wait_for("the worker killed", killed_yet, timeout=runner.HEALTH_TIMEOUT + 15)
     killed = time.monotonic() - seen
     during = Sample.of(pid)
-    time.sleep(4)
+    time.sleep(6)
     after = Sample.of(pid)
     own_during, _ = during.rate_since(start)
     own_after, kids_after = after.rate_since(during)
+    # What a process that burns gets of this shared machine now: the yardstick for the
+    # operator's own share (a thread that burns in the operator gets as much, and goes on).
+    burning = burnt / killed
     print(
         f"cel budget: status fresh {fresh:.1f} s into the burn, worker killed "
-        f"{killed:.1f} s after it was seen; operator {own_during:.2f} cores during, "
-        f"{own_after:.2f} after, its children {kids_after:.2f} after"
+        f"{killed:.1f} s after it was seen, having used {burnt:.1f} s of CPU "
+        f"({burning:.2f} cores); operator {own_during:.2f} cores during, {own_after:.2f} "
+        f"after, its children {kids_after:.2f} after"
     )
-    assert own_during < 0.6, own_during
-    assert own_after + kids_after < 0.5, (own_after, kids_after)
+    assert burnt > 1.0, "the worker did not run the check"
+    assert own_during < max(burning / 2, 0.05), (own_during, burning)
+    assert own_after + kids_after < max(burning / 3, 0.02), (own_after, kids_after, burning)
     body = wait_for(
         "the burn's verdict",
         lambda: (
@@ -353,7 +388,9 @@ def test_sigterm_ends_the_operator_and_its_worker_during_a_burn(stack: Stack) ->
     stack.kubectl("patch", "taloscluster", "burn", "-n", stack.tenant, "--type=merge",
                   "-p", json.dumps({"spec": {"autoPatch": changed}}))  # fmt: skip
     pid = stack.operator.pid
-    worker = wait_for("the changed check running", lambda: _burning(pid), timeout=180)
+    worker = wait_for("the changed check running", lambda: _worker(pid), timeout=180)
+    time.sleep(3)  # started, and into the evaluation (10 s)
+    assert not gone(worker)
     began = time.monotonic()
     os.kill(pid, signal.SIGTERM)
     try:
