@@ -38,6 +38,8 @@ WAIT_TIMEOUT = 60.0
 #: The worker's address space: about 50 MiB once started, 70 MiB with the largest list a
 #: check reads converted for CEL; the rest is for what an expression builds.
 ADDRESS_SPACE = 256 * 1024 * 1024
+#: Seconds a worker that closed its output has to end before it is killed.
+REAP_TIMEOUT = 5.0
 #: CPU seconds an evaluation may use beyond its deadline's seconds, before the kernel
 #: ends it (the deadline comes first; this holds if the operator cannot kill it).
 CPU_GRACE = 1.0
@@ -153,10 +155,8 @@ class Evaluator:
             self._kill_now()
             raise
         if hello != {"ready": True}:
-            logger.warning(
-                "health checks: the evaluator process did not start (exit %s)", process.returncode
-            )
-            await self.kill()
+            ended = await self._reap(cpu=0.0)
+            logger.warning("health checks: the evaluator process did not start (%s)", ended.detail)
             return None
         return process
 
@@ -178,14 +178,19 @@ class Evaluator:
         await process.wait()
 
     async def _reap(self, *, cpu: float) -> health.Outcome:
-        """The worker ended while evaluating: how (its CPU limit, or otherwise)."""
+        """The worker ended while evaluating (its output closed): how (its CPU limit, or
+        otherwise). It is waited for, not signalled: ``Process.kill`` polls first, and a
+        poll that reaps the exited worker leaves asyncio an unknown child (code 255)."""
         process, self._process = self._process, None
         if process is None:
             return health.Outcome(health.Result.ENDED, "it is gone")
-        if process.returncode is None:
+        try:
+            async with asyncio.timeout(REAP_TIMEOUT):
+                code = await process.wait()
+        except TimeoutError:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
-        code = await process.wait()
+            code = await process.wait()
         if code == -signal.SIGXCPU:
             return health.Outcome(health.Result.CPU, limit=cpu)
         if code < 0:
