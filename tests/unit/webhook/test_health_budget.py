@@ -97,3 +97,14 @@ async def test_an_update_that_adds_or_changes_a_check_is_judged() -> None:
     renamed = copy.deepcopy(stored)
     renamed["spec"]["autoPatch"]["healthChecks"][0]["name"] = "renamed"
     assert not (await answer(renamed, stored)).allowed
+
+
+async def test_a_review_beyond_the_crds_limits_is_refused_without_parsing_each_check() -> None:
+    """The API server never sends these (the CRD caps both); a review from elsewhere must
+    not make the webhook parse megabytes of expressions."""
+    many = await answer(with_checks(*(["true"] * 17)))
+    assert not many.allowed
+    assert "holds 17 checks, at most 16" in many.message
+    long = await answer(with_checks("true || " * 200 + "true"))
+    assert not long.allowed
+    assert "more than 1,024" in long.message
