@@ -142,6 +142,15 @@ def test_talosctl_get_reads_each_nodes_extensions_platform_and_boot_mode(
         assert security["metadata"]["id"] == "securitystate"
         assert security["spec"]["secureBoot"] is node.secure_boot
 
+    # a Get by ID, as a COSI client reads them (upstream's QueryMachineContext)
+    for kind, ident, field, value in [
+        ("platformmetadata", "platformmetadata", "platform", "aws"),
+        ("securitystate", "securitystate", "secureBoot", True),
+        ("imagefactoryschematic", "image-factory-schematic", "schematicId", STORAGE),
+    ]:
+        (found,) = _get(api, tmp_path, CP2, kind, ident)
+        assert found["spec"][field] == value, found
+
     # Talos 1.14 surfaces the schematic as its own resource, with the factory's URL
     (schematic,) = _get(api, tmp_path, CP2, "imagefactoryschematic")
     assert schematic["metadata"]["id"] == "image-factory-schematic"
