@@ -353,32 +353,43 @@ class TalosApi:
     def control(self, op: str, node: str = "", **settings: Any) -> dict[str, Any]:
         """Send one control line and return the stand-in's state after it; a refused
         line raises :class:`StandinControlError` with the stand-in's reason."""
-        process, arrived = self._process, self._arrived
-        if process is None or process.stdin is None or arrived is None:
-            raise StandinControlError(f"{BINARY} is not running")
         ident = next(self._ids)
         line: dict[str, Any] = {"id": ident, "op": op}
         if node:
             line["node"] = node
         if settings:
             line["set"] = settings
+        answer = self._exchange(json.dumps(line), ident)
+        if not answer.get("ok"):
+            raise StandinControlError(str(answer.get("error")))
+        state: dict[str, Any] = answer["state"]
+        return state
+
+    def send_raw(self, text: str) -> dict[str, Any]:
+        """Write ``text`` as one control line, as it is, and return the stand-in's answer
+        line (for tests of the channel itself: garbage, huge lines)."""
+        return self._exchange(text, None)
+
+    def _exchange(self, text: str, ident: int | None) -> dict[str, Any]:
+        process, arrived = self._process, self._arrived
+        if process is None or process.stdin is None or arrived is None:
+            raise StandinControlError(f"{BINARY} is not running")
         with self._lock:
             seen = len(self._lines)
-        process.stdin.write(json.dumps(line) + "\n")
+        process.stdin.write(text + "\n")
         process.stdin.flush()
         deadline = time.monotonic() + _CONTROL_TIMEOUT
         with arrived:
             while True:
                 for entry in self._lines[seen:]:
-                    if entry.get("call") == "control" and entry.get("id") == ident:
-                        if not entry.get("ok"):
-                            raise StandinControlError(str(entry.get("error")))
-                        state: dict[str, Any] = entry["state"]
-                        return state
+                    if entry.get("call") == "control" and (
+                        ident is None or entry.get("id") == ident
+                    ):
+                        return entry
                 seen = len(self._lines)
                 left = deadline - time.monotonic()
                 if left <= 0 or process.poll() is not None:
-                    raise StandinControlError(f"{BINARY} did not answer control line {line}")
+                    raise StandinControlError(f"{BINARY} did not answer control line {text[:200]}")
                 arrived.wait(timeout=min(left, 1.0))
 
     def state(self) -> dict[str, Any]:

@@ -22,30 +22,55 @@ type command struct {
 	Set  json.RawMessage `json:"set"`
 }
 
+// maxLine bounds a control line; a longer one is refused and the channel goes on.
+const maxLine = 1 << 20
+
 // control serves the control lines until stdin ends.
 func (s *server) control(input io.Reader) {
-	scanner := bufio.NewScanner(input)
-	scanner.Buffer(make([]byte, 64<<10), 1<<20)
-	for scanner.Scan() {
-		line := strings.TrimSpace(scanner.Text())
-		if line == "" {
+	reader := bufio.NewReaderSize(input, 64<<10)
+	for {
+		raw, tooLong, err := readLine(reader)
+		if err != nil {
+			return
+		}
+		line := strings.TrimSpace(raw)
+		if line == "" && !tooLong {
 			continue
 		}
 		var c command
-		fields := map[string]any{}
-		err := json.Unmarshal([]byte(line), &c)
-		if err == nil {
-			err = s.run(c)
+		var failure error
+		if tooLong {
+			failure = fmt.Errorf("control line longer than %d bytes", maxLine)
+		} else if failure = json.Unmarshal([]byte(line), &c); failure == nil {
+			failure = s.run(c)
 		}
-		fields["id"], fields["op"], fields["ok"] = c.ID, c.Op, err == nil
+		fields := map[string]any{"id": c.ID, "op": c.Op, "ok": failure == nil, "state": s.state()}
 		if c.Node != "" {
 			fields["target"] = c.Node
 		}
-		if err != nil {
-			fields["error"] = err.Error()
+		if failure != nil {
+			fields["error"] = failure.Error()
 		}
-		fields["state"] = s.state()
 		s.log("control", nil, fields)
+	}
+}
+
+// readLine reads up to the next newline, keeping at most maxLine bytes of it.
+func readLine(reader *bufio.Reader) (line string, tooLong bool, err error) {
+	var kept []byte
+	for {
+		chunk, isPrefix, err := reader.ReadLine()
+		if err != nil {
+			return "", false, err
+		}
+		if len(kept)+len(chunk) > maxLine {
+			tooLong = true
+		} else {
+			kept = append(kept, chunk...)
+		}
+		if !isPrefix {
+			return string(kept), tooLong, nil
+		}
 	}
 }
 

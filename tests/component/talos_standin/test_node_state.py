@@ -12,6 +12,7 @@ worker, and an azure worker on Talos 1.13 that was not installed from an Image F
 from __future__ import annotations
 
 import datetime
+import json
 import subprocess
 import threading
 import time
@@ -603,6 +604,21 @@ def test_the_control_channel_refuses_what_it_cannot_apply(
     with pytest.raises(talos_standin.StandinControlError, match=reason):
         api.control(op, node, **settings)
     assert api.state() == before  # nothing of a refused line applied
+
+
+def test_the_control_channel_survives_garbage_and_a_huge_line(
+    api: talos_standin.TalosApi, tmp_path: Path
+) -> None:
+    before = api.state()
+    garbage = api.send_raw("{not json")
+    assert garbage["ok"] is False
+    assert "invalid character" in garbage["error"], garbage
+    huge = api.send_raw(json.dumps({"id": 0, "op": "state", "pad": "x" * (2 << 20)}))
+    assert huge["ok"] is False
+    assert "control line longer than" in huge["error"], huge
+    # still serving, unchanged
+    assert api.state() == before
+    assert support.talosctl(_config(api), ["-n", CP1.address, "version"], tmp_path).returncode == 0
 
 
 def test_a_client_certificate_of_another_ca_is_refused_in_the_handshake(
