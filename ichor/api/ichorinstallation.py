@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from ichor.api._base import ApiModel
 from ichor.api.autopatch import FleetAutoPatchSpec, FleetAutoPatchStatus
 from ichor.api.conditions import Condition
+from ichor.api.owed import OwedEvent
 from ichor.upgrade import choices
 from ichor.upgrade.rule import Component
 
@@ -87,6 +88,8 @@ class IchorInstallationStatus(ApiModel):
     #: Written by auto-patch: the fleet's halts and when each release was first seen.
     auto_patch: FleetAutoPatchStatus | None = None
     conditions: tuple[Condition, ...] = ()
+    #: Events decided with this status and not posted yet (``ichor.api.owed``).
+    pending_events: dict[str, OwedEvent] | None = None
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ from enum import StrEnum
 from ichor.api._base import ApiModel
 from ichor.api.autopatch import AutoPatchSpec, AutoPatchStatus
 from ichor.api.conditions import Condition
+from ichor.api.owed import OwedEvent
 from ichor.release import steps
 from ichor.upgrade.rule import ClusterVersions
 
@@ -139,6 +140,8 @@ class TalosClusterStatus(ApiModel):
     #: Written by auto-patch; the rest of the status carries it over unchanged.
     auto_patch: AutoPatchStatus | None = None
     conditions: tuple[Condition, ...] = ()
+    #: Events decided with this status and not posted yet (``ichor.api.owed``).
+    pending_events: dict[str, OwedEvent] | None = None
 
 
 def cluster_versions(*, spec: TalosClusterSpec, cni: CNIStatus | None) -> ClusterVersions:

@@ -10,10 +10,12 @@ lets only the operator drop records and only from the front of the list.
 
 What is never lost: the record is in etcd with the object until it was posted, so an
 operator restart, a replica that stops or a leadership change between the write and the
-Event only delays the Event; the replica that runs the handlers next posts it. A crash
-between posting and removing posts that record again once (a duplicate, never a gap). A
-forged review, a dry run or a write a later admission step refused stores no object, so
-there is nothing to post.
+Event only delays the Event; the replica that runs the handlers next posts it. Nor
+doubled: each record's Event is named by the object's uid and the record's place among
+all the records the object ever held (``POSTED``, the count of those removed, which
+the removal writes with them), so a crash between posting and removing posts it again
+under the same name and meets the first (409). A forged review, a dry run or a write a
+later admission step refused stores no object, so there is nothing to post.
 
 A record on the IchorInstallation is a request to lift auto-patch halts (``ichor
 autopatch unhalt``, ``ichor.dev/unhalt``): the halts are lifted in the fleet's record
@@ -30,7 +32,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from ichor.api import kinds, records
+from ichor.api import kinds, owed, records
 from ichor.api.autopatch import UNHALT_ANNOTATION, Halt, HaltScope, parse_unhalt
 from ichor.api.events import AutoPatchEventReason, RecordEventReason
 from ichor.controller.autopatch import runner as autopatch
@@ -41,6 +43,9 @@ logger = logging.getLogger(__name__)
 
 #: Attempts to remove the posted records when the object keeps moving.
 ATTEMPTS = 5
+#: How many records were posted and removed from the object so far (an operator's mark):
+#: the first record of the list is the object's record number POSTED.
+POSTED = "ichor.dev/records-posted"
 #: Seconds before a failed attempt (API down) runs again.
 RETRY_SECONDS = 5.0
 
@@ -89,6 +94,21 @@ def unhalt_message(record: records.Record, lifted: tuple[Halt, ...] | None) -> s
 
 def has_records(body: Mapping[str, Any]) -> bool:
     return records.RECORDS in records.annotations_of(body)
+
+
+def posted_before(body: Mapping[str, Any]) -> int:
+    """How many records the object held and the operator removed (``POSTED``)."""
+    raw = records.annotations_of(body).get(POSTED)
+    try:
+        found = int(str(raw)) if raw is not None else 0
+    except ValueError:
+        return 0
+    return max(found, 0)
+
+
+def record_key(uid: str, number: int) -> str:
+    """The owed-Event key of the object's record number ``number``: its Event's name."""
+    return owed.key(uid, "record", str(number))
 
 
 class Recorder:
@@ -146,24 +166,29 @@ class Recorder:
                 self._posted.pop(uid, None)
                 return
             done = min(self._posted.get(uid, 0), len(found))
+            first = posted_before(body)
             for record in found[done:]:
-                await self._post(key, body, record)
+                await self._post(key, body, record, number=first + done)
                 done += 1
                 self._posted[uid] = done
-            if await self._remove(key, body, rest=found[done:]):
+            if await self._remove(key, body, rest=found[done:], posted=first + done):
                 self._posted.pop(uid, None)
                 return
         raise TimeoutError(f"{key[0]} {key[1]}/{key[2]} kept moving")
 
     async def _remove(
-        self, key: Key, body: Mapping[str, Any], *, rest: tuple[records.Record, ...]
+        self, key: Key, body: Mapping[str, Any], *, rest: tuple[records.Record, ...], posted: int
     ) -> bool:
-        """Drop the posted records (those before ``rest``); False when the object moved."""
+        """Drop the posted records (those before ``rest``) and count them (``POSTED``);
+        False when the object moved."""
         plural, namespace, name = key
         meta = body.get("metadata") or {}
         version = meta.get("resourceVersion")
         kind = _KINDS[plural]
-        annotations: dict[str, str | None] = {records.RECORDS: records.dump(rest)}
+        annotations: dict[str, str | None] = {
+            records.RECORDS: records.dump(rest),
+            POSTED: str(posted),
+        }
         if kind is kinds.Kind.ICHOR_INSTALLATION and not rest:
             # every request is handled: the request annotation goes with its records (a
             # new request written meanwhile moved the object, and this write fails)
@@ -188,7 +213,9 @@ class Recorder:
             return True
         return True
 
-    async def _post(self, key: Key, body: Mapping[str, Any], record: records.Record) -> None:
+    async def _post(
+        self, key: Key, body: Mapping[str, Any], record: records.Record, *, number: int
+    ) -> None:
         plural, namespace, name = key
         involved: Mapping[str, Any] = body
         kind = _KINDS[plural].value
@@ -200,13 +227,22 @@ class Recorder:
         message = records.message(record, kind=kind, namespace=namespace, name=name)
         if record.kind is records.RecordKind.UNHALT and plural is kinds.Plural.ICHOR_INSTALLATIONS:
             message = await self._unhalt(record)
-        await events.emit(
-            self.api,
-            bodies.reference(involved),
-            type_=bodies.EventType.WARNING,
-            reason=REASONS[record.kind],
-            message=message,
-        )
+        reference = bodies.reference(involved)
+        try:
+            await events.emit(
+                self.api,
+                reference,
+                type_=bodies.EventType.WARNING,
+                reason=REASONS[record.kind],
+                message=message,
+                name=owed.event_name(
+                    str(reference.get("name") or "object"),
+                    record_key(str((body.get("metadata") or {}).get("uid", "")), number),
+                ),
+            )
+        except errors.Conflict:
+            logger.info("record %d of %s %s/%s was posted before", number, *key)
+            return
         logger.warning("recorded: %s", message)
 
     async def _unhalt(self, record: records.Record) -> str:

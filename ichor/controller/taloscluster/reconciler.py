@@ -30,8 +30,9 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from pydantic import ValidationError
 
-from ichor.api import kinds
+from ichor.api import kinds, owed
 from ichor.api.conditions import ClusterConditionType, ClusterReason, SpecReachedReason
+from ichor.api.events import AutoPatchEventReason, ClusterEventReason
 from ichor.api.taloscluster import (
     DEFAULT_KUBECONFIG_KEY,
     DETECTED_CILIUM,
@@ -57,7 +58,17 @@ from ichor.controller.taloscluster.status import (
     evaluate,
     read_spec,
 )
-from ichor.kube import accounts, bodies, conditions, errors, events, metrics, objects, untrusted
+from ichor.kube import (
+    accounts,
+    bodies,
+    conditions,
+    errors,
+    events,
+    metrics,
+    objects,
+    owing,
+    untrusted,
+)
 from ichor.kube.accounts import ServiceAccount, Unnamed
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
@@ -107,6 +118,39 @@ class _Cluster:
     declared: dict[tuple[int | None, str, str], Decision] = field(default_factory=dict)
     #: Declarative: starts deferred in a row (5xx, 429, a race), for the backoff.
     deferrals: int = 0
+
+
+#: The cluster controller's Events a stored status owes: what auto-patch and the
+#: declarative mode decided (a start, a suspension and halt, a gate that stopped a start,
+#: a refused or failed spec, a spec reached). Its other Events say what it observed: a
+#: restart observes again, and the conditions hold the same.
+OWED_REASONS = frozenset(
+    {
+        *AutoPatchEventReason,
+        ClusterEventReason.UPGRADE_REFUSED,
+        ClusterEventReason.SPEC_NOT_REACHED,
+        ClusterEventReason.SPEC_REACHED,
+    }
+)
+
+
+def _owed(
+    body: Mapping[str, Any], planned: Sequence[PlannedEvent], *, now: datetime
+) -> tuple[dict[str, owed.OwedEvent], list[PlannedEvent]]:
+    """The Events of ``planned`` a write of ``body``'s status owes, by key (the cluster's
+    uid, the resourceVersion decided from, the reason and message: the same decision
+    taken again from the same object is the same Event), and the rest."""
+    meta: Mapping[str, Any] = body.get("metadata") or {}
+    uid, version = str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+    owes: dict[str, owed.OwedEvent] = {}
+    told: list[PlannedEvent] = []
+    for event in planned:
+        if event.reason not in OWED_REASONS:
+            told.append(event)
+            continue
+        key = owed.key(uid, version, event.reason, event.message)
+        owes[key] = owed.owe(str(event.type), event.reason, event.message, at=now)
+    return owes, told
 
 
 class _NotRead(Exception):
@@ -341,6 +385,12 @@ class ClusterController:
             new_status = new_status.model_copy(
                 update={"auto_patch": auto.status, "conditions": merged}
             )
+        # the Events of a decision a person acts on are owed by this write; the rest are
+        # observations, posted after it at best
+        owes, told = _owed(body, [*outcome.events, *auto.events], now=now)
+        new_status = new_status.model_copy(
+            update={"pending_events": owed.merged(previous.pending_events, owes)}
+        )
         patch = merge_patch(raw_status, new_status.to_api())
         metrics.upgrades_available(
             namespace=namespace, cluster=name, choices=outcome.status.upgrade_choices
@@ -362,8 +412,10 @@ class ClusterController:
                 return
             if self.clusters.get(key) is cluster:
                 cluster.body = bodies.without_managed_fields(written)
-            await self._post(body, outcome.events)
-            await autopatch.post(self.api, body, auto.events)
+            await self._post(body, told)
+            body = written
+        if owing.owes(body) and not await self._flush(key, cluster, body):
+            return
 
         if spec is None:
             cluster.parked_generation = generation
@@ -416,6 +468,23 @@ class ClusterController:
         if result.reason in decisions.STALLED and not result.retry:
             cluster.declared[memo] = result
         return result
+
+    async def _flush(self, key: Key, cluster: _Cluster, body: Mapping[str, Any]) -> bool:
+        """Post the Events the stored status owes; False (retried after the backoff) when
+        the API did not take them all."""
+        try:
+            written = await owing.flush(self.api, kind=kinds.Kind.TALOS_CLUSTER, body=body)
+        except errors.NotFound:
+            return False  # deleted meanwhile; the watch says so next
+        except errors.FAILED as error:
+            logger.warning("events of %s/%s not posted yet: %s", *key, error)
+            self.queue.add_after(key, self.settings.backoff_initial)
+            return False
+        if owing.owes(written or body):
+            self.queue.add_after(key, self.settings.backoff_initial)
+        if written is not None and self.clusters.get(key) is cluster:
+            cluster.body = bodies.without_managed_fields(written)
+        return True
 
     async def _post(self, body: Mapping[str, Any], planned: Sequence[PlannedEvent]) -> None:
         involved = bodies.reference(body)
