@@ -18,7 +18,6 @@ a test keeps the page and these classes equal.
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -26,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ichor.api.autopatch import DEFAULT_HEALTH_CHECK_RESOURCES, NEVER_CHECKED
+from ichor.api.health_scope import DEFAULT_HEALTH_CHECK_RESOURCES, NEVER_CHECKED
 from ichor.registry.limits import Limits
 from ichor.release.release_set import PINNED
 
@@ -159,6 +158,8 @@ class _FromEnv:
 
 def package_version() -> str:
     """The installed package's version (0.0.0 when it is not installed)."""
+    import importlib.metadata  # here: the ``ichor`` command starts without it
+
     try:
         return importlib.metadata.version("ichor")
     except importlib.metadata.PackageNotFoundError:

@@ -1081,7 +1081,7 @@ class Demo:
             f"(Its workload cluster is another small API server of the demo: Node objects on "
             f"Talos {EDGE_TALOS} and Kubernetes {EDGE_KUBERNETES}, and Cilium {EDGE_CILIUM}.)"
         )
-        self.run(f"{admin} adopt {EDGE} --kubeconfig {EDGE}/kubeconfig")
+        self.run(f"{admin} adopt {EDGE} --workload-kubeconfig {EDGE}/kubeconfig")
         self.notice(
             "adopt read the versions from the running cluster and took them as they are: "
             "older than the release set is no reason to refuse; the kubeconfig went into a Secret."
