@@ -10,13 +10,9 @@ functions as the controller), so the shell offers only what the rules offer.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import Any
 
 import click
 from click.shell_completion import CompletionItem
-
-#: Seconds a completion may wait on the API server: a shell waits for the answer.
-TIMEOUT = 3.0
 
 
 def _quietly(read: Callable[[], Iterable[CompletionItem]]) -> list[CompletionItem]:
@@ -58,16 +54,6 @@ def operations(ctx: click.Context, param: click.Parameter, incomplete: str) -> l
     return _quietly(read)
 
 
-def _component(ctx: click.Context, param: click.Parameter) -> Any:
-    from ichor.upgrade.rule import Component
-
-    if param.name == "talos_goal":
-        return Component.TALOS
-    if param.name == "kubernetes_goal":
-        return Component.KUBERNETES
-    return Component(str(ctx.command.name))
-
-
 def versions(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
     """The versions the rules offer CLUSTER (already typed) for the command's component,
     newest first, the default first of all."""
@@ -80,7 +66,9 @@ def versions(ctx: click.Context, param: click.Parameter, incomplete: str) -> lis
             return []
         target = common.target(ctx)
         seen = views.Cluster.of(kube.get_cluster(target, str(cluster)))
-        component = _component(ctx, param)
+        from ichor.upgrade.rule import Component
+
+        component = Component(str(ctx.command.name))
         releases = views.release_list(kube.get_installation(target), component)
         listed = views.choice_list(seen, component, releases)
         choices = listed.choices

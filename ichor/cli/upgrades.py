@@ -252,10 +252,12 @@ def _component_command(component: Component) -> click.Command:
         timeout: float,
         fmt: str,
     ) -> None:
+        if list_ and version is not None:
+            raise click.UsageError("--list takes no VERSION")
+        if version is not None:
+            version = _form(version)  # a usage error comes before any call
         target = common.target(ctx)
         if list_:
-            if version is not None:
-                raise click.UsageError("--list takes no VERSION")
             _, view = _choices(target, cluster, component)
             if fmt != output.Format.TABLE:
                 output.emit(view.to_json(), fmt)
@@ -277,8 +279,6 @@ def _component_command(component: Component) -> click.Command:
                 )
             version = view.choices.default.tag
             click.echo(f"No VERSION given: the default choice is {name} {version}.")
-        else:
-            version = _form(version)
         start_operation(
             ctx,
             cluster=cluster,
@@ -308,18 +308,8 @@ upgrade.add_command(_component_command(Component.KUBERNETES))
 
 @upgrade.command(name="plan")
 @click.argument("cluster", shell_complete=completers.clusters)
-@click.option(
-    "--talos",
-    "talos_goal",
-    shell_complete=completers.versions,
-    help="Talos goal (default: the newest recorded).",
-)
-@click.option(
-    "--kubernetes",
-    "kubernetes_goal",
-    shell_complete=completers.versions,
-    help="Kubernetes goal (default: the newest).",
-)
+@click.option("--talos", "talos_goal", help="Talos goal (default: the newest recorded).")
+@click.option("--kubernetes", "kubernetes_goal", help="Kubernetes goal (default: the newest).")
 @output.OUTPUT_OPTION
 @common.connection_options
 @click.pass_context
