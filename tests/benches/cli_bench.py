@@ -11,7 +11,7 @@ is the figure that travels between machines. The same runs say which heavy modul
 The clients: ``import kubernetes`` (the CLI's), ``import kubernetes.aio`` (the async
 client kubernetes 37 ships) and ``import kubernetes_asyncio`` (the operator's), each in a
 fresh interpreter, its time over a bare start and its peak RSS: the figures for choosing
-one client for the operator and the CLI (issue 34).
+one client for the operator and the CLI.
 """
 
 from __future__ import annotations
