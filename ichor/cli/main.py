@@ -128,6 +128,8 @@ def main(
     from ichor.settings import CliSettings
 
     given = settings if settings is not None else CliSettings.from_env()
+    if complete_var == _COBRA:
+        return _cobra(list(argv or []), common.Connection(kubeconfig=given.kubeconfig))
     try:
         cli.main(
             args=argv,
@@ -182,23 +184,23 @@ def kubectl_complete(argv: list[str] | None = None) -> int:
     ``:4`` (no file names)."""
     import sys
 
+    words = list(sys.argv[1:] if argv is None else argv)
+    return main(words, prog_name="kubectl ichor", complete_var=_COBRA)
+
+
+#: ``main``'s word for "answer kubectl's completion request" (no shell sets it).
+_COBRA = "<cobra>"
+
+
+def _cobra(words: list[str], connection: common.Connection) -> int:
+    """Print Cobra's completion answer for ``words`` (the last one incomplete)."""
     from click.shell_completion import ShellComplete
 
-    from ichor.settings import CliSettings
-
-    words = list(sys.argv[1:] if argv is None else argv)
     incomplete = words.pop() if words else ""
-    settings = CliSettings.from_env()
-    completer = ShellComplete(
-        cli,
-        {"obj": common.Connection(kubeconfig=settings.kubeconfig)},
-        "kubectl ichor",
-        "_KUBECTL_ICHOR_COMPLETE",
-    )
+    completer = ShellComplete(cli, {"obj": connection}, "kubectl ichor", "_KUBECTL_ICHOR_COMPLETE")
     for item in completer.get_completions(words, incomplete):
-        if item.type != "plain":
-            continue
-        click.echo(f"{item.value}\t{item.help}" if item.help else item.value)
+        if item.type == "plain":
+            click.echo(f"{item.value}\t{item.help}" if item.help else item.value)
     click.echo(":4")
     return 0
 

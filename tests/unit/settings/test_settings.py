@@ -26,7 +26,14 @@ PACKAGE = Path(settings.__file__).resolve().parent
 
 
 #: Variables whose reader checks the form: a value of that form, unlike the default.
-_SAMPLES = {"ICHOR_HEALTH_CHECK_RESOURCES": "v1/pods"}
+_SAMPLES = {
+    "ICHOR_HEALTH_CHECK_RESOURCES": "v1/pods",
+    "ICHOR_EXECUTOR_NODE_SELECTOR": '{"zone": "a"}',
+    "ICHOR_EXECUTOR_TOLERATIONS": '[{"key": "dedicated"}]',
+    "ICHOR_EXECUTOR_AFFINITY": '{"nodeAffinity": {}}',
+    "ICHOR_EXECUTOR_RESOURCES": '{"limits": {"memory": "1Gi"}}',
+    "ICHOR_LOG_FORMAT": "json",
+}
 
 
 def _every_variable(cls: type[Any], prefix: str = "") -> dict[str, tuple[str, str]]:
