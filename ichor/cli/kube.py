@@ -2,8 +2,9 @@
 
 ``--kubeconfig`` (else ``$KUBECONFIG``, else ``~/.kube/config``), ``--context`` and
 ``-n/--namespace`` (else the context's namespace, else ``default``); ``--as`` and
-``--as-group`` impersonate a user on every call, as kubectl does (the API server checks
-the caller's ``impersonate`` verb). The CLI is a short synchronous program, so it uses the
+``--as-group`` (else the kubeconfig user's ``as:``/``as-groups:``, which the Python client
+alone would ignore) impersonate a user on every call, as kubectl does (the API server
+checks the caller's ``impersonate`` verb). The CLI is a short synchronous program, so it uses the
 synchronous ``kubernetes`` client, which it loads on the first connection only.
 
 Every failure of the API becomes ``CliError`` with one sentence (what failed, and the
@@ -120,6 +121,28 @@ def impersonate(api: client.ApiClient, *, user: str, groups: Sequence[str] = ())
     rest.pool_manager = _Impersonating(rest.pool_manager, user=user, groups=groups)  # type: ignore[assignment]
 
 
+def kubeconfig_impersonation(
+    path: str | None, context: str | None
+) -> tuple[str | None, tuple[str, ...]]:
+    """The ``as:`` and ``as-groups:`` of the kubeconfig user the context names, as kubectl
+    reads them (None and () when it names none)."""
+    from kubernetes.config.kube_config import (
+        KUBE_CONFIG_DEFAULT_LOCATION,
+        KubeConfigLoader,
+        KubeConfigMerger,
+    )
+
+    merged = KubeConfigMerger(path or KUBE_CONFIG_DEFAULT_LOCATION).config  # type: ignore[no-untyped-call]
+    loader = KubeConfigLoader(config_dict=merged, active_context=context)  # type: ignore[no-untyped-call]
+    user = getattr(loader, "_user", None)
+    value = getattr(user, "value", None)
+    if not isinstance(value, Mapping):
+        return None, ()
+    name = value.get("as")
+    groups = value.get("as-groups") or ()
+    return (str(name) if name else None), tuple(str(g) for g in groups)
+
+
 def connect(
     *,
     kubeconfig: str | None,
@@ -137,6 +160,10 @@ def connect(
     try:
         api = config.new_client_from_config(config_file=path, context=context)  # type: ignore[no-untyped-call]
         contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
+        if not as_user:
+            # kubectl honours the kubeconfig user's `as:`/`as-groups:`; the Python client
+            # ignores them and would act with the credentials alone
+            as_user, as_groups = kubeconfig_impersonation(path, context)
     except (ConfigException, OSError, TypeError, ValueError) as error:
         where = path or "~/.kube/config"
         raise CliError(f"the kubeconfig {where} cannot be used: {error}") from None

@@ -186,6 +186,40 @@ def test_as_asks_every_call_as_the_impersonated_user(
     assert cli.operations() == []
 
 
+def test_a_kubeconfig_that_says_as_acts_as_that_user_not_as_its_credentials(
+    cli: Cli, recorded: Any
+) -> None:
+    """kubectl reads a kubeconfig user's ``as:``; the Python client alone ignores it, so
+    such a kubeconfig (the admin's certificate, ``as: nadia``) made ichor act as the
+    admin, with the override verb nadia does not hold."""
+    recorded()
+    _make(cli, "prod", PINNED_STATE)
+    as_nadia = cli.plane.user_kubeconfig(PLAIN, impersonate=True)
+    assert "as: nadia" in as_nadia.read_text()
+    kubectl = cli.plane.kubectl(
+        "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}", kubeconfig=as_nadia
+    )
+    assert kubectl.stdout == PLAIN
+    argv = ["--kubeconfig", str(as_nadia), "-n", cli.namespace, "upgrade", "kubernetes"]
+    result = main_result(cli, [*argv, "prod", "v1.37.2", "--override", "--dry-run"])
+    assert result.code == 1
+    assert "user 'nadia' does not hold the RBAC verb `override`" in result.err
+    # --as on the command line wins over the kubeconfig's, as in kubectl
+    holder = main_result(cli, [*argv, "prod", "v1.37.2", "--override", "--dry-run", "--as", HOLDER])
+    assert holder.code == 0, holder.err
+
+
+def main_result(cli: Cli, argv: list[str]) -> Any:
+    """``ichor`` with exactly ``argv`` (no kubeconfig of the fixture's)."""
+    from ichor.cli.main import main
+    from tests.component.cli.conftest import Result
+
+    cli.capsys.readouterr()
+    code = main(argv)
+    captured = cli.capsys.readouterr()
+    return Result(code=code, out=captured.out, err=captured.err)
+
+
 # --- completion -----------------------------------------------------------------------------
 
 
