@@ -82,11 +82,13 @@ class Call:
 @dataclass
 class Fault:
     """What to do at call ``at`` (counted from ``ApiProxy.arm``); ``writes``: count only
-    writes (``conflict``: the N-th write)."""
+    writes (``conflict``: the N-th write); ``match``: count only the calls it says yes
+    to, given the method, the path and the body (the Event creates of one reason, say)."""
 
     action: Action
     at: int
     writes: bool = False
+    match: Callable[[str, str, bytes], bool] | None = None
     fired: threading.Event = field(default_factory=threading.Event)
     call: Call | None = None
 
@@ -136,6 +138,7 @@ class ApiProxy:
         self.fault: Fault | None = None
         self._counted = 0
         self._writes = 0
+        self._matched = 0
         self._lock = threading.Lock()
         self._loop = BackgroundLoop("ichor-api-proxy")
         self._runner: web.AppRunner | None = None
@@ -154,6 +157,7 @@ class ApiProxy:
             self.calls = []
             self._counted = 0
             self._writes = 0
+            self._matched = 0
             self.fault = fault
             self.counting = True
 
@@ -229,7 +233,7 @@ class ApiProxy:
             )
         return self._session
 
-    def _count(self, request: web.Request) -> tuple[Call | None, Action | None]:
+    def _count(self, request: web.Request, body: bytes) -> tuple[Call | None, Action | None]:
         """Number the call and say whether the fault is for it."""
         with self._lock:
             if not self.counting:
@@ -241,16 +245,22 @@ class ApiProxy:
             call = Call(self._counted, request.method, request.path)
             fault = self.fault
             action: Action | None = None
-            if fault is not None and not fault.fired.is_set():
+            eligible, number = False, 0
+            if fault is not None and fault.match is not None:
+                eligible = fault.match(request.method, request.path, body)
+                self._matched += 1 if eligible else 0
+                number = self._matched
+            elif fault is not None:
                 number = self._writes if fault.writes else self._counted
                 eligible = write if fault.writes else True
-                if eligible and number == fault.at:
-                    action = fault.action
-                    if action is Action.CONFLICT and any(r in request.path for r in _REVIEWS):
-                        action = None  # nothing stored, nothing to conflict with
-                        fault.at += 1  # the next write, then
-                        if fault.writes:
-                            self._writes -= 1
+            if fault is not None and not fault.fired.is_set() and eligible and number == fault.at:
+                action = fault.action
+                if action is Action.CONFLICT and any(r in request.path for r in _REVIEWS):
+                    action = None  # nothing stored, nothing to conflict with: the next one
+                    if fault.writes:
+                        self._writes -= 1
+                    else:
+                        fault.at += 1
             if action is not None:
                 call = Call(call.number, call.method, call.path, fault=action)
                 assert fault is not None
@@ -261,8 +271,8 @@ class ApiProxy:
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         if _is_watch(request):
             return await self._stream(request)
-        _, action = self._count(request)
         body = await request.read()
+        _, action = self._count(request, body)
         if action is Action.BEFORE:
             self._fire()
             return await self._dropped(request)

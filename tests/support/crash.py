@@ -21,8 +21,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -144,7 +144,7 @@ class OperatorProcess:
             return
         process.terminate()
         try:
-            process.wait(30)
+            process.wait(5)  # a test's operator: no need to wait out kopf's shutdown
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)
@@ -209,8 +209,18 @@ class Context:
     async def create_as_holder(self, plural: str, body: dict[str, Any]) -> None:
         """Create ``body`` as the holder of the override verb, unless it exists (a start
         repeated after the webhook was down)."""
+        api = client.CustomObjectsApi(self.holder)
+        name = body["metadata"]["name"]
         try:
-            await client.CustomObjectsApi(self.holder).create_namespaced_custom_object(
+            await api.get_namespaced_custom_object(
+                kinds.GROUP, kinds.VERSION, self.namespace, plural, name
+            )
+            return  # the first start took: the webhook would judge a repeat afresh
+        except ApiException as error:
+            if error.status != 404:
+                raise
+        try:
+            await api.create_namespaced_custom_object(
                 kinds.GROUP, kinds.VERSION, self.namespace, plural, body
             )
         except ApiException as error:
@@ -570,9 +580,17 @@ def dump(path: Path, outcomes: list[Outcome]) -> None:
     path.write_text("\n".join(o.line() for o in outcomes) + "\n")
 
 
-def fault_for(action: Action, at: int) -> Fault:
-    """The fault ``action`` at call ``at`` (``conflict``: at the ``at``-th write)."""
-    return Fault(action=action, at=at, writes=action is Action.CONFLICT)
+def fault_for(
+    action: Action,
+    at: int,
+    *,
+    writes: bool | None = None,
+    match: Callable[[str, str, bytes], bool] | None = None,
+) -> Fault:
+    """The fault ``action`` at call ``at`` (``writes``: at the ``at``-th write, the default
+    for ``conflict``; ``match``: at the ``at``-th call it says yes to)."""
+    counted = action is Action.CONFLICT if writes is None else writes
+    return Fault(action=action, at=at, writes=counted, match=match)
 
 
 #: The faults that end the operator: it starts again without one.
@@ -599,8 +617,11 @@ class Flow:
     kubelet: str = "v1.36.6"
 
 
-async def run(stack: Stack, flow: Flow, fault: Fault | None) -> Outcome:
-    """``flow`` once, with ``fault`` (None: counted only)."""
+async def run(
+    stack: Stack, flow: Flow, fault: Fault | None, *, dead: Check | None = None
+) -> Outcome:
+    """``flow`` once, with ``fault`` (None: counted only); ``dead``: what must hold while
+    the operator it killed is down (its problems are the run's)."""
     assert stack.proxy is not None
     assert stack.operator is not None
     started = time.monotonic()
@@ -622,6 +643,8 @@ async def run(stack: Stack, flow: Flow, fault: Fault | None) -> Outcome:
                 if fault.fired.is_set():
                     await asyncio.to_thread(stack.operator.wait_dead)
                     calls = stack.proxy.disarm()
+                    if dead is not None:
+                        problems += await dead(context)
                     await asyncio.to_thread(stack.start_operator)
                     await flow.start(context)
             if not await eventually(lambda: flow.complete(context), within=COMPLETE_TIMEOUT):
@@ -649,6 +672,52 @@ async def run(stack: Stack, flow: Flow, fault: Fault | None) -> Outcome:
 
 async def _fired_or(fault: Fault, flow: Flow, context: Context) -> bool:
     return fault.fired.is_set() or await flow.complete(context)
+
+
+@dataclass(frozen=True, order=True)
+class Point:
+    """One crash point: ``action`` at the ``at``-th call (``writes``: the ``at``-th write)."""
+
+    at: int
+    action: Action
+    writes: bool
+
+    def fault(self) -> Fault:
+        return fault_for(self.action, self.at, writes=self.writes)
+
+    def __str__(self) -> str:
+        return f"{self.action} at {'write' if self.writes else 'call'} {self.at}"
+
+
+def crash_points(life: tuple[Call, ...]) -> list[Point]:
+    """Every kill point of a life: each write killed before it is sent, with it sent and
+    its answer unread, and after its answer; each read killed with it in flight (a read
+    changes nothing, so before, in flight and after it are one state). Writes are
+    counted among writes, which polling reads do not shift."""
+    writes = sum(1 for c in life if c.write)
+    points = [
+        Point(k, a, True)
+        for k in range(1, writes + 1)
+        for a in (Action.BEFORE, Action.INFLIGHT, Action.AFTER)
+    ]
+    points += [Point(c.number, Action.INFLIGHT, False) for c in life if not c.write]
+    return points
+
+
+def write_points(life: tuple[Call, ...], action: Action) -> list[Point]:
+    """``action`` at each write of a life (``conflict``, ``outage``)."""
+    return [Point(k, action, True) for k in range(1, sum(1 for c in life if c.write) + 1)]
+
+
+def sample(points: list[Point], k: int, seed: int) -> list[Point]:
+    """``k`` of ``points`` chosen by ``seed``, at least one kill on a write when any."""
+    rng = random.Random(seed)
+    on_writes = [p for p in points if p.writes]
+    if not on_writes or k < 1:
+        return sorted(rng.sample(points, min(k, len(points))))
+    first = rng.choice(on_writes)
+    rest = [p for p in points if p != first]
+    return sorted([first, *rng.sample(rest, min(k - 1, len(rest)))])
 
 
 @dataclass
@@ -692,25 +761,19 @@ async def sweep(
     stack: Stack,
     flow: Flow,
     *,
-    actions: tuple[Action, ...],
-    points: Callable[[tuple[Call, ...], Action], list[int]] | None = None,
+    points: Callable[[tuple[Call, ...]], list[Point]] = crash_points,
     progress: Callable[[Outcome], None] = lambda _: None,
 ) -> Sweep:
-    """``flow`` once per call of its clean life and per action (``points``: which call
-    numbers, default every one; ``conflict`` counts writes)."""
+    """``flow`` once per crash point ``points`` finds in its clean life."""
     found = Sweep(flow=flow.name, life=await life(stack, flow))
-    for action in actions:
-        if points is not None:
-            chosen = points(found.life, action)
-        elif action is Action.CONFLICT:
-            chosen = list(range(1, sum(1 for c in found.life if c.write) + 1))
-        else:
-            chosen = list(range(1, len(found.life) + 1))
-        for at in chosen:
-            outcome = await run(stack, flow, fault_for(action, at))
-            found.outcomes.append(outcome)
-            progress(outcome)
+    for point in points(found.life):
+        outcome = await run(stack, flow, point.fault())
+        found.outcomes.append(outcome)
+        progress(outcome)
     return found
 
 
-__all__ = ["Action", "Context", "Fault", "Flow", "Outcome", "Stack", "Sweep", "json", "run"]
+__all__ = [
+    "Action", "Context", "Fault", "Flow", "Outcome", "Point", "Stack", "Sweep", "crash_points",
+    "run", "sample", "sweep", "write_points",
+]  # fmt: skip
