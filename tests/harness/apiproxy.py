@@ -205,7 +205,8 @@ class ApiProxy:
     async def _serve(self) -> tuple[web.AppRunner, int]:
         app = web.Application(client_max_size=64 * 2**20)
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # shutdown_timeout: a watch it relays ends only when the API server ends it
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=2.0)
         await runner.setup()
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(self._files.cert, self._files.key)
@@ -324,7 +325,11 @@ class ApiProxy:
         raise web.HTTPBadGateway()  # never written: the transport is closed
 
     def _headers(self, request: web.Request) -> dict[str, str]:
-        return {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        """The request's headers for the API server, asking for no compression: the
+        answer is passed on as it comes, without its ``Content-Encoding``."""
+        headers = {k: v for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP}
+        headers["Accept-Encoding"] = "identity"
+        return headers
 
     async def _forward(
         self, request: web.Request, body: bytes

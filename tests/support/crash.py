@@ -44,6 +44,7 @@ from ichor.api import kinds
 from ichor.controller.talosoperation import jobs
 from ichor.webhook import server
 from tests.harness import account, apiproxy, binaries, certs, controlplane, talos_standin
+from tests.harness import registry as test_registry
 from tests.harness.apiproxy import Action, Call, Fault
 from tests.support import nodes, operator, rbac
 
@@ -65,6 +66,9 @@ COMPLETE_TIMEOUT = 90.0
 #: Seconds within which the fault must fire once the flow started (else: not reached).
 REACH_TIMEOUT = 60.0
 MERGE = "application/merge-patch+json"
+#: The stack's registry: the releases its repositories list (the chart's is not seeded).
+REPOSITORIES = "crash"
+RELEASES = {"installer-base": ["v1.14.3", "v1.14.4"], "kubelet": ["v1.36.6"]}
 
 #: The operator's settings: quick steps, so a run takes seconds.
 OPERATOR_ENV = {
@@ -340,9 +344,9 @@ class JobPlayer:
 class Stack:
     """Everything a run needs; ``async with Stack(workdir) as stack``."""
 
-    def __init__(self, workdir: Path, *, registry: Any = None) -> None:
+    def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
-        self.registry = registry
+        self.registry: test_registry.LocalRegistry | None = None
         self.plane = controlplane.ControlPlane(workdir=workdir / "plane")
         self.admin: ApiClient = None  # type: ignore[assignment]
         self.holder: ApiClient = None  # type: ignore[assignment]
@@ -379,10 +383,16 @@ class Stack:
             self.standin.stop()
         if self.proxy is not None:
             self.proxy.close()
+        if self.registry is not None:
+            self.registry.close()
         self.plane.stop()
 
     def _start_parts(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
+        self.registry = test_registry.LocalRegistry(workdir=self.workdir / "registry")
+        self.registry.start()
+        for what, tags in RELEASES.items():
+            self.registry.seed(f"{REPOSITORIES}/{what}", tags)
         self.plane.start()
         operator.apply_crds(self.plane)
         self.account = account.grant(
@@ -426,6 +436,29 @@ class Stack:
         self.operator = OperatorProcess(
             env, log=self.workdir / "operator.log",
             healthz=f"http://127.0.0.1:{healthz}/healthz", workdir=self.workdir,
+        )  # fmt: skip
+
+    def references(self) -> dict[str, str]:
+        """The release check's repositories in the stack's registry: talos, kubernetes,
+        chart (never seeded: its listing fails)."""
+        assert self.registry is not None
+        return {
+            "talos": self.registry.reference(f"{REPOSITORIES}/installer-base"),
+            "kubernetes": self.registry.reference(f"{REPOSITORIES}/kubelet"),
+            "chart": self.registry.reference(f"{REPOSITORIES}/charts/ichor"),
+        }
+
+    async def release_check(self, *, enabled: bool) -> None:
+        """The installation's release check on or off, on the stack's registry."""
+        found = self.references()
+        await client.CustomObjectsApi(self.admin).patch_cluster_custom_object(
+            kinds.GROUP, kinds.VERSION, kinds.Plural.ICHOR_INSTALLATIONS,
+            kinds.INSTALLATION_NAME,
+            {"spec": {"releaseCheck": {
+                "enabled": enabled, "interval": "1h", "talosRepository": found["talos"],
+                "kubernetesRepository": found["kubernetes"], "chartRepository": found["chart"],
+            }}},
+            _content_type=MERGE,  # type: ignore[call-arg]
         )  # fmt: skip
 
     def restart_standin(self) -> None:
@@ -549,6 +582,8 @@ class Stack:
 
 
 Check = Callable[[Context], Awaitable[list[str]]]
+#: The crash points of a flow, from its clean life's calls.
+PointsOf = Callable[[tuple["Call", ...]], list["Point"]]
 
 
 async def eventually(
@@ -625,6 +660,8 @@ async def run(
     assert stack.proxy is not None
     assert stack.operator is not None
     started = time.monotonic()
+    if not stack.operator.alive:  # an earlier run's end found it down: that run failed
+        await asyncio.to_thread(stack.start_operator)
     stack.restart_standin()
     await stack.set_nodes(talos=flow.talos, kubelet=flow.kubelet)
     context = await stack.namespace(flow.name)
@@ -761,7 +798,7 @@ async def sweep(
     stack: Stack,
     flow: Flow,
     *,
-    points: Callable[[tuple[Call, ...]], list[Point]] = crash_points,
+    points: PointsOf = crash_points,
     progress: Callable[[Outcome], None] = lambda _: None,
 ) -> Sweep:
     """``flow`` once per crash point ``points`` finds in its clean life."""

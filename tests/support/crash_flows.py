@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -269,6 +269,7 @@ def _targets(context: Context) -> None:
 
 
 async def _autopatch_prepare(context: Context) -> None:
+    await context.stack.release_check(enabled=True)
     await asyncio.to_thread(_targets, context)
     await _prepare_cluster(context)
 
@@ -345,26 +346,14 @@ DECLARATIVE = Flow(
 # --- the release check ---------------------------------------------------------------
 
 
-def release_flow(references: Callable[[], Mapping[str, str]]) -> Flow:
-    """The release check lists the registry's repositories (``references``: talos,
-    kubernetes, chart; the chart's is never seeded, so its listing fails and owes one
-    Warning); over once the lists are written and the Event posted."""
+def _release_flow() -> Flow:
+    """The release check lists the stack's registry (talos, kubernetes, chart; the
+    chart's is never seeded, so its listing fails and owes one Warning); over once the
+    lists are written and the Event posted."""
     expected = {(INSTALLATION, ReleaseCheckEventReason.LISTING_FAILED.value): 1}
 
-    async def installation_spec(context: Context, enabled: bool) -> None:
-        found = references()
-        await context.custom.patch_cluster_custom_object(
-            kinds.GROUP, kinds.VERSION, kinds.Plural.ICHOR_INSTALLATIONS,
-            kinds.INSTALLATION_NAME,
-            {"spec": {"releaseCheck": {
-                "enabled": enabled, "interval": "1h", "talosRepository": found["talos"],
-                "kubernetesRepository": found["kubernetes"], "chartRepository": found["chart"],
-            }}},
-            _content_type="application/merge-patch+json",  # type: ignore[call-arg]
-        )  # fmt: skip
-
     async def prepare(context: Context) -> None:
-        await installation_spec(context, False)
+        await context.stack.release_check(enabled=False)
         stack = context.stack
         assert stack.account is not None
         await asyncio.to_thread(
@@ -376,10 +365,9 @@ def release_flow(references: Callable[[], Mapping[str, str]]) -> Flow:
         )  # fmt: skip
         for event in await context.installation_events():
             await context.core.delete_namespaced_event(event["metadata"]["name"], "default")
-        context.notes["since"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
     async def start(context: Context) -> None:
-        await installation_spec(context, True)
+        await context.stack.release_check(enabled=True)
 
     async def complete(context: Context) -> bool:
         body = await context.installation()
@@ -401,12 +389,16 @@ def release_flow(references: Callable[[], Mapping[str, str]]) -> Flow:
         targets = _status(body).get("upgradeTargets") or {}
         if targets.get("talos") != ["v1.14.4", "v1.14.3"]:
             problems.append(f"the Talos list is {targets.get('talos')}")
-        await installation_spec(context, False)
         return problems
 
     return Flow("release", prepare, start, complete, check)
 
 
+#: The release check, on from off.
+RELEASE = _release_flow()
+
 OPERATION_FLOWS = (TALOS, KUBERNETES, CILIUM, OVERRIDDEN, AUTOPATCH, DECLARATIVE)
 
-__all__ = ["AUTOPATCH", "CILIUM", "DECLARATIVE", "KUBERNETES", "OVERRIDDEN", "TALOS"]
+__all__ = [
+    "AUTOPATCH", "CILIUM", "DECLARATIVE", "KUBERNETES", "OVERRIDDEN", "RELEASE", "TALOS",
+]  # fmt: skip

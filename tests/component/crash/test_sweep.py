@@ -26,7 +26,8 @@ from tests.support.crash import Context
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
 
-#: Crash points per flow in the sample (the whole sweep is ``make bench``'s).
+#: Crash points of the Talos and the overridden flows in the sample (the whole sweep is
+#: ``make bench``'s).
 SAMPLE = 3
 SEED = int(os.environ.get("ICHOR_CRASH_SEED", datetime.now(UTC).date().toordinal()))
 
@@ -97,21 +98,62 @@ async def test_the_override_is_on_record_before_the_job_it_allows_exists(
     assert not outcome.problems, _report(outcome)
 
 
-@pytest.mark.parametrize("flow", [crash_flows.TALOS, crash_flows.OVERRIDDEN], ids=lambda f: f.name)
-async def test_a_seeded_sample_of_crash_points(
-    stack: crash.Stack, flow: crash.Flow, tmp_path: Path
+async def _sampled(
+    stack: crash.Stack, flow: crash.Flow, tmp_path: Path, points: crash.PointsOf, k: int
 ) -> None:
-    """``SAMPLE`` of the flow's crash points (at least one kill on a write), each a run
-    with the operator killed there and started again."""
+    """``k`` of the flow's ``points``, chosen by ``SEED``, each a run."""
     life = await crash.life(stack, flow)
-    points = crash.crash_points(life)
-    chosen = crash.sample(points, SAMPLE, SEED)
+    found = points(life)
+    chosen = crash.sample(found, k, SEED)
     outcomes = [await crash.run(stack, flow, point.fault()) for point in chosen]
     crash.dump(tmp_path / f"{flow.name}.txt", outcomes)
-    print(f"\n{flow.name}: seed {SEED}, {len(points)} crash points in a life of "
-          f"{len(life)} calls; sampled {', '.join(map(str, chosen))}")  # fmt: skip
+    print(f"\n{flow.name}: seed {SEED}, {len(found)} points in a life of {len(life)} "
+          f"calls; sampled {', '.join(map(str, chosen))}")  # fmt: skip
     for outcome in outcomes:
         print(f"  {outcome.line()}")
     failed = [_report(o) for o in outcomes if o.problems]
     assert not failed, f"seed {SEED} (ICHOR_CRASH_SEED):\n" + "\n".join(failed)
-    assert any(o.reached for o in outcomes), "no sampled crash point was reached"
+    assert any(o.reached for o in outcomes), "no sampled point was reached"
+
+
+#: The sample's size per flow: the issue's two flows, then one point of each other.
+SAMPLED = [
+    (crash_flows.TALOS, SAMPLE),
+    (crash_flows.OVERRIDDEN, SAMPLE),
+    *((flow, 1) for flow in (*crash_flows.OPERATION_FLOWS, crash_flows.RELEASE)
+      if flow not in (crash_flows.TALOS, crash_flows.OVERRIDDEN)),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("flow", "k"), SAMPLED, ids=[f.name for f, _ in SAMPLED])
+async def test_a_seeded_sample_of_crash_points(
+    stack: crash.Stack, flow: crash.Flow, k: int, tmp_path: Path
+) -> None:
+    """``k`` of the flow's crash points (at least one kill on a write), each a run with
+    the operator killed there and started again."""
+    await _sampled(stack, flow, tmp_path, crash.crash_points, k)
+
+
+async def test_a_409_on_a_seeded_write(stack: crash.Stack, tmp_path: Path) -> None:
+    """One write of the Talos operation's life answered 409 (a create: after it was
+    stored): the operator reads again and goes on, with nothing doubled."""
+    await _sampled(
+        stack, crash_flows.TALOS, tmp_path,
+        lambda life: crash.write_points(life, Action.CONFLICT), 1,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("part", ["kube-apiserver", "etcd"])
+async def test_the_api_server_away_at_a_seeded_write(
+    stack: crash.Stack, part: str, tmp_path: Path
+) -> None:
+    """``part`` stopped and started again while a write of the Talos operation's life
+    waits to be sent: the operator rides it out, with nothing lost or doubled."""
+    stack.outage_part = part
+    try:
+        await _sampled(
+            stack, crash_flows.TALOS, tmp_path,
+            lambda life: crash.write_points(life, Action.OUTAGE), 1,
+        )  # fmt: skip
+    finally:
+        stack.outage_part = "kube-apiserver"
