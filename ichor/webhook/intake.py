@@ -125,7 +125,7 @@ RESERVED_KEYS = " || ".join(
 )
 
 #: Every path of the endpoint and what it answers for. A review that matches none is
-#: denied; ``server.render_configuration`` (and the chart) send exactly these.
+#: denied; ``configuration.render_configuration`` (and the chart) send exactly these.
 CLAIMS: tuple[Claim, ...] = (
     Claim(
         path=CLUSTER_HANDLER,
