@@ -60,9 +60,8 @@ from ichor import registry
 from ichor.api import kinds
 from ichor.api.ichorinstallation import (
     IchorInstallationSpec,
-    LatestRelease,
     PullSecretRef,
-    UpgradeTargets,
+    read_status,
 )
 from ichor.controller.releasecheck.decisions import (
     Failed,
@@ -72,7 +71,6 @@ from ichor.controller.releasecheck.decisions import (
     due_in,
     next_status,
     parse_interval,
-    read_model,
 )
 from ichor.kube import bodies, errors, events, metrics, objects, patching
 from ichor.kube.bodies import PlannedEvent
@@ -104,7 +102,7 @@ def _generation(body: Mapping[str, Any]) -> int | None:
 
 
 def _checked_at(body: Mapping[str, Any]) -> datetime | None:
-    targets = read_model(UpgradeTargets, (body.get("status") or {}).get("upgradeTargets"))
+    targets = read_status(body.get("status")).upgrade_targets
     return targets.checked_at if targets is not None else None
 
 
@@ -170,15 +168,14 @@ class ReleaseCheck:
             return None
         if self.settings.max_interval is not None:
             interval = min(interval, self.settings.max_interval)
-        status: Mapping[str, Any] = body.get("status") or {}
-        targets = read_model(UpgradeTargets, status.get("upgradeTargets"))
-        latest = read_model(LatestRelease, status.get("latestRelease"))
+        status = read_status(body.get("status"))
+        targets, latest = status.upgrade_targets, status.latest_release
         checked_at = targets.checked_at if targets is not None else None
         failed = bool(
             (targets is not None and (targets.talos_error or targets.kubernetes_error))
             or (latest is not None and latest.error)
         )
-        observed = status.get("observedGeneration")
+        observed = status.observed_generation
         spec_changed = generation is not None and generation != observed
         attempt = self._attempt
         retry = self.settings.retry_failed
