@@ -20,6 +20,7 @@ from typing import Any
 import aiohttp.web
 import kopf
 
+from ichor.api import kinds
 from ichor.kube.clients import read_within
 from ichor.webhook import decisions, intake
 from ichor.webhook.budget import QUEUE_SECONDS, Budget, Busy, Full, OverBudget
@@ -56,14 +57,21 @@ MAX_PATCH_BYTES = 256 * 1024
 
 
 def _clean(
-    response: object, *, uid: str, mutating: bool = False, judged: bool = True
+    response: object,
+    *,
+    uid: str,
+    mutating: bool = False,
+    judged: bool = True,
+    overridable: bool = False,
 ) -> dict[str, Any]:
     """kopf's answer reduced to what a validating webhook may say: allowed, a status with
     a short message when not, and a few short warnings (never an echo). Only an allowed
     answer of a mutating path carries a patch, and only a JSONPatch of bounded size.
 
     ``judged``: whether the handler of the path judged the review. kopf allows a review
-    for which it finds no handler, so an allowed answer no handler gave is a denial."""
+    for which it finds no handler, so an allowed answer no handler gave is a denial.
+    ``overridable``: the handler said ``override: true`` would pass its denial, which the
+    status then names among its causes."""
     body = response.get("response") if isinstance(response, Mapping) else None
     if not isinstance(body, Mapping) or not isinstance(body.get("allowed"), bool):
         return denial(uid, f"{intake.PREFIX} gave no answer", code=decisions.Code.UNAVAILABLE)
@@ -77,36 +85,65 @@ def _clean(
             code=decisions.Code.FORBIDDEN,
         )
     out: dict[str, Any] = {"uid": uid, "allowed": allowed}
-    patch = body.get("patch")
-    if mutating and allowed and patch is not None:
-        if (
-            body.get("patchType") != "JSONPatch"
-            or not isinstance(patch, str)
-            or len(patch) > MAX_PATCH_BYTES
-        ):
+    if mutating and allowed and body.get("patch") is not None:
+        patch = _patch(body)
+        if patch is None:
             return denial(
                 uid,
                 f"{intake.PREFIX} made a patch it may not send; nothing was changed",
                 code=decisions.Code.UNAVAILABLE,
             )
-        out["patchType"] = "JSONPatch"
-        out["patch"] = patch
-    warnings = body.get("warnings")
-    if isinstance(warnings, list):
-        kept = [intake.clip(w, intake.MAX_WARNING) for w in warnings if isinstance(w, str) and w]
-        if kept:
-            out["warnings"] = kept[: intake.MAX_WARNINGS]
+        out.update(patch)
+    warnings = _warnings(body.get("warnings"))
+    if warnings:
+        out["warnings"] = warnings
     if not allowed:
-        status = body.get("status")
-        status = status if isinstance(status, Mapping) else {}
-        message = status.get("message")
-        if not isinstance(message, str) or not message.strip():
-            message = f"{intake.PREFIX} refused the write"
-        code = status.get("code")
-        if not isinstance(code, int) or isinstance(code, bool) or not 400 <= code <= 599:
-            code = int(decisions.Code.FORBIDDEN)
-        out["status"] = {"code": code, "message": intake.clip(message, intake.MAX_MESSAGE)}
+        out["status"] = _status(body.get("status"), overridable=overridable)
     return {"apiVersion": REVIEW_VERSION, "kind": "AdmissionReview", "response": out}
+
+
+def _patch(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The patch of an allowed mutating answer, or None when it may not be sent: only a
+    JSONPatch of at most ``MAX_PATCH_BYTES``."""
+    patch = body.get("patch")
+    if body.get("patchType") != "JSONPatch" or not isinstance(patch, str):
+        return None
+    if len(patch) > MAX_PATCH_BYTES:
+        return None
+    return {"patchType": "JSONPatch", "patch": patch}
+
+
+def _warnings(warnings: object) -> list[str]:
+    """A few short warnings, each clipped."""
+    if not isinstance(warnings, list):
+        return []
+    kept = [intake.clip(w, intake.MAX_WARNING) for w in warnings if isinstance(w, str) and w]
+    return kept[: intake.MAX_WARNINGS]
+
+
+#: The cause a denial carries when ``override: true`` would pass it (a StatusCause: its
+#: type is the JSON key ``reason``).
+_OVERRIDE_CAUSE = {
+    "reason": kinds.OVERRIDE_WOULD_PASS,
+    "field": "spec.override",
+    "message": "override: true, set by a holder of the override verb, passes this refusal",
+}
+
+
+def _status(status: object, *, overridable: bool) -> dict[str, Any]:
+    """A denial's status: an HTTP error code and a short message, and the cause of a
+    refusal ``override: true`` would pass."""
+    status = status if isinstance(status, Mapping) else {}
+    message = status.get("message")
+    if not isinstance(message, str) or not message.strip():
+        message = f"{intake.PREFIX} refused the write"
+    code = status.get("code")
+    if not isinstance(code, int) or isinstance(code, bool) or not 400 <= code <= 599:
+        code = int(decisions.Code.FORBIDDEN)
+    out: dict[str, Any] = {"code": code, "message": intake.clip(message, intake.MAX_MESSAGE)}
+    if overridable:
+        out["details"] = {"causes": [dict(_OVERRIDE_CAUSE)]}
+    return out
 
 
 async def respond(
@@ -134,7 +171,7 @@ async def respond(
         return denial(uid, refusal)
     assert isinstance(data, Mapping)  # admissible says so
     try:
-        with intake.judging() as judged:
+        with intake.judging() as judged, intake.overridable() as passable:
             response: Any = await fn(
                 intake.for_kopf(data),  # type: ignore[arg-type]
                 webhook=webhook,
@@ -155,6 +192,7 @@ async def respond(
         uid=uid,
         mutating=claim is not None and claim.mutating,
         judged=claim is not None and claim.path in judged,
+        overridable=claim is not None and claim.path in passable,
     )
 
 
