@@ -68,7 +68,7 @@ from ichor.controller.autopatch import decisions, health
 from ichor.controller.autopatch.evaluator import Evaluator
 from ichor.controller.autopatch.policy import Policy, effective, max_concurrent
 from ichor.controller.talosoperation import creating, start_request
-from ichor.kube import bodies, errors, events, metrics, objects, patching, untrusted
+from ichor.kube import bodies, clock, errors, events, metrics, objects, patching, untrusted
 from ichor.upgrade.rule import Component
 
 logger = logging.getLogger(__name__)
@@ -87,10 +87,6 @@ HEALTH_LOOK_TIME = 10.0
 #: Seconds a check stopped for what it cost (time, CPU, memory, steps) is not evaluated
 #: again, unless its expression changes.
 HEALTH_RETRY_AFTER = 300.0
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
 
 
 def _fleet_record(installation: Mapping[str, Any] | None) -> FleetAutoPatchStatus:
@@ -272,7 +268,7 @@ class AutoPatcher:
         *,
         api: ApiClient,
         health_resources: Sequence[str] = DEFAULT_HEALTH_CHECK_RESOURCES,
-        clock: Callable[[], datetime] = _now,
+        clock: Callable[[], datetime] = clock.now,
         ask_timeout: float = ASK_TIMEOUT,
         evaluator: Evaluator | None = None,
     ) -> None:

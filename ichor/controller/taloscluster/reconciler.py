@@ -23,7 +23,7 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from kubernetes_asyncio import client
@@ -58,7 +58,7 @@ from ichor.controller.taloscluster.status import (
     read_spec,
     with_auto_patch,
 )
-from ichor.kube import accounts, bodies, errors, events, metrics, objects, untrusted
+from ichor.kube import accounts, bodies, clock, errors, events, metrics, objects, untrusted
 from ichor.kube.accounts import ServiceAccount, Unnamed
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
@@ -131,16 +131,6 @@ def _unexpected(error: BaseException) -> str:
         f"the workload cluster's answer could not be read ({type(error).__name__}); "
         "the Nodes' versions are not known"
     )
-
-
-def _generation(body: Mapping[str, Any]) -> int | None:
-    value = body.get("metadata", {}).get("generation")
-    return int(value) if value is not None else None
-
-
-def _observed_generation(body: Mapping[str, Any]) -> int | None:
-    value = (body.get("status") or {}).get("observedGeneration")
-    return int(value) if value is not None else None
 
 
 def _auto_patch_parts(body: Mapping[str, Any] | None) -> tuple[object, object]:
@@ -225,8 +215,8 @@ class ClusterController:
             self.queue.add(key)
             return
         known.body = body
-        generation = _generation(body)
-        if generation != _observed_generation(body) and generation != known.parked_generation:
+        generation = bodies.generation(body)
+        if generation != bodies.observed_generation(body) and generation != known.parked_generation:
             self.queue.add(key)
 
     def operation_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
@@ -282,12 +272,12 @@ class ClusterController:
         if cluster is None:
             return
         body = cluster.body
-        generation = _generation(body)
+        generation = bodies.generation(body)
         spec, _ = read_spec(body.get("spec") or {})
         if spec is not None:
             await self._observe_when_due(key, cluster, spec)
         decided = await self._declare(key, cluster, spec) if spec is not None else None
-        now = datetime.now(UTC).replace(microsecond=0)  # the one clock of this look
+        now = clock.now()  # the one clock of this look
         raw_status: Mapping[str, Any] = body.get("status") or {}
         outcome = evaluate(
             spec=body.get("spec") or {},
@@ -420,7 +410,7 @@ class ClusterController:
         )
         if decided is None or decided.start is None:
             return decided
-        generation = _generation(cluster.body)
+        generation = bodies.generation(cluster.body)
         for stale in [k for k in cluster.declared if k[0] != generation]:
             del cluster.declared[stale]
         memo = (generation, decided.start.type.value, decided.start.version)
