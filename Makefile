@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle printable \
         bench demo demo-down cluster-up cluster-down image image-base clean node compat-json \
-        runtime-deps configuration chart-readme ui ui-unit ui-package
+        runtime-deps configuration chart-readme ui ui-unit ui-package ui-screenshots
 
 help:
 	@echo "The two commands:"
@@ -109,6 +109,10 @@ test: check testenv oracle image-base runtime-deps ui
 # The Headlamp plugin (docs/ui.md): `make ui` builds what tests/component/ui needs.
 ui:
 	@bash hack/ui.sh build
+
+# The browser test's screenshots, written to docs/ui/ (make test keeps them in build/).
+ui-screenshots: $(STAMP) testenv ui
+	ICHOR_UI_SCREENSHOTS=$(CURDIR)/docs/ui $(BIN)/pytest -q tests/component/ui/test_headlamp_plugin.py
 
 ui-unit:
 	@bash hack/ui.sh unit
