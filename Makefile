@@ -45,6 +45,7 @@ help:
 	@echo "  make ui            npm ci from the lockfile, the plugin, the browser test's page; Debian's chromium"
 	@echo "  make ui-unit       its type check, lint and Vitest tests (mappings, stories as snapshots, axe-core)"
 	@echo "  make ui-package    the archive Headlamp installs, its sha256 and the Artifact Hub manifest"
+	@echo "  make ui-screenshots  the browser test, its screenshots written to docs/ui/"
 	@echo "For a person:"
 	@echo "  make cluster-up    a local control plane named dev (make cluster-down stops it)"
 	@echo "  make venv          the virtual environment .venv"
