@@ -42,7 +42,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.controller.talosoperation import jobs
-from ichor.webhook import server
+from ichor.webhook import configuration
 from tests.harness import account, apiproxy, binaries, certs, controlplane, talos_standin
 from tests.harness import registry as test_registry
 from tests.harness.apiproxy import Action, Call, Fault
@@ -417,11 +417,11 @@ class Stack:
         self.webhook_port = controlplane.free_port()
         healthz = controlplane.free_port()
         url = f"https://127.0.0.1:{self.webhook_port}"
-        for configuration in (
-            server.render_mutating_configuration(url=url, ca_bundle=tls.ca.read_bytes()),
-            server.render_configuration(url=url, ca_bundle=tls.ca.read_bytes()),
+        for rendered in (
+            configuration.render_mutating_configuration(url=url, ca_bundle=tls.ca.read_bytes()),
+            configuration.render_configuration(url=url, ca_bundle=tls.ca.read_bytes()),
         ):
-            self.plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(dict(configuration)))
+            self.plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(dict(rendered)))
         env = controlplane.loopback_env({
             **OPERATOR_ENV,
             "KUBECONFIG": str(self.proxy.kubeconfig(self.workdir / "operator.kubeconfig")),

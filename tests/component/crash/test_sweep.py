@@ -4,7 +4,7 @@ The operator runs as the chart runs it, as its own account, behind the counting 
 (``tests.harness.apiproxy``); ``tests.support.crash`` restarts it after the kill and
 checks each flow's end (``tests.support.crash_flows``): one Job, no node upgraded twice,
 the spec moved once, every owed Event there once, nothing stuck. Here: the kill inside
-the Override Event's create the issue measured lost, and a seeded sample of every flow's
+the Override Event's create (which once lost it), and a seeded sample of every flow's
 crash points (``ICHOR_CRASH_SEED``, else the day's); ``make bench`` sweeps them all.
 """
 
@@ -79,7 +79,7 @@ def _report(outcome: crash.Outcome) -> str:
 async def test_killed_inside_the_override_event_create_it_is_posted_once(
     stack: crash.Stack, action: Action
 ) -> None:
-    """The failure the issue measured: the kill on the executor's Override Event create
+    """A failure once measured: the kill on the executor's Override Event create
     left an overridden operation that ran and succeeded with no Override Event at all."""
     fault = crash.fault_for(action, 1, match=_override_create)
     outcome = await crash.run(stack, crash_flows.OVERRIDDEN, fault)
@@ -116,7 +116,8 @@ async def _sampled(
     assert any(o.reached for o in outcomes), "no sampled point was reached"
 
 
-#: The sample's size per flow: the issue's two flows, then one point of each other.
+#: The sample's size per flow: the Talos and the overridden flows, then one point of each
+#: other.
 SAMPLED = [
     (crash_flows.TALOS, SAMPLE),
     (crash_flows.OVERRIDDEN, SAMPLE),

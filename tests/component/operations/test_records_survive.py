@@ -104,7 +104,7 @@ async def test_the_override_event_survives_a_stop_inside_its_create_and_is_poste
     held_events: list[Held],
     sent: bool,
 ) -> None:
-    """The failure the issue measured: killed inside the executor's Override Event create,
+    """A failure once measured: killed inside the executor's Override Event create,
     the operation ran and succeeded with no Override Event at all."""
     hold = Held("Override", sent=sent)
     held_events.append(hold)
