@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from ichor.api import records, talosoperation
+from ichor.api import celbudget, records, talosoperation
+from ichor.api.autopatch import MAX_EXPRESSION_LENGTH, MAX_HEALTH_CHECKS
 from ichor.api.talosoperation import OperationType
 from ichor.release import compat, observed, steps, versions
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
@@ -31,6 +32,7 @@ from ichor.webhook.reviews import (
     NamespacedName,
     OperationSpec,
     Requester,
+    SecretRef,
     StoredOperation,
 )
 
@@ -729,3 +731,81 @@ def queue_full(spec: OperationSpec, *, most: int) -> Answer:
         ),
         code=Code.FORBIDDEN,
     )
+
+
+#: What a user must hold on a Secret a TalosCluster names: the verb, and the resource
+#: in the core API group ("").
+SECRET_VERB = "get"
+SECRET_RESOURCE = "secrets"
+
+
+def secret_refs_to_review(
+    *, new: ClusterObject, old: ClusterObject | None
+) -> tuple[SecretRef, ...]:
+    """The Secrets a TalosCluster write names anew, each to be asked of the requester
+    (``get`` on that Secret): on a create every one, on an update each reference that
+    changed (its Secret or its key). An update that leaves the references as they were
+    asks nothing, so the operator's own follow-up writes (a spec it moves after an
+    operation) never depend on its rights over the Secret."""
+    before = {ref.field: ref for ref in old.secret_refs} if old is not None else {}
+    return tuple(ref for ref in new.secret_refs if before.get(ref.field) != ref)
+
+
+def unreadable_secret(ref: SecretRef, *, cluster: NamespacedName, requester: Requester) -> Answer:
+    """A TalosCluster write that names a Secret its writer may not read: the operator
+    would read it, and run its operations with it, for someone who could not."""
+    secret = f"{cluster.namespace}/{ref.name}"
+    return Answer(
+        allowed=False,
+        message=(
+            f"TalosCluster {cluster} is refused: spec.{ref.field} names Secret {secret}, "
+            f"which user {requester.username!r} may not read; the operator reads that "
+            f"Secret for the cluster and mounts it into its Jobs, so it is used only for "
+            f"a user who could read it: check with `kubectl auth can-i get "
+            f"secret/{ref.name} -n {cluster.namespace}`, and get `get` on it or name a "
+            f"Secret you may read."
+        ),
+        code=Code.FORBIDDEN,
+        cluster=cluster,
+    )
+
+
+def health_check_refusal(new: ClusterObject, old: ClusterObject | None) -> Answer | None:
+    """A TalosCluster write whose health checks would cost more than their budget
+    (``ichor.api.celbudget``: evaluation steps, depth, nested macros), or that cannot be
+    estimated because it does not compile. Only a check the write adds or changes is
+    judged: one stored unchanged (written before this rule) is the controller's to refuse,
+    and never blocks an unrelated write. No override passes it. None: nothing refused."""
+    before = set(old.health_checks) if old is not None else set()
+    if len(new.health_checks) > MAX_HEALTH_CHECKS:
+        # the CRD's schema refuses this before the webhook is asked; a review that did
+        # not come from the API server is not parsed check by check
+        return Answer(
+            allowed=False,
+            message=(
+                f"TalosCluster {new.ref} is refused: spec.autoPatch.healthChecks holds "
+                f"{len(new.health_checks)} checks, at most {MAX_HEALTH_CHECKS}."
+            ),
+            code=Code.FORBIDDEN,
+            cluster=new.ref,
+        )
+    for name, expression in new.health_checks:
+        if (name, expression) in before:
+            continue
+        problem = (
+            f"has {len(expression):,} characters, more than {MAX_EXPRESSION_LENGTH:,}"
+            if len(expression) > MAX_EXPRESSION_LENGTH
+            else celbudget.judge(expression)
+        )
+        if problem is None:
+            continue
+        return Answer(
+            allowed=False,
+            message=(
+                f'TalosCluster {new.ref} is refused: health check "{name[:63]}" '
+                f"(spec.autoPatch.healthChecks) {problem}."
+            ),
+            code=Code.FORBIDDEN,
+            cluster=new.ref,
+        )
+    return None
