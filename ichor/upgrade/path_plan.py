@@ -23,6 +23,9 @@ are the ones the choices would offer at that state, narrowed to the tested path:
   (one minor at a time); none while the cluster's CNI is not observed, as the choices;
 - Cilium (a Cilium CNI only): the chart this Ichor embeds (``PINNED.cilium_chart``).
 
+A patch this site's policy denies is routed around: the move is then the newest patch of
+that minor the policy leaves (no other rule tells two patches of one minor apart).
+
 The search is breadth-first over these moves, so the plan has the fewest operations.
 Among plans of that length the order is fixed: a Kubernetes move as soon as one keeps
 the plan shortest, then the Cilium step, then Talos; so the plan reads as Kubernetes one
@@ -219,30 +222,47 @@ class _Search:
         self._explore()
 
     def _candidates(
-        self, releases: Releases, running: Version, goal: Version | None
+        self,
+        component: Component,
+        releases: Releases,
+        state: ClusterVersions,
+        goal: Version | None,
     ) -> list[Version]:
+        """The moves of one component the rule accepts at ``state``: the newest patch of
+        the running and of the next minor (the newest the site's policy leaves), and the
+        goal when it is of one of them."""
+        running = parse(state.talos if component is Component.TALOS else state.kubernetes)
         here, there = running.minor_key, _next(running.minor_key)
-        found = [releases.newest(here), releases.newest(there)]
-        if goal is not None and goal.minor_key in (here, there):
-            found.append(goal)
-        return sorted({v for v in found if v is not None and v > running}, reverse=True)
+        found: set[Version] = set()
+        for minor in (here, there):
+            for version in releases.by_minor.get(minor, ()):  # newest first
+                if version <= running:
+                    break
+                refusal = check_target(component=component, target=version.tag, cluster=state)
+                if refusal is None:
+                    found.add(version)
+                    break
+                if refusal.rule is not Rule.SITE_POLICY:
+                    break  # every other rule judges the minor, not the patch
+        if (
+            goal is not None
+            and goal.minor_key in (here, there)
+            and goal > running
+            and check_target(component=component, target=goal.tag, cluster=state) is None
+        ):
+            found.add(goal)
+        return sorted(found, reverse=True)
 
     def moves(self, state: ClusterVersions) -> list[_Edge]:
         out: list[_Edge] = []
-        talos, kubernetes = parse(state.talos), parse(state.kubernetes)
-        for version in self._candidates(self.talos, talos, self.goal.talos):
-            if check_target(component=Component.TALOS, target=version.tag, cluster=state) is None:
-                out.append((Component.TALOS, version.tag, replace(state, talos=version.tag)))
+        for version in self._candidates(Component.TALOS, self.talos, state, self.goal.talos):
+            out.append((Component.TALOS, version.tag, replace(state, talos=version.tag)))
         if not self.move_kubernetes:
             return out
-        for version in self._candidates(self.kubernetes, kubernetes, self.goal.kubernetes):
-            if (
-                check_target(component=Component.KUBERNETES, target=version.tag, cluster=state)
-                is None
-            ):
-                out.append(
-                    (Component.KUBERNETES, version.tag, replace(state, kubernetes=version.tag))
-                )
+        for version in self._candidates(
+            Component.KUBERNETES, self.kubernetes, state, self.goal.kubernetes
+        ):
+            out.append((Component.KUBERNETES, version.tag, replace(state, kubernetes=version.tag)))
         chart = PINNED.cilium_chart
         if (
             state.cilium_constrains
@@ -428,8 +448,13 @@ def _unreachable(search: _Search, goal: Goal) -> tuple[str, blocked.BlockedRelea
         if line is None:
             break
         via = "" if step == target else f"it goes through {_NAME[component]} {step.tag}, and "
+        under = (
+            "under this site's policy"
+            if line.blocker in (blocked.Blocker.SITE_POLICY, blocked.Blocker.SITE_POLICY_UNREADABLE)
+            else "with this build"
+        )
         return (
-            f"{_NAME[component]} {target.tag} is not reachable with this build: {via}"
+            f"{_NAME[component]} {target.tag} is not reachable {under}: {via}"
             f"{line.reason}; {line.step} (the furthest the rules reach is {at})",
             line,
         )

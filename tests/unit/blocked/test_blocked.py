@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from ichor.release import observed
+from ichor.release import observed, policy
 from ichor.release.refusals import Rule
 from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, parse
@@ -306,6 +306,26 @@ _TALOS_GRID = range(10, table.UNKNOWN_TALOS_MINOR[1] + 1)
 _KUBERNETES_GRID = range(29, table.UNKNOWN_KUBERNETES_MINOR[1] + 1)
 GRID_TALOS = tuple(f"v1.{minor}.{patch}" for minor in _TALOS_GRID for patch in (0, 2, 5))
 GRID_KUBERNETES = tuple(f"v1.{minor}.{patch}" for minor in _KUBERNETES_GRID for patch in (0, 3))
+# A site's policy over part of the grid: a denied Talos patch, Kubernetes held at 1.34, a
+# pair its tests failed; and one that cannot be read.
+SITE = policy.read(
+    {
+        "deny": [
+            {"name": "nic", "component": "talos", "versions": ["v1.13.5"], "reason": "NIC"},
+            {
+                "name": "pair",
+                "component": "kubernetes",
+                "range": {"from": "v1.33.0", "to": "v1.33.3"},
+                "with": {"component": "cilium", "range": {"from": "1.20.0"}},
+                "reason": "conformance",
+            },
+        ],
+        "highestMinor": [
+            {"name": "hold", "component": "kubernetes", "minor": "1.34", "reason": "validation"}
+        ],
+    }
+)
+UNREADABLE_SITE = policy.SitePolicy(unreadable="spec.policy is not an object")
 GRID = [
     ClusterVersions(f"v1.{talos}.1", f"v1.{kubernetes}.1", cilium, kind)
     for talos in _TALOS_GRID
@@ -319,6 +339,12 @@ GRID = [
         (None, "flannel"),
         (None, None),
     )
+] + [
+    ClusterVersions(f"v1.{talos}.1", f"v1.{kubernetes}.1", cilium, "cilium", policy=site)
+    for talos in (12, 13)
+    for kubernetes in (32, 33)
+    for cilium in ("1.19.10", "1.20.4")
+    for site in (SITE, UNREADABLE_SITE)
 ]
 _RULES = {
     Blocker.TALOS: {Rule.TALOS_KUBERNETES, Rule.UNKNOWN_VERSION},
@@ -328,6 +354,8 @@ _RULES = {
     Blocker.KUBERNETES_SKEW: {Rule.KUBERNETES_SKEW},
     Blocker.UNKNOWN: {Rule.UNKNOWN_VERSION},
     Blocker.UNREADABLE: {Rule.UNREADABLE_VERSION},
+    Blocker.SITE_POLICY: {Rule.SITE_POLICY},
+    Blocker.SITE_POLICY_UNREADABLE: {Rule.SITE_POLICY_UNREADABLE},
 }
 
 

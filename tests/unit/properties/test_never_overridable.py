@@ -348,7 +348,7 @@ def target_rules(
 
 def observed_state(scene: Scene) -> ClusterVersions | None:
     """What the Nodes run, when it differs from the spec (the executor judges it too)."""
-    moved = {}
+    moved: dict[str, Any] = {}
     if scene.observed_talos not in (None, scene.cluster.talos):
         moved["talos"] = scene.observed_talos
     if scene.observed_kubernetes not in (None, scene.cluster.kubernetes):
