@@ -74,7 +74,7 @@ def _next_talos() -> Minor:
 
 
 BROKEN: dict[str, tuple[Callable[[], list[str]], str]] = {
-    # the issue's case: a Talos range for a minor machinery has no row for
+    # the case that used to pass: a Talos range for a minor machinery has no row for
     "talos-range-without-its-row": (
         lambda: found(
             talos={
@@ -175,7 +175,7 @@ def test_a_table_that_does_not_hold_is_refused_with_the_reason(case: str) -> Non
 
 def test_the_rules_raise_on_a_talos_range_without_its_row() -> None:
     """Why the check refuses it: the pair rule reads the machinery row of every minor the
-    table holds, and there is none (the webhook's 503 of the issue)."""
+    table holds, and there is none (the webhook answered 503)."""
     talos = {**TALOS, _next_talos(): KubernetesRange((1, 34), (1, 38), _source(_next_talos()))}
     with table_check.swapped(rows=ROWS, talos_kubernetes=talos, cilium_kubernetes=CILIUM):
         target = f"v{_next_talos()[0]}.{_next_talos()[1]}.0"
