@@ -17,11 +17,13 @@ from ichor.api.conditions import ClusterReason as Reason
 from ichor.api.conditions import ConditionStatus
 from ichor.api.ichorinstallation import Installation
 from ichor.api.records import RecordKind
+from ichor.cli import views
 from ichor.controller.taloscluster.status import policy_tally
 from ichor.controller.talosoperation import lifecycle
 from ichor.controller.talosoperation.lifecycle import ClusterState
 from ichor.release import policy
 from ichor.release.refusals import Rule
+from ichor.upgrade.rule import Component
 from ichor.webhook import intake, judgement, kubeapi
 from ichor.webhook.reviews import NamespacedName
 from tests.support import table
@@ -424,3 +426,38 @@ def test_the_tally_counts_the_clusters_each_entry_acts_on() -> None:
         "entries": [],
         "unreadable": "spec.policy is not an object",
     }
+
+
+# --- the CLI's --list and plan ------------------------------------------------------------------
+
+
+def test_the_cli_reads_the_policy_from_the_installation_as_the_controller_does() -> None:
+    body = installation()
+    body["status"] = {"upgradeTargets": {"checkedAt": "2026-12-03T08:00:00Z",
+                                         "talos": ["v1.14.3", "v1.14.4", "v1.14.5"],
+                                         "kubernetes": ["v1.36.7", "v1.37.1"]}}  # fmt: skip
+    seen = views.Cluster.of(
+        {"metadata": {"namespace": "team-a", "name": "prod"}, "spec": spec(talosVersion="v1.14.2")}
+    )
+    site = views.site_policy(body)
+    assert site == policy.read(POLICY)
+    listed = views.choice_list(
+        seen, Component.TALOS, views.release_list(body, Component.TALOS), policy=site
+    )
+    assert [v.tag for v in listed.choices.patch] == ["v1.14.5", "v1.14.3"]
+    assert listed.choices.default is not None
+    assert listed.choices.default.tag == "v1.14.3"  # the release set, still valid
+    plain = views.choice_list(seen, Component.TALOS, views.release_list(body, Component.TALOS))
+    assert [v.tag for v in plain.choices.patch] == ["v1.14.5", "v1.14.4", "v1.14.3"]
+    shown = listed.to_json()
+    assert shown["patch"] == ["v1.14.5", "v1.14.3"]
+    plan = views.path_plan(
+        seen,
+        talos=views.release_list(body, Component.TALOS),
+        kubernetes=views.release_list(body, Component.KUBERNETES),
+        talos_goal="v1.14.4",
+        kubernetes_goal=None,
+        policy=site,
+    )
+    assert plan.reason is not None
+    assert "is not reachable under this site's policy: denied by this site" in plan.reason
