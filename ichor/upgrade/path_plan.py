@@ -423,8 +423,10 @@ def _unreachable(search: _Search, goal: Goal) -> tuple[str, blocked.BlockedRelea
         )
         if any(parse(getattr(state, mine)) == target for state in search.states):
             continue
+        # a state past the goal (a newer patch the rules took) can never come back to it
+        short = [state for state in search.states if parse(getattr(state, mine)) < target]
         furthest = max(
-            search.states,
+            short or search.states,
             key=lambda state: (
                 parse(getattr(state, mine)),
                 parse(getattr(state, other)),
