@@ -54,7 +54,7 @@ For the callers (``ichor upgrade plan CLUSTER [--talos V] [--kubernetes V]``, st
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -335,10 +335,51 @@ def _goal_of(goal: Goal, component: Component) -> Version | None:
     return goal.kubernetes if component is Component.KUBERNETES else None
 
 
-def _why(path: Sequence[_Edge], index: int, *, start: ClusterVersions, goal: Goal) -> str:
-    """Why a step is in the plan, in the order a person would ask it.
+def _why(
+    path: Sequence[_Edge],
+    index: int,
+    *,
+    start: ClusterVersions,
+    goal: Goal,
+    recorded: Mapping[Component, Releases],
+) -> str:
+    """Why a step is in the plan, in the order a person would ask it, and why this patch
+    when the site's policy denies the newer ones of its minor (``_passed_over``)."""
+    said = _reason_of(path, index, start=start, goal=goal)
+    component, target, _ = path[index]
+    before = path[index - 1][2] if index else start
+    over = _passed_over(component, parse(target) if component is not Component.CNI else None,
+                        before=before, recorded=recorded)  # fmt: skip
+    return f"{said}; {over}" if over else said
 
-    The goal's last step says so; a Kubernetes step toward a Kubernetes goal is one
+
+def _passed_over(
+    component: Component,
+    target: Version | None,
+    *,
+    before: ClusterVersions,
+    recorded: Mapping[Component, Releases],
+) -> str | None:
+    """The newer patches of the target's minor the site's policy denies, said once."""
+    releases = recorded.get(component)
+    if target is None or releases is None:
+        return None
+    denied = [
+        version
+        for version in releases.by_minor.get(target.minor_key, ())
+        if version > target
+        and (refusal := check_target(component=component, target=version.tag, cluster=before))
+        is not None
+        and refusal.rule is Rule.SITE_POLICY
+    ]
+    if not denied:
+        return None
+    shown = ", ".join(version.tag for version in denied)
+    return f"{shown} of that minor denied by this site's policy"
+
+
+def _reason_of(path: Sequence[_Edge], index: int, *, start: ClusterVersions, goal: Goal) -> str:
+    """The goal's last step says so; a Kubernetes step toward a Kubernetes goal is one
     minor at a time; any other step names the first later step of another component
     that the rule refuses without it (the same ``check_target``, with this step undone).
     """
@@ -384,7 +425,12 @@ def _describe(state: ClusterVersions) -> str:
 
 
 def _steps(
-    path: Sequence[_Edge], *, start: ClusterVersions, goal: Goal, name: str
+    path: Sequence[_Edge],
+    *,
+    start: ClusterVersions,
+    goal: Goal,
+    name: str,
+    recorded: Mapping[Component, Releases],
 ) -> tuple[PlanStep, ...]:
     steps: list[PlanStep] = []
     before = start
@@ -396,7 +442,7 @@ def _steps(
                 before=before,
                 after=after,
                 command=command(component, cluster=name, target=target),
-                why=_why(path, index, start=start, goal=goal),
+                why=_why(path, index, start=start, goal=goal, recorded=recorded),
             )
         )
         before = after
@@ -560,7 +606,7 @@ def plan_path(
             outcome=PlanOutcome.REACHABLE,
             start=cluster,
             goal=goal,
-            steps=_steps(path, start=cluster, goal=goal, name=name),
+            steps=_steps(path, start=cluster, goal=goal, name=name, recorded=recorded),
             warnings=tuple(warnings),
         )
     reason, line = _unreachable(search, goal)
@@ -591,7 +637,7 @@ def plan_path(
                     outcome=PlanOutcome.REACHABLE,
                     start=cluster,
                     goal=closer,
-                    steps=_steps(route, start=cluster, goal=closer, name=name),
+                    steps=_steps(route, start=cluster, goal=closer, name=name, recorded=recorded),
                     warnings=tuple(warnings),
                 )
     return PathPlan(

@@ -243,10 +243,8 @@ def site_warnings(new: ClusterObject, *, policy: SitePolicy) -> tuple[str, ...]:
     )
     said = _site_step(new, policy=policy, cilium=cilium, talos=True, kubernetes=True)
     return tuple(
-        (
-            f"this site's policy refuses what the cluster is created with ({r.rule}): "
-            f"{r.message} A create takes it as it is; every later move is judged by it."
-        )[:WARNING_LIMIT]
+        f"created as it is, though this site's policy refuses it (later moves are judged by "
+        f"it): {r.message}"[:WARNING_LIMIT]
         for r in said.refusals
     )
 

@@ -128,7 +128,7 @@ async def test_a_create_is_warned_not_refused() -> None:
     )  # fmt: skip
     assert answer.allowed
     assert answer.admitted is None
-    said = [w for w in answer.warnings if w.startswith("this site's policy refuses")]
+    said = [w for w in answer.warnings if w.startswith("created as it is, though this site's")]
     assert len(said) == 2
     assert "entry 'nic'" in said[0]
     assert "entry 'k8s'" in said[1]

@@ -179,6 +179,11 @@ def test_the_path_plan_routes_around_a_denied_patch() -> None:
         "ichor upgrade talos CLUSTER v1.13.4",
         "ichor upgrade talos CLUSTER v1.14.3",
     )
+    assert routed.steps[0].why == (
+        "the path the Talos docs test goes through the newest patch of each minor; v1.13.5 "
+        "of that minor denied by this site's policy"
+    )
+    assert ";" not in plain.steps[0].why
 
 
 def test_a_denied_goal_is_not_reachable_under_this_sites_policy() -> None:
