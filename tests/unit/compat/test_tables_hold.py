@@ -24,6 +24,7 @@ from ichor.release.compat import KubernetesRange
 from ichor.release.machinery_rows import SNAPSHOT, MachineryRow
 from ichor.release.refusals import Refusal, Verdict
 from ichor.release.release_set import PINNED, ReleaseSet, check_adopt_compat, check_init_compat
+from ichor.release.versions import parse
 from ichor.upgrade import blocked, choices, path_plan, paths
 from ichor.upgrade.rule import ClusterVersions, Component, judge_target
 from tests.support import table_check
@@ -73,6 +74,44 @@ def _next_talos() -> Minor:
     return (newest[0], newest[1] + 1)
 
 
+# The row cases break the newest row and compare it with the one before, whichever they are,
+# so a new row changes none of them.
+NEWEST: Minor = ROWS[-1].talos
+BEFORE: Minor = ROWS[-2].talos
+
+
+def _package(minor: Minor) -> str:
+    return f"talos{minor[0]}{minor[1]}"
+
+
+def _first(minor: Minor) -> str:
+    """The first release of ``minor``, as machinery writes it (``1.14.0``)."""
+    return f"{minor[0]}.{minor[1]}.0"
+
+
+def _past(row: MachineryRow) -> str:
+    """A Kubernetes above the row's newest (its minor's ``.99`` bound plus one minor)."""
+    major, minor, _ = row.max_kubernetes.split(".")
+    return f"{major}.{int(minor) + 1}.0"
+
+
+def _below(row: MachineryRow) -> str:
+    """A newest Kubernetes one minor older than the row's."""
+    major, minor, patch = row.max_kubernetes.split(".")
+    return f"{major}.{int(minor) - 1}.{patch}"
+
+
+def _outside_talos_range(release_set: ReleaseSet) -> str:
+    """A Kubernetes one minor below the lowest the release set's Talos runs (the table
+    refuses the pair, whatever the rows)."""
+    talos = parse(release_set.talos).minor_key
+    entry = compat.TALOS_KUBERNETES.get(talos)
+    bounds = machinery.bounds(talos)
+    assert bounds is not None, "the release set's Talos has no machinery row"
+    low = entry.low if entry is not None else bounds.kubernetes_minors[0]
+    return f"v{low[0]}.{low[1] - 1}.0"
+
+
 BROKEN: dict[str, tuple[Callable[[], list[str]], str]] = {
     # the case that used to pass: a Talos range for a minor machinery has no row for
     "talos-range-without-its-row": (
@@ -118,41 +157,45 @@ BROKEN: dict[str, tuple[Callable[[], list[str]], str]] = {
         "starts or ends before 1.19's",
     ),
     "row-without-its-source": (
-        lambda: found(rows=(*ROWS[:-1], _row((1, 14), source=ROWS[-2].source))),
-        "does not name its talos114.go",
+        lambda: found(rows=(*ROWS[:-1], _row(NEWEST, source=ROWS[-2].source))),
+        f"does not name its {_package(NEWEST)}.go",
     ),
     "row-at-another-commit": (
         lambda: found(
-            rows=(*ROWS[:-1], _row((1, 14), source=ROWS[-1].source.replace(SNAPSHOT, "f" * 40)))
+            rows=(*ROWS[:-1], _row(NEWEST, source=ROWS[-1].source.replace(SNAPSHOT, "f" * 40)))
         ),
         "is not at SNAPSHOT",
     ),
     "row-kubernetes-upside-down": (
-        lambda: found(rows=(*ROWS[:-1], _row((1, 14), min_kubernetes="1.38.0"))),
+        lambda: found(rows=(*ROWS[:-1], _row(NEWEST, min_kubernetes=_past(ROWS[-1])))),
         "Kubernetes bounds are not ordered",
     ),
     "row-that-cannot-install-over-itself": (
-        lambda: found(rows=(*ROWS[:-1], _row((1, 14), max_host_downgrade="1.14.0"))),
+        lambda: found(rows=(*ROWS[:-1], _row(NEWEST, max_host_downgrade=_first(NEWEST)))),
         "does not install over its own minor",
     ),
     "row-older-than-the-one-before": (
-        lambda: found(rows=(*ROWS[:-1], _row((1, 14), max_kubernetes="1.35.99"))),
-        "newest Kubernetes is older than Talos 1.13's",
+        lambda: found(rows=(*ROWS[:-1], _row(NEWEST, max_kubernetes=_below(ROWS[-2])))),
+        f"newest Kubernetes is older than Talos {BEFORE[0]}.{BEFORE[1]}'s",
     ),
     "rows-out-of-order": (
         lambda: found(rows=(ROWS[-1], *ROWS[:-1])),
         "not one per minor in order",
     ),
     "row-that-does-not-parse": (
-        lambda: found(rows=(*ROWS[:-1], _row((1, 14), min_host="latest"))),
+        lambda: found(rows=(*ROWS[:-1], _row(NEWEST, min_host="latest"))),
         "does not parse",
     ),
     "release-set-the-table-does-not-hold": (
-        lambda: found(release_set=dataclasses.replace(PINNED, kubernetes="v1.37.2")),
+        lambda: found(
+            release_set=dataclasses.replace(PINNED, kubernetes=_outside_talos_range(PINNED))
+        ),
         "does not hold together",
     ),
     "release-set-contract-of-another-minor": (
-        lambda: found(release_set=dataclasses.replace(PINNED, contract="v1.13")),
+        lambda: found(
+            release_set=dataclasses.replace(PINNED, contract=f"v{BEFORE[0]}.{BEFORE[1]}")
+        ),
         "is not its Talos's minor",
     ),
     "release-set-with-a-pre-release": (

@@ -39,6 +39,7 @@ from ichor.release.observed import Unreadable
 from ichor.release.refusals import Refusal, Rule, Verdict
 from ichor.release.release_set import (
     ADOPT_MIN_TALOS,
+    PINNED,
     ReleaseSet,
     check_adopt_compat,
     check_init_compat,
@@ -557,7 +558,9 @@ def test_adopt_refuses_whenever_a_rule_that_no_override_passes_refuses(
         compat.talos_kubernetes_error(talos=talos, kubernetes=kubernetes),
     ]
     if managed:
-        answers.append(compat.cilium_kubernetes_error(cilium="1.20.4", kubernetes=kubernetes))
+        answers.append(
+            compat.cilium_kubernetes_error(cilium=PINNED.cilium_chart, kubernetes=kubernetes)
+        )
     want = classify(answers)
     event(f"verdict: {want.value}")
     verdict = check_adopt_compat(talos=talos, kubernetes=kubernetes, managed_cni=managed)
