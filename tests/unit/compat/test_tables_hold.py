@@ -101,6 +101,12 @@ def _below(row: MachineryRow) -> str:
     return f"{major}.{int(minor) - 1}.{patch}"
 
 
+def _contract_before(release_set: ReleaseSet) -> str:
+    """The contract of the minor before the release set's Talos."""
+    major, minor = parse(release_set.talos).minor_key
+    return f"v{major}.{minor - 1}"
+
+
 def _outside_talos_range(release_set: ReleaseSet) -> str:
     """A Kubernetes one minor below the lowest the release set's Talos runs (the table
     refuses the pair, whatever the rows)."""
@@ -193,9 +199,7 @@ BROKEN: dict[str, tuple[Callable[[], list[str]], str]] = {
         "does not hold together",
     ),
     "release-set-contract-of-another-minor": (
-        lambda: found(
-            release_set=dataclasses.replace(PINNED, contract=f"v{BEFORE[0]}.{BEFORE[1]}")
-        ),
+        lambda: found(release_set=dataclasses.replace(PINNED, contract=_contract_before(PINNED))),
         "is not its Talos's minor",
     ),
     "release-set-with-a-pre-release": (
