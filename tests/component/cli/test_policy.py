@@ -2,7 +2,8 @@
 the webhook: a denied Talos patch is refused for a user without the override verb with
 the entry and the reason a person wrote, passed with the verb and recorded as a Warning
 Event naming the entry, left out of ``--list`` (the default moves to the next patch,
-"Not offered" says why) and routed around by ``ichor upgrade plan``."""
+"Not offered" says why) and routed around by ``ichor upgrade plan``. ``ichor init`` and
+``ichor adopt`` at a denied version are warned, not refused; the next move is judged."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from typing import Any
 import pytest
 
 from ichor.api import kinds
+from ichor.release.release_set import PINNED
 from tests.component.cli.conftest import HOLDER, PLAIN, Cli
+from tests.component.cli.test_clusters import Workload, workload  # noqa: F401
 from tests.component.cli.test_upgrade import OLD_STATE, PINNED_STATE, _make
 
 pytestmark = pytest.mark.component
@@ -119,3 +122,40 @@ def test_the_plan_routes_around_a_denied_patch(cli: Cli, recorded: Any) -> None:
     denied = cli("upgrade", "plan", "edge", "--talos", "v1.14.5", user=PLAIN)
     assert denied.code == 1
     assert "not reachable under this site's policy: denied by this site" in denied.out
+
+
+def test_init_and_adopt_at_a_denied_version_are_warned_and_the_next_move_is_judged(
+    cli: Cli,
+    recorded: Any,
+    workload: Workload,  # noqa: F811
+) -> None:
+    """A create is no step: ``ichor init`` writes the release set and ``ichor adopt`` what
+    runs, even where the site denies it, with the entry in a warning. Every later move of
+    the cluster is judged by the policy, for a user without the verb."""
+    recorded()
+    policy = {
+        "deny": [
+            *POLICY["deny"],
+            {"name": "set", "component": "talos", "versions": [PINNED.talos], "reason": REASON},
+        ]
+    }
+    write_policy(cli, policy)
+    init = cli("init", "prod", user=PLAIN)
+    assert init.code == 0, init.err
+    assert "created as it is, though this site's policy refuses it" in init.err
+    assert "spec.policy.deny entry 'set'" in init.err
+    assert cli.get("taloscluster", "prod")["spec"]["talosVersion"] == PINNED.talos
+    workload.node("n1", talos="v1.14.5", kubelet="v1.36.7")
+    adopted = cli(
+        "adopt", "edge", "--workload-kubeconfig", str(cli.plane.kubeconfig), user=PLAIN
+    )  # fmt: skip
+    assert adopted.code == 0, adopted.err
+    assert "spec.policy.deny entry 'nic'" in adopted.err
+    assert cli.get("taloscluster", "edge")["spec"]["talosVersion"] == "v1.14.5"
+    # the next move is judged: to a denied version refused, off the denied one allowed
+    moved = cli("upgrade", "talos", "prod", "v1.14.5", user=PLAIN)
+    assert moved.code != 0
+    assert SAYS in moved.err
+    off = cli("upgrade", "talos", "prod", "v1.14.4", "--dry-run", user=PLAIN)
+    assert off.code == 0, off.err
+    assert cli.operations() == []
