@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle printable \
         bench demo demo-down cluster-up cluster-down image image-base clean node compat-json \
-        runtime-deps configuration chart-readme ui ui-unit ui-package ui-screenshots
+        runtime-deps configuration chart-readme ui ui-unit ui-package ui-screenshots hooks
 
 help:
 	@echo "The two commands:"
@@ -49,6 +49,7 @@ help:
 	@echo "For a person:"
 	@echo "  make cluster-up    a local control plane named dev (make cluster-down stops it)"
 	@echo "  make venv          the virtual environment .venv"
+	@echo "  make hooks         the git hooks of hack/hooks for this clone (commit-msg: subject <= 72)"
 	@echo "  make clean         remove .venv and the caches of the tools"
 	@echo "  make help          this list"
 
@@ -59,6 +60,12 @@ $(STAMP): pyproject.toml
 	@touch $@
 
 venv: $(STAMP)
+
+# The project's git hooks (hack/hooks; commit-msg checks the subject and the blank line).
+# core.hooksPath is relative, so every worktree of the clone runs its own checkout's hooks.
+hooks:
+	git config core.hooksPath hack/hooks
+	@echo "git runs hack/hooks now (git config --unset core.hooksPath to stop)"
 
 lint: $(STAMP)
 	$(BIN)/ruff check ichor tests
