@@ -1,20 +1,12 @@
 """``ichor autopatch suspend|resume CLUSTER``: stop and restart a cluster's auto-patch;
 ``ichor autopatch unhalt COMPONENT VERSION | --all``: lift the fleet's halts early.
 
-Both write the TalosCluster itself (one merge patch, judged by the webhook like any
-update; the status stays the operator's): ``suspend`` sets ``spec.autoPatch.suspended:
-true``; ``resume`` removes the cluster's own ``suspended`` (null, so the fleet's setting
-decides again: a false would beat a fleet-wide suspension for ever) and, when auto-patch
-stopped after a failed operation (``status.autoPatch.suspension``), sets the annotation
-``ichor.dev/auto-patch-resume`` to that operation's name, which is how a person says "I
-looked at this failure" (the operator then clears the suspension record). It says when
-the fleet is still suspended. The kubectl equivalents are printed in docs/autopatch.md.
+``suspend`` and ``resume`` write the TalosCluster's spec with one merge patch (``resume``
+also names the failed operation it looked at, ``ichor.dev/auto-patch-resume``).
+``unhalt`` annotates the IchorInstallation (``ichor.dev/unhalt``), waits for the operator
+to lift the halts, and says what was lifted.
 
-``unhalt`` updates the IchorInstallation (the verb ``update`` on it) with the annotation
-``ichor.dev/unhalt: <component>/<version>`` (or ``all``); the webhook records who asked,
-the operator lifts the halts in ``status.autoPatch.halts`` (status stays the operator's),
-posts an Event naming that person and removes the annotation. The command waits for that
-and says what was lifted.
+More in docs/design/notes.md, "ichor/cli/autopatch.py".
 """
 
 from __future__ import annotations

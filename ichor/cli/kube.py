@@ -1,17 +1,12 @@
 """The CLI's connection to the cluster Ichor runs in, found like kubectl finds it.
 
-``--kubeconfig`` (else ``$KUBECONFIG``, else ``~/.kube/config``), ``--context`` and
-``-n/--namespace`` (else the context's namespace, else ``default``); ``--as`` and
-``--as-group`` (else the kubeconfig user's ``as:``/``as-groups:``, which the Python client
-alone would ignore) impersonate a user on every call, as kubectl does (the API server
-checks the caller's ``impersonate`` verb). The CLI is a short synchronous program, so it uses the
-synchronous ``kubernetes`` client, which it loads on the first connection only.
+``--kubeconfig``, ``--context``, ``-n``, ``--as`` and ``--as-group`` as kubectl reads them
+(the kubeconfig user's ``as:`` too), with the synchronous ``kubernetes`` client loaded on
+the first connection only. Every failure of the API becomes ``CliError`` with one
+sentence; a denial by Ichor's webhook is kept apart (``Denied``): a refusal of the rules,
+exit code 1, with the ``--override`` hint where the server says an override would pass.
 
-Every failure of the API becomes ``CliError`` with one sentence (what failed, and the
-API server's own reason), never a stack trace. A denial by Ichor's admission webhook is
-kept apart (``Denied``): it is a refusal of the rules, not an error of the connection,
-and the commands turn it into exit code 1 with the reason and, where the server says an
-override would pass it, the hint to use ``--override``.
+More in docs/design/notes.md, "ichor/cli/kube.py".
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Credentials a user stores in a Secret (a kubeconfig, a talosconfig), read as data; pure.
 
-The operator builds a workload client from a TalosCluster's kubeconfig and mounts it and
-the talosconfig into the Jobs that run helm and talosctl. Both formats can make their
-reader run a command (``exec``, ``auth-provider``), read a file of its own
-(``tokenFile``, every ``*-file`` path, Talos's SideroV1 keys) or send its requests
-elsewhere (``proxy-url``). So a Secret's text is accepted only as one cluster, one user
-and one context with inline credentials: every field is on a whitelist, anything else is
-refused (``Refused``) with a sentence naming the field. The YAML is bounded before it is
-built (size, events, nesting, no alias, tag, merge key or repeated key, one document),
-so the reader here and the Go readers in the Jobs read the same few fields. No sentence
-quotes the text: a field is named only from the formats' own vocabulary.
+Both formats can make their reader run a command, read a file or send requests elsewhere.
+So a Secret's text is accepted only as one cluster, one user and one context with inline
+credentials, every field on a whitelist, anything else refused (``Refused``) naming the
+field. The YAML is bounded before it is built (size, events, nesting, no alias, tag,
+merge key or repeated key, one document). No sentence quotes the text.
+
+More in docs/design/notes.md, "ichor/kube/credentials.py".
 """
 
 from __future__ import annotations

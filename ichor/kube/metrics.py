@@ -1,15 +1,11 @@
 """Prometheus metrics of the operator, and the functions the controller and webhook call.
 
-Why one module: every metric name, label and help text lives here, so the chart's
-ServiceMonitor, docs/install.md and a dashboard read one list; the controller and webhook call
-one function per fact (a check succeeded, a list was read, a decision was made) and never
-touch ``prometheus_client`` themselves.
+Every metric name, label and help text lives here; callers call one function per fact and
+never touch ``prometheus_client``. No unbounded label but the clusters themselves (no
+versions, user names or error text). The metrics live in their own ``REGISTRY`` and are
+served only when ``serve`` is called (``ICHOR_METRICS_PORT``).
 
-What it refuses to do: label by anything unbounded but the clusters themselves (no
-versions, no user names, no error text in labels: an error is counted, its sentence stays
-in the status and the Events); and serve on its own unless ``serve`` is called (the
-operator calls it when ``ICHOR_METRICS_PORT`` is set). The metrics live in a registry of
-their own (``REGISTRY``), so a test reads them without the interpreter's other collectors.
+More in docs/design/notes.md, "ichor/kube/metrics.py".
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """List every tag of an OCI repository, anonymously and within bounds, for the release check.
 
-``GET /v2/<name>/tags/list?n=<page>``, then the ``Link: <...>; rel="next"`` target (resolved
-against the response URL) until there is none; every tag is kept as listed (``v1.14.3``,
-``1.14.3``, pre-releases): choosing the final releases is the rules' job
-(``ichor.upgrade.choices.finals``). Authentication is ghcr.io's anonymous bearer flow: a 401
-with ``WWW-Authenticate: Bearer realm=..,service=..,scope=..`` leads to one token request to
-the realm, the token is cached per (registry, scope, user) until it expires, and a later
-401 re-fetches it once. Optional credentials (a private mirror) go to the realm, or to the
-registry itself when it asks for HTTP basic.
+``GET /v2/<name>/tags/list`` and its ``Link`` pages, every tag kept as listed; ghcr.io's
+anonymous bearer flow, a token cached per registry, scope and user. Bounded: a total time,
+caps on pages, tags and page size, a few retries (429 and 5xx only), and a ``Link`` that
+loops or leaves the registry is an error. Every failure is a ``ListingError`` naming the
+repository and the cause.
 
-What it refuses to do: run unbounded. A listing has a total time bound, a cap on pages,
-tags and page size, at most a few retries (429 and 5xx only, jittered exponential backoff,
-``Retry-After`` honoured when it fits in the bound), and never retries 401/403/404, so a
-repository named wrong fails in one round trip. A ``Link`` that loops, or leaves the
-registry (where our token would follow it), is an error, not something to follow. Memory is
-the tags plus one page: bodies are dropped once parsed. Every failure is a typed
-``ListingError`` whose message names the repository and the cause.
-
-Why plain aiohttp and not oras-py: docs/design/notes.md, "Why the tag lister is plain aiohttp".
+More in docs/design/notes.md, "ichor/registry/lister.py".
 """
 
 from __future__ import annotations

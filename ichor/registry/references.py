@@ -1,16 +1,11 @@
 """Repository references the release check lists, and how each picks its scheme.
 
-A reference is ``[scheme://]host[:port]/name``: ``ghcr.io/siderolabs/installer-base``,
-``mirror.example.com:5000/siderolabs/kubelet``, or ``http://127.0.0.1:5000/test/talos``.
+A reference is ``[scheme://]host[:port]/name``. HTTPS unless it says ``http://``, which is
+accepted for a loopback host only; no guessing from the port, no fallback to HTTP. It
+refuses a reference without a registry host, with a tag or digest, or with a name the
+distribution spec does not allow, before any I/O.
 
-Scheme: HTTPS unless the reference says ``http://``, and ``http://`` is accepted only for a
-loopback host (127.0.0.0/8, ::1, ``localhost``), which is what a test registry is. There is
-no guessing from the port and no fallback from HTTPS to HTTP: a listing that would send
-credentials or trust tags over plain HTTP across a network is refused here, before any I/O.
-
-It refuses a reference without a registry host (Docker Hub's short names such as
-``siderolabs/installer`` are not resolved), with a tag or digest, or with a name the
-distribution spec does not allow, so a repository named wrong fails at once.
+More in docs/design/notes.md, "ichor/registry/references.py".
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Versions as Talos machinery reads them, and the forms Ichor accepts in its fields.
 
-Every rule compares versions, so they must all read a version the same way Talos does:
-``parse`` reproduces the tolerant parse of blang/semver v4.0.0 that machinery uses
-(``v4/semver.go``: whitespace trimmed, one leading ``v`` removed, leading zeros stripped,
-short forms padded, pre-release and build kept). A string it would reject is rejected
-here with the same reason, so the machinery port cannot accept what Talos refuses.
+``parse`` reproduces blang/semver v4.0.0's tolerant parse that machinery uses, and
+rejects what it rejects with the same reason. The form checks are stricter on purpose: a
+spec field is written in full (``vX.Y.Z``, contract ``vX.Y``) and an upgrade target is a
+final release. Anything that is not a version raises ``VersionError`` quoting the input
+and naming the form expected.
 
-The form checks are stricter on purpose: a spec field must be written in full
-(``vX.Y.Z``, contract ``vX.Y``) and an upgrade target must be a final release. This
-module refuses to guess: any input that is not a version raises ``VersionError``, which
-quotes the input and names the form expected; nothing here returns a half-parsed value.
+More in docs/design/notes.md, "ichor/release/versions.py".
 """
 
 from __future__ import annotations

@@ -1,27 +1,13 @@
 """What the endpoint accepts before kopf sees a review: its claims and its limits, pure.
 
-The HTTPS endpoint (``server``) hands a review to kopf only when this module says it may.
-Two kinds of check, both without I/O so they are tested without a server:
+The HTTPS endpoint (``server``) hands a review to kopf only when this module says it may:
+the path's claim covers the review's kind, operation and subresource (``CLAIMS``); the
+body is within its memory budget, size, count of values and nesting (``cost_bound``,
+``cost``, ``parse``); and an ``allowed`` answer carries the mark of the path's own handler
+(``judging``, ``judged``). Every refusal is a denial with a sentence (``denial``). It
+judges no object: the rules do, through ``judgement``.
 
-* **Claims.** Each path answers for one kind, some operations and some subresources
-  (``CLAIMS``). kopf allows a review for which it finds no handler, so a review that no
-  claim covers (a TalosCluster review sent to ``/talosoperation``, a DELETE, any
-  subresource not claimed) is denied here: not claimed means denied.
-* **Limits.** A body is read only within a memory budget, and a body is parsed only
-  when its size, its number of JSON values and its nesting are those of a real object:
-  ``cost_bound`` (before reading, from the declared length) and ``cost`` (after) say
-  how much memory reading and parsing it may take; ``parse`` refuses a body nested too
-  deep or with too many values, and never lets Python's own limits (recursion, the
-  digits of an int) escape as an exception.
-
-* **Judged.** kopf matches handlers by comparisons of its own, so a review a claim covers
-  could still find no handler in kopf, and kopf allows what no handler takes. While the
-  endpoint answers a review (``judging``), each handler marks its path (``judged``); an
-  ``allowed`` answer without the mark of the path's own handler is refused by the
-  endpoint, so any mismatch between the claims and kopf fails closed.
-
-Every refusal is an AdmissionReview denial with a sentence (``denial``). This module
-refuses to judge an object: the rules do that, through ``judgement``.
+More in docs/design/notes.md, "ichor/webhook/intake.py".
 """
 
 from __future__ import annotations

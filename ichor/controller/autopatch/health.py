@@ -1,20 +1,12 @@
 """The health checks a person declares (``spec.autoPatch.healthChecks``): CEL expressions
-over objects of the workload cluster, compiled and evaluated here. Pure: the objects come
-in (the runner lists them), a verdict comes out.
+over objects of the workload cluster, compiled and evaluated here. Pure.
 
-The library is cel-python (module ``celpy``): pure Python, so the image and the wheel need
-nothing compiled, and it implements the CEL standard (macros ``all``, ``exists``,
-``filter``, ``map``, ``size``, ``has``) that Kubernetes' own validation rules use.
+cel-python (``celpy``): pure Python, the CEL standard Kubernetes' own rules use. A verdict
+never quotes the objects; a check may read only the resources the settings allow, never
+Secrets (``NEVER_CHECKED``), within ``ichor.api.celbudget``'s cost. ``run`` is what the
+worker process calls (``celworker``); ``verdict`` turns its ``Outcome`` into a sentence.
 
-A verdict never quotes the objects: who may write the spec must not read the workload's
-data through a message. It names the check, its expression and the kind of failure only.
-Even so a verdict is one bit its author reads, so what a check may read is bounded: never
-Secrets (``NEVER_CHECKED``), and only the resources the operator's settings allow
-(``ICHOR_HEALTH_CHECK_RESOURCES``); a check over anything else is a problem, never listed.
-
-A check costs what ``ichor.api.celbudget`` estimates, or it is a problem too; ``run``
-counts the same steps and stops at the budget. ``run`` is what the evaluator's worker
-process calls (``celworker``); ``verdict`` turns its ``Outcome`` into the sentence.
+More in docs/design/notes.md, "ichor/controller/autopatch/health.py".
 """
 
 from __future__ import annotations

@@ -1,29 +1,13 @@
 """Auto-patch's I/O: read what ``decide`` needs, start what it decides, record the fleet's
 halts and first-seen times on the IchorInstallation.
 
-The TalosCluster controller calls ``AutoPatcher.reconcile`` in its own reconcile, after it
-computed the cluster's status, and writes ``status.autoPatch`` and the ``AutoPatchReady``
-condition in the same status write: one writer of a TalosCluster's status. A cluster
-auto-patch is not configured for costs nothing here (no request).
+The TalosCluster controller calls ``AutoPatcher.reconcile`` after computing the status,
+and writes ``status.autoPatch`` and ``AutoPatchReady`` in the same status write. Starts
+are taken one at a time for the whole operator, from fresh lists of the API server, so
+``maxConcurrentClusters`` holds. The health checks run in the evaluator's worker process
+(``evaluator``), never in this one.
 
-The workload cluster (``/readyz``, the health checks) is asked first, outside any lock.
-Then starts are taken one at a time for the whole operator: a lock around "take the time,
-list the cluster's and the fleet's auto-patch operations and read the halts afresh,
-decide again, create", so ``maxConcurrentClusters`` holds between clusters reconciled at
-the same time, a window that closed while the workload was asked starts nothing, and a
-version that just failed elsewhere (a halt recorded since the watch cache was read, or a
-failed operation whose cluster has not recorded its halt yet) is not started. These are
-fresh lists of the API server, never a cache, so a restart counts what is there.
-
-While a failure suspends a cluster, every look asks for its halt (written once, by
-operation name), so a halt whose write failed is written at the next look; every write
-of the fleet's record drops the halts that are over. ``lift_halts`` lifts halts a person
-asked to lift (``ichor autopatch unhalt``), for the recorder, which posts the Event.
-
-The health checks run in the evaluator's worker process (``evaluator``), never in this
-one: within ``HEALTH_TIMEOUT`` each and ``HEALTH_LOOK_TIME`` for all of one cluster's in
-one look; a check stopped for what it cost is not evaluated again for
-``HEALTH_RETRY_AFTER`` unless its expression changes.
+More in docs/design/notes.md, "ichor/controller/autopatch/runner.py".
 """
 
 from __future__ import annotations

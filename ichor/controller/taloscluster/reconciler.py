@@ -1,20 +1,12 @@
 """The TalosCluster controller: observe each workload cluster, write its status.
 
-kopf's watches feed this controller (``wiring``: ``cluster_event``, ``installation_event``); a
-bounded pool of workers reconciles one cluster at a time per key, the clusters of one
-namespace on at most ``group_workers`` of them (``queue``):
+kopf's watches feed it (``wiring``); a bounded pool of workers reconciles one cluster at
+a time per key (``queue``): read the workload cluster when due, under one deadline, as the
+TalosCluster's ServiceAccount without a kubeconfig Secret; compute the status with
+``status.evaluate`` (pure); write the difference, then post the Events. A spec the model
+cannot read is reported once and left alone until it changes.
 
-1. read the workload cluster when its observation is due (every ``observe_interval``;
-   after a failure, with a doubling backoff), under one deadline, so an unreachable
-   cluster holds one worker for at most that long and never the others; without a
-   kubeconfig Secret, as the TalosCluster's ServiceAccount (``ichor.kube.accounts``),
-   never as the operator;
-2. compute the status with ``status.evaluate`` (pure);
-3. write the difference through the status subresource, then post the Events.
-
-A changed ``upgradeTargets`` recomputes every cluster from the observations in memory,
-without reading the workload clusters again. A spec the model cannot read is reported
-once and left alone until it changes; nothing a single object holds stops the others.
+More in docs/design/notes.md, "ichor/controller/taloscluster/reconciler.py".
 """
 
 from __future__ import annotations
