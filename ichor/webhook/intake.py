@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -271,7 +271,8 @@ def uid_of(data: object) -> str:
 
 
 def shape_problem(data: object) -> str | None:
-    """What makes ``data`` not an AdmissionReview v1 request kopf can dispatch, if anything."""
+    """What makes ``data`` not an AdmissionReview v1 request kopf can dispatch, if anything:
+    the envelope, then each of ``REQUEST_CHECKS`` in order, the first problem found."""
     if not isinstance(data, Mapping):
         return "the body is not a JSON object"
     if data.get("apiVersion") != REVIEW_VERSION or data.get("kind") != "AdmissionReview":
@@ -279,25 +280,51 @@ def shape_problem(data: object) -> str | None:
     request = data.get("request")
     if not isinstance(request, Mapping):
         return "request is missing or not an object"
+    for check in REQUEST_CHECKS:
+        problem = check(request)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _names_strings(value: object, keys: tuple[str, ...]) -> bool:
+    return isinstance(value, Mapping) and all(isinstance(value.get(key), str) for key in keys)
+
+
+def _uid_problem(request: Mapping[str, Any]) -> str | None:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         return "request.uid is missing"
     if len(uid) > MAX_UID:
         return f"request.uid has {len(uid):,} characters, more than the {MAX_UID} of a UID"
-    resource = request.get("resource")
-    if not isinstance(resource, Mapping) or not all(
-        isinstance(resource.get(key), str) for key in ("group", "version", "resource")
-    ):
+    return None
+
+
+def _resource_problem(request: Mapping[str, Any]) -> str | None:
+    if not _names_strings(request.get("resource"), ("group", "version", "resource")):
         return "request.resource must name group, version and resource"
-    gvk = request.get("kind")
-    if not isinstance(gvk, Mapping) or not all(
-        isinstance(gvk.get(key), str) for key in ("group", "version", "kind")
-    ):
+    return None
+
+
+def _kind_problem(request: Mapping[str, Any]) -> str | None:
+    if not _names_strings(request.get("kind"), ("group", "version", "kind")):
         return "request.kind must name group, version and kind"
+    return None
+
+
+def _operation_problem(request: Mapping[str, Any]) -> str | None:
     if not isinstance(request.get("operation"), str):
         return "request.operation is missing"
+    return None
+
+
+def _user_problem(request: Mapping[str, Any]) -> str | None:
     if not isinstance(request.get("userInfo"), Mapping):
         return "request.userInfo is missing"
+    return None
+
+
+def _bodies_problem(request: Mapping[str, Any]) -> str | None:
     bodies = {key: request.get(key) for key in ("object", "oldObject")}
     if all(body is None for body in bodies.values()):
         return "request.object and request.oldObject are both missing"
@@ -305,6 +332,10 @@ def shape_problem(data: object) -> str | None:
         problem = _body_problem(body, where=f"request.{key}")
         if problem is not None:
             return problem
+    return None
+
+
+def _subresource_problem(request: Mapping[str, Any]) -> str | None:
     sub = request.get("subResource")
     if sub is not None and not isinstance(sub, str):
         return "request.subResource must be a string"
@@ -313,6 +344,18 @@ def shape_problem(data: object) -> str | None:
         # subresource no handler names, finds none and would allow the review.
         return "request.subResource is empty (the API server leaves it out for the object itself)"
     return None
+
+
+#: The checks of a review's ``request``, in the order ``shape_problem`` asks them.
+REQUEST_CHECKS: tuple[Callable[[Mapping[str, Any]], str | None], ...] = (
+    _uid_problem,
+    _resource_problem,
+    _kind_problem,
+    _operation_problem,
+    _user_problem,
+    _bodies_problem,
+    _subresource_problem,
+)
 
 
 def _body_problem(body: object, *, where: str) -> str | None:

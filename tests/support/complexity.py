@@ -45,14 +45,10 @@ ALLOWED: dict[str, int] = {
     "ichor/cli/views.py:status_row": 18,
     "ichor/controller/autopatch/health.py:compile_checks": 16,
     "ichor/controller/autopatch/policy.py:effective": 16,
-    "ichor/controller/autopatch/runner.py:AutoPatcher.reconcile": 24,
     "ichor/controller/taloscluster/reconciler.py:ClusterController.reconcile": 16,
-    "ichor/kube/credentials.py:_scan": 22,
-    "ichor/kube/credentials.py:read_kubeconfig": 24,
     "ichor/registry/lister.py:TagLister._fetch_token": 21,
     "ichor/registry/references.py:parse": 17,
     "ichor/release/versions.py:_strict": 19,
-    "ichor/webhook/intake.py:shape_problem": 24,
 }
 
 
