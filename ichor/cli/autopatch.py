@@ -158,13 +158,7 @@ def unhalt(
     """Lift the fleet's halt of COMPONENT VERSION (talos|kubernetes vX.Y.Z), or --all.
 
     Needs the verb update on the IchorInstallation; recorded as an Event naming you."""
-    if everything == bool(component or version):
-        raise click.UsageError("name COMPONENT VERSION (kubernetes v1.36.7), or --all")
-    value = UNHALT_ALL if everything else f"{component}/{version}"
-    try:
-        request = parse_unhalt(value)
-    except ValueError as error:
-        raise click.UsageError(str(error)) from None
+    request = _unhalt_request(component, version, everything=everything)
     target = common.target(ctx)
     installation = kube.get_installation(target)
     if installation is None:
@@ -184,6 +178,24 @@ def unhalt(
             f"it posts an Event on IchorInstallation {kinds.INSTALLATION_NAME} naming you."
         )
         return
+    click.echo(_lifted(_acted_on(target, what=what), halted, what=what, of=of))
+
+
+def _unhalt_request(component: str | None, version: str | None, *, everything: bool) -> Unhalt:
+    """The request ``unhalt``'s arguments make, or a usage error: COMPONENT VERSION or
+    --all, never both nor neither."""
+    if everything == bool(component or version):
+        raise click.UsageError("name COMPONENT VERSION (kubernetes v1.36.7), or --all")
+    value = UNHALT_ALL if everything else f"{component}/{version}"
+    try:
+        return parse_unhalt(value)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+
+
+def _acted_on(target: kube.Target, *, what: str) -> dict[str, Any] | None:
+    """The IchorInstallation once the operator removed the request annotation, within
+    ``UNHALT_WAIT`` seconds; else the error that says the request stays."""
     deadline = time.monotonic() + UNHALT_WAIT
     while True:
         now = kube.get_installation(target)
@@ -191,7 +203,7 @@ def unhalt(
             UNHALT_ANNOTATION
         )
         if pending is None:
-            break
+            return now
         if time.monotonic() >= deadline:
             raise kube.CliError(
                 f"asked to lift {what}, but the operator has not acted within "
@@ -199,12 +211,15 @@ def unhalt(
                 f"{kinds.INSTALLATION_NAME} ({UNHALT_ANNOTATION}) and is acted on when it runs"
             )
         time.sleep(0.5)
+
+
+def _lifted(now: dict[str, Any] | None, halted: list[Halt], *, what: str, of: str) -> str:
+    """The sentence for the halts the operator lifted, of those that were in force."""
     ids = {h.operation for h in halted}
     lifted = [h for h in _halts(now) if h.operation in ids and h.lifted_by]
     if not lifted:
-        click.echo(f"No auto-patch halt{of} was in force any more: nothing was lifted.")
-        return
-    click.echo(
+        return f"No auto-patch halt{of} was in force any more: nothing was lifted."
+    return (
         f"Lifted {what}: {'; '.join(_describe(h) for h in lifted)}; lifted by "
         f"{lifted[0].lifted_by}, recorded as an Event on IchorInstallation "
         f"{kinds.INSTALLATION_NAME}. Those versions may start in the next open window."
