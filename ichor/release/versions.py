@@ -214,7 +214,17 @@ def _strict(text: str) -> Version:
         raise _Reject("No Major.Minor.Patch elements found")
     major = _uint(parts[0], "major")
     minor = _uint(parts[1], "minor")
-    rest = parts[2]
+    rest, pre, build = _split_meta(parts[2])
+    patch = _uint(rest, "patch")
+    _check_prerelease(pre)
+    _check_build(build)
+    return Version(major, minor, patch, tuple(pre), tuple(build))
+
+
+def _split_meta(rest: str) -> tuple[str, list[str], list[str]]:
+    """The patch text, the pre-release and the build identifiers of ``rest`` (what
+    follows the minor): the build after the first ``+``, the pre-release after the first
+    ``-`` before it."""
     build: list[str] = []
     pre: list[str] = []
     plus = rest.find("+")
@@ -225,7 +235,12 @@ def _strict(text: str) -> Version:
     if dash != -1:
         pre = rest[dash + 1 :].split(".")
         rest = rest[:dash]
-    patch = _uint(rest, "patch")
+    return rest, pre, build
+
+
+def _check_prerelease(pre: list[str]) -> None:
+    """blang's checks of the pre-release identifiers: none empty, numeric ones without a
+    leading zero and within uint64, the others alphanumeric or ``-``."""
     for ident in pre:
         if not ident:
             raise _Reject("Prerelease is empty")
@@ -238,12 +253,15 @@ def _strict(text: str) -> Version:
                 raise _Reject(f"strconv.ParseUint: parsing {_goquote(ident)}: value out of range")
         elif any(c not in _ALPHANUM for c in ident):
             raise _Reject(f"Invalid character(s) found in prerelease {_goquote(ident)}")
+
+
+def _check_build(build: list[str]) -> None:
+    """blang's checks of the build identifiers: none empty, each alphanumeric or ``-``."""
     for ident in build:
         if not ident:
             raise _Reject("Build meta data is empty")
         if any(c not in _ALPHANUM for c in ident):
             raise _Reject(f"Invalid character(s) found in build meta data {_goquote(ident)}")
-    return Version(major, minor, patch, tuple(pre), tuple(build))
 
 
 def blang_parse_tolerant(text: str) -> Version:

@@ -43,8 +43,6 @@ ALLOWED: dict[str, int] = {
     "ichor/controller/autopatch/policy.py:effective": 16,
     "ichor/controller/taloscluster/reconciler.py:ClusterController.reconcile": 16,
     "ichor/registry/lister.py:TagLister._fetch_token": 21,
-    "ichor/registry/references.py:parse": 17,
-    "ichor/release/versions.py:_strict": 19,
 }
 
 
