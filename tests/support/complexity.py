@@ -38,8 +38,6 @@ ALLOWED: dict[str, int] = {
     # The release check's I/O.
     "ichor/controller/releasecheck/check.py:ReleaseCheck.check": 19,
     "ichor/controller/releasecheck/check.py:ReleaseCheck.delay": 18,
-    # PENDING: split into named steps by the change that brought this check in.
-    "ichor/controller/taloscluster/reconciler.py:ClusterController.reconcile": 16,
 }
 
 

@@ -284,20 +284,12 @@ class ClusterController:
         )
         # Declarative: the spec is the desired state and only its bump starts an upgrade;
         # an auto-patch would move the Nodes past a spec nobody writes.
-        auto = None
-        if spec is not None and decided is None:
-            auto = await self._auto_patch(cluster, outcome.status, now=now)
-        new_status = (
-            outcome.status
-            if auto is None
-            else with_auto_patch(
-                outcome.status,
-                auto_patch=auto.status,
-                condition=auto.condition,
-                generation=generation,
-                now=now,
-            )
+        auto = (
+            await self._auto_patch(cluster, outcome.status, now=now)
+            if spec is not None and decided is None
+            else None
         )
+        new_status = _with_auto(outcome.status, auto, generation=generation, now=now)
         metrics.upgrades_available(
             namespace=key[0], cluster=key[1], choices=outcome.status.upgrade_choices
         )
@@ -656,3 +648,23 @@ def _continue_token(page: object) -> str | None:
     if not isinstance(token, str) or len(token) > MAX_CONTINUE:
         return None
     return token
+
+
+def _with_auto(
+    status: TalosClusterStatus,
+    auto: autopatch.Result | None,
+    *,
+    generation: int | None,
+    now: datetime,
+) -> TalosClusterStatus:
+    """The status with auto-patch's part merged in (``status.autoPatch`` and its
+    condition), under the same clock; as it is when auto-patch was not asked."""
+    if auto is None:
+        return status
+    return with_auto_patch(
+        status,
+        auto_patch=auto.status,
+        condition=auto.condition,
+        generation=generation,
+        now=now,
+    )
