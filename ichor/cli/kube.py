@@ -226,6 +226,21 @@ def warnings_of(headers: Any) -> list[str]:
 
 def get_cluster(target: Target, name: str) -> dict[str, Any]:
     """The TalosCluster ``name`` in the target namespace; a missing one is a CliError."""
+    return _get_own(
+        target,
+        kinds.Plural.TALOS_CLUSTERS,
+        "TalosCluster",
+        name,
+        lister="ichor status",
+        kind_plural="clusters",
+    )
+
+
+def _get_own(
+    target: Target, plural: kinds.Plural, kind: str, name: str, *, lister: str, kind_plural: str
+) -> dict[str, Any]:
+    """The object ``name`` of one of Ichor's kinds in the target namespace; a missing one
+    is a CliError naming the command (``lister``) that lists them there."""
 
     def read() -> dict[str, Any]:
         return cast(
@@ -234,17 +249,17 @@ def get_cluster(target: Target, name: str) -> dict[str, Any]:
                 kinds.GROUP,
                 kinds.VERSION,
                 target.namespace,
-                kinds.Plural.TALOS_CLUSTERS,
+                plural,
                 name,
                 _request_timeout=REQUEST_TIMEOUT,
             ),
         )
 
-    found = call(target, f"reading TalosCluster {target.namespace}/{name}", _or_none(read))
+    found = call(target, f"reading {kind} {target.namespace}/{name}", _or_none(read))
     if found is None:
         raise CliError(
-            f"TalosCluster {target.namespace}/{name} does not exist "
-            f"(ichor status -n {target.namespace} lists the clusters there)"
+            f"{kind} {target.namespace}/{name} does not exist "
+            f"({lister} -n {target.namespace} lists the {kind_plural} there)"
         )
     return found
 
@@ -419,27 +434,14 @@ def list_operations(target: Target, *, all_namespaces: bool) -> list[dict[str, A
 
 def get_operation(target: Target, name: str) -> dict[str, Any]:
     """The TalosOperation ``name`` in the target namespace; a missing one is a CliError."""
-
-    def read() -> dict[str, Any]:
-        return cast(
-            dict[str, Any],
-            target.custom.get_namespaced_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                target.namespace,
-                kinds.Plural.TALOS_OPERATIONS,
-                name,
-                _request_timeout=REQUEST_TIMEOUT,
-            ),
-        )
-
-    found = call(target, f"reading TalosOperation {target.namespace}/{name}", _or_none(read))
-    if found is None:
-        raise CliError(
-            f"TalosOperation {target.namespace}/{name} does not exist "
-            f"(ichor operations -n {target.namespace} lists the operations there)"
-        )
-    return found
+    return _get_own(
+        target,
+        kinds.Plural.TALOS_OPERATIONS,
+        "TalosOperation",
+        name,
+        lister="ichor operations",
+        kind_plural="operations",
+    )
 
 
 def job_pods(target: Target, job: str) -> list[dict[str, Any]]:
