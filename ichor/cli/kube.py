@@ -265,12 +265,23 @@ def _get_own(
 
 
 def list_clusters(target: Target, *, all_namespaces: bool) -> list[dict[str, Any]]:
+    """The TalosClusters of the target namespace (or of every namespace)."""
+    return _list_own(
+        target, kinds.Plural.TALOS_CLUSTERS, "TalosClusters", all_namespaces=all_namespaces
+    )
+
+
+def _list_own(
+    target: Target, plural: kinds.Plural, kinds_name: str, *, all_namespaces: bool
+) -> list[dict[str, Any]]:
+    """The objects of one of Ichor's kinds in the target namespace, or in every one."""
+
     def read() -> list[dict[str, Any]]:
         if all_namespaces:
             found = target.custom.list_cluster_custom_object(
                 kinds.GROUP,
                 kinds.VERSION,
-                kinds.Plural.TALOS_CLUSTERS,
+                plural,
                 _request_timeout=REQUEST_TIMEOUT,
             )
         else:
@@ -278,12 +289,12 @@ def list_clusters(target: Target, *, all_namespaces: bool) -> list[dict[str, Any
                 kinds.GROUP,
                 kinds.VERSION,
                 target.namespace,
-                kinds.Plural.TALOS_CLUSTERS,
+                plural,
                 _request_timeout=REQUEST_TIMEOUT,
             )
         return list(cast(dict[str, Any], found).get("items") or [])
 
-    return call(target, "listing TalosClusters", read)
+    return call(target, f"listing {kinds_name}", read)
 
 
 def get_installation(target: Target) -> dict[str, Any] | None:
@@ -410,26 +421,9 @@ def annotate_installation(target: Target, key: str, value: str) -> dict[str, Any
 
 def list_operations(target: Target, *, all_namespaces: bool) -> list[dict[str, Any]]:
     """The TalosOperations of the target namespace (or of every namespace)."""
-
-    def read() -> list[dict[str, Any]]:
-        if all_namespaces:
-            found = target.custom.list_cluster_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                kinds.Plural.TALOS_OPERATIONS,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        else:
-            found = target.custom.list_namespaced_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                target.namespace,
-                kinds.Plural.TALOS_OPERATIONS,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        return list(cast(dict[str, Any], found).get("items") or [])
-
-    return call(target, "listing TalosOperations", read)
+    return _list_own(
+        target, kinds.Plural.TALOS_OPERATIONS, "TalosOperations", all_namespaces=all_namespaces
+    )
 
 
 def get_operation(target: Target, name: str) -> dict[str, Any]:
