@@ -65,6 +65,8 @@ class Answer:
     record: str | None = None
     cluster: NamespacedName | None = field(default=None)
     admitted: records.Record | None = None
+    #: Why a denial denies, for the metrics: the rule, or a name of ``metrics.DENIAL_REASONS``.
+    reason: str = ""
 
 
 def _passed_refusals(verdict: Verdict) -> tuple[records.Passed, ...]:
@@ -444,6 +446,7 @@ def answer_cluster(
             ),
             code=Code.FORBIDDEN,
             cluster=cluster,
+            reason="Adoption",
         )
     if verdict.blocking is not None:
         return Answer(
@@ -451,6 +454,7 @@ def answer_cluster(
             message=verdict.blocking.message,
             code=Code.FORBIDDEN,
             cluster=cluster,
+            reason=str(verdict.blocking.rule),
         )
     if not verdict.overridable:
         return Answer(allowed=True, cluster=cluster)
@@ -480,6 +484,7 @@ def answer_cluster(
         ),
         code=Code.FORBIDDEN,
         cluster=cluster,
+        reason=str(first.rule),
     )
 
 
@@ -499,7 +504,13 @@ def answer_operation(
                 f" `override: true` does not pass it: the {verdict.blocking.rule} rule is "
                 "never overridable."
             )
-        return Answer(allowed=False, message=message, code=Code.FORBIDDEN, cluster=cluster)
+        return Answer(
+            allowed=False,
+            message=message,
+            code=Code.FORBIDDEN,
+            cluster=cluster,
+            reason=str(verdict.blocking.rule),
+        )
     if not verdict.overridable:
         if spec.override:
             return _clean_override(spec=spec, requester=requester, holds_verb=holds_verb)
@@ -514,6 +525,7 @@ def answer_operation(
             ),
             code=Code.FORBIDDEN,
             cluster=cluster,
+            reason=str(first.rule),
         )
     if not holds_verb:
         return Answer(
@@ -524,6 +536,7 @@ def answer_operation(
             ),
             code=Code.FORBIDDEN,
             cluster=cluster,
+            reason=str(first.rule),
         )
     return _passed(
         verdict,
@@ -559,6 +572,7 @@ def answer_status(
             f"change the spec instead, or let the operator write the status"
         ),
         code=Code.FORBIDDEN,
+        reason="StatusWrite",
     )
 
 
@@ -585,6 +599,7 @@ def _clean_override(
             ),
             code=Code.FORBIDDEN,
             cluster=cluster,
+            reason="OverrideVerb",
         )
     warning = (
         f"override: true set by {requester.username}: the plan refuses nothing now; a "
@@ -615,6 +630,7 @@ def missing_cluster(spec: OperationSpec) -> Answer:
             f"in namespace {spec.namespace!r}."
         ),
         code=Code.FORBIDDEN,
+        reason="ClusterNotFound",
     )
 
 
@@ -624,6 +640,7 @@ def malformed(reason: str) -> Answer:
         allowed=False,
         message=f"the ichor admission webhook cannot read this request: {reason}",
         code=Code.BAD_REQUEST,
+        reason="Unreadable",
     )
 
 
@@ -636,6 +653,7 @@ def undecided(reason: str) -> Answer:
             "nothing was changed, retry the write"
         ),
         code=Code.UNAVAILABLE,
+        reason="Undecided",
     )
 
 
@@ -681,4 +699,5 @@ def started_by_label(
             f"by the operator; create or update the operation without changing it"
         ),
         code=Code.FORBIDDEN,
+        reason="StartedByLabel",
     )

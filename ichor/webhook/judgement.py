@@ -202,7 +202,9 @@ def _checked(
         stamp, _annotations(new), what=what
     )
     if problem is not None:
-        return decisions.Answer(allowed=False, message=problem, code=decisions.Code.FORBIDDEN)
+        return decisions.Answer(
+            allowed=False, message=problem, code=decisions.Code.FORBIDDEN, reason="Stamp"
+        )
     if answer.admitted is not None:
         logger.warning("%s", _admitted_log(answer.admitted, what=what, dryrun=dryrun))
     return answer

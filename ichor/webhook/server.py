@@ -43,6 +43,7 @@ import aiohttp.web
 import kopf
 
 from ichor.api import kinds
+from ichor.kube import metrics
 from ichor.kube.clients import read_within
 from ichor.webhook import decisions, intake
 from ichor.webhook.intake import CLAIMS, MAX_REVIEW_BYTES, REVIEW_VERSION, Claim, denial
@@ -778,6 +779,7 @@ class AdmissionServer:
         peer = peer if isinstance(peer, Mapping) else None
         if self.client_names and _common_name(peer) not in self.client_names:
             # The CA signed it (the handshake checked), but it is not the API server's.
+            intake.denied_for("NotApiServer")
             head = await _head(request.content)
             return denial(
                 intake.peek_uid(head),
@@ -846,7 +848,11 @@ class AdmissionServer:
     async def reply(self, fn: kopf.WebhookFn, request: aiohttp.web.Request) -> aiohttp.web.Response:
         """The HTTP response to one request, its body encoded: the whole of what the
         endpoint does between aiohttp handing over a request and sending the answer."""
-        answer, close = await self.answer(fn, request, path=request.match_info.get("id", ""))
+        started = time.monotonic()
+        path = request.match_info.get("id", "")
+        with intake.denials() as reasons:
+            answer, close = await self.answer(fn, request, path=path)
+        _count(answer, path=path, seconds=time.monotonic() - started, reasons=reasons)
         response = aiohttp.web.json_response(answer)
         if close:
             response.force_close()
@@ -893,6 +899,18 @@ class AdmissionServer:
                 _log.info("admission webhook certificate changed: reopening the endpoint")
             finally:
                 await runner.cleanup()
+
+
+def _count(answer: Mapping[str, Any], *, path: str, seconds: float, reasons: list[str]) -> None:
+    """The metrics of one answer: its latency, and the reason of a denial."""
+    metrics.webhook_answered(webhook=path, seconds=seconds, known=(claim.path for claim in CLAIMS))
+    response = answer.get("response")
+    if isinstance(response, Mapping) and response.get("allowed") is not True:
+        status = response.get("status")
+        code = status.get("code") if isinstance(status, Mapping) else None
+        metrics.webhook_denied(
+            reason=reasons[-1] if reasons else None, code=code if isinstance(code, int) else 403
+        )
 
 
 class RefusalsAreAnswers(logging.Filter):

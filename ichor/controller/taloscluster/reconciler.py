@@ -333,6 +333,9 @@ class ClusterController:
         metrics.upgrades_available(
             namespace=namespace, cluster=name, choices=outcome.status.upgrade_choices
         )
+        metrics.cluster_conditions(
+            namespace=namespace, cluster=name, conditions=new_status.conditions
+        )
         if patch:
             try:
                 written = await patch_status(
