@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle printable \
         bench demo demo-down cluster-up cluster-down image image-base clean node compat-json \
-        runtime-deps configuration docs
+        runtime-deps configuration ui ui-unit ui-package docs
 
 help:
 	@echo "The two commands:"
@@ -41,6 +41,10 @@ help:
 	@echo "  make image         the operator image (Docker engine or buildah; IMAGE_OUTPUT=, IMAGE_PUSH=)"
 	@echo "  make image-base    the image tools and the Debian base the image test builds on"
 	@echo "  make runtime-deps  pyproject's runtime dependencies alone, the venv the wheel test imports with"
+	@echo "The Headlamp plugin (ui/headlamp):"
+	@echo "  make ui            npm ci from the lockfile, the plugin, the browser test's page; Debian's chromium"
+	@echo "  make ui-unit       its type check, lint and Vitest tests (mappings, stories as snapshots, axe-core)"
+	@echo "  make ui-package    the archive Headlamp installs, its sha256 and the Artifact Hub manifest"
 	@echo "For a person:"
 	@echo "  make cluster-up    a local control plane named dev (make cluster-down stops it)"
 	@echo "  make venv          the virtual environment .venv"
@@ -98,8 +102,19 @@ node: $(STAMP) testenv
 	$(BIN)/pytest -q -rfEs tests/node
 
 # --durations: the slowest tests in the log, where CI's budget goes (docs/development.md)
-test: check testenv oracle image-base runtime-deps
+test: check testenv oracle image-base runtime-deps ui
+	@bash hack/ui.sh unit
 	$(BIN)/pytest -q -rfEs --durations=15 tests
+
+# The Headlamp plugin (docs/ui.md): `make ui` builds what tests/component/ui needs.
+ui:
+	@bash hack/ui.sh build
+
+ui-unit:
+	@bash hack/ui.sh unit
+
+ui-package:
+	@bash hack/ui.sh package
 
 bench: $(STAMP) testenv oracle
 	$(BIN)/python -m tests.bench
@@ -145,3 +160,4 @@ image-base:
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+	rm -rf ui/headlamp/node_modules ui/headlamp/dist ui/headlamp/build

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from ichor.api.autopatch import DEFAULT_HEALTH_CHECK_RESOURCES, NEVER_CHECKED
+from ichor.api.talosoperation import MAX_QUEUED
 from ichor.registry.limits import Limits
 from ichor.release.release_set import PINNED
 
@@ -174,6 +175,14 @@ def in_cluster_server(environ: Mapping[str, str]) -> str | None:
     return f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
 
 
+def namespace_share(workers: int, configured: int | None) -> int:
+    """The most keys of one namespace a controller's ``workers`` run at once: ``configured``
+    within 1 and ``workers - 1`` (unset: ``workers - 1``), so while one namespace's keys
+    hang, a worker is left for the others (one worker alone cannot be shared)."""
+    most = max(workers - 1, 1)
+    return most if configured is None else max(1, min(configured, most))
+
+
 # --- the parts ------------------------------------------------------------------------------
 
 
@@ -259,6 +268,9 @@ class ControllerSettings(_FromEnv):
     observe_timeout: float = env("ICHOR_OBSERVE_TIMEOUT", 20.0, read=_float)
     #: Clusters reconciled at the same time.
     workers: int = env("ICHOR_WORKERS", 8, read=_int)
+    #: Clusters of one namespace reconciled at the same time, at most ``ICHOR_WORKERS``
+    #: minus one (unset: that), so one namespace's slow clusters never hold every worker.
+    namespace_workers: int | None = env("ICHOR_NAMESPACE_WORKERS", None, read=_int)
     #: Comma-separated ``<apiVersion>/<resource>`` an auto-patch health check may list in
     #: a workload cluster (a check over another is refused); Secrets are never allowed.
     health_check_resources: tuple[str, ...] = env(
@@ -267,6 +279,11 @@ class ControllerSettings(_FromEnv):
 
     def backoff(self, failures: int) -> float:
         return float(min(self.backoff_initial * 2 ** max(failures - 1, 0), self.backoff_max))
+
+    @property
+    def group_workers(self) -> int:
+        """The most clusters of one namespace reconciled at once (``namespace_share``)."""
+        return namespace_share(self.workers, self.namespace_workers)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -327,10 +344,21 @@ class OperationSettings(_FromEnv):
     retry_delay: float = env("ICHOR_OPERATION_RETRY", 5.0, read=_float)
     #: Clusters whose operations are stepped at the same time.
     workers: int = env("ICHOR_OPERATION_WORKERS", 4, read=_int)
+    #: Clusters of one namespace whose operations are stepped at the same time, at most
+    #: ``ICHOR_OPERATION_WORKERS`` minus one (unset: that).
+    namespace_workers: int | None = env("ICHOR_OPERATION_NAMESPACE_WORKERS", None, read=_int)
+    #: Operations of one TalosCluster not finished yet (running or waiting) past which the
+    #: webhook refuses another; it protects the operator, so it binds everyone.
+    max_queued: int = env("ICHOR_MAX_QUEUED_OPERATIONS", MAX_QUEUED, read=_int)
     #: Seconds after a successful Talos or Kubernetes Job within which every Node must
     #: report the target, else the operation fails with ``NodesNotUpgraded``.
     node_version_deadline: float = env("ICHOR_NODE_VERSION_DEADLINE", 600.0, read=_float)
     executor: ExecutorSettings = section(ExecutorSettings)
+
+    @property
+    def group_workers(self) -> int:
+        """The most clusters of one namespace stepped at once (``namespace_share``)."""
+        return namespace_share(self.workers, self.namespace_workers)
 
 
 @dataclass(frozen=True, kw_only=True)

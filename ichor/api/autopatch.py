@@ -10,6 +10,8 @@ moves only with the chart an Ichor release embeds, by a person).
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
@@ -30,6 +32,15 @@ RESUME_ANNOTATION = "ichor.dev/auto-patch-resume"
 #: holds its halt (the value: the halt's end). Until then, the failing cluster asks for
 #: the halt at every look, and a start elsewhere takes the failure as a halt by itself.
 HALTED_ANNOTATION = "ichor.dev/auto-patch-halted"
+#: Annotation a person sets on the IchorInstallation to lift a halt before its end
+#: (``ichor autopatch unhalt``): ``<component>/<version>`` or ``all``. The webhook records
+#: who set it (an admission record); the operator lifts the halt, posts an Event naming
+#: that person, and removes the annotation.
+UNHALT_ANNOTATION = "ichor.dev/unhalt"
+#: The value of ``UNHALT_ANNOTATION`` that lifts every halt in force.
+UNHALT_ALL = "all"
+#: ``spec.autoPatch.fleetHaltNamespaces`` entry that trusts every namespace (one tenant).
+EVERY_NAMESPACE = "*"
 
 
 class AutoPatchComponent(StrEnum):
@@ -102,6 +113,9 @@ class FleetAutoPatchSpec(AutoPatchSpec):
     """The IchorInstallation's settings: the fleet default, and the fleet's own limit."""
 
     max_concurrent_clusters: int | None = None
+    #: Namespaces whose failed patch halts its version for every cluster of the fleet; a
+    #: failure elsewhere halts it for its own namespace only. ``*``: every namespace.
+    fleet_halt_namespaces: tuple[str, ...] | None = None
 
 
 class RunResult(StrEnum):
@@ -151,9 +165,18 @@ class AutoPatchStatus(ApiModel):
     message: str | None = None
 
 
+class HaltScope(StrEnum):
+    """Whose clusters a halt holds."""
+
+    #: The clusters of the failing cluster's namespace only.
+    NAMESPACE = "Namespace"
+    #: Every cluster: the failing cluster's namespace is trusted to halt the fleet.
+    FLEET = "Fleet"
+
+
 class Halt(ApiModel):
-    """One version the fleet does not start again until ``until`` (the end of the window
-    in which it failed on ``cluster``)."""
+    """One version not started again until ``until`` (the end of the window in which its
+    upgrade ran and failed on ``cluster``), by the clusters ``scope`` names."""
 
     component: str
     version: str
@@ -162,6 +185,27 @@ class Halt(ApiModel):
     reason: str
     time: datetime
     until: datetime
+    #: A halt an earlier Ichor recorded had no scope: it held the fleet.
+    scope: HaltScope = HaltScope.FLEET
+    #: A person lifted it before ``until`` (``ichor autopatch unhalt``): it holds nothing.
+    #: It stays in the record until ``until`` so its failure is not recorded again.
+    lifted_by: str | None = None
+    lifted_at: datetime | None = None
+
+    @property
+    def namespace(self) -> str:
+        """The failing cluster's namespace (``cluster`` is ``namespace/name``)."""
+        return self.cluster.partition("/")[0]
+
+    def holds(self, *, component: str, version: str, namespace: str, now: datetime) -> bool:
+        """Whether it keeps a cluster of ``namespace`` from starting ``component version``."""
+        return (
+            self.component == component
+            and self.version == version
+            and self.until > now
+            and self.lifted_by is None
+            and (self.scope is HaltScope.FLEET or self.namespace == namespace)
+        )
 
 
 class SeenRelease(ApiModel):
@@ -177,3 +221,48 @@ class FleetAutoPatchStatus(ApiModel):
 
     halts: tuple[Halt, ...] = ()
     seen: tuple[SeenRelease, ...] = ()
+
+
+@dataclass(frozen=True)
+class Unhalt:
+    """What a value of ``UNHALT_ANNOTATION`` asks: lift the halts of one version, or all."""
+
+    component: str | None = None
+    version: str | None = None
+
+    @property
+    def everything(self) -> bool:
+        return self.component is None
+
+    def matches(self, halt: Halt) -> bool:
+        return self.everything or (
+            halt.component == self.component and halt.version == self.version
+        )
+
+    def __str__(self) -> str:
+        return UNHALT_ALL if self.everything else f"{self.component}/{self.version}"
+
+
+#: The longest value of ``UNHALT_ANNOTATION`` read.
+MAX_UNHALT_LENGTH = 128
+_UNHALT_VERSION = re.compile(r"v[0-9]{1,4}\.[0-9]{1,4}\.[0-9]{1,6}")
+_UNHALTED_COMPONENTS = (AutoPatchComponent.TALOS.value, AutoPatchComponent.KUBERNETES.value)
+
+
+def parse_unhalt(value: object) -> Unhalt:
+    """The request a value of ``UNHALT_ANNOTATION`` makes; raises ``ValueError`` with a
+    sentence saying what is wrong and the form it takes."""
+    form = (
+        f"{UNHALT_ANNOTATION} takes <component>/<version> (talos/v1.14.5, "
+        f"kubernetes/v1.36.7) or {UNHALT_ALL}"
+    )
+    if not isinstance(value, str):
+        raise ValueError(f"{form}; it is not a string")
+    if len(value) > MAX_UNHALT_LENGTH:
+        raise ValueError(f"{form}; its value holds {len(value):,} characters")
+    if value == UNHALT_ALL:
+        return Unhalt()
+    component, slash, version = value.partition("/")
+    if not slash or component not in _UNHALTED_COMPONENTS or not _UNHALT_VERSION.fullmatch(version):
+        raise ValueError(f"{form}, not {value!r}")
+    return Unhalt(component=component, version=version)

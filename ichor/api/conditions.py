@@ -320,6 +320,9 @@ class OperationReason(StrEnum):
     #: (``ICHOR_NODE_VERSION_DEADLINE``), often a node that booted its previous Talos back. Step:
     #: look at the node (``talosctl dmesg``, ``talosctl version``), then create a new operation.
     NODES_NOT_UPGRADED = "NodesNotUpgraded"
+    #: Refused: the cluster already has ``ICHOR_MAX_QUEUED_OPERATIONS`` not finished. Step:
+    #: wait for them, or delete the ones no longer wanted, then create the operation again.
+    QUEUE_FULL = "QueueFull"
 
 
 class InstallationConditionType(StrEnum):

@@ -107,6 +107,9 @@ class AutoPatchEventReason(StrEnum):
     #: Warning: a gate or a hold newly stops auto-patch's start (the message names it). Step: as the
     #: reason of ``AutoPatchReady``.
     BLOCKED = "AutoPatchBlocked"
+    #: On the IchorInstallation: a person lifted halts early (``ichor autopatch unhalt``),
+    #: posted by the recorder once the halts are lifted, naming that person. Step: none.
+    UNHALTED = "AutoPatchUnhalted"
 
 
 class ReleaseCheckEventReason(StrEnum):

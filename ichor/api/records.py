@@ -50,6 +50,9 @@ class RecordKind(StrEnum):
     ADOPTION = "Adoption"
     #: The operator moved a spec under the override an operation was admitted with.
     CARRIED = "CarriedOverride"
+    #: A person asked to lift auto-patch halts (``ichor.dev/unhalt`` on the
+    #: IchorInstallation; ``detail`` is its value). The operator lifts them, then posts it.
+    UNHALT = "Unhalt"
 
 
 class Passed(ApiModel):
@@ -121,7 +124,7 @@ def annotations_of(body: object) -> Mapping[str, Any]:
 
 def message(record: Record, *, kind: str, namespace: str, name: str) -> str:
     """The Event's sentence for ``record`` on the object it was admitted for."""
-    what = f"{kind} {namespace}/{name}"
+    what = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
     refusals = "; ".join(f"{p.rule}: {p.message}" for p in record.passed)
     if record.kind is RecordKind.ADOPTION:
         return (
@@ -129,6 +132,8 @@ def message(record: Record, *, kind: str, namespace: str, name: str) -> str:
             f"(no override needed for an adoption; every later write is judged as "
             f"usual): {refusals}"
         )
+    if record.kind is RecordKind.UNHALT:
+        return f"User {record.user} asked to lift the auto-patch halt {record.detail} on {what}"
     if record.kind is RecordKind.CARRIED:
         return (
             f"The operator moved spec.{record.field} of {what} to {record.value} ("

@@ -6,6 +6,7 @@ CRD refuses an edit). The status moves Pending -> Running -> Succeeded or Failed
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from enum import StrEnum
 
@@ -16,6 +17,14 @@ from ichor.api.conditions import Condition
 #: Only the operator's identity may set, change or remove it: the webhook refuses it from
 #: anyone else, so the controller may take it as its own mark.
 STARTED_BY_LABEL = "ichor.dev/started-by"
+#: Annotations on an operation the controller started: the attempt token its name was
+#: made from, and why it was started. The operator's marks, like the label.
+ATTEMPT_ANNOTATION = "ichor.dev/attempt"
+STARTED_FOR_ANNOTATION = "ichor.dev/started-for"
+
+#: Operations of one TalosCluster not finished yet past which another is refused (the
+#: default of ``ICHOR_MAX_QUEUED_OPERATIONS``).
+MAX_QUEUED = 20
 
 
 class StartedBy(StrEnum):
@@ -36,6 +45,25 @@ class Phase(StrEnum):
     RUNNING = "Running"
     SUCCEEDED = "Succeeded"
     FAILED = "Failed"
+
+
+class Failure(StrEnum):
+    """What kind of failure a Failed operation had (``status.failure``), written by the
+    executor. Only ``UPGRADE_FAILED`` says something about the version: auto-patch halts
+    a version for other clusters on it alone (docs/autopatch.md)."""
+
+    #: The rules refused it at execution: nothing ran.
+    REFUSED = "Refused"
+    #: It never reached the nodes: no or unusable credentials, no Node to upgrade, the
+    #: cluster gone, or its Job's upgrade step never started (an image that cannot be
+    #: pulled, a deadline passed before it started, a Job deleted before it started).
+    NOT_STARTED = "NotStarted"
+    #: The upgrade step ran against the nodes and failed: the Job failed after its step
+    #: started, or the Nodes did not report the target once the Job succeeded.
+    UPGRADE_FAILED = "UpgradeFailed"
+    #: Its step started but it ended for another reason than the upgrade failing: its Job
+    #: was deleted, the cluster went, or the spec could not be moved after a success.
+    INTERRUPTED = "Interrupted"
 
 
 class ClusterRef(ApiModel):
@@ -66,3 +94,41 @@ class TalosOperationStatus(ApiModel):
     finished_at: datetime | None = None
     job_name: str | None = None
     message: str | None = None
+    #: When a container of the Job's pod, an upgrade step, was first seen started: from
+    #: then on the upgrade acted on the nodes.
+    upgrade_started_at: datetime | None = None
+    #: On a Failed operation: which kind of failure (None: written by an older Ichor).
+    failure: Failure | None = None
+
+
+# --- the queue of one cluster ---------------------------------------------------------------
+
+
+def queued_on(body: object, cluster: str) -> bool:
+    """Whether the stored operation ``body`` waits or runs on TalosCluster ``cluster`` (of
+    its namespace): it names that cluster, is not being deleted, and has not finished.
+    Read from what is stored, whoever wrote it; anything unreadable counts, so a broken
+    object cannot make room in the queue."""
+    if not isinstance(body, Mapping):
+        return False
+    spec = body.get("spec")
+    ref = spec.get("clusterRef") if isinstance(spec, Mapping) else None
+    if not isinstance(ref, Mapping) or ref.get("name") != cluster:
+        return False
+    meta = body.get("metadata")
+    if isinstance(meta, Mapping) and meta.get("deletionTimestamp"):
+        return False
+    status = body.get("status")
+    phase = status.get("phase") if isinstance(status, Mapping) else None
+    return phase not in (Phase.SUCCEEDED.value, Phase.FAILED.value)
+
+
+def queue_full_message(*, namespace: str, name: str, cluster: str, most: int) -> str:
+    """The refusal of an operation past the most one cluster queues (the webhook's at its
+    create, the executor's for one that raced past it)."""
+    return (
+        f"TalosOperation {namespace}/{name} is refused: TalosCluster {namespace}/{cluster} "
+        f"already has {most} operations not finished, the most one cluster queues "
+        f"(ICHOR_MAX_QUEUED_OPERATIONS); wait for them to finish or delete the queued ones "
+        f"you no longer need, then create it again."
+    )

@@ -1,4 +1,5 @@
-"""``ichor autopatch suspend|resume CLUSTER``: stop and restart a cluster's auto-patch.
+"""``ichor autopatch suspend|resume CLUSTER``: stop and restart a cluster's auto-patch;
+``ichor autopatch unhalt COMPONENT VERSION | --all``: lift the fleet's halts early.
 
 Both write the TalosCluster itself (one merge patch, judged by the webhook like any
 update; the status stays the operator's): ``suspend`` sets ``spec.autoPatch.suspended:
@@ -8,22 +9,43 @@ stopped after a failed operation (``status.autoPatch.suspension``), sets the ann
 ``ichor.dev/auto-patch-resume`` to that operation's name, which is how a person says "I
 looked at this failure" (the operator then clears the suspension record). It says when
 the fleet is still suspended. The kubectl equivalents are printed in docs/autopatch.md.
+
+``unhalt`` updates the IchorInstallation (the verb ``update`` on it) with the annotation
+``ichor.dev/unhalt: <component>/<version>`` (or ``all``); the webhook records who asked,
+the operator lifts the halts in ``status.autoPatch.halts`` (status stays the operator's),
+posts an Event naming that person and removes the annotation. The command waits for that
+and says what was lifted.
 """
 
 from __future__ import annotations
 
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 import click
+from pydantic import ValidationError
 
 from ichor.api import kinds
-from ichor.api.autopatch import RESUME_ANNOTATION
+from ichor.api.autopatch import (
+    RESUME_ANNOTATION,
+    UNHALT_ALL,
+    UNHALT_ANNOTATION,
+    FleetAutoPatchStatus,
+    Halt,
+    HaltScope,
+    Unhalt,
+    parse_unhalt,
+)
 from ichor.cli import common, kube, views
+
+#: Seconds ``unhalt`` waits for the operator to lift the halt.
+UNHALT_WAIT = 30.0
 
 
 @click.group()
 def autopatch() -> None:
-    """Suspend or resume a cluster's unattended patch upgrades."""
+    """Suspend or resume a cluster's unattended patch upgrades; lift a halt."""
 
 
 def _what(target: kube.Target, name: str) -> str:
@@ -105,3 +127,97 @@ def _fleet_suspended(target: kube.Target) -> bool:
         return False
     spec = (installation or {}).get("spec") or {}
     return (spec.get("autoPatch") or {}).get("suspended") is True
+
+
+def _halts(installation: dict[str, Any] | None) -> tuple[Halt, ...]:
+    raw = ((installation or {}).get("status") or {}).get("autoPatch")
+    try:
+        return FleetAutoPatchStatus.model_validate(raw or {}).halts
+    except ValidationError:
+        return ()
+
+
+def _in_force(installation: dict[str, Any] | None, request: Unhalt) -> list[Halt]:
+    now = datetime.now(UTC)
+    return [
+        h for h in _halts(installation) if request.matches(h) and h.until > now and not h.lifted_by
+    ]
+
+
+def _describe(halt: Halt) -> str:
+    whose = "the fleet" if halt.scope is HaltScope.FLEET else f"namespace {halt.namespace}"
+    until = halt.until.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    return (
+        f"{halt.component} {halt.version} (failed on {halt.cluster}, TalosOperation "
+        f"{halt.operation}; held {whose} until {until})"
+    )
+
+
+@autopatch.command()
+@click.argument("component", required=False)
+@click.argument("version", required=False)
+@click.option("--all", "everything", is_flag=True, help="Lift every halt in force.")
+@click.option(
+    "--wait/--no-wait",
+    default=True,
+    help=f"Wait up to {UNHALT_WAIT:.0f} s for the operator to lift it (default).",
+)
+@common.connection_options
+@click.pass_context
+def unhalt(
+    ctx: click.Context, component: str | None, version: str | None, everything: bool, wait: bool
+) -> None:
+    """Lift the fleet's halt of COMPONENT VERSION (talos|kubernetes vX.Y.Z), or --all.
+
+    Needs the verb update on the IchorInstallation; recorded as an Event naming you."""
+    if everything == bool(component or version):
+        raise click.UsageError("name COMPONENT VERSION (kubernetes v1.36.7), or --all")
+    value = UNHALT_ALL if everything else f"{component}/{version}"
+    try:
+        request = parse_unhalt(value)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+    target = common.target(ctx)
+    installation = kube.get_installation(target)
+    if installation is None:
+        raise kube.CliError(
+            f"there is no IchorInstallation named {kinds.INSTALLATION_NAME}, so nothing is halted"
+        )
+    halted = _in_force(installation, request)
+    what = "every halt" if request.everything else f"the halt of {component} {version}"
+    of = "" if request.everything else f" of {component} {version}"
+    if not halted:
+        click.echo(f"No auto-patch halt{of} is in force: nothing to lift.")
+        return
+    kube.annotate_installation(target, UNHALT_ANNOTATION, str(request))
+    if not wait:
+        click.echo(
+            f"Asked the operator to lift {what}: {'; '.join(_describe(h) for h in halted)}; "
+            f"it posts an Event on IchorInstallation {kinds.INSTALLATION_NAME} naming you."
+        )
+        return
+    deadline = time.monotonic() + UNHALT_WAIT
+    while True:
+        now = kube.get_installation(target)
+        pending = (((now or {}).get("metadata") or {}).get("annotations") or {}).get(
+            UNHALT_ANNOTATION
+        )
+        if pending is None:
+            break
+        if time.monotonic() >= deadline:
+            raise kube.CliError(
+                f"asked to lift {what}, but the operator has not acted within "
+                f"{UNHALT_WAIT:.0f} s (is it running?); the request stays on IchorInstallation "
+                f"{kinds.INSTALLATION_NAME} ({UNHALT_ANNOTATION}) and is acted on when it runs"
+            )
+        time.sleep(0.5)
+    ids = {h.operation for h in halted}
+    lifted = [h for h in _halts(now) if h.operation in ids and h.lifted_by]
+    if not lifted:
+        click.echo(f"No auto-patch halt{of} was in force any more: nothing was lifted.")
+        return
+    click.echo(
+        f"Lifted {what}: {'; '.join(_describe(h) for h in lifted)}; lifted by "
+        f"{lifted[0].lifted_by}, recorded as an Event on IchorInstallation "
+        f"{kinds.INSTALLATION_NAME}. Those versions may start in the next open window."
+    )

@@ -267,3 +267,47 @@ def patch_cluster(target: Target, name: str, patch: Mapping[str, Any]) -> dict[s
         )
 
     return call(target, f"updating TalosCluster {target.namespace}/{name}", write)
+
+
+def annotate_installation(target: Target, key: str, value: str) -> dict[str, Any]:
+    """Set one annotation of the IchorInstallation with an update (PUT) of the object as
+    read (the verb ``update``, judged by the webhook like any update), read again and
+    retried when it moved meanwhile."""
+    what = "updating the IchorInstallation"
+    for _ in range(3):
+        found = get_installation(target)
+        if found is None:
+            raise CliError(
+                f"there is no IchorInstallation named {kinds.INSTALLATION_NAME}: the chart "
+                "creates it (installation.create)"
+            )
+        meta = found.setdefault("metadata", {})
+        meta["annotations"] = {**(meta.get("annotations") or {}), key: value}
+        try:
+            return cast(
+                dict[str, Any],
+                target.custom.replace_cluster_custom_object(
+                    kinds.GROUP,
+                    kinds.VERSION,
+                    kinds.Plural.ICHOR_INSTALLATIONS,
+                    kinds.INSTALLATION_NAME,
+                    found,
+                    _request_timeout=REQUEST_TIMEOUT,
+                ),
+            )
+        except ApiException as error:
+            if error.status == 409:
+                continue
+            found_failure = failure(error, what=what)
+            if error.status == 403 and isinstance(found_failure, CliError):
+                check = f"ichorinstallations.{kinds.GROUP}/{kinds.INSTALLATION_NAME}"
+                raise CliError(
+                    f"{what} was refused: {api_message(error)}; this needs the RBAC verb "
+                    f"`update` on {check} (check: kubectl auth can-i update {check})"
+                ) from None
+            raise found_failure from None
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            raise CliError(
+                f"{what} failed: the API server at {target.server} cannot be reached ({error})"
+            ) from None
+    raise CliError(f"{what} failed: it kept changing while it was written; run the command again")

@@ -317,6 +317,8 @@ DENIAL_REASONS: frozenset[str] = frozenset(str(rule) for rule in refusals.Rule) 
     "ClusterNotFound",  # an operation for a cluster that does not exist
     "Adoption",  # an adoption marker on a Declarative spec
     "Stamp",  # admission records that are not the mutating half's stamp
+    "OperatorMark",  # a mark only the operator writes (ichor.webhook.marks)
+    "UnhaltRequest",  # an unhalt annotation that does not read
     "Refused",  # a refusal that names no rule
 }
 _BY_CODE = {400: "Unreadable", 503: "Unavailable"}

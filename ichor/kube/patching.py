@@ -80,14 +80,21 @@ async def patch_object(
     *,
     kind: kinds.Kind,
     name: str,
-    namespace: str,
+    namespace: str | None,
     patch: Mapping[str, Any],
     resource_version: str | None,
 ) -> dict[str, Any]:
-    """Merge-patch a namespaced object of Ichor's (its metadata or spec, never its status);
-    with ``resource_version``, only if the object is still at that version (else
-    ``errors.Conflict``). Returns the object as written."""
+    """Merge-patch one of Ichor's objects (its metadata or spec, never its status;
+    ``namespace`` None: a cluster-scoped kind's); with ``resource_version``, only if the
+    object is still at that version (else ``errors.Conflict``). Returns the object as
+    written."""
     objects = client.CustomObjectsApi(api)
+    if namespace is None:
+        return await _merge_patch(
+            objects.patch_cluster_custom_object,
+            kinds.GROUP, kinds.VERSION, str(kinds.PLURALS[kind]), name,
+            body=_guarded(patch, resource_version),
+        )  # fmt: skip
     return await _merge_patch(
         objects.patch_namespaced_custom_object,
         kinds.GROUP, kinds.VERSION, namespace, str(kinds.PLURALS[kind]), name,

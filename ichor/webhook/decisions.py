@@ -17,7 +17,7 @@ refusal the rules mark as never overridable.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -550,7 +550,13 @@ def answer_operation(
 
 
 def answer_status(
-    *, kind: str, namespace: str, name: str, requester: Requester, operator: str
+    *,
+    kind: str,
+    namespace: str,
+    name: str,
+    requester: Requester,
+    operator: str,
+    matches: bool | None = None,
 ) -> Answer:
     """A write of the status subresource: the operator's own, or refused.
 
@@ -558,9 +564,11 @@ def answer_status(
     decided (an operation's phase, the release lists); every rule reads it as that. A
     person who may write it could make a rule read a value nobody observed, so only the
     identity the operator's own requests carry (``operator``) writes it, whatever a role
-    grants on ``<kind>/status``.
+    grants on ``<kind>/status``. ``matches``: whether the requester is the operator by
+    its whole identity (its groups and uid too, ``judgement.is_operator``); None: by
+    username.
     """
-    if requester.username == operator:
+    if (requester.username == operator) if matches is None else matches:
         return Answer(allowed=True)
     what = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
     return Answer(
@@ -657,46 +665,12 @@ def undecided(reason: str) -> Answer:
     )
 
 
-def _started_by(body: object) -> object:
-    if isinstance(body, Mapping):
-        meta = body.get("metadata")
-        if isinstance(meta, Mapping):
-            labels = meta.get("labels")
-            if isinstance(labels, Mapping):
-                return labels.get(talosoperation.STARTED_BY_LABEL)
-    return None
-
-
-def started_by_label(
-    *, new: object, old: object, operation: str, requester: Requester, operator: bool
-) -> Answer | None:
-    """The label that marks an operation the controller started itself
-    (``ichor.dev/started-by``): only the operator sets, changes or removes it.
-
-    The controller takes the label as its own mark (auto-patch counts a failed operation
-    carrying it against the version and the cluster); a person who could set it could
-    make the controller suspend a cluster or halt a version for the fleet with an
-    operation of their own. None: the write may go on to be judged.
-    """
-    if operator:
-        return None
-    given = _started_by(new)
-    before = _started_by(old) if operation == "UPDATE" else None
-    if given == before:
-        return None
-    namespace, name = "", ""
-    if isinstance(new, Mapping) and isinstance(new.get("metadata"), Mapping):
-        namespace = str(new["metadata"].get("namespace") or "")
-        name = str(new["metadata"].get("name") or "")
-    what = f"TalosOperation {namespace}/{name}" if namespace else "the TalosOperation"
-    change = "set" if operation == "CREATE" else "added, changed or removed"
+def queue_full(spec: OperationSpec, *, most: int) -> Answer:
+    """The plan of an operation whose cluster already queues ``most`` not finished."""
     return Answer(
         allowed=False,
-        message=(
-            f"{what} is refused for user {requester.username!r}: the label "
-            f"{talosoperation.STARTED_BY_LABEL} marks an operation the ichor operator "
-            f"started by itself (auto-patch, the declarative mode) and is {change} only "
-            f"by the operator; create or update the operation without changing it"
+        message=talosoperation.queue_full_message(
+            namespace=spec.namespace, name=spec.name, cluster=spec.cluster, most=most
         ),
         code=Code.FORBIDDEN,
         reason="StartedByLabel",

@@ -18,13 +18,16 @@ from typing import Any
 
 import kopf
 
-from ichor.api import kinds
+from ichor.api import kinds, talosoperation
 from ichor.kube import metrics
 from ichor.webhook import decisions, intake, judgement, kubeapi
 
 #: The memo key of the webhook's API backend (``kubeapi.Backend``): ``wiring`` puts the
 #: operator's there at start unless a caller (a test, with a fake) put one there first.
 BACKEND = "ichor_webhook_backend"
+#: The memo key of the most operations one cluster queues (``ICHOR_MAX_QUEUED_OPERATIONS``),
+#: put there by ``wiring`` at start (absent: the default).
+MAX_QUEUED = "ichor_webhook_max_queued"
 
 _log = logging.getLogger(__name__)
 
@@ -33,6 +36,12 @@ def backend_of(memo: kopf.Memo) -> kubeapi.Backend:
     """The backend the webhook's start put into kopf's memo."""
     backend: kubeapi.Backend = memo[BACKEND]
     return backend
+
+
+def max_queued_of(memo: kopf.Memo) -> int:
+    """The most operations one cluster queues, as the webhook's start put it in the memo."""
+    found = memo.get(MAX_QUEUED, talosoperation.MAX_QUEUED)
+    return int(found)
 
 
 def deliver(answer: decisions.Answer, warnings: list[str], *, path: str) -> None:
@@ -92,6 +101,7 @@ async def validate_talosoperation(
         dryrun=bool(dryrun),
         backend=backend_of(memo),
         logger=logger,
+        max_queued=max_queued_of(memo),
     )
     deliver(answer, warnings, path=intake.OPERATION_HANDLER)
 
@@ -164,6 +174,54 @@ async def stamp_talosoperation(
         logger=logger,
     )
     stamp_patch(judged, patch, path=intake.OPERATION_STAMP)
+
+
+async def validate_ichorinstallation(
+    *,
+    memo: kopf.Memo,
+    new: object = None,
+    old: object = None,
+    userinfo: object = None,
+    operation: object = None,
+    dryrun: bool = False,
+    warnings: list[str],
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    **_: Any,
+) -> None:
+    """kopf handler: IchorInstallation update (the operator's marks, an unhalt request)."""
+    answer = await judgement.installation_answer(
+        new=new,
+        old=old,
+        userinfo=userinfo,
+        operation=operation,
+        dryrun=bool(dryrun),
+        backend=backend_of(memo),
+        logger=logger,
+    )
+    deliver(answer, warnings, path=intake.INSTALLATION_HANDLER)
+
+
+async def stamp_ichorinstallation(
+    *,
+    memo: kopf.Memo,
+    new: object = None,
+    old: object = None,
+    userinfo: object = None,
+    operation: object = None,
+    patch: MutableMapping[str, Any],
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    **_: Any,
+) -> None:
+    """kopf mutating handler: the admission record of an unhalt request."""
+    judged = await judgement.judge_installation(
+        new=new,
+        old=old,
+        userinfo=userinfo,
+        operation=operation,
+        backend=backend_of(memo),
+        logger=logger,
+    )
+    stamp_patch(judged, patch, path=intake.INSTALLATION_STAMP)
 
 
 def status_handler(kind: kinds.Kind) -> Callable[..., Coroutine[Any, Any, None]]:

@@ -44,6 +44,10 @@ OPERATION_HANDLER = "talosoperation"
 #: The mutating half (the MutatingWebhookConfiguration): it writes the admission records.
 CLUSTER_STAMP = "taloscluster-records"
 OPERATION_STAMP = "talosoperation-records"
+#: The IchorInstallation's update (not its create, which the chart makes before the
+#: webhook answers): the operator's marks, and the record of an unhalt request.
+INSTALLATION_HANDLER = "ichorinstallation"
+INSTALLATION_STAMP = "ichorinstallation-records"
 #: The path judging the status subresource of each kind: only the operator writes status.
 STATUS_HANDLERS: Mapping[kinds.Kind, str] = {
     kinds.Kind.TALOS_CLUSTER: "taloscluster-status",
@@ -91,6 +95,8 @@ class Claim:
     #: A path of the MutatingWebhookConfiguration: its answer may carry a JSONPatch
     #: (only the admission records, ``ichor.api.records``); every other answer never does.
     mutating: bool = False
+    #: A CEL ``matchCondition``: the API server sends only the reviews it holds for.
+    match: str | None = None
 
     @property
     def plural(self) -> kinds.Plural:
@@ -105,6 +111,18 @@ class Claim:
         """The configuration's ``resources`` of this claim (``talosclusters/status``)."""
         return sorted(self.plural.value + (f"/{sub}" if sub else "") for sub in self.subresources)
 
+
+def _reserved_in(field: str) -> str:
+    return f'(has({field}) && {field}.exists(k, k.matches(r"^([-a-z0-9.]*\\.)?ichor\\.dev/")))'
+
+
+#: The write's object or old object carries an ``ichor.dev`` label or annotation (the
+#: domain ``ichor.api.marks`` reserves, subdomains included).
+RESERVED_KEYS = " || ".join(
+    _reserved_in(f"{o}.metadata.{f}")
+    for o in ("object", "oldObject")
+    for f in ("labels", "annotations")
+)
 
 #: Every path of the endpoint and what it answers for. A review that matches none is
 #: denied; ``server.render_configuration`` (and the chart) send exactly these.
@@ -143,6 +161,24 @@ CLAIMS: tuple[Claim, ...] = (
             subresources=frozenset({"status"}),
         )
         for kind, path in STATUS_HANDLERS.items()
+    ),
+    # the installation's update, only one that carries an ichor.dev key before or after
+    # (``match``): the operator's marks and the unhalt request's record. Not its create,
+    # which the chart makes in the same release as this configuration (before the webhook
+    # answers) and which holds no halt to lift; not the chart's own updates of it (its
+    # labels and spec), so an upgrade from an Ichor without this path never meets it
+    Claim(
+        path=INSTALLATION_HANDLER,
+        kind=kinds.Kind.ICHOR_INSTALLATION,
+        operations=frozenset({"UPDATE"}),
+        match=RESERVED_KEYS,
+    ),
+    Claim(
+        path=INSTALLATION_STAMP,
+        kind=kinds.Kind.ICHOR_INSTALLATION,
+        operations=frozenset({"UPDATE"}),
+        mutating=True,
+        match=RESERVED_KEYS,
     ),
 )
 

@@ -22,8 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ichor.api import kinds, records
-from ichor.webhook import decisions, kubeapi, reviews, stamps
+from ichor.api import kinds, records, talosoperation
+from ichor.api.autopatch import UNHALT_ANNOTATION, parse_unhalt
+from ichor.kube import identity
+from ichor.webhook import decisions, kubeapi, marks, reviews, stamps
 
 _log = logging.getLogger(__name__)
 
@@ -37,11 +39,45 @@ def _what(kind: kinds.Kind, body: object) -> str:
         namespace, name = reviews.object_name(body)
     except reviews.MalformedReview:
         return kind.value
-    return f"{kind.value} {namespace}/{name}"
+    return f"{kind.value} {namespace}/{name}" if namespace else f"{kind.value} {name}"
+
+
+def is_operator(who: reviews.Requester, own: identity.Identity) -> bool:
+    """Whether the request was made with the operator's own credentials: its username,
+    every group the operator authenticates with, and its uid when it has one (a
+    ServiceAccount token's). A name like the operator's without them (an impersonation
+    of that name, another authenticator mapping to it) is not the operator."""
+    return (
+        who.username == own.username
+        and (not own.uid or who.uid == own.uid)
+        and set(own.groups) <= set(who.groups)
+    )
 
 
 async def _is_operator(backend: kubeapi.Backend, who: reviews.Requester) -> bool:
-    return who.username == (await backend.own_identity()).username
+    return is_operator(who, await backend.own_identity())
+
+
+def _marked(
+    kind: kinds.Kind,
+    *,
+    new: object,
+    old: object,
+    operation: object,
+    who: reviews.Requester,
+    operator: bool,
+) -> Judged | None:
+    """The refusal of a write that touches the operator's marks (``marks``), if any."""
+    said = marks.refusal(
+        kind, new=new, old=old, operation=str(operation), requester=who, operator=operator
+    )
+    if said is None:
+        return None
+    return Judged(
+        decisions.Answer(
+            allowed=False, message=said, code=decisions.Code.FORBIDDEN, reason="OperatorMark"
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -75,6 +111,12 @@ async def judge_cluster(
         return Judged(decisions.malformed(str(error)))
     try:
         operator = await _is_operator(backend, who)
+        marked = _marked(
+            kinds.Kind.TALOS_CLUSTER, new=new, old=old, operation=operation, who=who,
+            operator=operator,
+        )  # fmt: skip
+        if marked is not None:
+            return marked
         verdict = decisions.review_cluster(new=cluster, old=before)
         carried = None
         if before is not None and verdict.blocking is None and verdict.overridable and operator:
@@ -133,9 +175,12 @@ async def judge_operation(
     operation: object,
     backend: kubeapi.Backend,
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    max_queued: int | None = None,
 ) -> Judged:
     """The judgement of a TalosOperation create (the plan) or update (its stamp only: the
-    CRD keeps its spec as created); never raises."""
+    CRD keeps its spec as created); never raises. ``max_queued``: a create is refused
+    while the cluster has that many operations not finished (None: not counted, as in
+    the mutating half, which the validating half follows)."""
     try:
         if operation not in ("CREATE", "UPDATE"):
             return Judged(decisions.malformed(f"operation {operation!r} is not validated here"))
@@ -147,11 +192,12 @@ async def judge_operation(
         return Judged(decisions.malformed(str(error)))
     try:
         operator = await _is_operator(backend, who)
-        marked = decisions.started_by_label(
-            new=new, old=old, operation=str(operation), requester=who, operator=operator
-        )
+        marked = _marked(
+            kinds.Kind.TALOS_OPERATION, new=new, old=old, operation=operation, who=who,
+            operator=operator,
+        )  # fmt: skip
         if marked is not None:
-            return Judged(marked)
+            return marked
         if operation == "UPDATE":
             answer = decisions.Answer(allowed=True, cluster=spec.cluster_ref)
         else:
@@ -167,6 +213,8 @@ async def judge_operation(
             if decisions.needs_access_review(verdict, override_requested=spec.override):
                 holds = await backend.holds_override(who, spec.cluster_ref)
             answer = decisions.answer_operation(verdict, spec=spec, requester=who, holds_verb=holds)
+            if answer.allowed and max_queued is not None:
+                answer = await _within_queue(backend, spec, answer, most=max_queued)
     except kubeapi.ApiUnavailable as error:
         return Judged(decisions.undecided(str(error)))
     except Exception as error:
@@ -182,6 +230,76 @@ async def judge_operation(
         override_by=who.username if spec.override else None,
     )
     return Judged(answer, stamp)
+
+
+async def _within_queue(
+    backend: kubeapi.Backend,
+    spec: reviews.OperationSpec,
+    answer: decisions.Answer,
+    *,
+    most: int,
+) -> decisions.Answer:
+    """``answer``, or the refusal of a create past the most one cluster queues: every
+    operation of the cluster not finished counts, whoever created it."""
+    stored = await backend.list_operations(spec.namespace)
+    queued = sum(1 for body in stored if talosoperation.queued_on(body, spec.cluster))
+    return answer if queued < most else decisions.queue_full(spec, most=most)
+
+
+async def judge_installation(
+    *,
+    new: object,
+    old: object,
+    userinfo: object,
+    operation: object,
+    backend: kubeapi.Backend,
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+) -> Judged:
+    """The judgement of an IchorInstallation update: the operator's marks, and a request
+    to lift auto-patch halts (``ichor.dev/unhalt``), whose requester the admission record
+    names for the operator's Event; never raises. Its spec is the installer's (RBAC)."""
+    try:
+        if operation != "UPDATE":
+            return Judged(decisions.malformed(f"operation {operation!r} is not validated here"))
+        who = reviews.requester(userinfo)
+        reviews.object_name(new)
+        if old is None:
+            return Judged(decisions.malformed("an UPDATE review carries no oldObject"))
+    except reviews.MalformedReview as error:
+        return Judged(decisions.malformed(str(error)))
+    try:
+        operator = await _is_operator(backend, who)
+    except kubeapi.ApiUnavailable as error:
+        return Judged(decisions.undecided(str(error)))
+    except Exception as error:
+        logger.exception("IchorInstallation admission failed")
+        return Judged(decisions.undecided(f"internal error {type(error).__name__}"))
+    kind = kinds.Kind.ICHOR_INSTALLATION
+    marked = _marked(kind, new=new, old=old, operation=operation, who=who, operator=operator)
+    if marked is not None:
+        return marked
+    asked = _annotations(new).get(UNHALT_ANNOTATION)
+    admitted = None
+    if asked is not None and asked != _annotations(old).get(UNHALT_ANNOTATION):
+        try:
+            request = parse_unhalt(asked)
+        except ValueError as error:
+            return Judged(
+                decisions.Answer(
+                    allowed=False,
+                    message=f"{_what(kind, new)} is refused: {error}; ichor autopatch unhalt "
+                    "COMPONENT VERSION (or --all) writes it",
+                    code=decisions.Code.FORBIDDEN,
+                    reason="UnhaltRequest",
+                )
+            )
+        admitted = records.Record(
+            kind=records.RecordKind.UNHALT, user=who.username, detail=str(request)
+        )
+    stamp = stamps.cluster_stamp(
+        old=_annotations(old), given=_annotations(new), operator=operator, admitted=admitted
+    )
+    return Judged(decisions.Answer(allowed=True, admitted=admitted), stamp)
 
 
 def _checked(
@@ -235,6 +353,7 @@ _CARRYING = {
     records.RecordKind.OVERRIDE: "an override (the verb `override`)",
     records.RecordKind.ADOPTION: "an adoption (no override needed)",
     records.RecordKind.CARRIED: "the override an operation was admitted with",
+    records.RecordKind.UNHALT: "a request to lift auto-patch halts",
 }
 
 
@@ -264,12 +383,38 @@ async def operation_answer(
     backend: kubeapi.Backend,
     old: object = None,
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    max_queued: int = talosoperation.MAX_QUEUED,
 ) -> decisions.Answer:
     """The validating answer to a TalosOperation create (the plan) or update; never raises."""
     judged = await judge_operation(
-        new=new, old=old, userinfo=userinfo, operation=operation, backend=backend, logger=logger
+        new=new,
+        old=old,
+        userinfo=userinfo,
+        operation=operation,
+        backend=backend,
+        logger=logger,
+        max_queued=max_queued,
     )
     return _checked(judged, kind=kinds.Kind.TALOS_OPERATION, new=new, dryrun=dryrun, logger=logger)
+
+
+async def installation_answer(
+    *,
+    new: object,
+    old: object,
+    userinfo: object,
+    operation: object,
+    dryrun: bool,
+    backend: kubeapi.Backend,
+    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+) -> decisions.Answer:
+    """The validating answer to an IchorInstallation update; never raises."""
+    judged = await judge_installation(
+        new=new, old=old, userinfo=userinfo, operation=operation, backend=backend, logger=logger
+    )
+    return _checked(
+        judged, kind=kinds.Kind.ICHOR_INSTALLATION, new=new, dryrun=dryrun, logger=logger
+    )
 
 
 async def status_answer(
@@ -299,5 +444,6 @@ async def status_answer(
         _log.exception("status admission failed")
         return decisions.undecided(f"internal error {type(error).__name__}")
     return decisions.answer_status(
-        kind=kind.value, namespace=namespace, name=name, requester=who, operator=own.username
-    )
+        kind=kind.value, namespace=namespace, name=name, requester=who, operator=own.username,
+        matches=is_operator(who, own),
+    )  # fmt: skip

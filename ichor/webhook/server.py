@@ -978,6 +978,11 @@ class ClientConfig(TypedDict):
     caBundle: str
 
 
+class MatchCondition(TypedDict):
+    name: str
+    expression: str
+
+
 class Webhook(TypedDict):
     name: str
     clientConfig: ClientConfig
@@ -987,6 +992,7 @@ class Webhook(TypedDict):
     sideEffects: str
     timeoutSeconds: int
     admissionReviewVersions: list[str]
+    matchConditions: NotRequired[list[MatchCondition]]
 
 
 class Metadata(TypedDict):
@@ -1012,7 +1018,18 @@ class MutatingWebhookConfiguration(TypedDict):
     webhooks: list[MutatingWebhook]
 
 
+#: The name of a claim's match condition (``Claim.match``).
+MATCH_CONDITION = "ichor-dev-keys"
+
+
 def _webhook(claim: Claim, *, base: str, bundle: str, timeout_seconds: int) -> Webhook:
+    hook = _hook(claim, base=base, bundle=bundle, timeout_seconds=timeout_seconds)
+    if claim.match is not None:
+        hook["matchConditions"] = [MatchCondition(name=MATCH_CONDITION, expression=claim.match)]
+    return hook
+
+
+def _hook(claim: Claim, *, base: str, bundle: str, timeout_seconds: int) -> Webhook:
     return Webhook(
         name=f"{claim.path}.{kinds.GROUP}",
         clientConfig=ClientConfig(url=f"{base}/{claim.path}", caBundle=bundle),

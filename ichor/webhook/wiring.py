@@ -15,7 +15,7 @@ from typing import Any
 
 import kopf
 
-from ichor.api import kinds
+from ichor.api import kinds, talosoperation
 from ichor.settings import KubeSettings, Settings
 from ichor.webhook import handlers, intake, kubeapi, server
 
@@ -67,14 +67,20 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
         )
 
     kopf.on.startup(id="webhook-configure", registry=registry)(configure)
-    register_handlers(registry, kube=settings.kube)
+    register_handlers(registry, kube=settings.kube, max_queued=settings.operations.max_queued)
 
 
-def register_handlers(registry: kopf.OperatorRegistry, *, kube: KubeSettings) -> None:
+def register_handlers(
+    registry: kopf.OperatorRegistry,
+    *,
+    kube: KubeSettings,
+    max_queued: int = talosoperation.MAX_QUEUED,
+) -> None:
     """Put the webhook's handlers into ``registry``, and a start that puts a backend
-    reaching the cluster as ``kube`` says into the memo, unless the memo holds one already.
-    The endpoint is the caller's: the operator's ``register``, or a test that configures
-    it itself with ``server.configure``."""
+    reaching the cluster as ``kube`` says into the memo, unless the memo holds one already
+    (and ``max_queued``, the most operations one cluster queues). The endpoint is the
+    caller's: the operator's ``register``, or a test that configures it itself with
+    ``server.configure``."""
 
     async def start(
         memo: kopf.Memo,
@@ -83,6 +89,7 @@ def register_handlers(registry: kopf.OperatorRegistry, *, kube: KubeSettings) ->
     ) -> None:
         if handlers.BACKEND not in memo:
             memo[handlers.BACKEND] = kubeapi.KubeBackend(kube=kube)
+        memo.setdefault(handlers.MAX_QUEUED, max_queued)
         await identify(handlers.backend_of(memo), logger)
 
     kopf.on.validate(
@@ -117,6 +124,22 @@ def register_handlers(registry: kopf.OperatorRegistry, *, kube: KubeSettings) ->
         operations=["CREATE", "UPDATE"],
         registry=registry,
     )(handlers.stamp_talosoperation)
+    kopf.on.validate(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.ICHOR_INSTALLATIONS.value,
+        id=intake.INSTALLATION_HANDLER,
+        operations=["UPDATE"],
+        registry=registry,
+    )(handlers.validate_ichorinstallation)
+    kopf.on.mutate(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.ICHOR_INSTALLATIONS.value,
+        id=intake.INSTALLATION_STAMP,
+        operations=["UPDATE"],
+        registry=registry,
+    )(handlers.stamp_ichorinstallation)
     for kind, path in intake.STATUS_HANDLERS.items():
         kopf.on.validate(
             kinds.GROUP,

@@ -57,7 +57,9 @@ from tests.harness import account, controlplane
 from tests.support import operator as support
 
 DEFAULT_SIZES = (100, 300, 1000)
-#: The operator's workers (ControllerSettings' default): the limit's concurrency too.
+#: The workers the fleet's clusters run on (ControllerSettings' default): the limit's
+#: concurrency too. The fleet is one namespace, and one namespace runs on all workers but
+#: one (ICHOR_NAMESPACE_WORKERS), so the operator is given one more, kept for the others.
 WORKERS = 8
 #: Seconds between two reads of a workload cluster, and the window CPU is measured over.
 OBSERVE_INTERVAL = 30.0
@@ -282,7 +284,9 @@ def _operator_main(kubeconfig: str, interval: float) -> None:
     registry = kopf.OperatorRegistry()
     cluster_wiring.register(registry, settings=Settings.from_env())
     memo = kopf.Memo()
-    memo[cluster_wiring.SETTINGS] = ControllerSettings(observe_interval=interval, workers=WORKERS)
+    memo[cluster_wiring.SETTINGS] = ControllerSettings(
+        observe_interval=interval, workers=WORKERS + 1, namespace_workers=WORKERS
+    )
     asyncio.run(kopf.operator(registry=registry, clusterwide=True, standalone=True, memo=memo))
 
 

@@ -8,10 +8,13 @@ The order of the checks is the order of the answer a person reads:
 2. a setting that cannot be read: stop, quoting it;
 3. the newest operation auto-patch started for this cluster failed, and nobody resumed
    (the annotation ``ichor.dev/auto-patch-resume`` names another operation, or none):
-   suspended, with one Warning Event saying what failed and how to resume, and a halt of
-   that version for the fleet (``halt_until``: the rest of the window it started in, or
-   when it failed after that window closed, through the window open then or the next),
-   asked for at every look while suspended;
+   suspended, with one Warning Event saying what failed and how to resume; and when its
+   upgrade ran on the nodes and failed (``status.failure: UpgradeFailed``, never a
+   refusal, missing credentials or a Job that never started), a halt of that version
+   (``halt_until``: the rest of the window it started in, or when it failed after that
+   window closed, through the window open then or the next) for the clusters of its
+   namespace, or of the fleet when the namespace is trusted to halt it
+   (``fleetHaltNamespaces``), asked for at every look while suspended;
 4. ``suspended: true``;
 5. any operation of the cluster Pending or Running, whoever started it: wait;
 6. no window open now: wait for the next;
@@ -37,14 +40,17 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from ichor.api.autopatch import (
+    EVERY_NAMESPACE,
     RESUME_ANNOTATION,
     AutoPatchStatus,
     FleetAutoPatchStatus,
     Halt,
+    HaltScope,
     LastRun,
     RunResult,
     SeenRelease,
     Suspension,
+    Unhalt,
     WindowTimes,
 )
 from ichor.api.conditions import (
@@ -55,7 +61,7 @@ from ichor.api.conditions import (
 )
 from ichor.api.events import AutoPatchEventReason
 from ichor.api.taloscluster import ChoiceGroup, TalosClusterSpec, TalosClusterStatus
-from ichor.api.talosoperation import Phase
+from ichor.api.talosoperation import Failure, Phase
 from ichor.controller.autopatch.health import Verdict
 from ichor.controller.autopatch.policy import Policy
 from ichor.controller.autopatch.windows import Interval
@@ -114,10 +120,17 @@ class Run:
     finished: datetime | None = None
     #: Marked (``ichor.dev/auto-patch-halted``): the fleet's record holds its halt.
     halt_recorded: bool = False
+    #: ``status.failure`` of a Failed operation (None: not failed, or an older Ichor's).
+    failure: Failure | None = None
 
     @property
     def active(self) -> bool:
         return self.phase in (None, Phase.PENDING, Phase.RUNNING)
+
+    @property
+    def upgrade_failed(self) -> bool:
+        """Failed after its upgrade ran on the nodes: the only failure that halts."""
+        return self.phase is Phase.FAILED and self.failure is Failure.UPGRADE_FAILED
 
 
 @dataclass(frozen=True)
@@ -134,6 +147,16 @@ class FleetRun:
     finished: datetime | None = None
     #: Marked (``ichor.dev/auto-patch-halted``): the fleet's record holds its halt.
     halt_recorded: bool = False
+    #: ``status.failure`` of a Failed operation.
+    failure: Failure | None = None
+
+    @property
+    def upgrade_failed(self) -> bool:
+        return self.phase is Phase.FAILED and self.failure is Failure.UPGRADE_FAILED
+
+    @property
+    def namespace(self) -> str:
+        return self.cluster.partition("/")[0]
 
 
 #: How long a failed auto-patch operation halts its version while its halt is neither in
@@ -152,6 +175,20 @@ class Fleet:
     max_concurrent: int = 1
     #: The fleet's operations could not be counted: nothing starts on a guess.
     uncounted: bool = False
+    #: Namespaces whose failure halts a version for the whole fleet
+    #: (``spec.autoPatch.fleetHaltNamespaces``; ``*``: every one).
+    trusted: frozenset[str] = frozenset()
+
+    def scope_of(self, namespace: str) -> HaltScope:
+        """Whose clusters a failure in ``namespace`` halts."""
+        return halt_scope(namespace, trusted=self.trusted)
+
+
+def halt_scope(namespace: str, *, trusted: frozenset[str]) -> HaltScope:
+    """The fleet for a namespace trusted to halt it, else the namespace alone."""
+    if EVERY_NAMESPACE in trusted or namespace in trusted:
+        return HaltScope.FLEET
+    return HaltScope.NAMESPACE
 
 
 @dataclass(frozen=True)
@@ -233,12 +270,19 @@ def _result(run: Run) -> RunResult:
 
 
 def active_halt(
-    halts: Sequence[Halt], *, component: Component, version: str, now: datetime
+    halts: Sequence[Halt], *, component: Component, version: str, now: datetime, namespace: str
 ) -> Halt | None:
+    """The halt that keeps a cluster of ``namespace`` from starting ``version`` now."""
     for halt in halts:
-        if halt.component == component.value and halt.version == version and halt.until > now:
+        if halt.holds(component=component.value, version=version, namespace=namespace, now=now):
             return halt
     return None
+
+
+def _whose(halt: Halt) -> str:
+    if halt.scope is HaltScope.FLEET:
+        return "the fleet"
+    return f"the clusters of namespace {halt.namespace}"
 
 
 @dataclass(frozen=True)
@@ -257,8 +301,10 @@ def pick(
     choices: Mapping[Component, ChoiceGroup | None],
     fleet: Fleet,
     now: datetime,
+    namespace: str = "",
 ) -> _Pick:
-    """The patch to start now: the first component in order with an eligible patch."""
+    """The patch to start now for a cluster of ``namespace``: the first component in
+    order with an eligible patch."""
     notes: list[str] = []
     wake: datetime | None = None
     worst = Reason.UP_TO_DATE
@@ -272,11 +318,13 @@ def pick(
             continue
         young: list[str] = []
         for version in group.patch:  # newest first, each accepted by the target rule
-            halt = active_halt(fleet.halts, component=component, version=version, now=now)
+            halt = active_halt(
+                fleet.halts, component=component, version=version, now=now, namespace=namespace
+            )
             if halt is not None:
                 notes.append(
-                    f"{name} {version} is halted for the fleet until {_stamp(halt.until)}: it "
-                    f"failed on {halt.cluster} ({halt.operation})"
+                    f"{name} {version} is halted for {_whose(halt)} until "
+                    f"{_stamp(halt.until)}: it failed on {halt.cluster} ({halt.operation})"
                 )
                 if worst is not Reason.RELEASE_LIST_STALE:
                     worst = Reason.HALTED
@@ -474,12 +522,9 @@ def decide(
             f"kubectl annotate taloscluster {cluster.name} -n {cluster.namespace} "
             f"{RESUME_ANNOTATION}={last.name} --overwrite)"
         )
-        message = (
-            f"auto-patch is suspended: TalosOperation {last.name} ({what}) failed: {said}; "
-            + resume
-        )
         recorded = previous.suspension if previous else None
         until = halt_until(policy, last, failed_at=last.finished or suspension.time)
+        scope = fleet.scope_of(cluster.namespace)
         kept = (
             Halt(
                 component=last.type,
@@ -489,9 +534,15 @@ def decide(
                 reason=said[:1024],
                 time=suspension.time,
                 until=until,
+                scope=scope,
             )
-            if until is not None and until > now
+            if last.upgrade_failed and until is not None and until > now
             else None
+        )
+        message = (
+            f"auto-patch is suspended: TalosOperation {last.name} ({what}) failed: {said}; "
+            + _halt_note(last, kept, what=what)
+            + resume
         )
         if recorded is None or recorded.operation != last.name:
             events.append(PlannedEvent(EventType.WARNING, AutoPatchEventReason.FAILED, message))
@@ -530,7 +581,13 @@ def decide(
         )
         return finish(Reason.WINDOW_CLOSED, message, status=status)
 
-    chosen = pick(policy=policy, choices=choice_groups(cluster.status), fleet=fleet, now=now)
+    chosen = pick(
+        policy=policy,
+        choices=choice_groups(cluster.status),
+        fleet=fleet,
+        now=now,
+        namespace=cluster.namespace,
+    )
     if chosen.version is None or chosen.component is None:
         return finish(chosen.reason, chosen.message, status=status, wake_at=chosen.wake_at)
     component, version = chosen.component, chosen.version
@@ -592,6 +649,16 @@ def decide(
     )
 
 
+def _halt_note(run: Run, halt: Halt | None, *, what: str) -> str:
+    """What the failure halts beyond this cluster, as the part of a sentence."""
+    if halt is not None:
+        return f"{what} is halted for {_whose(halt)} until {_stamp(halt.until)}; "
+    if run.upgrade_failed:
+        return ""
+    kind = run.failure.value if run.failure else "not known to have run on the nodes"
+    return f"it halts {what} for no other cluster: its upgrade did not run and fail ({kind}); "
+
+
 def halt_until(policy: Policy, run: Run, *, failed_at: datetime) -> datetime | None:
     """Until when a failure of ``run`` halts its version for the fleet: the rest of the
     window it started in; and when it failed after that window closed (a Job is never
@@ -611,16 +678,18 @@ def unrecorded_halts(
     now: datetime,
     cluster: str,
     resume: str | None,
+    trusted: frozenset[str] = frozenset(),
 ) -> tuple[Halt, ...]:
-    """A halt for each failed auto-patch operation of the fleet whose halt is neither in
-    ``recorded`` nor marked on it (its cluster has not looked since it failed), for
-    ``UNRECORDED_HALT`` after it failed. A recorded halt decides for its operation, live
+    """A halt for each auto-patch operation of the fleet whose upgrade ran and failed and
+    whose halt is neither in ``recorded`` nor marked on it (its cluster has not looked
+    since it failed), for ``UNRECORDED_HALT`` after it failed, with the scope its
+    namespace gets (``trusted``). A recorded halt decides for its operation, live, lifted
     or over, and so does the mark once the record dropped it; ``cluster``'s own failure
     it resumed (``resume``) halts nothing here."""
     named = {h.operation for h in recorded}
     halts: list[Halt] = []
     for run in runs:
-        if run.phase is not Phase.FAILED or run.operation in named or run.halt_recorded:
+        if not run.upgrade_failed or run.operation in named or run.halt_recorded:
             continue
         if run.cluster == cluster and run.operation == resume:
             continue
@@ -637,6 +706,7 @@ def unrecorded_halts(
                 reason="failed; its cluster has not recorded the halt yet",
                 time=failed_at,
                 until=until,
+                scope=halt_scope(run.namespace, trusted=trusted),
             )
         )
     return tuple(halts)
@@ -722,3 +792,24 @@ def seen_map(seen: Sequence[SeenRelease]) -> dict[tuple[str, str], datetime]:
 
 def live_halts(halts: Sequence[Halt], *, now: datetime) -> tuple[Halt, ...]:
     return tuple(h for h in halts if h.until > now)
+
+
+def lift(
+    halts: Sequence[Halt], *, request: Unhalt, user: str, now: datetime
+) -> tuple[tuple[Halt, ...], tuple[Halt, ...]]:
+    """``halts`` with those ``request`` names lifted by ``user`` at ``now``, and the
+    halts this request lifted. A halt in force is lifted; one already lifted by ``user``
+    counts as lifted by this request too (the operator may have lifted it, then stopped
+    before it posted the Event: the Event is posted again, never lost). A lifted halt
+    stays in the record until its end, so its failure is never recorded again."""
+    written: list[Halt] = []
+    lifted: list[Halt] = []
+    for halt in halts:
+        if request.matches(halt) and halt.until > now:
+            if halt.lifted_by is None:
+                halt = halt.model_copy(update={"lifted_by": user, "lifted_at": now})
+                lifted.append(halt)
+            elif halt.lifted_by == user:
+                lifted.append(halt)
+        written.append(halt)
+    return tuple(written), tuple(lifted)

@@ -17,7 +17,8 @@ fresh lists of the API server, never a cache, so a restart counts what is there.
 
 While a failure suspends a cluster, every look asks for its halt (written once, by
 operation name), so a halt whose write failed is written at the next look; every write
-of the fleet's record drops the halts that are over.
+of the fleet's record drops the halts that are over. ``lift_halts`` lifts halts a person
+asked to lift (``ichor autopatch unhalt``), for the recorder, which posts the Event.
 """
 
 from __future__ import annotations
@@ -44,12 +45,19 @@ from ichor.api.autopatch import (
     Halt,
     LastRun,
     RunResult,
+    Unhalt,
 )
 from ichor.api.conditions import Condition
 from ichor.api.events import AutoPatchEventReason
 from ichor.api.ichorinstallation import UpgradeTargets
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
-from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType, Phase, StartedBy
+from ichor.api.talosoperation import (
+    STARTED_BY_LABEL,
+    Failure,
+    OperationType,
+    Phase,
+    StartedBy,
+)
 from ichor.controller.autopatch import decisions, health
 from ichor.controller.autopatch.policy import Policy, effective, max_concurrent
 from ichor.controller.talosoperation import creating, start_request
@@ -64,6 +72,9 @@ READYZ_TIMEOUT = 5.0
 READYZ_MAX_BYTES = 64 * 1024
 #: Seconds one health check's evaluation may take.
 HEALTH_TIMEOUT = 10.0
+#: Seconds ``/readyz`` and every health check may take together (the reconciler passes
+#: ``ICHOR_OBSERVE_TIMEOUT``).
+ASK_TIMEOUT = 20.0
 
 
 def _now() -> datetime:
@@ -189,7 +200,22 @@ def parse_run(body: Mapping[str, Any], *, cluster_uid: str) -> decisions.Run | N
         message=str(status["message"]) if status.get("message") else None,
         finished=_time(status.get("finishedAt")),
         halt_recorded=HALTED_ANNOTATION in (meta.get("annotations") or {}),
+        failure=_failure(status),
     )
+
+
+def _failure(status: Mapping[str, Any]) -> Failure | None:
+    """``status.failure`` (None: not set, or a kind this operator does not know)."""
+    raw = status.get("failure")
+    try:
+        return Failure(raw) if raw is not None else None
+    except ValueError:
+        return None
+
+
+def _trusted(fleet: FleetAutoPatchSpec | None) -> frozenset[str]:
+    """The namespaces trusted to halt a version for the fleet."""
+    return frozenset((fleet.fleet_halt_namespaces or ()) if fleet else ())
 
 
 def _time(raw: object) -> datetime | None:
@@ -228,6 +254,7 @@ def parse_fleet_run(body: Mapping[str, Any]) -> decisions.FleetRun | None:
         created=created,
         finished=_time(status.get("finishedAt")),
         halt_recorded=HALTED_ANNOTATION in (meta.get("annotations") or {}),
+        failure=_failure(status),
     )
 
 
@@ -238,8 +265,12 @@ class AutoPatcher:
         api: ApiClient,
         health_resources: Sequence[str] = DEFAULT_HEALTH_CHECK_RESOURCES,
         clock: Callable[[], datetime] = _now,
+        ask_timeout: float = ASK_TIMEOUT,
     ) -> None:
         self.api = api
+        #: Seconds the workload's ``/readyz`` and health checks may take together, so a
+        #: slow workload holds its worker no longer (``ICHOR_OBSERVE_TIMEOUT``).
+        self.ask_timeout = ask_timeout
         #: What a health check may read (``ICHOR_HEALTH_CHECK_RESOURCES``).
         self.health_resources = tuple(health_resources)
         #: The time inside the fleet lock (the workload was asked before, for a while).
@@ -399,6 +430,7 @@ class AutoPatcher:
             halts=decisions.live_halts(fleet_status.halts, now=now),
             seen=decisions.seen_map(fleet_status.seen),
             max_concurrent=max_concurrent(fleet_spec),
+            trusted=_trusted(fleet_spec),
         )
         if policy.enabled and installation is not None:
             fleet_status, fleet = await self._record_seen(installation, fleet_status, fleet, now)
@@ -443,6 +475,24 @@ class AutoPatcher:
             if run is not None
         ]
 
+    async def _ask(
+        self, workload: ApiClient | None, checks: Sequence[health.Compiled]
+    ) -> tuple[decisions.Probe, tuple[health.Verdict, ...] | None]:
+        """``/readyz``, then the health checks when it is ready, all within
+        ``ask_timeout``: past it the gate is shut, saying so."""
+        if workload is None:
+            return decisions.Probe(ok=False, message="cannot be asked"), None
+        probe = decisions.Probe(ok=False, message="did not answer")
+        try:
+            async with asyncio.timeout(self.ask_timeout):
+                probe = await self._readyz(workload)
+                if not probe.ok:
+                    return probe, None
+                return probe, await self._health(workload, checks)
+        except TimeoutError:
+            said = "answered, but its health checks were not" if probe.ok else "did not answer"
+            return decisions.Probe(ok=False, message=f"{said} within {self.ask_timeout:g} s"), None
+
     async def _probe_and_start(
         self,
         *,
@@ -455,20 +505,11 @@ class AutoPatcher:
         previous: Condition | None,
     ) -> decisions.Decision:
         """Ask the workload (``/readyz``, then the health checks), outside the fleet lock:
-        that takes seconds, up to minutes with 16 checks. Then, in the lock, decide again
+        that takes seconds, at most ``ask_timeout`` (``_ask``). Then, in the lock, decide again
         on what is true now: the time (the window may have closed meanwhile), the
         cluster's operations, the fleet's auto-patch operations (the count, and a failure
         whose halt is not recorded yet) and the halts read afresh; and start."""
-        probe = (
-            await self._readyz(workload)
-            if workload is not None
-            else decisions.Probe(ok=False, message="cannot be asked")
-        )
-        verdicts = (
-            await self._health(workload, policy.health)
-            if probe.ok and workload is not None
-            else None
-        )
+        probe, verdicts = await self._ask(workload, policy.health)
         async with self._lock:
             now = self.clock()
             try:
@@ -490,17 +531,19 @@ class AutoPatcher:
                 fleet_spec = _read(
                     FleetAutoPatchSpec, ((fresh or {}).get("spec") or {}).get("autoPatch")
                 )
+                trusted = _trusted(fleet_spec)
                 fleet = decisions.Fleet(
                     halts=(
                         *decisions.live_halts(recorded.halts, now=now),
                         *decisions.unrecorded_halts(
                             listed, recorded=recorded.halts, now=now, cluster=cluster.key,
-                            resume=cluster.resume,
+                            resume=cluster.resume, trusted=trusted,
                         ),
                     ),
                     seen=decisions.seen_map(recorded.seen),
                     busy=frozenset(r.cluster for r in listed if r.phase in _ACTIVE),
                     max_concurrent=max_concurrent(fleet_spec),
+                    trusted=trusted,
                 )  # fmt: skip
             decision = decisions.decide(
                 cluster=cluster, policy=policy, runs=runs, fleet=fleet, now=now,
@@ -552,16 +595,11 @@ class AutoPatcher:
             )
             seen = decisions.record_seen(current.seen, listed=listed, now=now)
             if seen is None:
-                return current, decisions.Fleet(
-                    halts=fleet.halts, seen=decisions.seen_map(current.seen),
-                    max_concurrent=fleet.max_concurrent,
-                )  # fmt: skip
+                return current, replace(fleet, seen=decisions.seen_map(current.seen))
             updated = decisions.fleet_record(current, now=now, seen=seen)
             assert updated is not None
             await self._write_fleet(fresh, updated)
-        return updated, decisions.Fleet(
-            halts=fleet.halts, seen=decisions.seen_map(seen), max_concurrent=fleet.max_concurrent
-        )
+        return updated, replace(fleet, seen=decisions.seen_map(seen))
 
     async def _installation_or_none(self) -> dict[str, Any] | None:
         try:
@@ -683,6 +721,44 @@ class AutoPatcher:
             start=plan,
             wake_at=decision.wake_at,
         )
+
+
+#: Attempts at writing the lifted halts when the IchorInstallation keeps moving.
+LIFT_ATTEMPTS = 5
+
+
+async def lift_halts(
+    api: ApiClient, *, request: Unhalt, user: str, now: datetime
+) -> tuple[Halt, ...]:
+    """Lift the halts ``request`` names, for ``user``, in the IchorInstallation's record
+    (``decisions.lift``): read, write with the version read, again when it moved. The
+    halts lifted by this request; raises the API's errors (the caller tries again), and
+    ``errors.Conflict`` when the record kept moving."""
+    for _ in range(LIFT_ATTEMPTS):
+        fresh = await objects.get_installation(api)
+        if fresh is None:
+            return ()
+        current = (
+            _read(FleetAutoPatchStatus, (fresh.get("status") or {}).get("autoPatch"))
+            or FleetAutoPatchStatus()
+        )
+        halts, lifted = decisions.lift(current.halts, request=request, user=user, now=now)
+        if halts == current.halts:
+            return lifted
+        version = (fresh.get("metadata") or {}).get("resourceVersion")
+        try:
+            await patching.patch_status(
+                api,
+                kind=kinds.Kind.ICHOR_INSTALLATION,
+                name=kinds.INSTALLATION_NAME,
+                namespace=None,
+                status_patch={"autoPatch": current.model_copy(update={"halts": halts}).to_api()},
+                resource_version=str(version) if version else None,
+            )
+        except errors.Conflict:
+            continue
+        return lifted
+    raise errors.Conflict(ApiException(status=409, reason="the IchorInstallation kept moving"))
 
 
 async def post(

@@ -14,18 +14,26 @@ Event only delays the Event; the replica that runs the handlers next posts it. A
 between posting and removing posts that record again once (a duplicate, never a gap). A
 forged review, a dry run or a write a later admission step refused stores no object, so
 there is nothing to post.
+
+A record on the IchorInstallation is a request to lift auto-patch halts (``ichor
+autopatch unhalt``, ``ichor.dev/unhalt``): the halts are lifted in the fleet's record
+first (``autopatch.runner.lift_halts``), then the Event names the person and what was
+lifted, then the records go together with the request annotation.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes_asyncio.client.api_client import ApiClient
 
 from ichor.api import kinds, records
-from ichor.api.events import RecordEventReason
+from ichor.api.autopatch import UNHALT_ANNOTATION, Halt, HaltScope, parse_unhalt
+from ichor.api.events import AutoPatchEventReason, RecordEventReason
+from ichor.controller.autopatch import runner as autopatch
 from ichor.controller.queue import WorkQueue
 from ichor.kube import bodies, errors, events, objects, patching
 
@@ -39,11 +47,43 @@ RETRY_SECONDS = 5.0
 Key = tuple[kinds.Plural, str, str]  # (plural, namespace, name)
 
 #: The Event reason of each kind of record.
-REASONS: Mapping[records.RecordKind, RecordEventReason] = {
+REASONS: Mapping[records.RecordKind, str] = {
     records.RecordKind.OVERRIDE: RecordEventReason.OVERRIDE,
     records.RecordKind.CARRIED: RecordEventReason.OVERRIDE,
     records.RecordKind.ADOPTION: RecordEventReason.ADOPTED_INCOMPATIBLE,
+    records.RecordKind.UNHALT: AutoPatchEventReason.UNHALTED,
 }
+
+_KINDS: Mapping[kinds.Plural, kinds.Kind] = {plural: kind for kind, plural in kinds.PLURALS.items()}
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def _stamp(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def unhalt_message(record: records.Record, lifted: tuple[Halt, ...] | None) -> str:
+    """The Event's sentence for an unhalt request of ``record.user``: the halts it lifted
+    (None: its value could not be read, so nothing was lifted)."""
+    asked = f"User {record.user} asked to lift the auto-patch halt {record.detail!r}"
+    if lifted is None:
+        return f"{asked}, which is not <component>/<version> or all: nothing was lifted"
+    if not lifted:
+        return f"{asked}: no halt of it was in force, so nothing was lifted"
+    named = "; ".join(
+        f"{h.component} {h.version} (failed on {h.cluster}, TalosOperation {h.operation}; "
+        f"{'the fleet' if h.scope is HaltScope.FLEET else 'namespace ' + h.namespace}; "
+        f"until {_stamp(h.until)})"
+        for h in lifted[:8]
+    )
+    more = f" and {len(lifted) - 8} more" if len(lifted) > 8 else ""
+    return (
+        f"User {record.user} lifted the auto-patch halt {record.detail} (ichor autopatch "
+        f"unhalt): {named}{more}; those versions may start again in the next open window"
+    )
 
 
 def has_records(body: Mapping[str, Any]) -> bool:
@@ -77,12 +117,16 @@ class Recorder:
 
     async def _read(self, key: Key) -> dict[str, Any] | None:
         plural, namespace, name = key
+        if plural is kinds.Plural.ICHOR_INSTALLATIONS:
+            return await self._get(namespace, name, kind=kinds.Kind.ICHOR_INSTALLATION)
         if plural is kinds.Plural.TALOS_OPERATIONS:
             return await self._get(namespace, name, kind=kinds.Kind.TALOS_OPERATION)
         return await self._get(namespace, name, kind=kinds.Kind.TALOS_CLUSTER)
 
     async def _get(self, namespace: str, name: str, *, kind: kinds.Kind) -> dict[str, Any] | None:
-        return await objects.get(self.api, kind=kind, name=name, namespace=namespace)
+        return await objects.get(
+            self.api, kind=kind, name=name, namespace=namespace if kinds.NAMESPACED[kind] else None
+        )
 
     async def _reconcile(self, key: Key) -> None:
         for _ in range(ATTEMPTS):
@@ -117,15 +161,24 @@ class Recorder:
         plural, namespace, name = key
         meta = body.get("metadata") or {}
         version = meta.get("resourceVersion")
+        kind = _KINDS[plural]
+        annotations: dict[str, str | None] = {records.RECORDS: records.dump(rest)}
+        if kind is kinds.Kind.ICHOR_INSTALLATION and not rest:
+            # every request is handled: the request annotation goes with its records (a
+            # new request written meanwhile moved the object, and this write fails)
+            annotations[UNHALT_ANNOTATION] = None
         try:
             await patching.patch_object(
                 self.api,
-                kind=kinds.Kind.TALOS_OPERATION
-                if plural is kinds.Plural.TALOS_OPERATIONS
+                # spelt out: the chart's permission test reads the kinds written here
+                kind=kinds.Kind.ICHOR_INSTALLATION
+                if kind is kinds.Kind.ICHOR_INSTALLATION
+                else kinds.Kind.TALOS_OPERATION
+                if kind is kinds.Kind.TALOS_OPERATION
                 else kinds.Kind.TALOS_CLUSTER,
                 name=name,
-                namespace=namespace,
-                patch={"metadata": {"annotations": {records.RECORDS: records.dump(rest)}}},
+                namespace=namespace if kinds.NAMESPACED[kind] else None,
+                patch={"metadata": {"annotations": annotations}},
                 resource_version=str(version) if version else None,
             )
         except errors.Conflict:
@@ -137,13 +190,15 @@ class Recorder:
     async def _post(self, key: Key, body: Mapping[str, Any], record: records.Record) -> None:
         plural, namespace, name = key
         involved: Mapping[str, Any] = body
-        kind = kinds.Kind.TALOS_CLUSTER.value
+        kind = _KINDS[plural].value
         if plural is kinds.Plural.TALOS_OPERATIONS:
             kind = kinds.Kind.TALOS_OPERATION.value
             cluster = ((body.get("spec") or {}).get("clusterRef") or {}).get("name")
             found = await self._read((kinds.Plural.TALOS_CLUSTERS, namespace, str(cluster)))
             involved = found if found is not None else body
         message = records.message(record, kind=kind, namespace=namespace, name=name)
+        if record.kind is records.RecordKind.UNHALT and plural is kinds.Plural.ICHOR_INSTALLATIONS:
+            message = await self._unhalt(record)
         await events.emit(
             self.api,
             bodies.reference(involved),
@@ -152,3 +207,12 @@ class Recorder:
             message=message,
         )
         logger.warning("recorded: %s", message)
+
+    async def _unhalt(self, record: records.Record) -> str:
+        """Lift the halts ``record`` asks to lift; the Event's sentence."""
+        try:
+            request = parse_unhalt(record.detail)
+        except ValueError:
+            return unhalt_message(record, None)
+        lifted = await autopatch.lift_halts(self.api, request=request, user=record.user, now=_now())
+        return unhalt_message(record, lifted)

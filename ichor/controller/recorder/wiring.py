@@ -1,5 +1,5 @@
 """kopf registration of the recorder, and nothing else: start and stop it (``recorder``)
-and hand it the watch events of TalosClusters and TalosOperations.
+and hand it the watch events of TalosClusters, TalosOperations and the IchorInstallation.
 """
 
 from __future__ import annotations
@@ -37,6 +37,12 @@ async def operation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> No
         recorder.event(kinds.Plural.TALOS_OPERATIONS, event["object"])
 
 
+async def installation_event(event: kopf.RawEvent, memo: kopf.Memo, **_: Any) -> None:
+    recorder = memo.get(RECORDER)
+    if isinstance(recorder, Recorder) and event.get("type") != "DELETED":
+        recorder.event(kinds.Plural.ICHOR_INSTALLATIONS, event["object"])
+
+
 def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
     """Put the recorder's handlers into ``registry`` (the operator and the webhook tests);
     ``settings`` say how to reach the cluster, a ``KUBECONFIG`` memo entry wins."""
@@ -67,3 +73,10 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
         id="records-operation-event",
         registry=registry,
     )(operation_event)
+    kopf.on.event(
+        kinds.GROUP,
+        kinds.VERSION,
+        kinds.Plural.ICHOR_INSTALLATIONS,
+        id="records-installation-event",
+        registry=registry,
+    )(installation_event)

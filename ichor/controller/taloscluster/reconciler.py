@@ -1,13 +1,14 @@
 """The TalosCluster controller: observe each workload cluster, write its status.
 
 kopf's watches feed this controller (``wiring``: ``cluster_event``, ``installation_event``); a
-bounded pool of workers reconciles one cluster at a time per key:
+bounded pool of workers reconciles one cluster at a time per key, the clusters of one
+namespace on at most ``group_workers`` of them (``queue``):
 
 1. read the workload cluster when its observation is due (every ``observe_interval``;
-   after a failure, with a doubling backoff), with a timeout, so an unreachable cluster
-   holds one worker for at most that long and never the others; without a kubeconfig
-   Secret, as the TalosCluster's ServiceAccount (``ichor.kube.accounts``), never as
-   the operator;
+   after a failure, with a doubling backoff), under one deadline, so an unreachable
+   cluster holds one worker for at most that long and never the others; without a
+   kubeconfig Secret, as the TalosCluster's ServiceAccount (``ichor.kube.accounts``),
+   never as the operator;
 2. compute the status with ``status.evaluate`` (pure);
 3. write the difference through the status subresource, then post the Events.
 
@@ -113,6 +114,10 @@ class _NotRead(Exception):
     """No account may read the cluster the operator runs in for this TalosCluster."""
 
 
+def _namespace(key: Key) -> str:
+    return key[0]
+
+
 def _describe(error: BaseException) -> str:
     if isinstance(error, ApiException):
         if isinstance(errors.typed(error), errors.Unauthorized | errors.Forbidden):
@@ -165,9 +170,18 @@ class ClusterController:
         #: The IchorInstallation as last seen, for auto-patch (its settings and record).
         self.installation_body: Mapping[str, Any] | None = None
         self.autopatch = autopatch.AutoPatcher(
-            api=api, health_resources=settings.health_check_resources
+            api=api,
+            health_resources=settings.health_check_resources,
+            ask_timeout=settings.observe_timeout,
         )
-        self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=settings.workers)
+        # a namespace's clusters share at most ``group_workers``: its slow ones wait
+        # for each other, never the other namespaces' clusters
+        self.queue: WorkQueue[Key] = WorkQueue(
+            self.reconcile,
+            workers=settings.workers,
+            group=_namespace,
+            group_workers=settings.group_workers,
+        )
         self._workload: dict[SecretKey, tuple[str, ApiClient]] = {}
         #: Pending or Running operations by (namespace, operation name): their cluster
         #: and what they do, for the cluster's ``Reconciling`` condition.
@@ -425,9 +439,12 @@ class ClusterController:
         try:
             if isinstance(account, Unnamed):
                 raise _NotRead(account.message)  # no request at all
-            workload = await self._workload_client(source, account)
+            # One deadline for the whole read, the Secret and the client included: it
+            # bounds how long one cluster holds a worker, whatever its address does
+            # (accepts and never answers, never finishes TLS, trickles its answer).
             # asyncio.timeout, not wait_for: 3.11's wait_for can swallow a cancellation.
             async with asyncio.timeout(self.settings.observe_timeout):
+                workload = await self._workload_client(source, account)
                 observation = await observe(workload)
         except KubeconfigError as error:
             failure = Failure(ClusterReason.KUBECONFIG_UNUSABLE, str(error))

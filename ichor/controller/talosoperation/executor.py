@@ -8,7 +8,8 @@ never runs one key on two workers, so two operations of one cluster never start
 together; the API, not memory, holds the state, so a restart resumes where it stopped:
 
 1. the oldest operation not yet finished runs; the others wait in ``Pending`` with a
-   condition naming the one ahead of them;
+   condition naming the one directly ahead of them (a new head rewrites one of them, not
+   all), and one created past ``max_queued`` that raced past the webhook is refused;
 2. it is checked again (``lifecycle.decide_execution``): a refusal is ``Failed`` with a
    condition naming the rule; overridable refusals run only under ``override: true``,
    and the Accepted condition and the Override Event name every one passed;
@@ -24,7 +25,10 @@ together; the API, not memory, holds the state, so a restart resumes where it st
    backwards; never at all for a ``Declarative`` cluster, whose spec is the desired
    state: ``lifecycle.spec_record``), then ``Succeeded``; on failure ``Failed`` with the
    Job's reason and the failed container's last log lines, and the spec untouched.
-   Events mark start and end.
+   Events mark start and end. The first upgrade step seen started in the Job's pod is
+   recorded (``status.upgradeStartedAt``), and every failure says its kind
+   (``status.failure``, ``lifecycle.failure_kind``): only a step that ran and failed is
+   ``UpgradeFailed``, the one failure auto-patch halts a version on.
 
 Every status write carries the ``resourceVersion`` it was computed from: a 409 means the
 object moved, and the whole step is computed again from a fresh read (never lost, never
@@ -53,7 +57,13 @@ from ichor.api import kinds
 from ichor.api.conditions import OperationReason
 from ichor.api.events import OperationEventReason
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, DEFAULT_TALOSCONFIG_KEY
-from ichor.api.talosoperation import OperationType, Phase, TalosOperationStatus
+from ichor.api.talosoperation import (
+    Failure,
+    OperationType,
+    Phase,
+    TalosOperationStatus,
+    queue_full_message,
+)
 from ichor.controller import observe
 from ichor.controller.queue import WorkQueue
 from ichor.controller.talosoperation import jobs, lifecycle
@@ -90,6 +100,10 @@ class Transient(Exception):
 BeforeWrite = Callable[[Operation], Awaitable[None]]
 
 
+def _namespace(key: Key) -> str:
+    return key[0]
+
+
 def _now() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
@@ -109,7 +123,12 @@ class OperationController:
         self.settings = settings
         #: As whose account a cluster without a kubeconfig Secret is read.
         self.tenants = tenants or TenantSettings()
-        self.queue: WorkQueue[Key] = WorkQueue(self.reconcile, workers=settings.workers)
+        self.queue: WorkQueue[Key] = WorkQueue(
+            self.reconcile,
+            workers=settings.workers,
+            group=_namespace,
+            group_workers=settings.group_workers,
+        )
         self.before_write: BeforeWrite | None = None
         #: 409s met on writes, each followed by a fresh step (for tests and logs).
         self.conflicts = 0
@@ -199,6 +218,17 @@ class OperationController:
                 await self._release(op)
 
         order = lifecycle.run_order(operations)
+        past = lifecycle.past_queue(order, most=self.settings.max_queued)
+        for op in past:
+            message = queue_full_message(
+                namespace=op.namespace,
+                name=op.name,
+                cluster=cluster_name,
+                most=self.settings.max_queued,
+            )
+            await self._refuse(op, OperationReason.QUEUE_FULL, message)
+        refused = {op.uid for op in past}
+        order = [op for op in order if op.uid not in refused]
         again: float | None = None
         head: Operation | None = None
         ended: set[str] = set()
@@ -222,10 +252,9 @@ class OperationController:
                 again = self.settings.resync_interval if op.phase is Phase.RUNNING else retry
                 break
         if head is not None:
-            for op in order:
-                if op.uid == head.uid or op.uid in ended or op.phase is Phase.RUNNING:
-                    continue
-                message = lifecycle.waiting_message(op, ahead=head)
+            # each names the one directly ahead: a new head rewrites one status, not all
+            for op, ahead in lifecycle.waiting_behind(order, head=head, ended=ended):
+                message = lifecycle.waiting_message(op, ahead=ahead, head=ahead is head)
                 previous = op.status.message
                 op = await self._write(
                     op,
@@ -270,7 +299,10 @@ class OperationController:
             message = lifecycle.refusal_message(
                 decision.refusal, override=op.override_admitted, flag=op.spec.override
             )
-            return await self._refuse(op, decision.refusal.rule, message), None
+            return (
+                await self._refuse(op, decision.refusal.rule, message, kind=Failure.REFUSED),
+                None,
+            )
         try:
             manifest, detail = await self._manifest(op, cluster, cluster_body)
         except _Unrunnable as error:
@@ -302,9 +334,16 @@ class OperationController:
         op = await self._create_job(op, manifest, detail=detail, cluster_body=cluster_body)
         return op, None
 
-    async def _refuse(self, op: Operation, reason: str, message: str) -> Operation:
+    async def _refuse(
+        self, op: Operation, reason: str, message: str, *, kind: Failure = Failure.NOT_STARTED
+    ) -> Operation:
+        """Failed before its Job: by a rule (``Failure.REFUSED``), or because it cannot run
+        as the cluster is set up (``Failure.NOT_STARTED``)."""
         op = await self._write(
-            op, lifecycle.failed(op, reason=reason, message=message, now=_now(), refused=True)
+            op,
+            lifecycle.failed(
+                op, reason=reason, message=message, now=_now(), refused=True, kind=kind
+            ),
         )
         await self._event(op.body, bodies.EventType.WARNING, OperationEventReason.REFUSED, message)
         return op
@@ -385,6 +424,11 @@ class OperationController:
             message = f"Job {name} is not this operation's"
             return await self._finish_failed(op, OperationReason.INVALID_OPERATION, message)
         pods = await self._pods(op.namespace, name)
+        started = lifecycle.step_started(pods)
+        if started is not None and op.status.upgrade_started_at is None:
+            # from here on the upgrade acts on the nodes: a failure says something about
+            # the version (auto-patch halts it), one before this never reached them
+            op = await self._write(op, lifecycle.step_seen(op, started))
         outcome = lifecycle.job_outcome(job, pods)
         if outcome.state is lifecycle.JobState.RUNNING:
             if complete is not None and complete.reason == OperationReason.JOB_CREATING:

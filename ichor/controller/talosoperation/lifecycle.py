@@ -5,7 +5,9 @@ Job stands, and the status each step writes.
 decides comes from here, so the lifecycle is tested without a cluster:
 
 * ``run_order``: the operations of one cluster that still have to run, oldest first. One
-  runs at a time per cluster; the others wait in Pending naming the one ahead of them.
+  runs at a time per cluster; the others wait in Pending naming the one directly ahead
+  of them (``waiting_behind``), and a create that raced past the webhook's count of the
+  queue is refused (``past_queue``).
 * ``check_execution``: the target rule again, at execution, against the cluster's
   current spec *and* what its nodes were last seen running (a cluster can move between
   the plan and the run), with the Kubernetes pairing of a Talos target, and for a
@@ -43,7 +45,13 @@ from ichor.api.conditions import (
     OperationReason,
 )
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus, UpgradeStrategy
-from ichor.api.talosoperation import OperationType, Phase, TalosOperationSpec, TalosOperationStatus
+from ichor.api.talosoperation import (
+    Failure,
+    OperationType,
+    Phase,
+    TalosOperationSpec,
+    TalosOperationStatus,
+)
 from ichor.kube import conditions
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.release.release_set import PINNED
@@ -167,12 +175,48 @@ def run_order(operations: Iterable[Operation]) -> list[Operation]:
     return sorted(live, key=lambda op: (op.created, op.name))
 
 
-def waiting_message(op: Operation, *, ahead: Operation) -> str:
-    state = "Running" if ahead.phase is Phase.RUNNING else "created earlier, not yet started"
+def waiting_message(op: Operation, *, ahead: Operation, head: bool = True) -> str:
+    """What ``op`` waits for: the operation directly ahead of it (``head``: the one that
+    runs or runs next). Naming that one, not the head, keeps the message of every other
+    waiting operation unchanged when the head finishes: a change of the head rewrites
+    the status of the one behind the new head only, not of the whole queue."""
+    if ahead.phase is Phase.RUNNING:
+        state = "Running"
+    elif head:
+        state = "created earlier, not yet started"
+    else:
+        state = "created earlier, waiting too"
     return (
         f"waits for {ahead} ({ahead.what}, {state}): one operation runs per TalosCluster "
-        f"{op.namespace}/{op.spec.cluster_ref.name} at a time"
+        f"{op.namespace}/{op.spec.cluster_ref.name} at a time, oldest first"
     )
+
+
+def waiting_behind(
+    order: Sequence[Operation], *, head: Operation, ended: Iterable[str] = ()
+) -> list[tuple[Operation, Operation]]:
+    """Each operation of ``order`` that waits, with the one directly ahead of it: the
+    head first, then the others oldest first (``ended``: uids that finished meanwhile)."""
+    gone = set(ended)
+    waiting = [
+        op
+        for op in order
+        if op.uid != head.uid and op.uid not in gone and op.phase is not Phase.RUNNING
+    ]
+    # each with the one before it: the head for the first
+    return list(zip(waiting, [head, *waiting], strict=False))
+
+
+def past_queue(order: Sequence[Operation], *, most: int) -> list[Operation]:
+    """The operations of ``order`` the executor refuses as past the most one cluster
+    queues: of those it has not looked at yet (no phase), oldest first, the ones beyond
+    the room the others leave under ``most``. Only creates that raced past the webhook's
+    count are there. An operation already waiting or running keeps its place, even if
+    the most was lowered since; one created in the same second that sorts before it
+    does not push it out."""
+    room = most - sum(1 for op in order if op.phase is not None)
+    fresh = [op for op in order if op.phase is None]
+    return fresh[max(room, 0) :]
 
 
 @dataclass(frozen=True)
@@ -422,6 +466,68 @@ def _progress(pods: Sequence[Mapping[str, Any]]) -> str | None:
             if "running" in (container.get("state") or {}):
                 return f"step {index + 1} of {total} ({container.get('name')}) runs"
     return None
+
+
+#: Terminated reasons of a container that never ran: the runtime could not start it (its
+#: ``startedAt`` is then the epoch, or absent).
+NEVER_RAN = frozenset({"StartError", "ContainerCannotRun"})
+
+
+def _moment(raw: object) -> datetime | None:
+    if isinstance(raw, datetime):
+        return raw
+    if not isinstance(raw, str) or not raw:
+        return None
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def step_started(pods: Sequence[Mapping[str, Any]]) -> datetime | None:
+    """When the first upgrade step of a Job's pod started, or None while none has.
+
+    Every container of an operation's Job is an upgrade step against the nodes (the
+    Talos Job's per-node ``talosctl upgrade``, ``upgrade-k8s``, ``helm upgrade``; none
+    prepares anything), so the first container seen running, or terminated after it
+    ran, is the upgrade acting on the nodes. A container waiting (an image that cannot
+    be pulled, a Secret that cannot be mounted) or one the runtime could not start
+    (``StartError``, its ``startedAt`` the epoch) never ran.
+    """
+    found: list[datetime] = []
+    for pod in pods:
+        for container in _containers(pod):
+            state = container.get("state") or {}
+            running = state.get("running")
+            terminated = state.get("terminated")
+            if isinstance(running, Mapping):
+                moment = _moment(running.get("startedAt"))
+            elif isinstance(terminated, Mapping) and terminated.get("reason") not in NEVER_RAN:
+                moment = _moment(terminated.get("startedAt"))
+            else:
+                continue
+            if moment is not None and moment.year > 1970:
+                found.append(moment)
+    return min(found) if found else None
+
+
+def failure_kind(reason: str, *, started: bool) -> Failure:
+    """The kind of failure of an operation that failed for ``reason`` (an
+    ``OperationReason``) after its upgrade step ``started`` on the nodes, or not.
+
+    Only an upgrade that ran and failed says something about the version: the Job
+    failing after its step started, or the Nodes not reporting the target after the Job
+    succeeded (its step ran, by definition). A Job that failed before its step started
+    (an image pull, a deadline) never reached the nodes; a deleted Job, a cluster gone
+    or a spec that could not be moved interrupted it.
+    """
+    if reason == OperationReason.NODES_NOT_UPGRADED:
+        return Failure.UPGRADE_FAILED
+    if reason == OperationReason.JOB_FAILED:
+        return Failure.UPGRADE_FAILED if started else Failure.NOT_STARTED
+    if reason == OperationReason.SPEC_NOT_UPDATED:
+        return Failure.INTERRUPTED
+    return Failure.INTERRUPTED if started else Failure.NOT_STARTED
 
 
 def job_outcome(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] = ()) -> JobOutcome:
@@ -717,17 +823,38 @@ def failed(
     message: str,
     now: datetime,
     refused: bool = False,
+    kind: Failure | None = None,
 ) -> TalosOperationStatus:
-    """Failed; ``refused``: the executor refused to start it (Accepted False, by rule)."""
+    """Failed; ``refused``: the executor refused to start it (Accepted False, by rule),
+    before anything ran (``Failure.REFUSED``). ``kind``: which failure it was (default:
+    read from ``reason`` and whether the upgrade step was seen started,
+    ``failure_kind``)."""
     updates = []
     if refused:
         updates.append(_condition(Accepted, F, reason, message, op.generation))
         updates.append(_condition(Complete, T, OperationReason.REFUSED, message, op.generation))
     else:
         updates.append(_condition(Complete, T, reason, message, op.generation))
+    if kind is None:
+        kind = (
+            Failure.REFUSED
+            if refused and op.status.upgrade_started_at is None
+            else failure_kind(reason, started=op.status.upgrade_started_at is not None)
+        )
     return _status(
-        op, now=now, updates=updates, phase=Phase.FAILED, finished_at=now, message=message
+        op,
+        now=now,
+        updates=updates,
+        phase=Phase.FAILED,
+        finished_at=now,
+        message=message,
+        failure=kind,
     )
+
+
+def step_seen(op: Operation, started: datetime) -> TalosOperationStatus:
+    """The operation's status once its upgrade step was seen started at ``started``."""
+    return op.status.model_copy(update={"upgrade_started_at": started})
 
 
 def success_message(op: Operation, *, spec_note: str) -> str:

@@ -28,14 +28,20 @@ from dataclasses import dataclass
 from typing import Any
 
 from ichor.api import kinds
-from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType, StartedBy
+from ichor.api.talosoperation import (
+    ATTEMPT_ANNOTATION,
+    STARTED_BY_LABEL,
+    STARTED_FOR_ANNOTATION,
+    OperationType,
+    StartedBy,
+)
 
 #: Label on an operation the controller started: who started it (``StartedBy``). Only
 #: the operator's identity may set, change or remove it (the webhook refuses the rest).
 STARTED_BY = STARTED_BY_LABEL
 #: Annotation: the attempt token the name was made from, and why it was started.
-ATTEMPT = "ichor.dev/attempt"
-REASON = "ichor.dev/started-for"
+ATTEMPT = ATTEMPT_ANNOTATION
+REASON = STARTED_FOR_ANNOTATION
 
 #: A TalosOperation name is kept to a label value's length (the Job's name and labels
 #: are derived from it).

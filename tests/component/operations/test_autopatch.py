@@ -340,6 +340,10 @@ async def test_a_failed_patch_suspends_the_cluster_halts_the_version_and_resume_
                                   what="the Talos patch started")  # fmt: skip
     name = failing["metadata"]["name"]
     _, job = await running_job(objects, name)
+    # the upgrade ran on a node and failed (only such a failure halts the version)
+    await objects.play_failed_pod(
+        job["metadata"]["name"], container="upgrade-000", log="node cp-1 did not boot"
+    )
     await objects.play_job(
         job["metadata"]["name"], succeeded=False, message="node cp-1 did not boot"
     )

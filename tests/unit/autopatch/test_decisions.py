@@ -29,7 +29,7 @@ from ichor.api.taloscluster import (
     TalosClusterStatus,
     UpgradeChoices,
 )
-from ichor.api.talosoperation import Phase
+from ichor.api.talosoperation import Failure, Phase
 from ichor.controller.autopatch import decisions as d
 from ichor.controller.autopatch.policy import effective, max_concurrent
 from ichor.upgrade.rule import Component
@@ -119,10 +119,15 @@ def run(
     auto: bool = True,
     created: datetime = NOW - timedelta(minutes=10),
     message: str | None = None,
+    failure: Failure | None = None,
 ) -> d.Run:
+    """An operation of the cluster; a Failed one ran on its nodes and failed unless
+    ``failure`` says otherwise."""
+    if phase is Phase.FAILED and failure is None:
+        failure = Failure.UPGRADE_FAILED
     return d.Run(
         name=name, type=type_, version=version, phase=phase, created=created, auto_patch=auto,
-        message=message,
+        message=message, failure=failure,
     )  # fmt: skip
 
 
@@ -531,7 +536,7 @@ def test_a_failure_after_the_window_closed_halts_through_the_next_window() -> No
     failed = d.Run(
         name="auto-patch-prod-1", type="talos", version="v1.14.5", phase=Phase.FAILED,
         created=NOW.replace(hour=2, minute=20), auto_patch=True, message="Job failed",
-        finished=NOW.replace(hour=6, minute=30),
+        finished=NOW.replace(hour=6, minute=30), failure=Failure.UPGRADE_FAILED,
     )  # fmt: skip
     decision = decide(runs=[failed], now=NOW.replace(hour=6, minute=40))
     assert reason(decision) == "PatchFailed"
@@ -548,7 +553,7 @@ def test_a_failure_whose_halt_would_be_over_halts_nothing() -> None:
     failed = d.Run(
         name="auto-patch-prod-1", type="talos", version="v1.14.5", phase=Phase.FAILED,
         created=NOW - timedelta(days=3), auto_patch=True, message="Job failed",
-        finished=NOW - timedelta(days=3) + timedelta(minutes=30),
+        finished=NOW - timedelta(days=3) + timedelta(minutes=30), failure=Failure.UPGRADE_FAILED,
     )  # fmt: skip
     decision = decide(runs=[failed], now=NOW + timedelta(hours=4))  # 06:30, after today's
     assert reason(decision) == "PatchFailed"
@@ -557,10 +562,13 @@ def test_a_failure_whose_halt_would_be_over_halts_nothing() -> None:
 
 
 def _fleet_run(name: str, *, cluster: str = "ns/edge", phase: Phase | None = Phase.FAILED,
-               finished: datetime | None = NOW - timedelta(minutes=1)) -> d.FleetRun:  # fmt: skip
+               finished: datetime | None = NOW - timedelta(minutes=1),
+               failure: Failure | None = None) -> d.FleetRun:  # fmt: skip
+    if phase is Phase.FAILED and failure is None:
+        failure = Failure.UPGRADE_FAILED  # ran on its nodes and failed
     return d.FleetRun(
         cluster=cluster, operation=name, component="talos", version="v1.14.5", phase=phase,
-        created=NOW - timedelta(minutes=20), finished=finished,
+        created=NOW - timedelta(minutes=20), finished=finished, failure=failure,
     )  # fmt: skip
 
 

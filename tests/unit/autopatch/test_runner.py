@@ -41,7 +41,12 @@ def cluster_body(name: str = "prod", **auto_patch: Any) -> dict[str, Any]:
 def operation(
     name: str, *, cluster: str, phase: str | None, version: str = "v1.14.5",
     created: datetime = NOW - timedelta(minutes=20), finished: datetime | None = None,
+    failure: str | None = None,
 ) -> dict[str, Any]:  # fmt: skip
+    """An auto-patch operation; a Failed one ran on its nodes and failed unless
+    ``failure`` says otherwise."""
+    if phase == "Failed" and failure is None:
+        failure = "UpgradeFailed"
     return {
         "metadata": {
             "namespace": "ns", "name": name,
@@ -53,6 +58,7 @@ def operation(
         "status": {
             **({"phase": phase} if phase else {}),
             **({"finishedAt": finished.strftime("%Y-%m-%dT%H:%M:%SZ")} if finished else {}),
+            **({"failure": failure} if failure else {}),
             "message": "Job failed",
         },
     }  # fmt: skip

@@ -199,6 +199,8 @@ def test_every_denial_of_the_webhook_carries_a_reason_of_the_fixed_set() -> None
         "Undecided",
         "StartedByLabel",
         "Stamp",
+        "OperatorMark",
+        "UnhaltRequest",
     ):
         assert f'reason="{named}"' in source
         assert named in metrics.DENIAL_REASONS

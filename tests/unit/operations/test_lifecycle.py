@@ -3,7 +3,7 @@ and the status of each step."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -618,3 +618,89 @@ def test_the_override_record_names_every_refusal_it_passed() -> None:
     assert not plain.runs
     assert plain.refusal is not None
     assert plain.refusal.rule is Rule.TALOS_KUBERNETES
+
+
+def _created(n: int) -> str:
+    moment = datetime(2026, 12, 3, 8, tzinfo=UTC) + timedelta(seconds=n)
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _queue(count: int, *, running: int | None = 0) -> list[Operation]:
+    """``count`` operations, oldest first; the ``running`` one Running, the others Pending."""
+    return [
+        operation(
+            f"op{n:02d}",
+            created=_created(n),
+            status={"phase": "Running" if n == running else "Pending"},
+        )
+        for n in range(count)
+    ]
+
+
+def _messages(order: list[Operation], head: Operation, ended: set[str]) -> dict[str, str]:
+    return {
+        op.name: lifecycle.waiting_message(op, ahead=ahead, head=ahead is head)
+        for op, ahead in lifecycle.waiting_behind(order, head=head, ended=ended)
+    }
+
+
+def test_each_waiting_operation_names_the_one_directly_ahead() -> None:
+    order = lifecycle.run_order(_queue(4))
+    pairs = lifecycle.waiting_behind(order, head=order[0])
+    assert [(op.name, ahead.name) for op, ahead in pairs] == [
+        ("op01", "op00"),
+        ("op02", "op01"),
+        ("op03", "op02"),
+    ]
+    messages = _messages(order, order[0], set())
+    assert "waits for TalosOperation team-a/op00 (talos to v1.14.4, Running)" in messages["op01"]
+    # the head alone, or with every other ended: nobody waits
+    assert lifecycle.waiting_behind(order[:1], head=order[0]) == []
+    assert lifecycle.waiting_behind(order, head=order[0], ended=[o.uid for o in order]) == []
+    assert "(talos to v1.14.4, created earlier, waiting too)" in messages["op02"]
+
+
+@pytest.mark.parametrize("size", [3, 20, 1000])
+def test_a_change_of_the_head_changes_one_waiting_message_whatever_the_queue(size: int) -> None:
+    # op00 runs and op01..op{size-1} wait; op00 ends and op01 becomes the head, Running
+    before = lifecycle.run_order(_queue(size))
+    old = _messages(before, before[0], set())
+    after_ops = _queue(size, running=1)
+    after = lifecycle.run_order(after_ops)
+    new = _messages(after, after[1], {after[0].uid})
+    changed = {name for name in new if new[name] != old.get(name)}
+    assert changed == ({"op02"} if size > 2 else set())
+    assert "op01" not in new  # the head itself is written as it starts, not as waiting
+
+
+def test_a_head_not_yet_started_is_named_so() -> None:
+    order = lifecycle.run_order(_queue(3, running=None))
+    messages = _messages(order, order[0], set())
+    assert "(talos to v1.14.4, created earlier, not yet started)" in messages["op01"]
+
+
+def test_past_the_queue_only_operations_never_looked_at_are_refused() -> None:
+    looked_at = [
+        operation(f"w{n}", created=f"2026-12-03T08:0{n}:00Z", status={"phase": "Pending"})
+        for n in range(3)
+    ]
+    fresh = [operation(f"new{n}", created=f"2026-12-03T09:0{n}:00Z") for n in range(3)]
+    order = lifecycle.run_order([*fresh, *looked_at])
+    assert [op.name for op in lifecycle.past_queue(order, most=4)] == ["new1", "new2"]
+    # the most lowered below what already waits: the waiting keep their place
+    assert [op.name for op in lifecycle.past_queue(order, most=1)] == ["new0", "new1", "new2"]
+    assert lifecycle.past_queue(order, most=6) == []
+
+
+def test_a_fresh_operation_sorting_first_does_not_push_a_waiting_one_out() -> None:
+    # created in the same second as those waiting, its name sorts first: it is the one
+    # refused, so the queue never holds more than the most
+    waiting = [
+        operation(f"b{n}", created="2026-12-03T08:00:00Z", status={"phase": "Pending"})
+        for n in range(3)
+    ]
+    early = operation("a", created="2026-12-03T08:00:00Z")
+    order = lifecycle.run_order([*waiting, early])
+    assert order[0].name == "a"
+    assert [op.name for op in lifecycle.past_queue(order, most=3)] == ["a"]
+    assert lifecycle.past_queue(order, most=4) == []

@@ -103,7 +103,18 @@ def test_the_configuration_fails_closed_within_five_seconds_for_our_group_only()
         "taloscluster-status.ichor.dev",
         "talosoperation-status.ichor.dev",
         "ichorinstallation-status.ichor.dev",
+        # the installation's update: the operator's marks and the unhalt request's record
+        "ichorinstallation.ichor.dev",
     }
+    installation = hooks["ichorinstallation.ichor.dev"]["rules"][0]
+    # never its create: the chart makes it in the same release, before the webhook answers
+    assert installation["operations"] == ["UPDATE"]
+    assert (installation["resources"], installation["scope"]) == (["ichorinstallations"], "Cluster")
+    # and only an update that carries an ichor.dev key (not the chart's own label updates)
+    assert hooks["ichorinstallation.ichor.dev"]["matchConditions"] == [
+        {"name": "ichor-dev-keys", "expression": intake.RESERVED_KEYS}
+    ]
+    assert all("matchConditions" not in h for n, h in hooks.items() if "installation." not in n)
     for hook in hooks.values():
         assert hook["failurePolicy"] == "Fail"
         assert hook["sideEffects"] == "NoneOnDryRun"
