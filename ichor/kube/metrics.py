@@ -563,3 +563,15 @@ def release_lists_recorded(successes: Mapping[str, datetime | None] | None) -> N
                 RELEASE_LIST_SUCCESS.remove(name)
         else:
             RELEASE_LIST_SUCCESS.labels(list=name).set(moment.timestamp())
+
+
+# --- series an alert needs before the first event -----------------------------------------
+
+# A counter's series appears with its first increment, and ``increase`` cannot see that
+# first step: the first failure after a start would never fire an alert. So the series
+# the rules read exist from the start, at 0.
+for _type in OperationType:
+    for _result in Result:
+        OPERATIONS.labels(type=_type.value, result=_result.value)
+for _reason in ("Unavailable", "Undecided"):
+    WEBHOOK_DENIALS.labels(reason=_reason)

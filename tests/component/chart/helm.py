@@ -50,14 +50,34 @@ def run(
     return result
 
 
-def template(
+HOOK = "helm.sh/hook"
+
+
+def rendered(
     values: Mapping[str, Any] | None = None, *, namespace: str = NAMESPACE
 ) -> list[Object]:
+    """Every object ``helm template`` renders, the hooks' too."""
     result = run(
         "template", RELEASE, str(CHART), "--namespace", namespace,
         "--kube-version", KUBE_VERSION, "--include-crds", values=values,
     )  # fmt: skip
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def is_hook(item: Object) -> bool:
+    return HOOK in ((item.get("metadata") or {}).get("annotations") or {})
+
+
+def template(
+    values: Mapping[str, Any] | None = None, *, namespace: str = NAMESPACE
+) -> list[Object]:
+    """The release's own objects (what ``helm get manifest`` lists): the hooks, which
+    Helm runs around an install or upgrade and then deletes, are ``hooks``'."""
+    return [item for item in rendered(values, namespace=namespace) if not is_hook(item)]
+
+
+def hooks(values: Mapping[str, Any] | None = None, *, namespace: str = NAMESPACE) -> list[Object]:
+    return [item for item in rendered(values, namespace=namespace) if is_hook(item)]
 
 
 def lint(values: Mapping[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
