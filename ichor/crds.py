@@ -162,13 +162,10 @@ async def wait_established(api_client: ApiClient, names: Sequence[str], *, withi
         await asyncio.sleep(0.5)
 
 
-async def apply(
-    directory: Path, *, chart_version: str, api_client: ApiClient | None = None
-) -> list[Outcome]:
-    """Apply every CRD of ``directory``; the outcome of each."""
+async def apply(directory: Path, *, chart_version: str, kube: KubeSettings) -> list[Outcome]:
+    """Apply every CRD of ``directory`` with the client ``kube`` names; each outcome."""
     bodies = read(directory)
-    owned = api_client is None
-    api_client = api_client or await operator_client(kube=KubeSettings.from_env())
+    api_client = await operator_client(kube=kube)
     try:
         outcomes = [
             await apply_one(api_client, body, chart_version=chart_version) for body in bodies
@@ -176,8 +173,7 @@ async def apply(
         await wait_established(api_client, [o.name for o in outcomes], within=ESTABLISHED_SECONDS)
         return outcomes
     finally:
-        if owned:
-            await api_client.close()
+        await api_client.close()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -191,8 +187,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if _version(chart_version) is None:
         print(f"chart version {chart_version!r} is not a version; nothing was applied")
         return 1
+    kube = KubeSettings.from_env()
     try:
-        outcomes = asyncio.run(apply(directory, chart_version=chart_version))
+        outcomes = asyncio.run(apply(directory, chart_version=chart_version, kube=kube))
     except (Refused, *errors.FAILED) as error:
         print(f"the CRDs were not upgraded: {error}", file=sys.stderr)
         return 1

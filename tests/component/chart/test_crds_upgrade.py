@@ -216,8 +216,9 @@ def _write_status(plane: controlplane.ControlPlane, name: str) -> dict[str, Any]
 def test_the_program_moves_an_older_crd_forward_and_the_new_field_survives(
     control_plane: controlplane.ControlPlane, hook_account: Path, tmp_path: Path
 ) -> None:
-    """The story of the issue: with the earlier CRD the API server drops the new status
-    field without a word; the hook applies this chart's CRD and the same write keeps it."""
+    """What an upgrade without the hook did: with the earlier CRD the API server drops the
+    new status field without a word; the hook applies this chart's CRD and the same write
+    keeps it."""
     plane = control_plane
     old = _old_crds(tmp_path)
     plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(old))

@@ -28,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 RULES = helm.CHART / "rules" / "ichor.rules.yaml"
 DASHBOARD = helm.CHART / "dashboards" / "ichor.json"
 RULE_TESTS = HERE / "prometheus" / "ichor_test.yaml"
-#: The alerts the issue asks for, and the ones added beside them.
+#: The alerts of docs/metrics.md.
 ALERTS = {
     "IchorOperatorAbsent",
     "IchorOperationFailed",
