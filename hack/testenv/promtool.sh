@@ -4,7 +4,9 @@
 # $TESTENV/promtool/<version>/, linked from $TESTENV/bin/promtool; a rerun is a no-op.
 # Prometheus tags its Go module v0.<major><minor>.<patch> (v0.316.0 is Prometheus 3.16.0),
 # the newest the proxy serves; `go install` works: the module has no replace or exclude
-# directives.
+# directives. `-tags remove_all_sd` leaves out every service discovery plugin (AWS, Azure,
+# GCE, Kubernetes, ...), which `check rules` and `test rules` never use: about a quarter
+# of the compile time and of the binary.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -13,14 +15,14 @@ PROMTOOL_VERSION=${PROMTOOL_VERSION:-v0.316.0}
 module_minor=${PROMTOOL_VERSION#v0.}
 module_minor=${module_minor%%.*}
 release="$((module_minor / 100)).$((module_minor % 100)).${PROMTOOL_VERSION##*.}"
-out=$TESTENV/promtool/$PROMTOOL_VERSION
+out=$TESTENV/promtool/$PROMTOOL_VERSION-nosd
 if have promtool "$out"; then exit 0; fi
 
 start=$SECONDS
 log "promtool $PROMTOOL_VERSION (Prometheus $release): cold build"
 rm -rf "$out.tmp" && mkdir -p "$out.tmp"
 with_progress "promtool $PROMTOOL_VERSION: build" \
-  env GOBIN="$out.tmp" go install -p 2 -trimpath \
+  env GOBIN="$out.tmp" go install -p 2 -trimpath -tags remove_all_sd \
   -ldflags "-s -w -X github.com/prometheus/common/version.Version=$release" \
   "github.com/prometheus/prometheus/cmd/promtool@$PROMTOOL_VERSION"
 "$out.tmp/promtool" --version >&2
