@@ -58,7 +58,9 @@ def previous_chart(into: Path) -> tuple[str, Path]:
 
 
 def _crd(on_node: OnNode) -> dict[str, Any]:
-    crd: dict[str, Any] = json.loads(on_node.kubectl("get", "crd", CRD, "-o", "json").stdout)
+    crd: dict[str, Any] = json.loads(
+        on_node.kubectl("get", "crd", CRD, "-o", "json", "--show-managed-fields").stdout
+    )
     return crd
 
 
@@ -116,9 +118,11 @@ def test_helm_upgrade_from_the_previous_chart_applies_the_crds_before_the_new_op
         before = _wait_for(on_node, "talosError")
         assert FIELD not in before, f"the previous chart's schema ({parent}) kept {FIELD}"
 
+        # A new Pod, as a release whose Deployment changed gets (here the image is the
+        # same on both sides, so an annotation changes it)
         run_helm(
             cluster, "upgrade", RELEASE, str(helm.CHART), "-n", namespace,
-            "-f", str(on_node.values_file),
+            "-f", str(on_node.values_file), "--set-string", f"podAnnotations.upgraded={parent}",
         )  # fmt: skip
         wait_available(cluster, namespace)
         crd = _crd(on_node)
@@ -128,7 +132,9 @@ def test_helm_upgrade_from_the_previous_chart_applies_the_crds_before_the_new_op
         # applied before the new operator's Pod was created
         managed = crd["metadata"]["managedFields"]
         applied = max(_stamp(m["time"]) for m in managed if m["manager"] == "ichor-crds")
-        created = _stamp(on_node.pod()["metadata"]["creationTimestamp"])
+        pod = on_node.pod()
+        assert pod["metadata"]["annotations"]["upgraded"] == parent, "not the upgraded Pod"
+        created = _stamp(pod["metadata"]["creationTimestamp"])
         assert applied <= created, (applied, created)
         # the hook's Job, account and role went once it succeeded
         leftovers = on_node.kubectl(
