@@ -65,14 +65,20 @@ def rendered(
 
 
 def is_hook(item: Object) -> bool:
-    return HOOK in ((item.get("metadata") or {}).get("annotations") or {})
+    """A hook Helm deletes once it succeeded (the CRD upgrade's Job and what it needs): not
+    part of what the release leaves in the cluster. A hook that stays (the peering object
+    of ``replicas`` > 1) is."""
+    annotations = (item.get("metadata") or {}).get("annotations") or {}
+    return HOOK in annotations and "hook-succeeded" in annotations.get(
+        "helm.sh/hook-delete-policy", ""
+    )
 
 
 def template(
     values: Mapping[str, Any] | None = None, *, namespace: str = NAMESPACE
 ) -> list[Object]:
-    """The release's own objects (what ``helm get manifest`` lists): the hooks, which
-    Helm runs around an install or upgrade and then deletes, are ``hooks``'."""
+    """What the release leaves in the cluster: every object but the hooks Helm deletes
+    once they succeeded, which are ``hooks``'."""
     return [item for item in rendered(values, namespace=namespace) if not is_hook(item)]
 
 
