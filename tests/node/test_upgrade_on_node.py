@@ -158,6 +158,9 @@ def test_helm_upgrade_from_the_previous_chart_applies_the_crds_before_the_new_op
             "--kubeconfig", str(cluster.kubeconfig), "uninstall", RELEASE, "-n", namespace,
             "--wait", check=False,
         )  # fmt: skip
+        # helm 4 applies crds/ at install (server-side, without force): take them over from
+        # whoever a failure left owning them, so the install does not meet a conflict
+        on_node.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(ROOT / "crds"))
         run_helm(
             cluster, "install", RELEASE, str(helm.CHART), "-n", namespace,
             "-f", str(on_node.values_file),

@@ -148,11 +148,15 @@ def test_the_chart_carries_the_rules_as_they_are_and_only_when_asked(tmp_path: P
     on = helm.template(
         {
             "metrics": {
+                "serviceMonitor": {"enabled": True},
                 "prometheusRule": {"enabled": True, "labels": {"release": "kube-prometheus"}},
                 "grafanaDashboard": {"enabled": True, "namespace": "monitoring"},
             }
         }
     )
+    # the operator's namespace label is a TalosCluster's: kept, not renamed exported_namespace
+    (monitor,) = [o for o in on if o["kind"] == "ServiceMonitor"]
+    assert monitor["spec"]["endpoints"][0]["honorLabels"] is True
     (rule,) = [o for o in on if o["kind"] == "PrometheusRule"]
     assert rule["metadata"]["labels"]["release"] == "kube-prometheus"
     assert rule["spec"] == yaml.safe_load(RULES.read_text())
