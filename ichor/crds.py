@@ -32,7 +32,7 @@ from packaging.version import InvalidVersion, Version
 
 from ichor.api import kinds
 from ichor.kube import errors
-from ichor.kube.clients import REQUEST_TIMEOUT, SAFE_LOADER, operator_client
+from ichor.kube.clients import REQUEST_TIMEOUT, operator_client
 from ichor.settings import KubeSettings
 
 #: The annotation naming the chart version that applied a CRD.
@@ -42,6 +42,8 @@ FIELD_MANAGER = "ichor-crds"
 APPLY_PATCH = "application/apply-patch+yaml"
 ESTABLISHED_SECONDS = 60.0
 NAMES = frozenset(kinds.crd_name(kind) for kind in kinds.Kind)
+#: libyaml's safe loader when PyYAML has it (the CRDs are 50 KB of YAML).
+_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class Refused(Exception):
@@ -59,7 +61,7 @@ def read(directory: Path) -> list[dict[str, Any]]:
     """Ichor's CRDs from ``directory``, one per ``*.yaml``; anything else is refused."""
     found: list[dict[str, Any]] = []
     for path in sorted(directory.glob("*.yaml")):
-        body = yaml.load(path.read_text(), Loader=SAFE_LOADER)
+        body = yaml.load(path.read_text(), Loader=_LOADER)
         if not isinstance(body, dict) or body.get("kind") != "CustomResourceDefinition":
             raise Refused(f"{path.name} is not a CustomResourceDefinition; nothing was applied")
         name = (body.get("metadata") or {}).get("name")

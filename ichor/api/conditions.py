@@ -110,6 +110,11 @@ class ClusterReason(StrEnum):
     #: VersionsCompatible: a Talos, Kubernetes or Cilium version this build does not know; every
     #: step it would judge is refused. Step: upgrade Ichor (docs/upgrading.md).
     UNKNOWN_VERSION = "UnknownVersion"
+    #: True: Cilium runs on a cluster whose spec.cni.preset is unmanaged, so the Cilium
+    #: rule is skipped; the message says what it would say of the spec's Kubernetes. Step:
+    #: none while you upgrade Cilium yourself; set ``cni.preset: cilium`` to have Ichor judge
+    #: and upgrade it.
+    UNMANAGED_CILIUM = "UnmanagedCilium"
     # *UpgradeAvailable
     #: TalosUpgradeAvailable, KubernetesUpgradeAvailable: newer releases are offered; the message
     #: names the default. Step: ``ichor upgrade talos|kubernetes CLUSTER`` takes the default.
@@ -133,8 +138,9 @@ class ClusterReason(StrEnum):
     #: Ichor does not move it. Step: none.
     NOT_CILIUM = "NotCilium"
     #: CiliumUpgradeAvailable: Cilium runs but its version is not in the agent's image tag nor in a
-    #: readable Helm release. Step: run the agent from an image tagged with its version, or let the
-    #: reader get Cilium's Helm release Secret.
+    #: readable Helm release; every Kubernetes step is refused (``UnreadableVersion``). Step: run
+    #: the agent from an image tagged with its version, or let the reader get Cilium's Helm
+    #: release Secret.
     CILIUM_VERSION_UNREADABLE = "CiliumVersionUnreadable"
     # UpgradesBlocked
     #: UpgradesBlocked: a recorded newer Talos or Kubernetes is not offered; the message names the

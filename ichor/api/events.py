@@ -60,6 +60,12 @@ class ClusterEventReason(StrEnum):
     #: Warning: no ServiceAccount may read the cluster the operator runs in for the TalosCluster.
     #: Step: as the ``ServiceAccountUnusable`` condition reason.
     SERVICE_ACCOUNT_UNUSABLE = "ServiceAccountUnusable"
+    #: Cilium is seen but its release cannot be read: every Kubernetes step is refused.
+    #: Step: as the ``CiliumVersionUnreadable`` condition reason.
+    CILIUM_VERSION_UNREADABLE = "CiliumVersionUnreadable"
+    #: Cilium is seen on a cluster whose spec.cni.preset is unmanaged (rule skipped). Step:
+    #: as the ``UnmanagedCilium`` condition reason.
+    UNMANAGED_CILIUM = "UnmanagedCilium"
 
 
 class OperationEventReason(StrEnum):
@@ -134,3 +140,6 @@ class RecordEventReason(StrEnum):
     #: Warning: a cluster adopted as it runs, with a pair the compatibility table refuses. Step:
     #: ``ichor upgrade plan CLUSTER`` to a compatible pair.
     ADOPTED_INCOMPATIBLE = "AdoptedIncompatible"
+    #: A Kubernetes step on an unmanaged cluster past a Cilium the rule would refuse. Step:
+    #: none; it records who took the step (upgrade Cilium to a release that runs it).
+    CILIUM_RULE_SKIPPED = "CiliumRuleSkipped"

@@ -53,6 +53,9 @@ class RecordKind(StrEnum):
     #: A person asked to lift auto-patch halts (``ichor.dev/unhalt`` on the
     #: IchorInstallation; ``detail`` is its value). The operator lifts them, then posts it.
     UNHALT = "Unhalt"
+    #: A Kubernetes step on a cluster with ``spec.cni.preset: unmanaged`` that runs a
+    #: Cilium the Cilium rule would have refused (the rule is skipped there, not silently).
+    CILIUM_RULE_SKIPPED = "CiliumRuleSkipped"
 
 
 class Passed(ApiModel):
@@ -122,6 +125,17 @@ def annotations_of(body: object) -> Mapping[str, Any]:
     return {}
 
 
+def labels_of(body: object) -> Mapping[str, Any]:
+    """``metadata.labels`` of a raw object, or an empty mapping."""
+    if isinstance(body, Mapping):
+        meta = body.get("metadata")
+        if isinstance(meta, Mapping):
+            found = meta.get("labels")
+            if isinstance(found, Mapping):
+                return found
+    return {}
+
+
 def message(record: Record, *, kind: str, namespace: str, name: str) -> str:
     """The Event's sentence for ``record`` on the object it was admitted for."""
     what = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
@@ -134,6 +148,13 @@ def message(record: Record, *, kind: str, namespace: str, name: str) -> str:
         )
     if record.kind is RecordKind.UNHALT:
         return f"User {record.user} asked to lift the auto-patch halt {record.detail} on {what}"
+    if record.kind is RecordKind.CILIUM_RULE_SKIPPED:
+        verb = "created" if kind == "TalosOperation" else "wrote"
+        return (
+            f"User {record.user} {verb} {what} ({record.detail}), a Kubernetes step past the "
+            f"Cilium that runs on the cluster: spec.cni.preset is unmanaged, so the Cilium "
+            f"rule was not asked, and it would have refused: {refusals}"
+        )
     if record.kind is RecordKind.CARRIED:
         return (
             f"The operator moved spec.{record.field} of {what} to {record.value} ("

@@ -78,6 +78,9 @@ class NodeVersions(ApiModel):
     talos_versions: tuple[str, ...] | None = None
     kubernetes_versions: tuple[str, ...] | None = None
     differ: bool | None = None
+    #: One sentence per Node whose versions cannot be read (the controller's own words):
+    #: while any is listed, what the Nodes run is unknown (``ichor.release.observed``).
+    unreadable: tuple[str, ...] | None = None
 
 
 class CNIStatus(ApiModel):
@@ -85,6 +88,9 @@ class CNIStatus(ApiModel):
     detected_version: str | None = None
     #: Deprecated: a Cilium image patch recorded by an earlier Ichor, none set any more.
     image_override: str | None = None
+    #: Cilium is detected but its release cannot be read (``detected_version`` empty):
+    #: what was seen and could not be read, in the controller's own words.
+    unreadable: str | None = None
 
 
 class ChoiceGroup(ApiModel):
@@ -137,15 +143,18 @@ class TalosClusterStatus(ApiModel):
 
 def cluster_versions(*, spec: TalosClusterSpec, cni: CNIStatus | None) -> ClusterVersions:
     """What the rules read of a cluster: the spec's versions, its CNI preset and the CNI
-    the controller observed (the Cilium release only for a managed Cilium detected with a
-    version)."""
+    the controller observed (the Cilium release only for a managed Cilium detected;
+    ``Unreadable`` when its release cannot be read)."""
     detected = cni.detected if cni else None
     preset = spec.cni.preset.value
     return ClusterVersions(
         talos=spec.talos_version,
         kubernetes=spec.kubernetes_version,
         cilium=steps.cilium_release(
-            preset=preset, detected=detected, version=cni.detected_version if cni else None
+            preset=preset,
+            detected=detected,
+            version=cni.detected_version if cni else None,
+            unreadable=cni.unreadable if cni else None,
         ),
         cni=detected,
         preset=preset,

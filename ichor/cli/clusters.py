@@ -17,15 +17,19 @@ from pathlib import Path
 from typing import Any, cast
 
 import click
+import yaml
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
 from ichor.api import kinds, records
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, CNIPreset
 from ichor.cli import common, kube, output, views
-from ichor.release import release_set
+from ichor.kube import credentials
+from ichor.release import observed, release_set
+from ichor.release.observed import Unreadable
 from ichor.release.refusals import Refusal
 from ichor.release.versions import Version, VersionError, parse
+from ichor.settings import CredentialSettings
 
 _OS_IMAGE = re.compile(r"^Talos \((?P<version>[^()\s]+)\)$")
 
@@ -205,8 +209,10 @@ def _workload_nodes(api: client.ApiClient, where: str) -> list[dict[str, Any]]:
     return list(_plain(api, listed).get("items") or [])
 
 
-def _workload_cilium(api: client.ApiClient, where: str) -> str | None:
-    """The Cilium release the agent DaemonSet's image names, if one runs."""
+def _workload_cilium(api: client.ApiClient, where: str) -> str | Unreadable | None:
+    """The Cilium release the agent DaemonSet's image names, if one runs: ``"unknown"``
+    when only its deployed Helm release can name it (the operator reads that), and
+    ``Unreadable`` when neither can."""
     apps = client.AppsV1Api(api)
     listed = kube.call(
         kube.Target(api=api, namespace="", server=where),
@@ -226,8 +232,34 @@ def _workload_cilium(api: client.ApiClient, where: str) -> str | None:
             except VersionError:
                 continue
             return tag.removeprefix("v")
-        return "unknown"
+        namespace = str((item.get("metadata") or {}).get("namespace") or "kube-system")
+        if _helm_releases(api, where, namespace):
+            return "unknown"
+        return Unreadable(
+            what=f"Cilium is running (DaemonSet {namespace}/cilium) but its release cannot "
+            f"be read: its image names no release and no deployed Helm release names its chart",
+            step=observed.CILIUM_STEP,
+        )
     return None
+
+
+def _helm_releases(api: client.ApiClient, where: str, namespace: str) -> int:
+    """How many deployed Helm release Secrets of ``cilium`` ``namespace`` holds (none
+    when they cannot be listed)."""
+    core = client.CoreV1Api(api)
+    try:
+        listed = kube.call(
+            kube.Target(api=api, namespace=namespace, server=where),
+            "reading the Helm releases of Cilium",
+            lambda: core.list_namespaced_secret(
+                namespace,
+                label_selector="owner=helm,name=cilium,status=deployed",
+                _request_timeout=kube.REQUEST_TIMEOUT,
+            ),
+        )
+    except (kube.CliError, kube.Denied):
+        return 0
+    return len(_plain(api, listed).get("items") or [])
 
 
 def _lowest(versions: list[Version]) -> Version:
@@ -324,11 +356,21 @@ def adopt(
     except ValueError as error:
         common.refused(f"Adopt of {name} is refused: {error}.")
     cilium = _workload_cilium(workload, where)
+    running = (
+        "Cilium (release not readable)" if isinstance(cilium, Unreadable) else f"Cilium {cilium}"
+    )
     click.echo(
         f"The cluster at {where} runs Talos {talos.tag}, Kubernetes {kubernetes.tag}"
-        + (f", Cilium {cilium}" if cilium else ", no Cilium")
+        + (f", {running}" if cilium else ", no Cilium")
         + "."
     )
+    if isinstance(cilium, Unreadable) and not cni_unmanaged:
+        # A managed adopt takes the running Cilium over, which the preset rule refuses for
+        # a release it cannot read (UnreadableVersion): no Kubernetes step could follow.
+        common.refused(
+            cilium.refusal(f"Adopt of {name} with spec.cni.preset cilium").message
+            + " Or adopt with --cni-unmanaged to keep the CNI yours. Nothing was written."
+        )
     for note in notes:
         common.warn(note)
     verdict = release_set.check_adopt_compat(
@@ -341,6 +383,7 @@ def adopt(
         common.refused(contract.message + " Nothing was written.")
     for warning in verdict.warnings:
         common.warn(warning)
+    stored = _stored_kubeconfig(path, workload_context)
     target = common.target(ctx)
     secret = f"{name}-kubeconfig"
     body = cluster_body(
@@ -358,7 +401,7 @@ def adopt(
     if dry_run:
         click.echo(f"TalosCluster {target.namespace}/{name} would be adopted (dry run).")
         return
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    data = base64.b64encode(stored).decode("ascii")
     secret_body = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -381,6 +424,59 @@ def adopt(
         f"{kubernetes.tag}, contract {body['spec']['versionContract']}, CNI "
         f"{body['spec']['cni']['preset']} (kubeconfig in Secret {secret})."
     )
+
+
+#: The fields of a kubeconfig that name a file, and the field that holds its content.
+_INLINED = {
+    "certificate-authority": "certificate-authority-data",
+    "client-certificate": "client-certificate-data",
+    "client-key": "client-key-data",
+}
+
+
+def _stored_kubeconfig(path: Path, context: str | None) -> bytes:
+    """What adopt stores of a kubeconfig: the one context it used, with its cluster and
+    user, files inlined, as ``kubectl config view --minify --flatten`` writes it; then
+    read as the operator will read it (``ichor.kube.credentials``), so a kubeconfig the
+    operator would refuse (an ``exec`` user, a ``tokenFile``) is refused here, before
+    anything is written. Proxy and insecure TLS are left to the operator's settings."""
+    what = f"the kubeconfig {path}"
+    try:
+        whole: Any = yaml.safe_load(path.read_text())
+        chosen = context or whole["current-context"]
+        (ctx,) = [c for c in whole["contexts"] if c["name"] == chosen]
+        (cluster,) = [c for c in whole["clusters"] if c["name"] == ctx["context"]["cluster"]]
+        (user,) = [u for u in whole["users"] if u["name"] == ctx["context"]["user"]]
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+        raise kube.CliError(
+            f"{what} cannot be stored: its context {context or '(current)'} does not name "
+            "one cluster and one user"
+        ) from None
+    for entry, part in ((cluster, "cluster"), (user, "user")):
+        fields = entry.get(part) or {}
+        for file_field, data_field in _INLINED.items():
+            if isinstance(fields.get(file_field), str):
+                named = path.parent / fields.pop(file_field)
+                try:
+                    fields[data_field] = base64.b64encode(named.read_bytes()).decode()
+                except OSError as error:
+                    raise kube.CliError(f"{what}: {file_field} {named}: {error}") from None
+    minified = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [user],
+        "contexts": [ctx],
+        "current-context": ctx["name"],
+    }
+    text = yaml.safe_dump(minified, sort_keys=False).encode()
+    try:
+        credentials.read_kubeconfig(
+            text, what=what, policy=CredentialSettings(allow_proxy=True, allow_insecure_tls=True)
+        )
+    except credentials.Refused as error:
+        common.refused(f"{error}. Nothing was written.")
+    return text
 
 
 # --- status -------------------------------------------------------------------------------

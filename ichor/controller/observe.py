@@ -90,6 +90,10 @@ class CNIObservation:
     version: str | None
     #: Where the version came from, for messages (``DaemonSet kube-system/cilium``).
     source: str | None = None
+    #: A Cilium detected whose release cannot be read (``version`` None): what was seen
+    #: and what could not be read, in Ichor's own words (nothing the cluster sent but a
+    #: namespace in the form of a DNS name). None otherwise.
+    unreadable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -315,12 +319,48 @@ def _agent_image(daemonset: Mapping[str, Any]) -> str | None:
     return _text(agent.get("image"))
 
 
+_DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,61}[a-z0-9])?")
+
+
+def _dns_name(value: object) -> str:
+    """A namespace or object name for a sentence: itself when it is a DNS name (what the
+    API server accepts), else words of Ichor's own."""
+    text = _text(value)
+    if text is not None and _DNS_NAME.fullmatch(text):
+        return text
+    return "(a name that is not a DNS name)"
+
+
+def _image_problem(image: str | None) -> str:
+    """Why the agent image names no release, in Ichor's words (never the image itself)."""
+    if image is None or not image.strip():
+        return "its agent container names no image"
+    reference, digest, _ = image.partition("@")
+    name, _, tag = reference.rpartition(":")
+    if not name or "/" in tag or not tag:
+        return "the image is pinned by digest only" if digest else "the image carries no tag"
+    return "the image's tag is not a release"
+
+
+def _cilium_unreadable(*, source: str, image: str | None, helm_releases: tuple[object, ...]) -> str:
+    helm = (
+        "its deployed Helm release names no chart version that can be read"
+        if helm_releases
+        else "no deployed Helm release names its chart"
+    )
+    return (
+        f"Cilium is running ({source}) but its release cannot be read: "
+        f"{_image_problem(image)} and {helm}"
+    )
+
+
 def cni_observation(
     daemonsets: Iterable[object], helm_releases: Iterable[object] = ()
 ) -> CNIObservation:
     """The CNI the DaemonSets show; Cilium wins over another CNI, ``kube-system`` over
     other namespaces. ``helm_releases`` are the deployed Helm release Secrets of the
-    ``cilium`` release, read when the agent's image tag carries no version."""
+    ``cilium`` release, read when the agent's image tag carries no version. A Cilium
+    whose release neither names is seen but unreadable (``unreadable`` says why)."""
     found: list[tuple[int, int, str, Mapping[str, Any]]] = []
     for item in daemonsets:
         daemonset = _mapping(item)
@@ -338,16 +378,19 @@ def cni_observation(
     found.sort(key=lambda entry: entry[:2])
     _, _, kind, daemonset = found[0]
     meta = _mapping(daemonset.get("metadata"))
-    namespace = _text(meta.get("namespace")) or "?"
-    source = f"DaemonSet {namespace[:MAX_QUOTE]}/{_name(daemonset)}"
+    source = f"DaemonSet {_dns_name(meta.get('namespace'))}/{_dns_name(meta.get('name'))}"
     image = _agent_image(daemonset)
     version = image_version(image) if image else None
     if version is None and kind == DETECTED_CILIUM:
-        for secret in helm_releases:
+        releases = tuple(helm_releases)
+        for secret in releases:
             version = helm_chart_version(secret)
             if version is not None:
                 source = f"Helm release Secret {_name(_mapping(secret))}"
                 break
+        if version is None:
+            unreadable = _cilium_unreadable(source=source, image=image, helm_releases=releases)
+            return CNIObservation(detected=kind, version=None, source=source, unreadable=unreadable)
     return CNIObservation(detected=kind, version=version, source=source)
 
 

@@ -312,7 +312,9 @@ DENIAL_REASONS: frozenset[str] = frozenset(str(rule) for rule in refusals.Rule) 
     "Undecided",  # an API read the judgement needed failed (503)
     "NotApiServer",  # a client certificate that is not the API server's
     "StatusWrite",  # a status write by anyone but the operator
-    "StartedByLabel",  # the label only the operator sets
+    "QueueFull",  # an operation beyond the cluster's queue of not finished ones
+    "SecretNotReadable",  # a Secret reference its writer may not read
+    "HealthCheckBudget",  # a health check over its CEL budget
     "OverrideVerb",  # override: true without the verb
     "ClusterNotFound",  # an operation for a cluster that does not exist
     "Adoption",  # an adoption marker on a Declarative spec

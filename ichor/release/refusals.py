@@ -71,6 +71,11 @@ class Rule(StrEnum):
     #: ``spec.cni.preset`` would release an observed Cilium from its table; overridable. Step: keep
     #: ``cilium``, or an override by a holder of the verb.
     CNI_PRESET = "CniPreset"
+    #: A version seen running whose release cannot be read (a Node's osImage, a Cilium image
+    #: without a version): unknown, so every step it would judge is refused; never
+    #: overridable. Step: fix what the cluster's ``Ready`` or ``CiliumUpgradeAvailable``
+    #: reason names, so the version can be read.
+    UNREADABLE_VERSION = "UnreadableVersion"
 
 
 # Only compatibility refusals may be passed with the override verb: the pairs, and the

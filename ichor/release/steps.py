@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ichor.release import compat
+from ichor.release import compat, observed
+from ichor.release.observed import Unreadable
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.release.release_set import PINNED
 from ichor.release.versions import (
@@ -29,6 +30,7 @@ from ichor.release.versions import (
 
 __all__ = [
     "CILIUM",
+    "CiliumRelease",
     "VersionFields",
     "check_kubernetes_step",
     "check_update",
@@ -39,6 +41,8 @@ __all__ = [
     "frozen_patch",
     "is_cilium",
     "kubernetes_step",
+    "seen_cilium",
+    "skipped_cilium_half",
 ]
 
 CILIUM = "cilium"
@@ -110,18 +114,64 @@ def cilium_constrains(*, preset: str | None, detected: str | None) -> bool:
     return is_cilium(CILIUM if preset is None else preset) and is_cilium(detected)
 
 
+#: What a rule reads of the Cilium that runs: its release, ``Unreadable`` when Cilium is
+#: seen but its release cannot be read, None when the Cilium half does not apply.
+CiliumRelease = str | Unreadable | None
+
+
 def cilium_release(
-    *, detected: str | None, version: str | None, preset: str | None = CILIUM
-) -> str | None:
+    *,
+    detected: str | None,
+    version: str | None,
+    preset: str | None = CILIUM,
+    unreadable: str | None = None,
+) -> CiliumRelease:
     """The Cilium release that runs, only when the Cilium half applies
     (``cilium_constrains``): never the version of another CNI, nor of a Cilium the user
     runs on an unmanaged cluster. ``preset`` defaults to the CRD's default (managed), the
-    side on which more is judged, never less."""
+    side on which more is judged, never less.
+
+    A Cilium seen (``detected``) with no release (``version`` empty) is ``Unreadable``,
+    never None: it is there, so every step that would judge it is refused.
+    ``unreadable`` is the controller's sentence of why (``status.cni.unreadable``)."""
     if not cilium_constrains(preset=preset, detected=detected):
         return None
+    return seen_cilium(version=version, unreadable=unreadable)
+
+
+def seen_cilium(*, version: str | None, unreadable: str | None = None) -> str | Unreadable:
+    """The release of a Cilium seen running, whatever the preset: ``Unreadable`` when
+    the status holds none (``cilium_release`` for the rules; the unmanaged trace asks
+    what the rule would have said)."""
     if version is None or not version.strip():
-        return None
+        return observed.cilium(unreadable)
     return version.strip()
+
+
+def skipped_cilium_half(
+    *,
+    preset: str | None,
+    detected: str | None,
+    version: str | None,
+    kubernetes: str | Version,
+    unreadable: str | None = None,
+    embedded_cilium: str = PINNED.cilium_chart,
+) -> Refusal | None:
+    """What the Cilium half would say of a Kubernetes step on a cluster that runs Cilium
+    while ``spec.cni.preset`` leaves it to the user (the half is skipped there); None when
+    it would not refuse, or when the half is not skipped (no Cilium seen, or managed).
+
+    The decision record lets an unmanaged cluster skip the Cilium rule, not without a
+    trace: the webhook records this refusal as a Warning Event naming the user. Raises
+    ``VersionError`` when ``kubernetes`` does not parse.
+    """
+    if not is_cilium(detected) or cilium_constrains(preset=preset, detected=detected):
+        return None
+    return _cilium_half(
+        kubernetes=kubernetes,
+        cilium=seen_cilium(version=version, unreadable=unreadable),
+        embedded_cilium=embedded_cilium,
+    )
 
 
 def cni_preset_step(
@@ -132,6 +182,7 @@ def cni_preset_step(
     version: str | None,
     kubernetes: str | Version | None,
     embedded_cilium: str = PINNED.cilium_chart,
+    unreadable: str | None = None,
 ) -> Verdict:
     """A write of ``spec.cni.preset`` that changes whether the Cilium table holds the
     cluster (``cilium_constrains``), judged while a Cilium is observed; clean otherwise.
@@ -149,6 +200,8 @@ def cni_preset_step(
       (UnknownVersion, which no override passes, so the verb cannot pass an unknown
       Cilium in two writes). ``kubernetes`` None: the write moves Kubernetes too, and
       its step (``kubernetes_step``) asks the Cilium half of the new version.
+    * a Cilium whose release cannot be read (``Unreadable``) is neither taken over nor
+      released, whatever Kubernetes does: UnreadableVersion, which no override passes.
 
     Raises ``VersionError`` when ``kubernetes`` does not parse.
     """
@@ -156,19 +209,23 @@ def cni_preset_step(
     managed_after = is_cilium(CILIUM if new_preset is None else new_preset)
     if managed_before == managed_after or not is_cilium(detected):
         return Verdict()
-    running = version.strip() if version is not None and version.strip() else None
+    running = seen_cilium(version=version, unreadable=unreadable)
     change = f"spec.cni.preset from {old_preset} to {new_preset}"
     answers: list[Refusal | None] = []
     if managed_before:
+        shown = running if isinstance(running, str) else "(release not readable)"
         answers.append(
             refuse(
                 Rule.CNI_PRESET,
-                f"{change} is refused while Cilium {running or '(version not read)'} runs on "
+                f"{change} is refused while Cilium {shown} runs on "
                 f"the cluster (status.cni.detected): {new_preset} takes its Kubernetes steps "
                 f"out from under Cilium's compatibility table (Cilium CI matrix), which hands "
                 f"that compatibility to the user; keep spec.cni.preset {old_preset}.",
             )
         )
+    if isinstance(running, Unreadable):
+        answers.append(running.refusal(change))
+        return judge(answers)
     half = (
         None
         if kubernetes is None
@@ -199,7 +256,7 @@ def check_kubernetes_step(
     *,
     talos: str | Version,
     kubernetes: str | Version,
-    cilium: str | None,
+    cilium: CiliumRelease,
     embedded_cilium: str = PINNED.cilium_chart,
 ) -> Refusal | None:
     """The refusal of ``kubernetes_step`` that matters: one no override passes, if any."""
@@ -212,7 +269,7 @@ def kubernetes_step(
     *,
     talos: str | Version,
     kubernetes: str | Version,
-    cilium: str | None,
+    cilium: CiliumRelease,
     embedded_cilium: str = PINNED.cilium_chart,
 ) -> Verdict:
     """A Kubernetes step: the Talos pair, then (for a Cilium CNI) the running Cilium.
@@ -220,8 +277,8 @@ def kubernetes_step(
     Both halves are asked: a Talos pair refusal is overridable, so the Cilium half is
     judged behind it, and a Cilium this build does not know is refused whatever the pair
     says. ``cilium`` comes from ``cilium_release``: None skips the Cilium half (another
-    CNI, or none observed yet). Raises ``VersionError`` when Talos or Kubernetes does not
-    parse.
+    CNI, or none observed yet); ``Unreadable`` (Cilium seen, release not) refuses, and no
+    override passes it. Raises ``VersionError`` when Talos or Kubernetes does not parse.
     """
     return judge(
         (
@@ -232,10 +289,12 @@ def kubernetes_step(
 
 
 def _cilium_half(
-    *, kubernetes: str | Version, cilium: str | None, embedded_cilium: str
+    *, kubernetes: str | Version, cilium: CiliumRelease, embedded_cilium: str
 ) -> Refusal | None:
     if cilium is None:
         return None
+    if isinstance(cilium, Unreadable):
+        return cilium.refusal(f"Kubernetes {as_version(kubernetes).tag}")
     running = compat.cilium_kubernetes_error(cilium=cilium, kubernetes=kubernetes)
     if running is None or running.rule is not Rule.CILIUM_KUBERNETES:
         return running

@@ -18,6 +18,7 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import Protocol
 
 from ichor.release import go_printable
 
@@ -268,8 +269,7 @@ def blang_parse_tolerant(text: str) -> Version:
     return _strict(".".join(parts))
 
 
-@lru_cache(maxsize=65536)
-def parse(text: str) -> Version:
+def _parse(text: str) -> Version:
     """Machinery's tolerant parse (blang/semver v4.0.0). Raises ``VersionError``.
 
     ``parse("v1.14")`` is ``1.14.0``; ``parse("1.14-alpha.0")`` is refused.
@@ -283,6 +283,18 @@ def parse(text: str) -> Version:
         return blang_parse_tolerant(text)
     except _Reject as reject:
         raise VersionError(text, expected="a version", detail=str(reject)) from None
+
+
+class _Parse(Protocol):
+    """``parse``'s type: a cache whose callers must pass text (``lru_cache`` alone would
+    let mypy accept any hashable argument, an observed ``Unreadable`` among them)."""
+
+    def __call__(self, text: str) -> Version: ...
+
+    def cache_clear(self) -> None: ...
+
+
+parse: _Parse = lru_cache(maxsize=65536)(_parse)
 
 
 def as_version(value: str | Version) -> Version:

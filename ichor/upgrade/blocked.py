@@ -44,6 +44,7 @@ from enum import StrEnum
 from functools import lru_cache
 
 from ichor.release import compat, machinery
+from ichor.release.observed import Unreadable
 from ichor.release.refusals import Refusal, Rule
 from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, VersionError, parse
@@ -78,6 +79,7 @@ class Blocker(StrEnum):
     TESTED_PATH = "TestedPath"  # the rule accepts it; the choices offer the adjacent minor
     UNKNOWN = "UnknownVersion"  # this build does not know it, or what the cluster runs
     CNI_NOT_OBSERVED = "CniNotObserved"  # no CNI, or no Cilium release, observed yet
+    UNREADABLE = "UnreadableVersion"  # Cilium is seen, its release cannot be read
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +221,7 @@ _BLOCKER_OF_RULE = {
     Rule.TALOS_PATH: Blocker.TALOS_PATH,
     Rule.KUBERNETES_SKEW: Blocker.KUBERNETES_SKEW,
     Rule.CILIUM_KUBERNETES: Blocker.CILIUM,
+    Rule.UNREADABLE_VERSION: Blocker.UNREADABLE,
 }
 
 
@@ -385,6 +388,15 @@ def _kubernetes(
         rule is Rule.UNKNOWN_VERSION and compat.unknown_kubernetes(version) is not None
     ):
         return _talos_blocks(version, talos=talos, refusal=refusal)
+    if isinstance(cluster.cilium, Unreadable) and rule is Rule.UNREADABLE_VERSION:
+        return _line(
+            kube,
+            version,
+            Blocker.UNREADABLE,
+            reason=cluster.cilium.what,
+            step=cluster.cilium.step,
+            refusal=refusal,
+        )
     if rule in (Rule.CILIUM_KUBERNETES, Rule.UNKNOWN_VERSION) and cluster.cilium is not None:
         return _cilium_blocks(version, cluster=cluster, refusal=refusal)
     return _unexplained(kube, version, refusal)
@@ -427,7 +439,7 @@ def _cilium_blocks(
 ) -> BlockedRelease:
     kube = Component.KUBERNETES
     cilium = cluster.cilium
-    assert cilium is not None
+    assert isinstance(cilium, str)  # None and Unreadable are never a Cilium pair's
     chart = PINNED.cilium_chart
     try:
         entry = compat.CILIUM_KUBERNETES.get(parse(cilium).minor_key)

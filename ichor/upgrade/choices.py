@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 
+from ichor.release.observed import Unreadable
 from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, VersionError, parse
 from ichor.upgrade.rule import ClusterVersions, Component, check_target_version
@@ -172,15 +173,21 @@ class KubernetesHold:
 
 def kubernetes_hold(cluster: ClusterVersions) -> KubernetesHold | None:
     """The one gate: no Kubernetes until the CNI is observed and, for a Cilium Ichor runs,
-    its release too. The choices, the status, the CLI, the blocked lines and the path plan
-    all ask this."""
+    its release too (a Cilium seen whose release cannot be read holds for good, until a
+    person makes it readable). The choices, the status, the CLI, the blocked lines and
+    the path plan all ask this."""
     if cluster.cni is None:
         return KubernetesHold(
             reason="no CNI is observed on the cluster yet, and the CNI decides which "
             "Kubernetes can run",
             step="wait until the controller observes it (status.cni.detected)",
         )
-    if cluster.cilium_constrains and cluster.cilium is None:
+    if not cluster.cilium_constrains:
+        return None
+    if isinstance(cluster.cilium, Unreadable):
+        # Seen, release not: every Kubernetes step is refused (UnreadableVersion).
+        return KubernetesHold(reason=cluster.cilium.what, step=cluster.cilium.step)
+    if cluster.cilium is None:
         return KubernetesHold(
             reason="the cluster runs Cilium and its release is not observed yet",
             step="wait until the controller observes it (status.cni.detectedVersion)",

@@ -39,8 +39,9 @@ Kubernetes with it, that the rules do reach.
 It refuses to plan what it cannot check: a list that ``choices.availability`` calls
 unusable (check off, never recorded) is ``UNAVAILABLE`` with that reason (a stale list is
 used, with a warning); a goal that is not a final recorded release is ``INVALID``; and
-Kubernetes is not moved while no CNI (or no Cilium release) is observed. Nothing is
-executed: the plan lists commands, and upgrades stay one component per operation.
+Kubernetes is not moved while no CNI (or no Cilium release) is observed, nor while the
+Cilium release cannot be read. Nothing is executed: the plan lists commands, and
+upgrades stay one component per operation.
 
 For the callers (``ichor upgrade plan CLUSTER [--talos V] [--kubernetes V]``, status):
 ``plan_path(...) -> PathPlan`` (``outcome``, ``goal``, ``steps`` each a ``PlanStep`` with
@@ -355,8 +356,10 @@ def _short(component: Component, target: str, cluster: ClusterVersions, refusal:
 
 def _describe(state: ClusterVersions) -> str:
     parts = [f"Talos {parse(state.talos).tag}", f"Kubernetes {parse(state.kubernetes).tag}"]
-    if state.cilium_constrains and state.cilium is not None:
+    if state.cilium_constrains and isinstance(state.cilium, str):
         parts.append(f"Cilium {state.cilium}")
+    elif state.cilium_constrains and state.cilium is not None:
+        parts.append("Cilium (release not readable)")
     return ", ".join(parts)
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from ichor.release import compat, steps
+from ichor.release.observed import Unreadable
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, VersionError, check_final, parse
@@ -44,13 +45,15 @@ class ClusterVersions:
 
     ``talos``/``kubernetes`` are the spec values; ``cni`` is the detected CNI kind (None
     while none is observed); ``cilium`` is ``steps.cilium_release(...)``: a release only
-    when the Cilium half applies; ``preset`` is ``spec.cni.preset`` (``cilium``: Ichor
-    installs and upgrades the chart it embeds; ``unmanaged``: the CNI is the user's).
+    when the Cilium half applies, ``Unreadable`` when that Cilium is seen but its release
+    cannot be read (every rule that would judge it refuses); ``preset`` is
+    ``spec.cni.preset`` (``cilium``: Ichor installs and upgrades the chart it embeds;
+    ``unmanaged``: the CNI is the user's).
     """
 
     talos: str
     kubernetes: str
-    cilium: str | None = None
+    cilium: steps.CiliumRelease = None
     cni: str | None = None
     preset: str = steps.CILIUM
 
@@ -177,15 +180,20 @@ def _cni_rules(*, target: str, cluster: ClusterVersions) -> Iterator[Refusal | N
             f"and `ichor cni upgrade` upgrades only the Cilium Ichor installed; set "
             f"spec.cni.preset to unmanaged for a cluster that keeps its own CNI.",
         )
-    if cluster.cilium_constrains and cluster.cilium is not None:
+    running = cluster.cilium if cluster.cilium_constrains else None
+    if isinstance(running, Unreadable):
+        # Seen, release unknown: the chart could be a step back, and a Cilium nobody
+        # deployed with Helm is not the release the chart upgrade moves.
+        yield running.refusal(f"Cilium {chart}")
+    elif running is not None:
         try:
-            behind = steps.cilium_behind_chart(cluster.cilium, chart=chart)
+            behind = steps.cilium_behind_chart(running, chart=chart)
         except VersionError:
-            behind = True  # an unreadable release: the chart upgrade is how it is repaired
+            behind = True  # a recorded release that does not parse: the chart repairs it
         if not behind:
             yield refuse(
                 Rule.NOT_NEWER,
-                f"Cilium {chart} is refused: the cluster runs Cilium {cluster.cilium}, "
+                f"Cilium {chart} is refused: the cluster runs Cilium {running}, "
                 f"which is not older than the chart this Ichor embeds, so there is "
                 f"nothing to upgrade.",
             )

@@ -21,9 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from ichor.api import records, talosoperation
+from ichor.api import celbudget, records, talosoperation
+from ichor.api.autopatch import MAX_EXPRESSION_LENGTH, MAX_HEALTH_CHECKS
 from ichor.api.talosoperation import OperationType
-from ichor.release import compat, steps, versions
+from ichor.release import compat, observed, steps, versions
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.upgrade import rule as upgrade_target
 from ichor.webhook.reviews import (
@@ -31,6 +32,7 @@ from ichor.webhook.reviews import (
     NamespacedName,
     OperationSpec,
     Requester,
+    SecretRef,
     StoredOperation,
 )
 
@@ -56,6 +58,8 @@ class Answer:
     ``admitted`` is the admission record this write adds (``ichor.api.records``: the
     operator posts it as a Warning Event once the object is stored), ``record`` its
     Event's sentence; both None when nothing was passed that needs recording.
+    ``traced`` is a second record, of a Kubernetes step past a Cilium the rule skips on
+    an unmanaged cluster (``cilium_trace``), posted the same way.
     """
 
     allowed: bool
@@ -65,6 +69,7 @@ class Answer:
     record: str | None = None
     cluster: NamespacedName | None = field(default=None)
     admitted: records.Record | None = None
+    traced: records.Record | None = None
     #: Why a denial denies, for the metrics: the rule, or a name of ``metrics.DENIAL_REASONS``.
     reason: str = ""
 
@@ -154,6 +159,7 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
         preset=steps.CILIUM if managed else new.cni_preset,
         detected=new.detected_cni,
         version=new.detected_cni_version,
+        unreadable=new.cni_unreadable,
     )
     step: Refusal | Verdict | None
     try:
@@ -172,6 +178,7 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
                 version=new.detected_cni_version,
                 # a Kubernetes that moves is judged by the step, with the same Cilium
                 kubernetes=None if kubernetes_changed else new.kubernetes,
+                unreadable=new.cni_unreadable,
             )
             if old is not None
             else None
@@ -233,7 +240,12 @@ def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
     talos, kubernetes = cluster.talos, cluster.kubernetes
     if cluster.declarative:
         # The spec is the desired state (already the target): the step is judged from
-        # what the Nodes run, which only the operator writes (status).
+        # what the Nodes run, which only the operator writes (status); while a Node's
+        # versions cannot be read, what they run is unknown, and no override passes it.
+        if cluster.nodes_unreadable:
+            unknown = observed.nodes(cluster.nodes_unreadable)
+            what = f"TalosOperation {spec.namespace}/{spec.name} ({spec.type} to {_target(spec)})"
+            return _verdict([unknown.refusal(what)])
         talos = _readable(cluster.observed_talos) or talos
         kubernetes = _readable(cluster.observed_kubernetes) or kubernetes
     running = upgrade_target.ClusterVersions(
@@ -243,6 +255,7 @@ def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
             preset=cluster.cni_preset,
             detected=cluster.detected_cni,
             version=cluster.detected_cni_version,
+            unreadable=cluster.cni_unreadable,
         ),
         cni=cluster.detected_cni,
         preset=cluster.cni_preset,
@@ -250,6 +263,68 @@ def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
     return upgrade_target.judge_target(
         component=_COMPONENTS[spec.type], target=target, cluster=running
     )
+
+
+def _trace(refusal: Refusal | None, *, requester: Requester, detail: str) -> records.Record | None:
+    if refusal is None:
+        return None
+    return records.Record(
+        kind=records.RecordKind.CILIUM_RULE_SKIPPED,
+        user=requester.username,
+        detail=detail,
+        passed=(records.Passed(rule=str(refusal.rule), message=refusal.message),),
+    )
+
+
+def cilium_trace_of_write(
+    *, new: ClusterObject, old: ClusterObject | None, requester: Requester, operation: str
+) -> records.Record | None:
+    """The record of a TalosCluster write that moves ``spec.kubernetesVersion`` of a
+    cluster left unmanaged (before and after the write) past the Cilium its status shows,
+    when the Cilium rule would have refused the step; None otherwise.
+
+    The decision record lets ``spec.cni.preset: unmanaged`` skip the Cilium rule, not
+    without a trace: the operator posts this as a Warning Event naming the user (the
+    rule's sentence names the Cilium) once the write is stored; a dry run leaves none.
+    """
+    if old is not None and (new.kubernetes == old.kubernetes or steps.is_cilium(old.cni_preset)):
+        return None
+    try:
+        refusal = steps.skipped_cilium_half(
+            preset=new.cni_preset,
+            detected=new.detected_cni,
+            version=new.detected_cni_version,
+            unreadable=new.cni_unreadable,
+            kubernetes=new.kubernetes,
+        )
+    except versions.VersionError:
+        return None  # the form rule refuses it
+    detail = f"{operation.lower()} spec.kubernetesVersion to {new.kubernetes}"
+    return _trace(refusal, requester=requester, detail=detail)
+
+
+def cilium_trace_of_operation(
+    *, spec: OperationSpec, cluster: ClusterObject, requester: Requester, started_by: str | None
+) -> records.Record | None:
+    """The record of a kubernetes TalosOperation (a person's, auto-patch's or the
+    declarative mode's: ``started_by``) on a cluster left unmanaged past the Cilium its
+    status shows, when the Cilium rule would have refused it (``cilium_trace_of_write``)."""
+    if spec.type is not OperationType.KUBERNETES or spec.version is None:
+        return None
+    try:
+        refusal = steps.skipped_cilium_half(
+            preset=cluster.cni_preset,
+            detected=cluster.detected_cni,
+            version=cluster.detected_cni_version,
+            unreadable=cluster.cni_unreadable,
+            kubernetes=spec.version,
+        )
+    except versions.VersionError:
+        return None  # the plan refuses the target's form
+    detail = f"kubernetes to {spec.version} on TalosCluster {spec.cluster_ref}"
+    if started_by:
+        detail += f", started by {started_by}"
+    return _trace(refusal, requester=requester, detail=detail)
 
 
 def needs_access_review(verdict: Verdict, *, override_requested: bool) -> bool:
@@ -673,5 +748,86 @@ def queue_full(spec: OperationSpec, *, most: int) -> Answer:
             namespace=spec.namespace, name=spec.name, cluster=spec.cluster, most=most
         ),
         code=Code.FORBIDDEN,
-        reason="StartedByLabel",
+        reason="QueueFull",
     )
+
+
+#: What a user must hold on a Secret a TalosCluster names: the verb, and the resource
+#: in the core API group ("").
+SECRET_VERB = "get"
+SECRET_RESOURCE = "secrets"
+
+
+def secret_refs_to_review(
+    *, new: ClusterObject, old: ClusterObject | None
+) -> tuple[SecretRef, ...]:
+    """The Secrets a TalosCluster write names anew, each to be asked of the requester
+    (``get`` on that Secret): on a create every one, on an update each reference that
+    changed (its Secret or its key). An update that leaves the references as they were
+    asks nothing, so the operator's own follow-up writes (a spec it moves after an
+    operation) never depend on its rights over the Secret."""
+    before = {ref.field: ref for ref in old.secret_refs} if old is not None else {}
+    return tuple(ref for ref in new.secret_refs if before.get(ref.field) != ref)
+
+
+def unreadable_secret(ref: SecretRef, *, cluster: NamespacedName, requester: Requester) -> Answer:
+    """A TalosCluster write that names a Secret its writer may not read: the operator
+    would read it, and run its operations with it, for someone who could not."""
+    secret = f"{cluster.namespace}/{ref.name}"
+    return Answer(
+        allowed=False,
+        message=(
+            f"TalosCluster {cluster} is refused: spec.{ref.field} names Secret {secret}, "
+            f"which user {requester.username!r} may not read; the operator reads that "
+            f"Secret for the cluster and mounts it into its Jobs, so it is used only for "
+            f"a user who could read it: check with `kubectl auth can-i get "
+            f"secret/{ref.name} -n {cluster.namespace}`, and get `get` on it or name a "
+            f"Secret you may read."
+        ),
+        code=Code.FORBIDDEN,
+        cluster=cluster,
+        reason="SecretNotReadable",
+    )
+
+
+def health_check_refusal(new: ClusterObject, old: ClusterObject | None) -> Answer | None:
+    """A TalosCluster write whose health checks would cost more than their budget
+    (``ichor.api.celbudget``: evaluation steps, depth, nested macros), or that cannot be
+    estimated because it does not compile. Only a check the write adds or changes is
+    judged: one stored unchanged (written before this rule) is the controller's to refuse,
+    and never blocks an unrelated write. No override passes it. None: nothing refused."""
+    before = set(old.health_checks) if old is not None else set()
+    if len(new.health_checks) > MAX_HEALTH_CHECKS:
+        # the CRD's schema refuses this before the webhook is asked; a review that did
+        # not come from the API server is not parsed check by check
+        return Answer(
+            allowed=False,
+            message=(
+                f"TalosCluster {new.ref} is refused: spec.autoPatch.healthChecks holds "
+                f"{len(new.health_checks)} checks, at most {MAX_HEALTH_CHECKS}."
+            ),
+            code=Code.FORBIDDEN,
+            cluster=new.ref,
+            reason="HealthCheckBudget",
+        )
+    for name, expression in new.health_checks:
+        if (name, expression) in before:
+            continue
+        problem = (
+            f"has {len(expression):,} characters, more than {MAX_EXPRESSION_LENGTH:,}"
+            if len(expression) > MAX_EXPRESSION_LENGTH
+            else celbudget.judge(expression)
+        )
+        if problem is None:
+            continue
+        return Answer(
+            allowed=False,
+            message=(
+                f'TalosCluster {new.ref} is refused: health check "{name[:63]}" '
+                f"(spec.autoPatch.healthChecks) {problem}."
+            ),
+            code=Code.FORBIDDEN,
+            cluster=new.ref,
+            reason="HealthCheckBudget",
+        )
+    return None

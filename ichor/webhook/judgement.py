@@ -6,7 +6,8 @@ the validating half answers and refuses an object that does not carry exactly th
 (``handlers``). A judgement reads the review (``reviews``), asks the pure decision layers
 (``decisions``, ``stamps``) and makes the reads the answer depends on through the backend
 it is given (``kubeapi``: who the operator is, the cluster an operation names, the
-operations of a cluster, the SubjectAccessReview). Nothing here decides a rule, nothing
+operations of a cluster, the SubjectAccessReviews: the override verb, and ``get`` on each
+Secret a TalosCluster write names anew). Nothing here decides a rule, nothing
 here writes, and nothing here knows kopf: the operator posts the Events of what was
 admitted once it sees the object stored (``ichor.controller.recorder``).
 
@@ -17,6 +18,7 @@ the exception's text and code 500.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -24,6 +26,7 @@ from typing import Any
 
 from ichor.api import kinds, records, talosoperation
 from ichor.api.autopatch import UNHALT_ANNOTATION, parse_unhalt
+from ichor.api.talosoperation import STARTED_BY_LABEL
 from ichor.kube import identity
 from ichor.webhook import decisions, kubeapi, marks, reviews, stamps
 
@@ -110,6 +113,14 @@ async def judge_cluster(
     except reviews.MalformedReview as error:
         return Judged(decisions.malformed(str(error)))
     try:
+        # parsing the expressions takes milliseconds each: off the event loop
+        costly = (
+            await asyncio.to_thread(decisions.health_check_refusal, cluster, before)
+            if cluster.health_checks
+            else None
+        )
+        if costly is not None:
+            return Judged(costly)
         operator = await _is_operator(backend, who)
         marked = _marked(
             kinds.Kind.TALOS_CLUSTER, new=new, old=old, operation=operation, who=who,
@@ -117,6 +128,9 @@ async def judge_cluster(
         )  # fmt: skip
         if marked is not None:
             return marked
+        unreadable = await _unreadable_secret(backend, who, new=cluster, old=before)
+        if unreadable is not None:
+            return Judged(unreadable)
         verdict = decisions.review_cluster(new=cluster, old=before)
         carried = None
         if before is not None and verdict.blocking is None and verdict.overridable and operator:
@@ -146,13 +160,40 @@ async def judge_cluster(
     noted = decisions.cluster_warnings(cluster)
     if noted:
         answer = replace(answer, warnings=(*answer.warnings, *noted))
+    # The operator's own spec write follows an operation, whose create was traced.
+    traced = (
+        None
+        if operator
+        else decisions.cilium_trace_of_write(
+            new=cluster, old=before, requester=who, operation=str(operation)
+        )
+    )
+    if traced is not None:
+        answer = replace(answer, traced=traced)
     stamp = stamps.cluster_stamp(
         old=_annotations(old) if operation == "UPDATE" else None,
         given=_annotations(new),
         operator=operator,
         admitted=answer.admitted,
+        traced=answer.traced,
     )
     return Judged(answer, stamp)
+
+
+async def _unreadable_secret(
+    backend: kubeapi.Backend,
+    who: reviews.Requester,
+    *,
+    new: reviews.ClusterObject,
+    old: reviews.ClusterObject | None,
+) -> decisions.Answer | None:
+    """The refusal of a write that names anew a Secret its writer may not ``get`` (a
+    SubjectAccessReview each, as the override verb is asked), or None."""
+    namespace = new.ref.namespace
+    for ref in decisions.secret_refs_to_review(new=new, old=old):
+        if not await backend.may_read_secret(who, reviews.NamespacedName(namespace, ref.name)):
+            return decisions.unreadable_secret(ref, cluster=new.ref, requester=who)
+    return None
 
 
 async def _carried_operation(
@@ -215,6 +256,11 @@ async def judge_operation(
             answer = decisions.answer_operation(verdict, spec=spec, requester=who, holds_verb=holds)
             if answer.allowed and max_queued is not None:
                 answer = await _within_queue(backend, spec, answer, most=max_queued)
+            traced = decisions.cilium_trace_of_operation(
+                spec=spec, cluster=cluster, requester=who, started_by=_started_by(new)
+            )
+            if answer.allowed and traced is not None:
+                answer = replace(answer, traced=traced)
     except kubeapi.ApiUnavailable as error:
         return Judged(decisions.undecided(str(error)))
     except Exception as error:
@@ -228,6 +274,7 @@ async def judge_operation(
         operator=operator,
         admitted=answer.admitted,
         override_by=who.username if spec.override else None,
+        traced=answer.traced,
     )
     return Judged(answer, stamp)
 
@@ -302,6 +349,14 @@ async def judge_installation(
     return Judged(decisions.Answer(allowed=True, admitted=admitted), stamp)
 
 
+def _started_by(body: object) -> str | None:
+    """The operator's own mark of an operation it started (auto-patch, declarative), for
+    the record's words only: the webhook refuses it from anyone else (``marks``)."""
+    labels = records.labels_of(body)
+    found = labels.get(STARTED_BY_LABEL)
+    return found if isinstance(found, str) and found else None
+
+
 def _checked(
     judged: Judged,
     *,
@@ -323,8 +378,9 @@ def _checked(
         return decisions.Answer(
             allowed=False, message=problem, code=decisions.Code.FORBIDDEN, reason="Stamp"
         )
-    if answer.admitted is not None:
-        logger.warning("%s", _admitted_log(answer.admitted, what=what, dryrun=dryrun))
+    for admitted in (answer.admitted, answer.traced):
+        if admitted is not None:
+            logger.warning("%s", _admitted_log(admitted, what=what, dryrun=dryrun))
     return answer
 
 
@@ -354,6 +410,7 @@ _CARRYING = {
     records.RecordKind.ADOPTION: "an adoption (no override needed)",
     records.RecordKind.CARRIED: "the override an operation was admitted with",
     records.RecordKind.UNHALT: "a request to lift auto-patch halts",
+    records.RecordKind.CILIUM_RULE_SKIPPED: "a Kubernetes step past a Cilium the rule skips",
 }
 
 

@@ -70,16 +70,22 @@ def kept_records(
     return before
 
 
+def _added(admitted: Record | None, traced: Record | None) -> tuple[Record, ...]:
+    return tuple(record for record in (admitted, traced) if record is not None)
+
+
 def cluster_stamp(
     *,
     old: Mapping[str, Any] | None,
     given: Mapping[str, Any],
     operator: bool,
     admitted: Record | None,
+    traced: Record | None = None,
 ) -> Stamp:
-    """The stamp of a TalosCluster write (``old`` None on a create)."""
+    """The stamp of a TalosCluster write (``old`` None on a create); ``traced`` is the
+    record of a step past a Cilium the rule skips (unmanaged), after ``admitted``."""
     kept = kept_records(old=old, given=given, operator=operator)
-    return Stamp(records=records.dump(kept + ((admitted,) if admitted is not None else ())))
+    return Stamp(records=records.dump(kept + _added(admitted, traced)))
 
 
 def operation_stamp(
@@ -89,6 +95,7 @@ def operation_stamp(
     operator: bool,
     admitted: Record | None,
     override_by: str | None,
+    traced: Record | None = None,
 ) -> Stamp:
     """The stamp of a TalosOperation write: on a create (``old`` None) ``override_by``
     is the user admitted with ``override: true``; on an update the stored one stays."""
@@ -97,7 +104,7 @@ def operation_stamp(
         stored = old.get(records.OVERRIDE_BY)
         override_by = stored if isinstance(stored, str) and stored else None
     return Stamp(
-        records=records.dump(kept + ((admitted,) if admitted is not None else ())),
+        records=records.dump(kept + _added(admitted, traced)),
         operation=True,
         override_by=override_by,
     )

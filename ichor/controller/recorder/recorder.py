@@ -52,6 +52,7 @@ REASONS: Mapping[records.RecordKind, str] = {
     records.RecordKind.CARRIED: RecordEventReason.OVERRIDE,
     records.RecordKind.ADOPTION: RecordEventReason.ADOPTED_INCOMPATIBLE,
     records.RecordKind.UNHALT: AutoPatchEventReason.UNHALTED,
+    records.RecordKind.CILIUM_RULE_SKIPPED: RecordEventReason.CILIUM_RULE_SKIPPED,
 }
 
 _KINDS: Mapping[kinds.Plural, kinds.Kind] = {plural: kind for kind, plural in kinds.PLURALS.items()}

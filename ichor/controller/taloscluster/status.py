@@ -9,7 +9,9 @@ What it judges:
 
 - ``VersionsCompatible``: the spec's Talos and Kubernetes pair, and the Kubernetes with
   the Cilium that runs (only when the CNI is Cilium). The spec is judged, not the Nodes,
-  because the spec is what the webhook, the plan and the choices read.
+  because the spec is what the webhook, the plan and the choices read. A Cilium seen
+  whose release cannot be read leaves it Unknown (``CiliumVersionUnreadable``); a Cilium
+  on an unmanaged cluster is shown, not judged (``UnmanagedCilium``).
 - ``Ready``: whether the workload cluster was reached and its Nodes read.
 - ``Talos/KubernetesUpgradeAvailable`` and ``status.upgradeChoices``: the published
   releases the upgrade rule accepts, from ``IchorInstallation.status.upgradeTargets``.
@@ -40,7 +42,7 @@ from pydantic import ValidationError
 
 from ichor.api import ichorinstallation, taloscluster
 from ichor.api.conditions import ClusterConditionType, ClusterReason, Condition, ConditionStatus
-from ichor.api.events import ClusterEventReason
+from ichor.api.events import ClusterEventReason, RecordEventReason
 from ichor.api.taloscluster import (
     BlockedLine,
     BlockedReleases,
@@ -57,6 +59,7 @@ from ichor.controller.observe import Observation
 from ichor.kube import conditions
 from ichor.kube.bodies import EventType, PlannedEvent
 from ichor.release import steps
+from ichor.release.observed import Unreadable
 from ichor.release.refusals import Refusal, Rule
 from ichor.release.release_set import PINNED
 from ichor.release.versions import VersionError, check_contract, check_spec_version
@@ -188,20 +191,42 @@ def _refusal_reason(refusal: Refusal) -> ClusterReason:
 
 
 def _compatible(builder: _Builder, *, spec: TalosClusterSpec, cni: CNIStatus) -> None:
-    """The spec's pair and the running Cilium, judged by the shared Kubernetes step."""
+    """The spec's pair and the running Cilium, judged by the shared Kubernetes step.
+
+    A Cilium seen whose release cannot be read leaves the question open (Unknown, reason
+    ``CiliumVersionUnreadable``): nothing says whether it runs the spec's Kubernetes, and
+    every Kubernetes step is refused until it can be read."""
     talos, kubernetes = spec.talos_version, spec.kubernetes_version
     cilium = steps.cilium_release(
-        preset=spec.cni.preset.value, detected=cni.detected, version=cni.detected_version
+        preset=spec.cni.preset.value,
+        detected=cni.detected,
+        version=cni.detected_version,
+        unreadable=cni.unreadable,
     )
     try:
         refusal = steps.check_kubernetes_step(talos=talos, kubernetes=kubernetes, cilium=cilium)
     except VersionError as error:
         builder.add(Type.VERSIONS_COMPATIBLE, F, Reason.INVALID_SPEC, str(error))
         return
+    if refusal is not None and refusal.rule is Rule.UNREADABLE_VERSION:
+        assert isinstance(cilium, Unreadable)
+        builder.add(
+            Type.VERSIONS_COMPATIBLE,
+            U,
+            Reason.CILIUM_VERSION_UNREADABLE,
+            f"{cilium.what}, so whether it runs Kubernetes {kubernetes} is unknown and every "
+            f"Kubernetes and Cilium step is refused (no override passes it); {cilium.step}",
+        )
+        return
+    skipped = _skipped_cilium(spec=spec, cni=cni)
     if refusal is not None:
-        builder.add(Type.VERSIONS_COMPATIBLE, F, _refusal_reason(refusal), refusal.message)
+        message = refusal.message + (f" {skipped}" if skipped else "")
+        builder.add(Type.VERSIONS_COMPATIBLE, F, _refusal_reason(refusal), message)
         return
     message = f"Talos {talos} runs Kubernetes {kubernetes}"
+    if skipped:
+        builder.add(Type.VERSIONS_COMPATIBLE, T, Reason.UNMANAGED_CILIUM, f"{message}; {skipped}")
+        return
     if cilium is not None:
         message += f", and Cilium {cilium} runs it too"
     elif spec.cni.preset is CNIPreset.UNMANAGED:
@@ -211,6 +236,36 @@ def _compatible(builder: _Builder, *, spec: TalosClusterSpec, cni: CNIStatus) ->
     else:
         message += "; the CNI is not observed yet, so Cilium is not judged"
     builder.add(Type.VERSIONS_COMPATIBLE, T, Reason.COMPATIBLE, message)
+
+
+def _skipped_cilium(*, spec: TalosClusterSpec, cni: CNIStatus) -> str | None:
+    """The sentence of a Cilium seen on a cluster whose ``spec.cni.preset`` is unmanaged
+    (the Cilium rule is skipped there): what runs, and what the rule would say of the
+    spec's Kubernetes; None for any other cluster."""
+    if spec.cni.preset is not CNIPreset.UNMANAGED or not steps.is_cilium(cni.detected):
+        return None
+    seen = steps.seen_cilium(version=cni.detected_version, unreadable=cni.unreadable)
+    runs = f"Cilium {seen} runs on the cluster" if isinstance(seen, str) else seen.what
+    try:
+        said = steps.skipped_cilium_half(
+            preset=spec.cni.preset.value,
+            detected=cni.detected,
+            version=cni.detected_version,
+            unreadable=cni.unreadable,
+            kubernetes=spec.kubernetes_version,
+        )
+    except VersionError:
+        said = None
+    judged = (
+        f"the Cilium rule would refuse Kubernetes {spec.kubernetes_version} ({said.message})"
+        if said is not None
+        else f"the Cilium rule would accept Kubernetes {spec.kubernetes_version}"
+    )
+    return (
+        f"{runs}, and spec.cni.preset is unmanaged, so Ichor does not judge it: "
+        f"{judged}; every Kubernetes step it would refuse is recorded as a Warning "
+        f"Event {RecordEventReason.CILIUM_RULE_SKIPPED} naming the user"
+    )
 
 
 def _group(
@@ -269,7 +324,12 @@ def _upgrades(
             hold = upgrade_choices.kubernetes_hold(cluster)
             if hold is not None:
                 groups[name] = _group(upgrade_choices.Choices(), availability)
-                builder.add(type_, U, Reason.CNI_NOT_OBSERVED, f"no Kubernetes is offered: {hold}")
+                held = (
+                    Reason.CILIUM_VERSION_UNREADABLE
+                    if isinstance(cluster.cilium, Unreadable)
+                    else Reason.CNI_NOT_OBSERVED
+                )
+                builder.add(type_, U, held, f"no Kubernetes is offered: {hold}")
                 continue
             choices = upgrade_choices.kubernetes_choices(cluster=cluster, releases=releases or ())
         groups[name] = _group(choices, availability)
@@ -356,10 +416,17 @@ def _cilium(
             type_, F, Reason.NOT_CILIUM, f"the cluster runs {cni.detected}, not Cilium" + frozen
         )
         return
-    running = cni.detected_version
+    running = steps.seen_cilium(version=cni.detected_version, unreadable=cni.unreadable)
+    if isinstance(running, Unreadable):
+        builder.add(
+            type_,
+            U,
+            Reason.CILIUM_VERSION_UNREADABLE,
+            f"{running.what}, so the chart upgrade is refused too (it could step Cilium "
+            f"back); {running.step}" + frozen,
+        )
+        return
     try:
-        if running is None:
-            raise VersionError("", expected="a Cilium release")
         older = steps.cilium_behind_chart(running, chart=chart)
     except VersionError:
         builder.add(
@@ -426,17 +493,23 @@ def evaluate(
             talos_versions=nodes.talos_versions,
             kubernetes_versions=nodes.kubernetes_versions,
             differ=nodes.differ,
+            unreadable=nodes.unreadable or None,
         )
         detected, detected_version = observation.cni.detected, observation.cni.version
+        unreadable = observation.cni.unreadable
     else:
         talos_version, kubernetes_version = previous.talos_version, previous.kubernetes_version
         node_versions = previous.nodes
         old_cni = previous.cni or CNIStatus()
         detected, detected_version = old_cni.detected, old_cni.detected_version
+        unreadable = old_cni.unreadable
     recorded_override = previous.cni.image_override if previous.cni else None
     kept_override, frozen = _frozen_patch(recorded_override)
     cni = CNIStatus(
-        detected=detected, detected_version=detected_version, image_override=kept_override
+        detected=detected,
+        detected_version=detected_version,
+        image_override=kept_override,
+        unreadable=unreadable if steps.is_cilium(detected) and not detected_version else None,
     )
 
     upgrade_choices: UpgradeChoices | None
@@ -576,7 +649,15 @@ def _events(previous: TalosClusterStatus, current: TalosClusterStatus) -> list[P
             elif new.status == T and (old is None or old.status != T):
                 events.append(PlannedEvent(normal, ClusterEventReason.OBSERVED, new.message))
         elif new.type == Type.VERSIONS_COMPATIBLE:
-            if new.status == F:
+            if new.reason == Reason.UNMANAGED_CILIUM:
+                events.append(
+                    PlannedEvent(normal, ClusterEventReason.UNMANAGED_CILIUM, new.message)
+                )
+            elif new.reason == Reason.CILIUM_VERSION_UNREADABLE:
+                events.append(
+                    PlannedEvent(warn, ClusterEventReason.CILIUM_VERSION_UNREADABLE, new.message)
+                )
+            elif new.status == F:
                 reason = (
                     ClusterEventReason.INVALID_SPEC
                     if new.reason == Reason.INVALID_SPEC

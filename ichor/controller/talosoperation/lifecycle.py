@@ -53,6 +53,8 @@ from ichor.api.talosoperation import (
     TalosOperationStatus,
 )
 from ichor.kube import conditions
+from ichor.release import observed
+from ichor.release.observed import Unreadable
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, VersionError, parse
@@ -268,9 +270,12 @@ def _observed(value: str | None, *, spec: str) -> str | None:
     return value
 
 
-def _running(cluster: ClusterState) -> ClusterVersions | None:
-    """What the Nodes were last seen running, when that differs from the spec."""
+def _running(cluster: ClusterState) -> ClusterVersions | Unreadable | None:
+    """What the Nodes were last seen running, when that differs from the spec;
+    ``Unreadable`` while a Node's versions cannot be read (what runs is unknown)."""
     status, spec = cluster.status, cluster.spec
+    if status.nodes is not None and status.nodes.unreadable:
+        return observed.nodes(status.nodes.unreadable)
     talos = _observed(status.talos_version, spec=spec.talos_version)
     kubernetes = _observed(status.kubernetes_version, spec=spec.kubernetes_version)
     if talos is None and kubernetes is None:
@@ -310,6 +315,9 @@ def judge_execution(op: Operation, cluster: ClusterState) -> Verdict:
         target = spec.version
     component = COMPONENTS[spec.type]
     running = _running(cluster)
+    if isinstance(running, Unreadable):
+        # Every step reads what the Nodes run (the path from it, the pair with it).
+        return judge((running.refusal(f"{op} ({op.what})"),))
 
     def answers() -> Iterator[Verdict]:
         if cluster.declarative and running is not None:
@@ -410,6 +418,22 @@ def _containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]
 
 
+#: Characters of a failed container's last log lines quoted in the operation's status
+#: at most (the end is kept: the error comes last). talosctl and helm ran in the tenant's
+#: own Pod, with its own credentials, against its own cluster; what they print is still
+#: another program's text, so it is cut to printable characters and this length.
+MAX_LOG_DETAIL = 600
+
+
+def _log_detail(text: str) -> str:
+    lines = text.splitlines()[-5:]
+    detail = " | ".join(line.strip() for line in lines if line.strip())
+    detail = "".join(c for c in detail if c.isprintable())
+    if len(detail) > MAX_LOG_DETAIL:
+        detail = "..." + detail[-MAX_LOG_DETAIL:]
+    return detail
+
+
 def _failed_container(pods: Sequence[Mapping[str, Any]]) -> str | None:
     for pod in pods:
         for container in _containers(pod):
@@ -418,9 +442,7 @@ def _failed_container(pods: Sequence[Mapping[str, Any]]) -> str | None:
             ).get("terminated")
             if not terminated or terminated.get("exitCode", 0) == 0:
                 continue
-            text = (terminated.get("message") or "").strip()
-            lines = text.splitlines()[-5:]
-            detail = " | ".join(line.strip() for line in lines if line.strip())
+            detail = _log_detail(str(terminated.get("message") or "").strip())
             head = (
                 f"container {container.get('name')} exited {terminated.get('exitCode')}"
                 f" ({terminated.get('reason') or 'Error'})"

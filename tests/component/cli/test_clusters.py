@@ -97,7 +97,7 @@ class Workload:
         )  # fmt: skip
         self.made.append(("node", name))
 
-    def cilium(self, version: str) -> None:
+    def cilium(self, version: str, *, image: str | None = None) -> None:
         labels = {"k8s-app": "cilium"}
         body = {
             "apiVersion": "apps/v1",
@@ -109,7 +109,10 @@ class Workload:
                     "metadata": {"labels": labels},
                     "spec": {
                         "containers": [
-                            {"name": "cilium-agent", "image": f"quay.io/cilium/cilium:v{version}"}
+                            {
+                                "name": "cilium-agent",
+                                "image": image or f"quay.io/cilium/cilium:v{version}",
+                            }
                         ]
                     },
                 },
@@ -202,6 +205,27 @@ def test_adopt_warns_about_the_embedded_cilium_only_for_a_managed_cni(
     assert ("is refused with Cilium 1.20.4" in result.err) is warned
     preset = cli.get("taloscluster", "edge")["spec"]["cni"]["preset"]
     assert preset == ("unmanaged" if extra else "cilium")
+
+
+def test_a_managed_adopt_of_a_cilium_whose_release_cannot_be_read_is_refused(
+    cli: Cli, workload: Workload
+) -> None:
+    """Pinned by digest only, no Helm release: a managed adopt would take over a Cilium no
+    rule can judge (the preset rule refuses that take-over); unmanaged keeps it the user's."""
+    workload.node("d1", talos="v1.14.3", kubelet="v1.36.6")
+    workload.cilium("", image="quay.io/cilium/cilium@sha256:" + "5" * 64)
+    result = _adopt(cli, "digest")
+    _refused_and_nothing_written(
+        cli,
+        result,
+        name="digest",
+        words="Adopt of digest with spec.cni.preset cilium is refused: Cilium is running "
+        "(DaemonSet kube-system/cilium) but its release cannot be read",
+    )
+    assert "--cni-unmanaged" in result.err
+    kept = _adopt(cli, "digest", "--cni-unmanaged")
+    assert kept.code == 0, kept.err
+    assert "Cilium (release not readable)" in kept.out
 
 
 def test_adopt_of_an_incompatible_pair_warns_and_the_admin_passes_the_webhook(

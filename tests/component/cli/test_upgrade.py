@@ -27,7 +27,7 @@ def _make(cli: Cli, name: str, state: ClusterVersions) -> None:
         talos=state.talos,
         kubernetes=state.kubernetes,
         contract=major_minor,
-        cilium=state.cilium,
+        cilium=state.cilium if isinstance(state.cilium, str) else None,
         cni=state.cni,
     )
 

@@ -6,8 +6,9 @@ closed connection, a timeout), a denial without a sentence or with an "internal 
 an answer that echoes more than a short uid, or an ``allowed: true`` for a review the
 endpoint does not claim. A second oracle knows nothing of the endpoint's claims: a review
 carrying a known-incompatible pair that nobody in it may override is never admitted,
-whatever its envelope (``test_fuzz.refuses_the_pair``). The count tried and the escapes
-(0) are printed at the end of ``make test``.
+whatever its envelope (``test_fuzz.refuses_the_pair``), and neither is a Kubernetes step
+over a Cilium seen whose release cannot be read, though everyone in it holds the verb.
+The count tried and the escapes (0) are printed at the end of ``make test``.
 """
 
 from __future__ import annotations
@@ -30,12 +31,14 @@ from tests.harness import certs, controlplane
 from tests.support import operator as support
 from tests.unit.webhook.fakes import FakeBackend
 from tests.unit.webhook.test_fuzz import (
+    EVERYONE,
     PATHS,
     clusters,
     envelopes,
     json_values,
     operations,
     refuses_the_pair,
+    unreadable_envelope,
     userinfos,
 )
 
@@ -334,3 +337,29 @@ def test_an_incompatible_pair_is_refused_whatever_the_envelope(
         )  # fmt: skip
         assert reply.status == 200, (reply.status, reply.body[:300])
         refuses_the_pair(path, review, json.loads(reply.body)["response"])
+
+
+@settings(FUZZ, max_examples=200)
+@given(review=envelopes.map(unreadable_envelope), path=st.sampled_from(PATHS), framing=framings)
+def test_an_unreadable_cilium_is_refused_whatever_the_envelope_and_whoever_holds_the_verb(
+    endpoint: Endpoint, review: dict[str, Any], path: str, framing: str
+) -> None:
+    holders = endpoint.backend.holders
+    endpoint.backend.holders = set(EVERYONE)
+    try:
+        with tally(
+            "webhook endpoint: unreadable Cilium in generated envelopes (escapes: admitted)"
+        ):
+            body = json.dumps(review).encode()
+            if framing == "chunked":
+                head, wire = _head("POST", f"/{path}", [], None), rawhttp.chunked(body)
+            else:
+                head, wire = _head("POST", f"/{path}", [], len(body)), body
+            reply = asyncio.run(
+                rawhttp.exchange("127.0.0.1", endpoint.port, context=endpoint.context,
+                                 head=head, body=wire, seconds=60)
+            )  # fmt: skip
+            assert reply.status == 200, (reply.status, reply.body[:300])
+            refuses_the_pair(path, review, json.loads(reply.body)["response"])
+    finally:
+        endpoint.backend.holders = holders

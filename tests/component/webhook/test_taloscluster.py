@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -229,3 +230,12 @@ def test_an_unmanaged_cni_is_not_held_to_the_cilium_table(api: Api) -> None:
     assert result.returncode == 0, result.stderr
     assert "Warning" not in result.stderr
     assert api.override_events(NAME) == []
+    # not held, but not silent: the step the rule would refuse is recorded, naming the user
+    listed = api.plane.kubectl(
+        "get", "events", "-n", api.namespace, "-o", "json",
+        f"--field-selector=involvedObject.name={NAME},reason=CiliumRuleSkipped",
+    )  # fmt: skip
+    (event,) = json.loads(listed.stdout)["items"]
+    assert event["type"] == "Warning"
+    assert f"User {PLAIN} wrote TalosCluster {api.namespace}/{NAME}" in event["message"]
+    assert "Cilium 1.20.4 runs Kubernetes 1.33 to 1.36" in event["message"]

@@ -21,6 +21,7 @@ const (
 	ruleCiliumKubernetes = "CiliumKubernetes"
 	ruleUnknownVersion   = "UnknownVersion"
 	ruleCniPreset        = "CniPreset"
+	ruleUnreadable       = "UnreadableVersion"
 )
 
 type refusal struct{ rule, message string }
@@ -297,6 +298,10 @@ func (t *table) presetStep(c, old *cluster, kubernetesMoved bool) *refusal {
 	if before {
 		release = &refusal{ruleCniPreset, fmt.Sprintf("spec.cni.preset from %s to %s releases the observed Cilium from its table", old.preset, c.preset)}
 	}
+	if unreadable(c) {
+		// a Cilium seen whose release cannot be read is neither taken over nor released
+		return decide(release, &refusal{ruleUnreadable, "Cilium is detected and its release cannot be read"})
+	}
 	if kubernetesMoved {
 		return release
 	}
@@ -423,16 +428,21 @@ func (a coreVersion) lt(b coreVersion) bool {
 	return false
 }
 
+// unreadable: the status shows Cilium detected and no release (absent or blank).
+func unreadable(c *cluster) bool {
+	return isCilium(c.detected) && (c.detectedVersion == nil || pythonStrip(*c.detectedVersion) == "")
+}
+
 // cilium is the Cilium half of a Kubernetes step: only for a managed Cilium the status
-// shows with a version.
+// shows; one whose release cannot be read is refused, and no override passes it.
 func (t *table) cilium(c *cluster, managed bool, kubernetes semver.Version) *refusal {
-	if !managed || !isCilium(c.detected) || c.detectedVersion == nil {
+	if !managed || !isCilium(c.detected) {
 		return nil
+	}
+	if unreadable(c) {
+		return &refusal{ruleUnreadable, "Cilium is detected and its release cannot be read"}
 	}
 	text := pythonStrip(*c.detectedVersion)
-	if text == "" {
-		return nil
-	}
 	cilium, err := semver.ParseTolerant(text)
 	if err != nil {
 		return &refusal{ruleUnknownVersion, fmt.Sprintf("Cilium %q is not a version", text)}

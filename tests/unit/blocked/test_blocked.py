@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from ichor.release import observed
 from ichor.release.refusals import Rule
 from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, parse
@@ -299,6 +300,7 @@ GRID = [
         ("1.19.10", "cilium"),
         ("1.20.4", "cilium"),
         ("1.17.2", "cilium"),
+        (observed.cilium(), "cilium"),  # seen, release unreadable
         (None, "flannel"),
         (None, None),
     )
@@ -310,6 +312,7 @@ _RULES = {
     Blocker.TALOS_PATH: {Rule.TALOS_PATH},
     Blocker.KUBERNETES_SKEW: {Rule.KUBERNETES_SKEW},
     Blocker.UNKNOWN: {Rule.UNKNOWN_VERSION},
+    Blocker.UNREADABLE: {Rule.UNREADABLE_VERSION},
 }
 
 
@@ -399,3 +402,21 @@ def test_a_release_blocked_by_an_unknown_cilium_behind_a_pair_is_not_overridable
     assert not line.overridable
     assert line.needs_newer_ichor
     assert "Cilium 1.21.0 is unknown to this build" in line.message
+
+
+def test_a_release_blocked_by_a_cilium_whose_release_cannot_be_read_names_it() -> None:
+    said = (
+        "Cilium is running (DaemonSet kube-system/cilium) but its release cannot be read: "
+        "the image is pinned by digest only and no deployed Helm release names its chart"
+    )
+    cluster = ClusterVersions(
+        talos="v1.14.3", kubernetes="v1.36.6", cilium=observed.cilium(said), cni="cilium"
+    )
+    line = explain(component=KUBERNETES, version=parse("v1.37.2"), cluster=cluster)
+    assert line is not None
+    assert line.blocker is Blocker.UNREADABLE
+    assert line.refusal is not None
+    assert line.refusal.rule is Rule.UNREADABLE_VERSION
+    assert not line.overridable
+    assert line.reason == said
+    assert line.step == observed.CILIUM_STEP

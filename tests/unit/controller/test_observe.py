@@ -112,3 +112,54 @@ def test_the_cni_is_recognised_by_its_daemonset(
 ) -> None:
     seen = cni_observation(daemonsets)
     assert (seen.detected, seen.version) == (detected, version)
+
+
+DIGEST = "quay.io/cilium/cilium@sha256:" + "ab" * 32
+
+
+@pytest.mark.parametrize(
+    ("image", "releases", "said"),
+    [
+        (
+            DIGEST,
+            [],
+            "the image is pinned by digest only and no deployed Helm release names its chart",
+        ),
+        (
+            "quay.io/cilium/cilium:stable@sha256:" + "cd" * 32,
+            [],
+            "the image's tag is not a release and no deployed Helm release names its chart",
+        ),
+        (
+            "quay.io/cilium/cilium",
+            [{"data": {"release": "not base64!"}}],
+            "the image carries no tag and its deployed Helm release names no chart version "
+            "that can be read",
+        ),
+        ("", [], "its agent container names no image and no deployed Helm release names its chart"),
+    ],
+)
+def test_a_cilium_whose_release_cannot_be_read_says_why_in_its_own_words(
+    image: str, releases: list[object], said: str
+) -> None:
+    seen = cni_observation([daemonset("cilium", image)], releases)
+    assert (seen.detected, seen.version) == ("cilium", None)
+    assert seen.unreadable == (
+        f"Cilium is running (DaemonSet kube-system/cilium) but its release cannot be read: {said}"
+    )
+
+
+def test_the_unreadable_sentence_quotes_nothing_the_cluster_sent_but_a_dns_name() -> None:
+    hostile = daemonset("cilium", "quay.io/cilium/cilium@sha256:" + "x" * 5000, namespace="A" * 300)
+    seen = cni_observation([hostile])
+    assert seen.unreadable is not None
+    assert "AAAA" not in seen.unreadable
+    assert "xxxx" not in seen.unreadable
+    assert "(a name that is not a DNS name)" in seen.unreadable
+    assert len(seen.unreadable) < 200
+    # A readable release, or another CNI, has no such sentence.
+    assert (
+        cni_observation([daemonset("cilium", "quay.io/cilium/cilium:v1.20.4")]).unreadable is None
+    )
+    flannel = cni_observation([daemonset("kube-flannel", DIGEST)])
+    assert (flannel.detected, flannel.version, flannel.unreadable) == ("flannel", None, None)

@@ -20,6 +20,7 @@ from ichor.controller.taloscluster.status import (
     Outcome,
     evaluate,
 )
+from ichor.kube.bodies import EventType
 
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
 LATER = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
@@ -194,18 +195,73 @@ def test_a_non_cilium_cni_skips_the_cilium_rule() -> None:
     assert (cilium.status, cilium.reason) == (ConditionStatus.FALSE, Reason.NOT_CILIUM)
 
 
-@pytest.mark.parametrize(("cni", "cni_version"), [(None, None), ("cilium", None)])
+# A Cilium seen with no readable release was CNINotObserved here; it is observed, and its
+# own reason says what holds Kubernetes back (CiliumVersionUnreadable).
+@pytest.mark.parametrize(
+    ("cni", "cni_version", "reason"),
+    [(None, None, Reason.CNI_NOT_OBSERVED), ("cilium", None, Reason.CILIUM_VERSION_UNREADABLE)],
+)
 def test_an_unobserved_cni_or_cilium_release_offers_no_kubernetes(
-    cni: str | None, cni_version: str | None
+    cni: str | None, cni_version: str | None, reason: Reason
 ) -> None:
     outcome = run(observation=seen(cni=cni, cni_version=cni_version))
     kubernetes = outcome.status.upgrade_choices.kubernetes  # type: ignore[union-attr]
     assert kubernetes is not None
     assert (kubernetes.patch, kubernetes.next_minor, kubernetes.default) == ((), (), None)
     offered = condition(outcome, Type.KUBERNETES_UPGRADE_AVAILABLE)
-    assert (offered.status, offered.reason) == (ConditionStatus.UNKNOWN, Reason.CNI_NOT_OBSERVED)
+    assert (offered.status, offered.reason) == (ConditionStatus.UNKNOWN, reason)
     # Talos is still offered: Cilium is not part of the Talos rule.
     assert condition(outcome, Type.TALOS_UPGRADE_AVAILABLE).status == ConditionStatus.TRUE
+
+
+DIGEST_ONLY = (
+    "Cilium is running (DaemonSet kube-system/cilium) but its release cannot be read: "
+    "the image is pinned by digest only and no deployed Helm release names its chart"
+)
+
+
+def test_a_cilium_whose_release_cannot_be_read_is_shown_as_it_is_and_holds_everything() -> None:
+    observation = Observation(
+        nodes=seen().nodes,
+        cni=CNIObservation(detected="cilium", version=None, unreadable=DIGEST_ONLY),
+    )
+    outcome = run(observation=observation)
+    # Honest: Cilium detected, no version, and the sentence of why.
+    assert outcome.status.cni == CNIStatus(detected="cilium", unreadable=DIGEST_ONLY)
+    compatible = condition(outcome, Type.VERSIONS_COMPATIBLE)
+    assert (compatible.status, compatible.reason) == (
+        ConditionStatus.UNKNOWN,
+        Reason.CILIUM_VERSION_UNREADABLE,
+    )
+    assert compatible.message.startswith(DIGEST_ONLY + ", so whether it runs Kubernetes v1.36.6")
+    assert "no override passes it" in compatible.message
+    cilium = condition(outcome, Type.CILIUM_UPGRADE_AVAILABLE)
+    assert (cilium.status, cilium.reason) == (
+        ConditionStatus.UNKNOWN,
+        Reason.CILIUM_VERSION_UNREADABLE,
+    )
+    assert DIGEST_ONLY in cilium.message
+    offered = condition(outcome, Type.KUBERNETES_UPGRADE_AVAILABLE)
+    assert DIGEST_ONLY in offered.message
+    # Posted once, when it starts: a Warning naming what could not be read.
+    warnings = [
+        e for e in outcome.events if e.reason == ClusterEventReason.CILIUM_VERSION_UNREADABLE
+    ]
+    assert len(warnings) == 1
+    assert warnings[0].type is EventType.WARNING
+    again = run(observation=observation, previous=outcome.status)
+    assert not [e for e in again.events if e.reason == ClusterEventReason.CILIUM_VERSION_UNREADABLE]
+    # The sentence goes with the release: once it can be read, the field is cleared.
+    readable = run(observation=seen(), previous=outcome.status)
+    assert readable.status.cni == CNIStatus(detected="cilium", detected_version="1.20.4")
+
+
+def test_nodes_whose_versions_cannot_be_read_are_listed_in_the_status() -> None:
+    said = ('Node n2 runs osImage "Ubuntu 24.04", not "Talos (vX.Y.Z)"',)
+    outcome = run(observation=seen(unreadable=said))
+    assert outcome.status.nodes is not None
+    assert outcome.status.nodes.unreadable == said
+    assert run().status.nodes.unreadable is None  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize(
@@ -397,3 +453,27 @@ def test_an_unmanaged_cni_with_a_detected_cilium_is_not_judged_by_the_cilium_tab
     assert managed is not None
     assert managed.kubernetes is not None
     assert managed.kubernetes.next_minor == ()
+
+
+def test_cilium_on_an_unmanaged_cluster_is_shown_in_versions_compatible() -> None:
+    unmanaged = spec(cni={"preset": "unmanaged"})
+    outcome = run(cluster=unmanaged)
+    compatible = condition(outcome, Type.VERSIONS_COMPATIBLE)
+    assert (compatible.status, compatible.reason) == (ConditionStatus.TRUE, Reason.UNMANAGED_CILIUM)
+    assert compatible.message == (
+        "Talos v1.14.3 runs Kubernetes v1.36.6; Cilium 1.20.4 runs on the cluster, and "
+        "spec.cni.preset is unmanaged, so Ichor does not judge it: the Cilium rule would "
+        "accept Kubernetes v1.36.6; every Kubernetes step it would refuse is recorded as a "
+        "Warning Event CiliumRuleSkipped naming the user"
+    )
+    (seen_event,) = [e for e in outcome.events if e.reason == ClusterEventReason.UNMANAGED_CILIUM]
+    assert seen_event.type is EventType.NORMAL
+    # The spec's Kubernetes beyond what that Cilium runs: the rule's sentence is shown.
+    ahead = run(cluster=spec(cni={"preset": "unmanaged"}, kubernetesVersion="v1.37.2"))
+    compatible = condition(ahead, Type.VERSIONS_COMPATIBLE)
+    assert compatible.reason == Reason.UNMANAGED_CILIUM
+    assert "the Cilium rule would refuse Kubernetes v1.37.2" in compatible.message
+    assert "Cilium 1.20.4 runs Kubernetes 1.33 to 1.36" in compatible.message
+    # Another CNI, or none, on an unmanaged cluster: as before.
+    flannel = run(cluster=unmanaged, observation=seen(cni="flannel", cni_version="0.26.4"))
+    assert condition(flannel, Type.VERSIONS_COMPATIBLE).reason == Reason.COMPATIBLE

@@ -302,6 +302,23 @@ def test_job_outcome_failure_carries_the_jobs_reason_and_the_failed_containers_l
     )
 
 
+def test_a_failed_containers_log_is_quoted_printable_and_bounded() -> None:
+    """What talosctl or helm printed is another program's text: its last lines are kept,
+    its control characters dropped, and the quote ends within ``MAX_LOG_DETAIL``."""
+    noisy = "\x1b[31m" + "x" * 10_000 + "\x07\nerror: the end\r\n"
+    failed = {
+        "name": "upgrade-k8s",
+        "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": noisy}},
+    }
+    outcome = lifecycle.job_outcome(
+        job(("Failed", "True", "BackoffLimitExceeded", "backoff")), [pod(failed)]
+    )
+    assert outcome.message.endswith("error: the end")
+    assert "\x1b" not in outcome.message
+    assert "\x07" not in outcome.message
+    assert len(outcome.message) < lifecycle.MAX_LOG_DETAIL + 200
+
+
 def test_job_outcome_failure_without_pods_still_says_why() -> None:
     outcome = lifecycle.job_outcome(
         job(("Failed", "True", "DeadlineExceeded", "Job was active longer than specified deadline"))
@@ -704,3 +721,60 @@ def test_a_fresh_operation_sorting_first_does_not_push_a_waiting_one_out() -> No
     assert order[0].name == "a"
     assert [op.name for op in lifecycle.past_queue(order, most=3)] == ["a"]
     assert lifecycle.past_queue(order, most=4) == []
+
+
+_OVERRIDE_BY = {"ichor.dev/override-by": "root"}
+
+
+def _admitted(op: Operation) -> Operation:
+    """``op`` as the webhook stamps one admitted under ``override: true``."""
+    body = dict(op.body)
+    body["metadata"] = {**body["metadata"], "annotations": _OVERRIDE_BY}
+    return Operation.from_body(body)
+
+
+@pytest.mark.parametrize(
+    "op",
+    [
+        operation(type_="kubernetes", version="v1.36.7", override=True),
+        operation(type_="kubernetes", version="v1.37.2", override=True),
+        operation(type_="cni", version=None, override=True),
+    ],
+    ids=["kubernetes-patch", "kubernetes-minor", "cni"],
+)
+def test_a_cilium_seen_without_a_release_is_refused_at_execution_whatever_the_override(
+    op: Operation,
+) -> None:
+    said = (
+        "Cilium is running (DaemonSet kube-system/cilium) but its release cannot be read: "
+        "the image is pinned by digest only and no deployed Helm release names its chart"
+    )
+    state = cluster(cni={"detected": "cilium", "unreadable": said})
+    decision = lifecycle.decide_execution(_admitted(op), state)
+    assert decision.refusal is not None
+    assert decision.refusal.rule is Rule.UNREADABLE_VERSION
+    assert said in decision.refusal.message
+    assert not decision.runs
+    message = lifecycle.refusal_message(decision.refusal, override=True, flag=True)
+    assert message.startswith("Refused at execution (UnreadableVersion): ")
+    # A Talos step does not judge Cilium: it runs.
+    assert lifecycle.decide_execution(_admitted(operation(override=True)), state).runs
+
+
+@pytest.mark.parametrize("type_", ["talos", "kubernetes", "cni"])
+def test_nodes_whose_versions_cannot_be_read_refuse_every_operation_at_execution(
+    type_: str,
+) -> None:
+    version = {"talos": "v1.14.4", "kubernetes": "v1.36.7", "cni": None}[type_]
+    op = _admitted(operation(type_=type_, version=version, override=True))
+    nodes = {"count": 2, "unreadable": ['Node n2 runs osImage "Ubuntu", not "Talos (vX.Y.Z)"']}
+    state = cluster(observed={"nodes": nodes}, cni=CILIUM_119)
+    decision = lifecycle.decide_execution(op, state)
+    assert decision.refusal is not None
+    assert decision.refusal.rule is Rule.UNREADABLE_VERSION
+    assert decision.refusal.message.startswith(f"TalosOperation team-a/op ({op.what}) is refused: ")
+    assert 'Node n2 runs osImage "Ubuntu"' in decision.refusal.message
+    assert not decision.runs
+    # The same Nodes, all read: it runs.
+    readable = cluster(observed={"nodes": {"count": 2}}, cni=CILIUM_119)
+    assert lifecycle.decide_execution(op, readable).runs

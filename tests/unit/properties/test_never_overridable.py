@@ -6,6 +6,8 @@ Kubernetes skew and pairing, the Talos and Cilium pairs), independently of how t
 composes them. Whenever any single rule answers UnknownVersion, or another rule that no
 override passes, the verdict of every path must be non-overridable; when the single rules
 only refuse what the verb passes, the path is overridable; when none refuses, it is clean.
+A Cilium seen whose release cannot be read (detected, no version) is, to this oracle, a
+rule that no override passes wherever the Cilium half would be asked (``cilium_answer``).
 
 The paths: the webhook's TalosCluster write and TalosOperation plan, the executor (spec
 and observed versions), adopt, init, the choices, the blocked-release lines, the path
@@ -33,6 +35,7 @@ from ichor.controller.observe import CNIObservation, NodesObservation, Observati
 from ichor.controller.taloscluster import status
 from ichor.controller.talosoperation import lifecycle
 from ichor.release import compat, steps
+from ichor.release.observed import Unreadable
 from ichor.release.refusals import Refusal, Rule, Verdict
 from ichor.release.release_set import (
     ADOPT_MIN_TALOS,
@@ -201,7 +204,8 @@ def layered_scenes(draw: st.DrawFn) -> Scene:
     if draw(st.sampled_from([True] * 4 + [False])):  # the webhook's paths read this one
         talos = draw(st.builds(lambda p: f"v1.14.{p}", st.integers(0, 6)))
         kubernetes = draw(st.sampled_from(["v1.31.2", "v1.31.5", "v1.32.0", "v1.32.3"]))
-        cilium = draw(st.one_of(*[unknown_cilium] * 5, st.just("1.20.4")))
+        # None: Cilium seen, its release unreadable (the digest-only image)
+        cilium = draw(st.one_of(*[unknown_cilium] * 5, st.just("1.20.4"), st.none()))
         observed_kubernetes = draw(st.one_of(st.none(), st.sampled_from(["v1.29.4", "v1.30.1"])))
         cluster = ClusterVersions(
             talos=talos,
@@ -248,6 +252,25 @@ UNKNOWN_CILIUM = Scene(
     observed_talos=None,
     observed_kubernetes=None,
 )
+#: The digest-only Cilium: seen, its release unreadable, behind a pair refusal an admin
+#: passes; it was skipped as "no Cilium" on the webhook, the plan and the executor.
+UNREADABLE_CILIUM = Scene(
+    cluster=ClusterVersions(
+        talos="v1.14.3",
+        kubernetes="v1.31.5",
+        cilium=steps.cilium_release(detected="cilium", version=None),
+        cni="cilium",
+    ),
+    component=Component.KUBERNETES,
+    target="v1.32.0",
+    observed_talos=None,
+    observed_kubernetes=None,
+)
+#: The same Cilium under a Kubernetes step no other rule refuses (the reported escape).
+UNREADABLE_CILIUM_CLEAN = replace(
+    UNREADABLE_CILIUM, cluster=replace(UNREADABLE_CILIUM.cluster, kubernetes="v1.36.6"),
+    target="v1.36.7",
+)  # fmt: skip
 #: The executor's: the spec's pair refusal is overridden, the Nodes run Talos v1.11.5.
 OLD_NODES = Scene(
     cluster=ClusterVersions(talos="v1.14.3", kubernetes="v1.31.5", cilium="1.20.4", cni="cilium"),
@@ -261,6 +284,18 @@ OLD_NODES = Scene(
 # --- the single rules of each path ----------------------------------------------------------
 
 _NEVER = Refusal(rule=Rule.FORM, message="a never-overridable answer", overridable=False)
+_UNREADABLE = Refusal(
+    rule=Rule.UNREADABLE_VERSION, message="a release seen but unreadable", overridable=False
+)
+
+
+def cilium_answer(cilium: str | Unreadable | None, kubernetes: str) -> Refusal | None:
+    """The Cilium half asked on its own, of a Cilium the status shows as detected (and
+    managed): without a release (whatever the code under test made of it, None or
+    ``Unreadable``), never passed."""
+    if cilium is None or isinstance(cilium, Unreadable):
+        return _UNREADABLE
+    return compat.cilium_kubernetes_error(cilium=cilium, kubernetes=kubernetes)
 
 
 def _final(target: str, component: Component) -> Refusal | None:
@@ -294,8 +329,8 @@ def target_rules(
         compat.talos_kubernetes_error(talos=cluster.talos, kubernetes=target),
         paths.kubernetes_pairing(target=target, talos=cluster.talos),
     ]
-    if cluster.cilium_constrains and cluster.cilium is not None:
-        answers.append(compat.cilium_kubernetes_error(cilium=cluster.cilium, kubernetes=target))
+    if cluster.cilium_constrains:
+        answers.append(cilium_answer(cluster.cilium, target))
     return answers
 
 
@@ -327,7 +362,7 @@ def _cluster_state(scene: Scene) -> lifecycle.ClusterState:
     cni: dict[str, Any] = {}
     if scene.cluster.cni is not None:
         cni["detected"] = scene.cluster.cni
-    if scene.cluster.cilium is not None:
+    if isinstance(scene.cluster.cilium, str):
         cni["detectedVersion"] = scene.cluster.cilium
     observed: dict[str, Any] = {"cni": cni}
     if scene.observed_talos is not None:
@@ -356,7 +391,7 @@ def _object(cluster: ClusterVersions) -> ClusterObject:
         contract="v1.14",
         cni_preset=cluster.preset,
         detected_cni=cluster.cni,
-        detected_cni_version=cluster.cilium,
+        detected_cni_version=cluster.cilium if isinstance(cluster.cilium, str) else None,
     )
 
 
@@ -377,7 +412,7 @@ def test_the_aimed_scenes_are_the_case_that_matters(scene: Scene) -> None:
     answer an overridable refusal first and one no override passes behind it."""
     cilium = scene.cluster.cilium
     known = (
-        cilium is not None
+        isinstance(cilium, str)
         and compat.cilium_kubernetes_error(cilium=cilium, kubernetes="v1.33.0") is None
     )
     if scene.component is not Component.KUBERNETES or cilium is None or known:
@@ -392,6 +427,8 @@ def test_the_aimed_scenes_are_the_case_that_matters(scene: Scene) -> None:
 @given(aimed_scenes)
 @example(UNKNOWN_CILIUM)
 @example(OLD_NODES)
+@example(UNREADABLE_CILIUM)
+@example(UNREADABLE_CILIUM_CLEAN)
 def test_the_plan_is_never_overridable_when_one_of_its_rules_is_not(scene: Scene) -> None:
     want = classify(target_rules(scene.component, scene.target, scene.cluster), path="plan")
     event(f"verdict: {want.value}")
@@ -402,6 +439,8 @@ def test_the_plan_is_never_overridable_when_one_of_its_rules_is_not(scene: Scene
 @pure
 @given(aimed_scenes, st.booleans())
 @example(UNKNOWN_CILIUM, True)
+@example(UNREADABLE_CILIUM, True)
+@example(UNREADABLE_CILIUM_CLEAN, True)
 def test_the_webhooks_plan_of_an_operation_follows_every_rule(scene: Scene, override: bool) -> None:
     spec = OperationSpec(
         namespace="team-a",
@@ -425,6 +464,8 @@ def test_the_webhooks_plan_of_an_operation_follows_every_rule(scene: Scene, over
 @given(aimed_scenes)
 @example(UNKNOWN_CILIUM)
 @example(OLD_NODES)
+@example(UNREADABLE_CILIUM)
+@example(UNREADABLE_CILIUM_CLEAN)
 def test_the_executor_judges_the_spec_and_the_observed_versions(scene: Scene) -> None:
     answers = target_rules(scene.component, scene.target, scene.cluster)
     observed = observed_state(scene)
@@ -447,6 +488,8 @@ def _holder() -> Requester:
 @given(aimed_scenes)
 @example(UNKNOWN_CILIUM)
 @example(OLD_NODES)
+@example(UNREADABLE_CILIUM)
+@example(UNREADABLE_CILIUM_CLEAN)
 def test_the_webhooks_cluster_write_asks_every_rule_before_the_override(scene: Scene) -> None:
     """A TalosCluster update that moves the scene's component to its target."""
     old = scene.cluster
@@ -470,10 +513,8 @@ def test_the_webhooks_cluster_write_asks_every_rule_before_the_override(scene: S
             answers.append(
                 compat.talos_kubernetes_error(talos=new.talos, kubernetes=new.kubernetes)
             )
-            if new.cilium_constrains and new.cilium is not None:
-                answers.append(
-                    compat.cilium_kubernetes_error(cilium=new.cilium, kubernetes=new.kubernetes)
-                )
+            if new.cilium_constrains:
+                answers.append(cilium_answer(new.cilium, new.kubernetes))
         elif new.talos != old.talos:
             answers.append(
                 compat.talos_kubernetes_error(talos=new.talos, kubernetes=new.kubernetes)
@@ -549,6 +590,8 @@ RELEASES = {
 @given(aimed_scenes)
 @example(UNKNOWN_CILIUM)
 @example(OLD_NODES)
+@example(UNREADABLE_CILIUM)
+@example(UNREADABLE_CILIUM_CLEAN)
 def test_a_blocked_line_is_never_overridable_when_one_rule_is_not(scene: Scene) -> None:
     version = parse(scene.target)
     if not version.is_final:
@@ -573,6 +616,8 @@ def test_a_blocked_line_is_never_overridable_when_one_rule_is_not(scene: Scene) 
 @given(scenes())
 @example(UNKNOWN_CILIUM)
 @example(OLD_NODES)
+@example(UNREADABLE_CILIUM)
+@example(UNREADABLE_CILIUM_CLEAN)
 def test_every_offered_choice_passes_every_single_rule(scene: Scene) -> None:
     choose = (
         upgrade_choices.talos_choices
@@ -612,15 +657,15 @@ NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
 @given(scenes())
 @example(UNKNOWN_CILIUM)
 @example(OLD_NODES)
+@example(UNREADABLE_CILIUM)
+@example(UNREADABLE_CILIUM_CLEAN)
 def test_versions_compatible_names_an_unknown_version_whenever_one_rule_answers_it(
     scene: Scene,
 ) -> None:
     cluster = scene.cluster
     answers = [compat.talos_kubernetes_error(talos=cluster.talos, kubernetes=cluster.kubernetes)]
-    if cluster.cilium_constrains and cluster.cilium is not None:
-        answers.append(
-            compat.cilium_kubernetes_error(cilium=cluster.cilium, kubernetes=cluster.kubernetes)
-        )
+    if cluster.cilium_constrains:
+        answers.append(cilium_answer(cluster.cilium, cluster.kubernetes))
     outcome = status.evaluate(
         spec={
             "talosVersion": cluster.talos,
@@ -637,7 +682,10 @@ def test_versions_compatible_names_an_unknown_version_whenever_one_rule_answers_
                 kubernetes_versions=(cluster.kubernetes,),
                 unreadable=(),
             ),
-            cni=CNIObservation(detected=cluster.cni, version=cluster.cilium),
+            cni=CNIObservation(
+                detected=cluster.cni,
+                version=cluster.cilium if isinstance(cluster.cilium, str) else None,
+            ),
         ),
         failure=None,
         installation=status.Installation(
@@ -655,4 +703,6 @@ def test_versions_compatible_names_an_unknown_version_whenever_one_rule_answers_
     ]
     if any(answer is not None and answer.rule is Rule.UNKNOWN_VERSION for answer in answers):
         assert compatible.reason == ClusterReason.UNKNOWN_VERSION, (scene, compatible)
+    elif _UNREADABLE in answers:
+        assert compatible.reason == ClusterReason.CILIUM_VERSION_UNREADABLE, (scene, compatible)
     assert (compatible.status == "True") is (classify(answers) is Class.CLEAN), (scene, compatible)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from ichor.release import observed
+from ichor.release.observed import Unreadable
 from ichor.release.refusals import Rule
-from ichor.release.steps import check_kubernetes_step, cilium_release
+from ichor.release.steps import check_kubernetes_step, cilium_release, kubernetes_step
 from ichor.release.versions import VersionError
 
 TALOS = "v1.14.3"
@@ -79,14 +81,53 @@ def test_a_flannel_cluster_skips_the_cilium_rule() -> None:
         ("flannel", "0.28.9", None),
         ("calico", "3.30.1", None),
         (None, "1.20.4", None),
-        ("cilium", None, None),
-        ("cilium", "", None),
     ],
 )
 def test_cilium_release_is_a_release_only_for_a_cilium_cni(
     detected: str | None, version: str | None, release: str | None
 ) -> None:
     assert cilium_release(detected=detected, version=version) == release
+
+
+# A Cilium seen with no release in the status was None here, as "no Cilium": the webhook,
+# the plan and the executor then skipped the Cilium half (the digest-only escape).
+@pytest.mark.parametrize("version", [None, "", "  "])
+def test_a_cilium_seen_without_a_release_is_unreadable_not_absent(version: str | None) -> None:
+    said = "Cilium is running (DaemonSet kube-system/cilium) but its release cannot be read"
+    found = cilium_release(detected="cilium", version=version, unreadable=said)
+    assert isinstance(found, Unreadable)
+    assert found.what == said
+    # Only where the Cilium half applies: another CNI, or an unmanaged cluster, is None.
+    assert cilium_release(detected="flannel", version=version) is None
+    assert cilium_release(detected="cilium", version=version, preset="unmanaged") is None
+
+
+@pytest.mark.parametrize("kubernetes", ["v1.36.2", "v1.37.2", "v1.32.0", "v1.36.6"])
+def test_an_unreadable_cilium_refuses_every_kubernetes_step_and_no_override_passes_it(
+    kubernetes: str,
+) -> None:
+    unreadable = observed.cilium(
+        "Cilium is running (DaemonSet kube-system/cilium) but its release cannot be read: "
+        "the image is pinned by digest only and no deployed Helm release names its chart"
+    )
+    verdict = kubernetes_step(talos=TALOS, kubernetes=kubernetes, cilium=unreadable)
+    assert verdict.blocking is not None
+    assert verdict.blocking.rule is Rule.UNREADABLE_VERSION
+    assert not verdict.blocking.overridable
+    assert verdict.blocking.message == (
+        f"Kubernetes {kubernetes} is refused: Cilium is running (DaemonSet kube-system/cilium) "
+        "but its release cannot be read: the image is pinned by digest only and no deployed "
+        "Helm release names its chart; tag the image with its release or deploy it with "
+        "Helm, then try again; no override passes a release that cannot be read."
+    )
+
+
+def test_an_unreadable_cilium_behind_a_talos_pair_refusal_still_blocks() -> None:
+    verdict = kubernetes_step(talos=TALOS, kubernetes="v1.32.0", cilium=observed.cilium())
+    assert [r.rule for r in verdict.overridable] == [Rule.TALOS_KUBERNETES]
+    assert verdict.blocking is not None
+    assert verdict.blocking.rule is Rule.UNREADABLE_VERSION
+    assert "status.cni.detectedVersion is empty" in verdict.blocking.message
 
 
 def test_a_step_to_an_unparsable_kubernetes_raises_the_typed_error() -> None:

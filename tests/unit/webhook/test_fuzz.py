@@ -454,3 +454,193 @@ def test_an_incompatible_pair_is_refused_whatever_the_review_around_it(
             server.respond(kopf_.fn, payload=json.dumps(review).encode(), webhook=path)
         )
         refuses_the_pair(path, review, answer["response"])
+
+
+# --- the oracle: a Cilium seen whose release cannot be read is never passed ---------------
+#
+# The status shows Cilium detected and no release (an image pinned by digest only, no
+# Helm release naming its chart). Whatever the rest of the review says, whoever asks, and
+# whether or not they hold the override verb (here everyone does, the operator too), a
+# write the Cilium rule judges is never admitted: a Kubernetes step of a managed cluster
+# (a TalosCluster write moving kubernetesVersion, a kubernetes or cni TalosOperation), or
+# a flip of spec.cni.preset. This oracle knows only the fields, not the code's reading.
+
+#: Every user the generated reviews name holds the verb.
+EVERYONE = frozenset(
+    {"nadia", "alice", "bob", "root", "", "system:admin", "kube-apiserver", OPERATOR}
+)
+_MANAGED = (None, "cilium")  # spec.cni.preset absent means cilium (the CRD's default)
+
+unreadable_cni = st.fixed_dictionaries(
+    {"detected": st.sampled_from(["cilium", "Cilium", " cilium "])},
+    optional={
+        "detectedVersion": st.sampled_from(["", " ", "\t"]),
+        "unreadable": st.one_of(st.text(max_size=40), json_values),
+        "imageOverride": st.sampled_from(["1.20.5", "1.19.1", "1.99.0"]),
+    },
+)
+unreadable_status = st.fixed_dictionaries(
+    {"cni": unreadable_cni},
+    optional={
+        "talosVersion": st.sampled_from(["v1.14.3", "v1.13.2"]),
+        "kubernetesVersion": st.sampled_from(["v1.36.6", "v1.35.4"]),
+        "nodes": json_values,
+    },
+)
+spec_kubernetes = st.sampled_from(
+    ["v1.32.0", "v1.33.1", "v1.35.4", "v1.36.6", "v1.36.7", "v1.37.2"]
+)
+presets = st.sampled_from([None, "cilium", "unmanaged"])
+
+
+def _spec(talos: str, kubernetes: str, preset: str | None, declarative: bool) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "talosVersion": talos,
+        "kubernetesVersion": kubernetes,
+        "versionContract": "v1.14",
+    }
+    if preset is not None:
+        spec["cni"] = {"preset": preset}
+    if declarative:
+        spec["upgradeStrategy"] = "Declarative"
+    return spec
+
+
+@st.composite
+def unreadable_writes(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any] | None, str]:
+    """(object, oldObject, operation) of a TalosCluster write over an unreadable Cilium."""
+    meta = {"name": "prod", "namespace": "team-a"}
+    talos = draw(st.sampled_from(["v1.14.3", "v1.14.0", "v1.13.2"]))
+    declarative = draw(st.booleans())
+    new = {
+        "metadata": dict(meta),
+        "spec": _spec(talos, draw(spec_kubernetes), draw(presets), declarative),
+        "status": draw(unreadable_status),
+    }
+    if draw(st.booleans()):
+        return new, None, "CREATE"
+    old = {
+        "metadata": dict(meta),
+        "spec": _spec(talos, draw(spec_kubernetes), draw(presets), declarative),
+        "status": new["status"],
+    }
+    return new, old, "UPDATE"
+
+
+def judged_by_the_cilium_rule(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
+    """Whether the write is one the Cilium rule judges (the oracle's own reading)."""
+    new_preset = (new["spec"].get("cni") or {}).get("preset")
+    if old is None:
+        return new_preset in _MANAGED
+    old_preset = (old["spec"].get("cni") or {}).get("preset")
+    flips = (new_preset in _MANAGED) != (old_preset in _MANAGED)
+    moves = new["spec"]["kubernetesVersion"] != old["spec"]["kubernetesVersion"]
+    managed = new_preset in _MANAGED or old_preset in _MANAGED
+    return flips or (moves and managed)
+
+
+@FUZZ
+@given(write=unreadable_writes(), user=envelope_users, dryrun=st.booleans(), adoption=st.booleans())
+def test_a_cilium_whose_release_cannot_be_read_is_never_passed_by_a_cluster_write(
+    runner: asyncio.Runner,
+    write: tuple[dict[str, Any], dict[str, Any] | None, str],
+    user: Any,
+    dryrun: bool,
+    adoption: bool,
+) -> None:
+    new, old, operation = write
+    if adoption:
+        new["metadata"]["annotations"] = {"ichor.dev/adoption": "true"}
+    with tally("webhook: unreadable Cilium in TalosCluster writes (escape: admitted)"):
+        backend = FakeBackend(holders=set(EVERYONE))
+        answer = runner.run(
+            judgement.cluster_answer(
+                new=new, old=old, userinfo=user, operation=operation, dryrun=dryrun,
+                backend=backend,
+            )
+        )  # fmt: skip
+        assert_answer(answer)
+        if judged_by_the_cilium_rule(new, old):
+            assert not answer.allowed, (new, old, user, answer)
+
+
+@st.composite
+def unreadable_operations(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(TalosOperation, TalosCluster it names) where a rule would read what cannot be read:
+    a managed cluster's unreadable Cilium under a kubernetes or cni operation, or a
+    Declarative cluster's unreadable Nodes under any operation."""
+    nodes = draw(st.booleans())
+    declarative = nodes or draw(st.booleans())
+    status = draw(unreadable_status)
+    if nodes:
+        status["nodes"] = {
+            "count": 2,
+            "unreadable": draw(
+                st.one_of(
+                    st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=3),
+                    st.just(['Node n2 runs osImage "Ubuntu", not "Talos (vX.Y.Z)"']),
+                )
+            ),
+        }
+        kind = draw(st.sampled_from(["talos", "kubernetes", "cni"]))
+        preset = draw(presets)
+    else:
+        kind = draw(st.sampled_from(["kubernetes", "cni"]))
+        preset = draw(st.sampled_from(_MANAGED))
+    cluster = {
+        "metadata": {"name": "prod", "namespace": "team-a"},
+        "spec": _spec("v1.14.3", "v1.36.6", preset, declarative),
+        "status": status,
+    }
+    spec: dict[str, Any] = {
+        "clusterRef": {"name": "prod"},
+        "type": kind,
+        "override": draw(st.booleans()),
+    }
+    if kind != "cni":
+        spec["version"] = draw(st.one_of(spec_kubernetes, st.sampled_from(["v1.14.4", "v1.15.0"])))
+    body = {"metadata": {"name": "up", "namespace": "team-a"}, "spec": spec}
+    return body, cluster
+
+
+@FUZZ
+@given(pair=unreadable_operations(), user=envelope_users, dryrun=st.booleans())
+def test_a_release_that_cannot_be_read_is_never_passed_by_an_operation(
+    runner: asyncio.Runner, pair: tuple[dict[str, Any], dict[str, Any]], user: Any, dryrun: bool
+) -> None:
+    from ichor.webhook.reviews import NamespacedName
+
+    body, cluster = pair
+    with tally("webhook: unreadable release under TalosOperation plans (escape: admitted)"):
+        backend = FakeBackend(
+            clusters={NamespacedName("team-a", "prod"): cluster}, holders=set(EVERYONE)
+        )
+        answer = runner.run(
+            judgement.operation_answer(
+                new=body, userinfo=user, operation="CREATE", dryrun=dryrun, backend=backend
+            )
+        )
+        assert_answer(answer)
+        assert not answer.allowed, (body, cluster, user, answer)
+
+
+def unreadable_envelope(review: dict[str, Any]) -> dict[str, Any]:
+    """A generated envelope (``envelopes``) carrying a Kubernetes step over an unreadable
+    Cilium instead of the incompatible pair: the same escapes are looked for."""
+    request = review["request"]
+    request["object"]["spec"] = dict(COMPATIBLE, kubernetesVersion="v1.36.7")
+    request["object"]["status"] = {"cni": {"detected": "cilium"}}
+    return review
+
+
+@settings(FUZZ, max_examples=300)
+@given(review=envelopes.map(unreadable_envelope), path=st.sampled_from(PATHS))
+def test_an_unreadable_cilium_is_refused_whatever_the_review_around_it(
+    runner: asyncio.Runner, review: dict[str, Any], path: str
+) -> None:
+    with tally("webhook: unreadable Cilium in generated envelopes through kopf (escape: admitted)"):
+        kopf_ = real_kopf(FakeBackend(holders=set(EVERYONE)))
+        answer = runner.run(
+            server.respond(kopf_.fn, payload=json.dumps(review).encode(), webhook=path)
+        )
+        refuses_the_pair(path, review, answer["response"])
