@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle printable \
         bench demo demo-down cluster-up cluster-down image image-base clean node compat-json \
-        runtime-deps configuration ui ui-unit ui-package docs
+        runtime-deps configuration chart-readme ui ui-unit ui-package docs
 
 help:
 	@echo "The two commands:"
@@ -38,6 +38,7 @@ help:
 	@echo "  make compat-json   rewrite tests/gotools/compat.json (the table the Go webhook reads)"
 	@echo "  make configuration rewrite docs/configuration.md's tables from ichor/settings.py"
 	@echo "  make docs          rewrite every generated page: troubleshooting, compatibility, metrics, settings"
+	@echo "  make chart-readme  rewrite charts/ichor/README.md from the chart's values schema"
 	@echo "  make image         the operator image (Docker engine or buildah; IMAGE_OUTPUT=, IMAGE_PUSH=)"
 	@echo "  make image-base    the image tools and the Debian base the image test builds on"
 	@echo "  make runtime-deps  pyproject's runtime dependencies alone, the venv the wheel test imports with"
@@ -127,6 +128,10 @@ configuration: $(STAMP)
 # settings), from the code; the unit tests of tests/unit/docs keep each equal.
 docs: $(STAMP)
 	$(BIN)/python -m tests.support.pages
+# charts/ichor/README.md, from values.schema.json's descriptions and values.yaml's defaults
+# (a unit test keeps them equal).
+chart-readme: $(STAMP)
+	$(BIN)/python -m tests.support.chart_readme charts/ichor/README.md
 
 # The runtime dependencies alone (no [dev]), cached: the wheel test imports the wheel with them.
 runtime-deps: $(STAMP)

@@ -89,6 +89,8 @@ STACK = "demo"
 OPERATOR_ROLE = "ichor-demo-operator-account"
 NAMESPACE = "default"
 CLUSTER = "prod"
+#: The account that reads a cluster without a kubeconfig (the fleet's default).
+READER_ACCOUNT = "ichor-reader"
 PLAIN_USER = "nadia"
 HOLDER = "olivia"
 CRDS = checkout.CRDS
@@ -418,7 +420,9 @@ class Demo:
             _say(
                 "  workload cluster: this same API server, with 3 Node objects (Talos "
                 f"{PINNED.talos}, kubelet {PINNED.kubernetes}) and a cilium DaemonSet "
-                f"(Cilium {START_CILIUM}) that the demo created"
+                f"(Cilium {START_CILIUM}) that the demo created; the operator reads it as "
+                f"ServiceAccount {NAMESPACE}/{READER_ACCOUNT} (the fleet's default account, "
+                f"bound to the chart's {account.TENANT_READER}), never as itself"
             )
         cilium = (
             f"the stand-in Cilium chart's release at {EDGE_CILIUM}, installed with helm"
@@ -658,6 +662,9 @@ class Demo:
                 "ICHOR_BACKOFF_INITIAL": "1",
                 "ICHOR_OPERATION_RESYNC": "2",
                 "ICHOR_OPERATION_RETRY": "1",
+                # as the chart sets it: a cluster without a kubeconfig is read only as an
+                # account its spec or the fleet names
+                "ICHOR_REQUIRE_SERVICE_ACCOUNT": "true",
                 "ICHOR_RELEASE_RETRY": "10",
                 **(self.executor_env() if on_node else {}),
             }
@@ -727,6 +734,11 @@ class Demo:
             else credential_files.text(credential_files.talosconfig())
         )
         secrets = [_secret(f"{CLUSTER}-talosconfig", "talosconfig", talosconfig)]
+        if self.jobs != ON_NODE:
+            # prod is this API server: read as an account of its namespace, which a
+            # platform admin makes and binds (no controller-manager runs here to make
+            # the namespace's `default` one)
+            self.apply(_reader_account())
         if self.jobs == ON_NODE:
             # the operator reads prod's workload cluster at the node's address
             secrets.append(
@@ -825,13 +837,16 @@ class Demo:
                     "kind": kinds.Kind.ICHOR_INSTALLATION.value,
                     "metadata": {"name": kinds.INSTALLATION_NAME},
                     "spec": {
+                        # the fleet's default account, for a cluster without a kubeconfig
+                        # (played, prod; on the node every cluster has a kubeconfig)
+                        "defaultServiceAccountName": READER_ACCOUNT,
                         "releaseCheck": {
                             "enabled": True,
                             "interval": "6h",
                             "talosRepository": f"{self.registry_url}/{TALOS_REPOSITORY}",
                             "kubernetesRepository": f"{self.registry_url}/{KUBERNETES_REPOSITORY}",
                             "chartRepository": f"{self.registry_url}/{CHART_REPOSITORY}",
-                        }
+                        },
                     },
                 }
             ]
@@ -1074,10 +1089,11 @@ class Demo:
         )
 
         self.step(8, "The path to the newest recorded releases")
-        self.run(f"{admin} upgrade plan {CLUSTER}")
+        self.run(f"{admin} upgrade plan {CLUSTER}", expect=1)
         self.notice(
             "no order of upgrades reaches Kubernetes v1.37.2 with this build, and the plan says "
-            "why; it lists what the rules do reach instead, as commands. Nothing is run."
+            "why (exit 1: the goal is not reached); it lists what the rules do reach instead, "
+            "as commands. Nothing is run."
         )
 
         self.step(9, "An older cluster, adopted as it runs")
@@ -1085,7 +1101,7 @@ class Demo:
             f"(Its workload cluster is another small API server of the demo: Node objects on "
             f"Talos {EDGE_TALOS} and Kubernetes {EDGE_KUBERNETES}, and Cilium {EDGE_CILIUM}.)"
         )
-        self.run(f"{admin} adopt {EDGE} --kubeconfig {EDGE}/kubeconfig")
+        self.run(f"{admin} adopt {EDGE} --workload-kubeconfig {EDGE}/kubeconfig")
         self.notice(
             "adopt read the versions from the running cluster and took them as they are: "
             "older than the release set is no reason to refuse; the kubeconfig went into a Secret."
@@ -1115,10 +1131,11 @@ class Demo:
             f"Cilium {EDGE_CILIUM} does not run Kubernetes 1.36 and the chart this Ichor embeds "
             f"({PINNED.cilium_chart}) does, so the refusal says to upgrade Cilium first."
         )
-        self.run(f"{admin} upgrade plan {EDGE}")
+        self.run(f"{admin} upgrade plan {EDGE}", expect=1)
         self.notice(
             "the plan puts the Cilium step where the next Kubernetes minor needs it; each step "
-            "is the exact command, and every one passes the rules at its turn."
+            "is the exact command, and every one passes the rules at its turn (exit 1: the "
+            "newest releases themselves are out of reach)."
         )
 
         self.step(11, "The Cilium step, followed to Succeeded")
@@ -1349,6 +1366,37 @@ def _condition(type_: str, now: str) -> dict[str, str]:
         "lastProbeTime": now,
         "lastTransitionTime": now,
     }
+
+
+def _reader_account() -> list[dict[str, Any]]:
+    """ServiceAccount ``READER_ACCOUNT`` with the chart's ``ichor-tenant-reader``, as a
+    platform admin grants it for a cluster without a kubeconfig Secret."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": READER_ACCOUNT, "namespace": NAMESPACE},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": account.TENANT_READER},
+            "rules": account.tenant_reader_rules(),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{account.TENANT_READER}-{NAMESPACE}-{READER_ACCOUNT}"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": account.TENANT_READER,
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": READER_ACCOUNT, "namespace": NAMESPACE}
+            ],
+        },
+    ]
 
 
 def _secret(name: str, key: str, value: str) -> dict[str, Any]:

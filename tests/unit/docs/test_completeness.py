@@ -53,8 +53,10 @@ def test_every_setting_is_on_the_configuration_page() -> None:
 def commands(group: click.Group = cli, path: tuple[str, ...] = ("ichor",)) -> list[str]:
     """Every command a user can run (hidden ones are refusals that point elsewhere)."""
     found: list[str] = []
-    for name, command in group.commands.items():
-        if command.hidden:
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # the lazy group's names, each imported here
+        command = group.get_command(ctx, name)
+        if command is None or command.hidden:
             continue
         if isinstance(command, click.Group):
             found += commands(command, (*path, name))
