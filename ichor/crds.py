@@ -28,11 +28,11 @@ from typing import Any, cast
 import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
-from packaging.version import InvalidVersion, Version
 
 from ichor.api import kinds
 from ichor.kube import errors
 from ichor.kube.clients import REQUEST_TIMEOUT, operator_client
+from ichor.release.versions import Version, VersionError, parse
 from ichor.settings import KubeSettings
 
 #: The annotation naming the chart version that applied a CRD.
@@ -79,9 +79,11 @@ def read(directory: Path) -> list[dict[str, Any]]:
 
 
 def _version(text: str | None) -> Version | None:
+    """A chart version (SemVer, as Helm requires), or None for none or garbage. The
+    operator's own parser: the image has no ``packaging``."""
     try:
-        return Version(text) if text else None
-    except InvalidVersion:
+        return parse(text) if text else None
+    except VersionError:
         return None
 
 

@@ -27,6 +27,7 @@ SHIPPED = {
     "py.typed",
     "operator.py",
     "settings.py",
+    "crds.py",  # the chart's CRD upgrade hook runs it in the operator's image
     "api",
     "cli",
     "controller",
