@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from ichor.api._base import ApiModel
 from ichor.api.autopatch import FleetAutoPatchSpec, FleetAutoPatchStatus
 from ichor.api.conditions import Condition
+from ichor.api.reading import read_model
 from ichor.upgrade import choices
 from ichor.upgrade.rule import Component
 
@@ -99,6 +100,30 @@ class IchorInstallationStatus(ApiModel):
     conditions: tuple[Condition, ...] = ()
 
 
+def read_status(raw: object) -> IchorInstallationStatus:
+    """The IchorInstallation's ``status`` (``raw``), read leniently part by part: a part
+    that does not load is absent, a bad field of a part costs that field only
+    (``read_model``), and a condition that does not load is left out. The one reader of
+    this status for the controllers and the CLI."""
+    status = raw if isinstance(raw, Mapping) else {}
+    generation = status.get("observedGeneration")
+    listed = status.get("conditions")
+    return IchorInstallationStatus(
+        observed_generation=generation
+        if isinstance(generation, int) and not isinstance(generation, bool)
+        else None,
+        upgrade_targets=read_model(UpgradeTargets, status.get("upgradeTargets")),
+        latest_release=read_model(LatestRelease, status.get("latestRelease")),
+        auto_patch=read_model(FleetAutoPatchStatus, status.get("autoPatch")),
+        conditions=tuple(
+            condition
+            for item in (listed if isinstance(listed, list) else ())
+            for condition in [read_model(Condition, item)]
+            if condition is not None
+        ),
+    )
+
+
 @dataclass(frozen=True)
 class RecordedList:
     """One recorded list (Talos or Kubernetes), ``None`` if never recorded, and whether it
@@ -125,14 +150,10 @@ class Installation:
             spec = IchorInstallationSpec.model_validate(body.get("spec") or {})
         except ValidationError:
             spec = IchorInstallationSpec()
-        try:
-            status = IchorInstallationStatus.model_validate(body.get("status") or {})
-        except ValidationError:
-            status = IchorInstallationStatus()
         return cls(
             present=True,
             check_enabled=spec.release_check.enabled,
-            targets=status.upgrade_targets,
+            targets=read_status(body.get("status")).upgrade_targets,
         )
 
     def recorded(self, component: Component) -> RecordedList:

@@ -63,7 +63,7 @@ def _create(
         message, hint = denial.message, None
         if denial.overridable and not override:
             # The webhook words the hint for a TalosOperation's spec; say it as a flag.
-            message = message.split(" Setting `override: true` on the TalosOperation", 1)[0]
+            message = message.split(f" Setting {kinds.OVERRIDE_WOULD_PASS_WORDS}", 1)[0]
             hint = OVERRIDE_HINT.format(cluster=cluster, namespace=target.namespace)
         common.refused(message, hint=hint)
 

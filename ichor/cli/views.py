@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ichor.api import ichorinstallation, taloscluster
+from ichor.api.reading import read_model
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.release import steps
 from ichor.upgrade import blocked
@@ -49,10 +50,7 @@ class Cluster:
             raise ValueError(
                 f"TalosCluster {name} has a spec the CLI cannot read (spec.{where}: {first['msg']})"
             ) from None
-        try:
-            status = TalosClusterStatus.model_validate(body.get("status") or {})
-        except ValidationError:
-            status = TalosClusterStatus()
+        status = read_model(TalosClusterStatus, body.get("status")) or TalosClusterStatus()
         return cls(
             name=str(meta.get("name", "")),
             namespace=str(meta.get("namespace", "")),

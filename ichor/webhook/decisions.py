@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from ichor.api import celbudget, records, talosoperation
+from ichor.api import celbudget, kinds, records, talosoperation
 from ichor.api.autopatch import MAX_EXPRESSION_LENGTH, MAX_HEALTH_CHECKS
 from ichor.api.talosoperation import OperationType
 from ichor.release import compat, observed, steps, versions
@@ -72,6 +72,9 @@ class Answer:
     traced: records.Record | None = None
     #: Why a denial denies, for the metrics: the rule, or a name of ``metrics.DENIAL_REASONS``.
     reason: str = ""
+    #: A denial ``override: true`` would pass for a holder of the verb: the endpoint
+    #: names it in the answer's causes (``talosoperation.OVERRIDE_WOULD_PASS``).
+    overridable: bool = False
 
 
 def _passed_refusals(verdict: Verdict) -> tuple[records.Passed, ...]:
@@ -595,12 +598,13 @@ def answer_operation(
         return Answer(
             allowed=False,
             message=(
-                f"{first.message} Setting `override: true` on the TalosOperation would pass "
+                f"{first.message} Setting {kinds.OVERRIDE_WOULD_PASS_WORDS} "
                 f"this refusal for a user holding {_verb_text(cluster)}."
             ),
             code=Code.FORBIDDEN,
             cluster=cluster,
             reason=str(first.rule),
+            overridable=True,
         )
     if not holds_verb:
         return Answer(

@@ -125,7 +125,7 @@ RESERVED_KEYS = " || ".join(
 )
 
 #: Every path of the endpoint and what it answers for. A review that matches none is
-#: denied; ``server.render_configuration`` (and the chart) send exactly these.
+#: denied; ``configuration.render_configuration`` (and the chart) send exactly these.
 CLAIMS: tuple[Claim, ...] = (
     Claim(
         path=CLUSTER_HANDLER,
@@ -427,22 +427,40 @@ def admissible(data: object, *, path: str, claims: tuple[Claim, ...] = CLAIMS) -
     return None
 
 
-#: The paths whose handler judged the review being answered (``judging``); None outside.
-_JUDGED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar(
-    "ichor_webhook_judged", default=None
-)
+class _Marks:
+    """Paths the handlers mark while the review answered inside ``collect`` is judged:
+    the endpoint hands a review to kopf inside it, and kopf runs the handlers in the
+    same context. Nothing is marked outside it."""
+
+    def __init__(self, name: str) -> None:
+        self._paths: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar(
+            name, default=None
+        )
+
+    @contextlib.contextmanager
+    def collect(self) -> Iterator[set[str]]:
+        seen: set[str] = set()
+        token = self._paths.set(seen)
+        try:
+            yield seen
+        finally:
+            self._paths.reset(token)
+
+    def mark(self, path: str) -> None:
+        seen = self._paths.get()
+        if seen is not None:
+            seen.add(path)
 
 
-@contextlib.contextmanager
-def judging() -> Iterator[set[str]]:
-    """The paths whose handler judged the review answered inside the block: the endpoint
-    hands a review to kopf inside it, and kopf runs the handlers in the same context."""
-    seen: set[str] = set()
-    token = _JUDGED.set(seen)
-    try:
-        yield seen
-    finally:
-        _JUDGED.reset(token)
+#: The paths whose handler judged the review being answered.
+_JUDGED = _Marks("ichor_webhook_judged")
+#: The paths whose denial ``override: true`` would pass for a holder of the verb.
+_PASSABLE = _Marks("ichor_webhook_passable")
+
+
+def judging() -> contextlib.AbstractContextManager[set[str]]:
+    """The paths whose handler judged the review answered inside the block."""
+    return _JUDGED.collect()
 
 
 _DENIED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
@@ -470,8 +488,16 @@ def denied_for(reason: str) -> None:
 
 
 def judged(path: str) -> None:
-    """Mark that the handler of ``path`` judged the review being answered (nothing
-    outside ``judging``)."""
-    seen = _JUDGED.get()
-    if seen is not None:
-        seen.add(path)
+    """Mark that the handler of ``path`` judged the review being answered."""
+    _JUDGED.mark(path)
+
+
+def overridable() -> contextlib.AbstractContextManager[set[str]]:
+    """The paths whose denial, answered inside the block, ``override: true`` would pass
+    for a holder of the override verb."""
+    return _PASSABLE.collect()
+
+
+def override_passes(path: str) -> None:
+    """Mark that ``override: true`` would pass the denial the handler of ``path`` gave."""
+    _PASSABLE.mark(path)

@@ -66,7 +66,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from ichor.api import kinds, records
 from ichor.api.talosoperation import STARTED_BY_LABEL, StartedBy
 from ichor.release.release_set import PINNED
-from ichor.webhook import server
+from ichor.webhook.configuration import render_configuration, render_mutating_configuration
 from tests.harness import (
     account,
     binaries,
@@ -675,12 +675,12 @@ class Demo:
             env,
             netns_path=str(self.node_ready["netns"]) if on_node else None,
         )
-        configuration = server.render_configuration(
+        configuration = render_configuration(
             url=f"https://127.0.0.1:{port}",
             ca_bundle=files.ca.read_bytes(),
             name=self.webhook_name,
         )
-        mutating = server.render_mutating_configuration(
+        mutating = render_mutating_configuration(
             url=f"https://127.0.0.1:{port}",
             ca_bundle=files.ca.read_bytes(),
             name=self.webhook_name,

@@ -23,15 +23,15 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
-from pydantic import ValidationError
 
 from ichor.api import kinds
-from ichor.api.conditions import ClusterConditionType, ClusterReason, SpecReachedReason
+from ichor.api.conditions import ClusterReason, SpecReachedReason
+from ichor.api.reading import read_model
 from ichor.api.taloscluster import (
     DEFAULT_KUBECONFIG_KEY,
     DETECTED_CILIUM,
@@ -56,8 +56,9 @@ from ichor.controller.taloscluster.status import (
     Installation,
     evaluate,
     read_spec,
+    with_auto_patch,
 )
-from ichor.kube import accounts, bodies, conditions, errors, events, metrics, objects, untrusted
+from ichor.kube import accounts, bodies, clock, errors, events, metrics, objects, untrusted
 from ichor.kube.accounts import ServiceAccount, Unnamed
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
@@ -130,16 +131,6 @@ def _unexpected(error: BaseException) -> str:
         f"the workload cluster's answer could not be read ({type(error).__name__}); "
         "the Nodes' versions are not known"
     )
-
-
-def _generation(body: Mapping[str, Any]) -> int | None:
-    value = body.get("metadata", {}).get("generation")
-    return int(value) if value is not None else None
-
-
-def _observed_generation(body: Mapping[str, Any]) -> int | None:
-    value = (body.get("status") or {}).get("observedGeneration")
-    return int(value) if value is not None else None
 
 
 def _auto_patch_parts(body: Mapping[str, Any] | None) -> tuple[object, object]:
@@ -224,8 +215,8 @@ class ClusterController:
             self.queue.add(key)
             return
         known.body = body
-        generation = _generation(body)
-        if generation != _observed_generation(body) and generation != known.parked_generation:
+        generation = bodies.generation(body)
+        if generation != bodies.observed_generation(body) and generation != known.parked_generation:
             self.queue.add(key)
 
     def operation_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
@@ -280,101 +271,129 @@ class ClusterController:
         cluster = self.clusters.get(key)
         if cluster is None:
             return
-        namespace, name = key
         body = cluster.body
-        generation = _generation(body)
+        generation = bodies.generation(body)
         spec, _ = read_spec(body.get("spec") or {})
-        loop = asyncio.get_running_loop()
         if spec is not None:
-            ref = spec.kubeconfig_secret_ref
-            source = (namespace, ref.name, ref.key or DEFAULT_KUBECONFIG_KEY) if ref else None
-            account = None if ref else self._account(namespace, spec)
-            first = cluster.observation is None and cluster.failure is None
-            moved = source != cluster.source or account != cluster.account
-            if first or loop.time() >= cluster.next_observe or moved:
-                await self._observe(cluster, source, account)
-
+            await self._observe_when_due(key, cluster, spec)
         decided = await self._declare(key, cluster, spec) if spec is not None else None
-
+        now = clock.now()  # the one clock of this look
         raw_status: Mapping[str, Any] = body.get("status") or {}
-        try:
-            previous = TalosClusterStatus.model_validate(raw_status)
-        except ValidationError:
-            previous = TalosClusterStatus()
         outcome = evaluate(
             spec=body.get("spec") or {},
             generation=generation,
-            previous=previous,
+            previous=read_model(TalosClusterStatus, raw_status) or TalosClusterStatus(),
             observation=cluster.observation,
             failure=cluster.failure,
             installation=self.installation,
-            now=datetime.now(UTC).replace(microsecond=0),
+            now=now,
             active=self.active_operations(key),
             declared=decided.declared() if decided is not None else None,
         )
-        now = datetime.now(UTC).replace(microsecond=0)
-        new_status = outcome.status
-        auto = autopatch.Result(status=new_status.auto_patch, condition=None)
         # Declarative: the spec is the desired state and only its bump starts an upgrade;
         # an auto-patch would move the Nodes past a spec nobody writes.
+        auto = None
         if spec is not None and decided is None:
-            auto = await self.autopatch.reconcile(
-                body=body,
-                status=new_status,
-                not_ready=cluster.observation.nodes.not_ready if cluster.observation else None,
-                workload=self._cached_workload(cluster),
-                installation=self.installation_body,
+            auto = await self._auto_patch(cluster, outcome.status, now=now)
+        new_status = (
+            outcome.status
+            if auto is None
+            else with_auto_patch(
+                outcome.status,
+                auto_patch=auto.status,
+                condition=auto.condition,
+                generation=generation,
                 now=now,
             )
-            kept = tuple(
-                c for c in new_status.conditions if c.type != ClusterConditionType.AUTO_PATCH_READY
-            )
-            merged = (
-                kept
-                if auto.condition is None
-                else conditions.merge(
-                    new_status.conditions,
-                    [auto.condition.model_copy(update={"observed_generation": generation})],
-                    now=now,
-                )
-            )
-            new_status = new_status.model_copy(
-                update={"auto_patch": auto.status, "conditions": merged}
-            )
-        patch = merge_patch(raw_status, new_status.to_api())
-        metrics.upgrades_available(
-            namespace=namespace, cluster=name, choices=outcome.status.upgrade_choices
         )
         metrics.cluster_conditions(
-            namespace=namespace, cluster=name, conditions=new_status.conditions
+            namespace=key[0], cluster=key[1], conditions=new_status.conditions
         )
-        if patch:
-            try:
-                written = await patch_status(
-                    self.api,
-                    kind=kinds.Kind.TALOS_CLUSTER,
-                    name=name,
-                    namespace=namespace,
-                    status_patch=patch,
-                )
-            except errors.NotFound:
-                return  # deleted meanwhile; the watch says so next
-            except errors.FAILED as error:
-                logger.warning("status of %s/%s not written: %s", namespace, name, error)
-                self.queue.add_after(key, self.settings.backoff_initial)
-                return
-            if self.clusters.get(key) is cluster:
-                cluster.body = bodies.without_managed_fields(written)
+        metrics.upgrades_available(
+            namespace=key[0], cluster=key[1], choices=outcome.status.upgrade_choices
+        )
+        written = await self._write(key, cluster, raw_status, new_status)
+        if written is None:
+            return
+        if written:
             await self._post(body, outcome.events)
-            await autopatch.post(self.api, body, auto.events)
+            await autopatch.post(self.api, body, auto.events if auto else ())
+        self._again(key, cluster, spec, generation, wake_at=auto.wake_at if auto else None, now=now)
 
+    async def _observe_when_due(self, key: Key, cluster: _Cluster, spec: TalosClusterSpec) -> None:
+        """Read the workload cluster when its observation is due, or its source moved."""
+        namespace = key[0]
+        ref = spec.kubeconfig_secret_ref
+        source = (namespace, ref.name, ref.key or DEFAULT_KUBECONFIG_KEY) if ref else None
+        account = None if ref else self._account(namespace, spec)
+        first = cluster.observation is None and cluster.failure is None
+        moved = source != cluster.source or account != cluster.account
+        if first or moved or asyncio.get_running_loop().time() >= cluster.next_observe:
+            await self._observe(cluster, source, account)
+
+    async def _auto_patch(
+        self, cluster: _Cluster, status: TalosClusterStatus, *, now: datetime
+    ) -> autopatch.Result:
+        return await self.autopatch.reconcile(
+            body=cluster.body,
+            status=status,
+            not_ready=cluster.observation.nodes.not_ready if cluster.observation else None,
+            workload=self._cached_workload(cluster),
+            installation=self.installation_body,
+            now=now,
+        )
+
+    async def _write(
+        self,
+        key: Key,
+        cluster: _Cluster,
+        raw_status: Mapping[str, Any],
+        status: TalosClusterStatus,
+    ) -> bool | None:
+        """Write what differs from ``raw_status``: True when written, False when nothing
+        differs, None when the write failed (retried after the backoff) or the cluster
+        went."""
+        patch = merge_patch(raw_status, status.to_api())
+        if not patch:
+            return False
+        namespace, name = key
+        try:
+            written = await patch_status(
+                self.api,
+                kind=kinds.Kind.TALOS_CLUSTER,
+                name=name,
+                namespace=namespace,
+                status_patch=patch,
+            )
+        except errors.NotFound:
+            return None  # deleted meanwhile; the watch says so next
+        except errors.FAILED as error:
+            logger.warning("status of %s/%s not written: %s", namespace, name, error)
+            self.queue.add_after(key, self.settings.backoff_initial)
+            return None
+        if self.clusters.get(key) is cluster:
+            cluster.body = bodies.without_managed_fields(written)
+        return True
+
+    def _again(
+        self,
+        key: Key,
+        cluster: _Cluster,
+        spec: TalosClusterSpec | None,
+        generation: int | None,
+        *,
+        wake_at: datetime | None,
+        now: datetime,
+    ) -> None:
+        """When to look again: the next observation, or sooner when auto-patch wakes; a
+        spec the model cannot read is left alone until it changes."""
         if spec is None:
             cluster.parked_generation = generation
-            return  # left alone until the spec changes
+            return
         cluster.parked_generation = None
-        delay = cluster.next_observe - loop.time()
-        if auto.wake_at is not None:
-            delay = min(delay, max((auto.wake_at - now).total_seconds(), 1.0))
+        delay = cluster.next_observe - asyncio.get_running_loop().time()
+        if wake_at is not None:
+            delay = min(delay, max((wake_at - now).total_seconds(), 1.0))
         self.queue.add_after(key, delay)
 
     async def _declare(
@@ -394,7 +413,7 @@ class ClusterController:
         )
         if decided is None or decided.start is None:
             return decided
-        generation = _generation(cluster.body)
+        generation = bodies.generation(cluster.body)
         for stale in [k for k in cluster.declared if k[0] != generation]:
             del cluster.declared[stale]
         memo = (generation, decided.start.type.value, decided.start.version)

@@ -46,7 +46,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import UTC, datetime
 from typing import Any, cast
 
 from kubernetes_asyncio import client
@@ -72,6 +71,7 @@ from ichor.kube import (
     accounts,
     batch,
     bodies,
+    clock,
     credentials,
     errors,
     events,
@@ -114,8 +114,7 @@ def _namespace(key: Key) -> str:
     return key[0]
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
+_now = clock.now
 
 
 def _raw(api: ApiClient, model: Any) -> dict[str, Any]:

@@ -52,7 +52,7 @@ from ichor.api.talosoperation import (
     TalosOperationSpec,
     TalosOperationStatus,
 )
-from ichor.kube import conditions
+from ichor.kube import bodies, conditions
 from ichor.release import observed
 from ichor.release.observed import Unreadable
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
@@ -127,13 +127,12 @@ class Operation:
             status = TalosOperationStatus.model_validate(raw_status)
         except ValidationError:
             status = TalosOperationStatus()
-        generation = meta.get("generation")
         return cls(
             namespace=str(meta.get("namespace", "")),
             name=str(meta.get("name", "")),
             uid=str(meta.get("uid", "")),
             created=str(meta.get("creationTimestamp", "")),
-            generation=int(generation) if generation is not None else None,
+            generation=bodies.generation(body),
             resource_version=str(meta.get("resourceVersion", "")),
             deleting=bool(meta.get("deletionTimestamp")),
             finalizers=tuple(meta.get("finalizers") or ()),

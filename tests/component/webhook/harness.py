@@ -31,6 +31,12 @@ from ichor.controller.recorder import wiring as recorder_wiring
 from ichor.settings import Settings
 from ichor.webhook import handlers, kubeapi, server
 from ichor.webhook import wiring as webhook_wiring
+from ichor.webhook.configuration import (
+    MutatingWebhookConfiguration,
+    ValidatingWebhookConfiguration,
+    render_configuration,
+    render_mutating_configuration,
+)
 from tests.harness import account, certs, controlplane
 from tests.support import operator as support
 
@@ -277,7 +283,7 @@ def serve(
 
 def apply_configuration(
     plane: controlplane.ControlPlane,
-    configuration: server.ValidatingWebhookConfiguration | server.MutatingWebhookConfiguration,
+    configuration: ValidatingWebhookConfiguration | MutatingWebhookConfiguration,
 ) -> None:
     plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(dict(configuration)))
 
@@ -325,13 +331,13 @@ class Webhook:
             self.registry, settings=self.settings, memo=memo, name=self.name
         )
 
-    def configuration(self) -> server.ValidatingWebhookConfiguration:
-        return server.render_configuration(
+    def configuration(self) -> ValidatingWebhookConfiguration:
+        return render_configuration(
             url=self.server.url, ca_bundle=self.files.ca.read_bytes(), name=self.name
         )
 
-    def mutating_configuration(self) -> server.MutatingWebhookConfiguration:
-        return server.render_mutating_configuration(
+    def mutating_configuration(self) -> MutatingWebhookConfiguration:
+        return render_mutating_configuration(
             url=self.server.url, ca_bundle=self.files.ca.read_bytes(), name=self.name
         )
 
