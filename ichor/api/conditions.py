@@ -159,6 +159,10 @@ class ClusterReason(StrEnum):
     #: (none named where one is required, missing, or refused). Step: the grant the message names,
     #: usually binding ``ichor-tenant-reader`` to the account.
     SERVICE_ACCOUNT_UNUSABLE = "ServiceAccountUnusable"
+    #: *UpgradeAvailable, Unknown: the site's policy (IchorInstallation ``spec.policy``)
+    #: cannot be read, so what it denies is unknown and nothing is offered. Step: correct
+    #: the IchorInstallation's ``spec.policy``.
+    SITE_POLICY_UNREADABLE = "SitePolicyUnreadable"
 
 
 class SpecReachedReason(StrEnum):

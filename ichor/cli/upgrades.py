@@ -200,7 +200,9 @@ def _choices(
         raise kube.CliError(str(error)) from None
     installation = kube.get_installation(target)
     releases = views.release_list(installation, component)
-    return seen, views.choice_list(seen, component, releases)
+    return seen, views.choice_list(
+        seen, component, releases, policy=views.site_policy(installation)
+    )
 
 
 def _form(version: str, *, hint: str = "VERSION") -> str:
@@ -335,6 +337,7 @@ def plan_command(
         seen,
         talos=views.release_list(installation, Component.TALOS),
         kubernetes=views.release_list(installation, Component.KUBERNETES),
+        policy=views.site_policy(installation),
         talos_goal=_form(talos_goal, hint="--talos") if talos_goal else None,
         kubernetes_goal=_form(kubernetes_goal, hint="--kubernetes") if kubernetes_goal else None,
     )

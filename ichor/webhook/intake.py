@@ -124,6 +124,25 @@ RESERVED_KEYS = " || ".join(
     for f in ("labels", "annotations")
 )
 
+
+def _policy_of(side: str) -> str:
+    return f"(has({side}.spec) && has({side}.spec.policy))"
+
+
+#: The write adds, changes or removes ``spec.policy`` (the site's policy, which the
+#: webhook refuses when it cannot be read, or when an entry claims to allow something).
+#: Only a change of it: the chart's own updates of the spec (its release check settings)
+#: and its labels leave it as it is and never wait for the webhook.
+POLICY_CHANGES = (
+    f"{_policy_of('object')} != {_policy_of('oldObject')} || "
+    f"({_policy_of('object')} && {_policy_of('oldObject')} && "
+    f"object.spec.policy != oldObject.spec.policy)"
+)
+
+#: The installation's updates the webhook judges: one that carries an ``ichor.dev`` key
+#: before or after (``RESERVED_KEYS``), or that writes the site's policy.
+INSTALLATION_WRITES = f"{RESERVED_KEYS} || {POLICY_CHANGES}"
+
 #: Every path of the endpoint and what it answers for. A review that matches none is
 #: denied; ``configuration.render_configuration`` (and the chart) send exactly these.
 CLAIMS: tuple[Claim, ...] = (
@@ -162,23 +181,24 @@ CLAIMS: tuple[Claim, ...] = (
         )
         for kind, path in STATUS_HANDLERS.items()
     ),
-    # the installation's update, only one that carries an ichor.dev key before or after
-    # (``match``): the operator's marks and the unhalt request's record. Not its create,
-    # which the chart makes in the same release as this configuration (before the webhook
-    # answers) and which holds no halt to lift; not the chart's own updates of it (its
-    # labels and spec), so an upgrade from an Ichor without this path never meets it
+    # the installation's update, only one that carries an ichor.dev key before or after,
+    # or that writes spec.policy (``match``): the operator's marks, the unhalt request's
+    # record, the site's policy. Not its create, which the chart makes in the same release
+    # as this configuration (before the webhook answers) and which holds no halt to lift;
+    # not the chart's own updates of it (its labels and release check settings, never the
+    # policy), so an upgrade from an Ichor without this path never meets it
     Claim(
         path=INSTALLATION_HANDLER,
         kind=kinds.Kind.ICHOR_INSTALLATION,
         operations=frozenset({"UPDATE"}),
-        match=RESERVED_KEYS,
+        match=INSTALLATION_WRITES,
     ),
     Claim(
         path=INSTALLATION_STAMP,
         kind=kinds.Kind.ICHOR_INSTALLATION,
         operations=frozenset({"UPDATE"}),
         mutating=True,
-        match=RESERVED_KEYS,
+        match=INSTALLATION_WRITES,
     ),
 )
 

@@ -80,7 +80,7 @@ from tests.harness import (
     workload,
 )
 from tests.harness import registry as test_registry
-from tests.support import credential_files
+from tests.support import credential_files, table
 
 T = TypeVar("T")
 
@@ -691,7 +691,7 @@ class Demo:
             "kind": kinds.Kind.TALOS_CLUSTER.value,
             "metadata": {"name": "probe", "namespace": NAMESPACE},
             "spec": {
-                "talosVersion": "v1.15.0",
+                "talosVersion": table.unknown_talos(),
                 "kubernetesVersion": "v1.36.6",
                 "versionContract": "v1.14",
             },
@@ -707,7 +707,8 @@ class Demo:
                 timeout=30,
                 check=False,
             )
-            return True if "Talos v1.15.0 is refused" in result.stderr else None
+            refused = f"Talos {table.unknown_talos()} is refused"
+            return True if refused in result.stderr else None
 
         _wait_for("the admission webhook's first answer", answering)
 

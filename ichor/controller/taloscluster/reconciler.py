@@ -12,8 +12,10 @@ namespace on at most ``group_workers`` of them (``queue``):
 2. compute the status with ``status.evaluate`` (pure);
 3. write the difference through the status subresource, then post the Events.
 
-A changed ``upgradeTargets`` recomputes every cluster from the observations in memory,
-without reading the workload clusters again. A spec the model cannot read is reported
+A changed ``upgradeTargets`` or site policy (``spec.policy``) recomputes every cluster
+from the observations in memory, without reading the workload clusters again; once every
+cluster was judged with the current policy, the count of clusters each entry acts on is
+written to the IchorInstallation's ``status.sitePolicy``. A spec the model cannot read is reported
 once and left alone until it changes; nothing a single object holds stops the others.
 """
 
@@ -55,6 +57,7 @@ from ichor.controller.taloscluster.status import (
     Failure,
     Installation,
     evaluate,
+    policy_tally,
     read_spec,
     with_auto_patch,
 )
@@ -70,6 +73,7 @@ from ichor.kube.clients import (
 )
 from ichor.kube.impersonation import ReadRefused, impersonating, refusal, refused_message
 from ichor.kube.patching import patch_status
+from ichor.release.policy import SitePolicy
 from ichor.settings import ControllerSettings, CredentialSettings, TenantSettings
 
 logger = logging.getLogger(__name__)
@@ -83,6 +87,9 @@ logger = logging.getLogger(__name__)
 #: fleet observed at R clusters a second holds some R x 1.5 x 0.25 of them besides those
 #: in use: with 2 s, a thousand clusters held up to 238 open (58 MiB of buffers).
 WORKLOAD_IDLE_SECONDS = 0.25
+#: Seconds the count of ``status.sitePolicy`` waits before it is written, so a policy
+#: change that recomputes every cluster is one write, not one per cluster.
+SITE_POLICY_SETTLE = 1.0
 
 Key = tuple[str, str]  # (namespace, name)
 SecretKey = tuple[str, str, str]  # (namespace, secret name, data key)
@@ -108,6 +115,8 @@ class _Cluster:
     declared: dict[tuple[int | None, str, str], Decision] = field(default_factory=dict)
     #: Declarative: starts deferred in a row (5xx, 429, a race), for the backoff.
     deferrals: int = 0
+    #: The site policy this cluster was last judged with, and its entries that act on it.
+    site: tuple[SitePolicy, frozenset[str]] | None = None
 
 
 class _NotRead(Exception):
@@ -131,6 +140,12 @@ def _unexpected(error: BaseException) -> str:
         f"the workload cluster's answer could not be read ({type(error).__name__}); "
         "the Nodes' versions are not known"
     )
+
+
+def _site_status(body: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``status.sitePolicy`` as stored (None: none)."""
+    found = ((body or {}).get("status") or {}).get("sitePolicy")
+    return dict(found) if isinstance(found, Mapping) else None
 
 
 def _auto_patch_parts(body: Mapping[str, Any] | None) -> tuple[object, object]:
@@ -174,6 +189,11 @@ class ClusterController:
         #: Pending or Running operations by (namespace, operation name): their cluster
         #: and what they do, for the cluster's ``Reconciling`` condition.
         self.operations: dict[Key, tuple[str, ActiveOperation]] = {}
+        #: ``status.sitePolicy`` as last written (or read), the one waiting to be written,
+        #: and the task writing it.
+        self._site_written: dict[str, Any] | None = None
+        self._site_wanted: dict[str, Any] | None = None
+        self._site_writer: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self.queue.start()
@@ -190,8 +210,12 @@ class ClusterController:
             return
         self.installation = Installation.from_body(body)
         self.installation_body = body
+        self._site_written = _site_status(body)
 
     async def stop(self) -> None:
+        if self._site_writer is not None:
+            self._site_writer.cancel()
+            await asyncio.gather(self._site_writer, return_exceptions=True)
         await self.queue.stop()
         await self.autopatch.close()
         for _, workload in self._workload.values():
@@ -208,6 +232,7 @@ class ClusterController:
             self.clusters.pop(key, None)
             self.queue.forget(key)
             metrics.cluster_forgotten(key)
+            self._tally_site()
             return
         known = self.clusters.get(key)
         if known is None:
@@ -255,6 +280,7 @@ class ClusterController:
         before = _auto_patch_parts(self.installation_body)
         fleet_account = accounts.fleet_default(self.installation_body)
         self.installation_body = raw
+        self._site_written = _site_status(raw)
         if (
             installation == self.installation
             and before == _auto_patch_parts(raw)
@@ -290,6 +316,8 @@ class ClusterController:
             active=self.active_operations(key),
             declared=decided.declared() if decided is not None else None,
         )
+        cluster.site = (self.installation.policy, outcome.site_entries)
+        self._tally_site()
         # Declarative: the spec is the desired state and only its bump starts an upgrade;
         # an auto-patch would move the Nodes past a spec nobody writes.
         auto = None
@@ -395,6 +423,56 @@ class ClusterController:
         if wake_at is not None:
             delay = min(delay, max((wake_at - now).total_seconds(), 1.0))
         self.queue.add_after(key, delay)
+
+    # --- the site policy's count ----------------------------------------------------------
+
+    def _tally_site(self) -> None:
+        """Count the clusters each policy entry acts on, once every cluster was judged
+        with the current policy, and have the count written when it changed."""
+        body = self.installation_body
+        policy = self.installation.policy
+        if body is None or (policy.empty and self._site_written is None):
+            return  # no installation, or no policy now nor a count of an earlier one
+        judged = [cluster.site for cluster in self.clusters.values()]
+        acting = [site[1] for site in judged if site is not None and site[0] == policy]
+        if len(acting) != len(judged):
+            return  # some cluster is still judged with the previous policy
+        generation = (body.get("metadata") or {}).get("generation")
+        tally = policy_tally(
+            policy=policy,
+            generation=generation if isinstance(generation, int) else None,
+            acting=acting,
+        ).to_api()
+        if tally == self._site_written or tally == self._site_wanted:
+            return
+        self._site_wanted = tally
+        if self._site_writer is None or self._site_writer.done():
+            self._site_writer = asyncio.create_task(self._write_site())
+
+    async def _write_site(self) -> None:
+        """Write the wanted count (one write for a burst of reconciles), again after a
+        failure, until what is written is what is wanted."""
+        failures = 0
+        while self._site_wanted is not None and self._site_wanted != self._site_written:
+            await asyncio.sleep(SITE_POLICY_SETTLE)
+            wanted = self._site_wanted
+            patch = merge_patch({"sitePolicy": self._site_written or {}}, {"sitePolicy": wanted})
+            try:
+                await patch_status(
+                    self.api,
+                    kind=kinds.Kind.ICHOR_INSTALLATION,
+                    name=kinds.INSTALLATION_NAME,
+                    namespace=None,
+                    status_patch=patch,
+                )
+            except errors.NotFound:
+                return  # no installation: nothing to count for
+            except errors.FAILED as error:
+                failures += 1
+                logger.warning("status.sitePolicy of the IchorInstallation not written: %s", error)
+                await asyncio.sleep(self.settings.backoff(failures))
+                continue
+            self._site_written = wanted
 
     async def _declare(
         self, key: Key, cluster: _Cluster, spec: TalosClusterSpec

@@ -20,7 +20,8 @@ What it judges:
   cleared once the chart reaches it).
 - ``UpgradesBlocked`` and ``status.blockedReleases``: the recorded newer Talos and
   Kubernetes releases that are not offered (``ichor.upgrade.blocked``, the CLI's "Not
-  offered"). True with reason ``ReleasesNotOffered`` and a message a person reads in
+  offered"), a release the site's policy denies among them ("denied by this site: ...").
+  True with reason ``ReleasesNotOffered`` and a message a person reads in
   ``kubectl describe``: how many, and the nearest one of each component with why and the
   step that unblocks it (``3 recorded newer releases are not offered; nearest:
   Kubernetes v1.37.1: Cilium 1.20.4 runs Kubernetes 1.33 to 1.36; a newer Ichor release
@@ -33,6 +34,7 @@ conditions saying what is wrong; nothing here raises for a bad object.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -61,10 +63,11 @@ from ichor.kube import conditions
 from ichor.kube.bodies import EventType, PlannedEvent
 from ichor.release import steps
 from ichor.release.observed import Unreadable
+from ichor.release.policy import SitePolicy
 from ichor.release.refusals import Refusal, Rule
 from ichor.release.release_set import PINNED
 from ichor.release.versions import VersionError, check_contract, check_spec_version
-from ichor.upgrade import blocked
+from ichor.upgrade import blocked, site
 from ichor.upgrade import choices as upgrade_choices
 from ichor.upgrade.rule import Component
 
@@ -88,6 +91,9 @@ Installation = ichorinstallation.Installation
 class Outcome:
     status: TalosClusterStatus
     events: tuple[PlannedEvent, ...]
+    #: The site policy entries that act on the cluster (``ichor.upgrade.site``), for the
+    #: IchorInstallation's count; empty while no list can be judged.
+    site_entries: frozenset[str] = frozenset()
 
 
 def read_spec(raw: Mapping[str, Any]) -> tuple[TalosClusterSpec | None, tuple[str, ...]]:
@@ -302,8 +308,11 @@ def _upgrades(
     cni: CNIStatus,
     installation: Installation,
 ) -> tuple[UpgradeChoices, list[blocked.BlockedRelease] | None]:
-    """The choices, and the blocked lines of the lists that can be used (None: none can)."""
-    cluster = taloscluster.cluster_versions(spec=spec, cni=cni)
+    """The choices, and the blocked lines of the lists that can be used (None: none can).
+
+    The site's policy is read with the table: a release it denies is not offered (the
+    default moves to the next one), and a policy that cannot be read offers nothing."""
+    cluster = taloscluster.cluster_versions(spec=spec, cni=cni, policy=installation.policy)
     groups: dict[str, ChoiceGroup] = {}
     lines: list[blocked.BlockedRelease] | None = None
     for name, type_, component in (
@@ -335,6 +344,15 @@ def _upgrades(
             choices = upgrade_choices.kubernetes_choices(cluster=cluster, releases=releases or ())
         groups[name] = _group(choices, availability)
         stale = f" ({availability.reason})" if availability.reason else ""
+        if installation.policy.unreadable is not None:
+            builder.add(
+                type_,
+                U,
+                Reason.SITE_POLICY_UNREADABLE,
+                f"no {name} is offered: this site's policy (IchorInstallation ichor, "
+                f"spec.policy) cannot be read ({installation.policy.unreadable}); correct it",
+            )
+            continue
         if choices.offered:
             builder.add(type_, T, Reason.UPGRADE_AVAILABLE, _offer_message(name, choices) + stale)
         else:
@@ -488,6 +506,7 @@ def evaluate(
     kept_override, frozen = _frozen_patch(previous.cni.image_override if previous.cni else None)
     seen = _seen(observation, previous, image_override=kept_override)
     cni = seen.cni
+    site_entries: frozenset[str] = frozenset()
     if cluster_spec is None or problems:
         _unjudged(builder, problems)
         upgrade_choices, blocked_releases = None, None
@@ -497,6 +516,7 @@ def evaluate(
             builder, spec=cluster_spec, cni=cni, installation=installation
         )
         blocked_releases = _blocked(builder, lines)
+        site_entries = _site_entries(spec=cluster_spec, cni=cni, installation=installation)
     _cilium(builder, spec=cluster_spec, cni=cni, frozen=frozen)
     if declared is not None:
         _declared(builder, declared)
@@ -520,7 +540,46 @@ def evaluate(
         auto_patch=previous.auto_patch if declared is None else None,
         conditions=_conditions(previous, builder, progress, declared=declared, now=now),
     )
-    return Outcome(status=status, events=tuple(_events(previous, status)))
+    return Outcome(
+        status=status, events=tuple(_events(previous, status)), site_entries=site_entries
+    )
+
+
+def policy_tally(
+    *, policy: SitePolicy, generation: int | None, acting: Sequence[frozenset[str]]
+) -> ichorinstallation.SitePolicyStatus:
+    """``IchorInstallation.status.sitePolicy``: each entry of ``policy`` and how many of the
+    judged clusters it acts on (``acting``: one set of entry names per cluster)."""
+    counts = Counter(name for names in acting for name in names)
+    return ichorinstallation.SitePolicyStatus(
+        observed_generation=generation,
+        clusters=len(acting),
+        entries=tuple(
+            ichorinstallation.PolicyEntryStatus(
+                name=entry.name,
+                kind=entry.kind.value,
+                component=entry.component.value,
+                clusters=counts[entry.name],
+            )
+            for entry in policy.entries
+        ),
+        unreadable=policy.unreadable,
+    )
+
+
+def _site_entries(
+    *, spec: TalosClusterSpec, cni: CNIStatus, installation: Installation
+) -> frozenset[str]:
+    """The policy entries that act on the cluster, over the lists that can be used."""
+    listed = {
+        component: installation.recorded(component)
+        for component in (Component.TALOS, Component.KUBERNETES)
+    }
+    return site.acting_entries(
+        cluster=taloscluster.cluster_versions(spec=spec, cni=cni, policy=installation.policy),
+        talos_releases=listed[Component.TALOS].releases or (),
+        kubernetes_releases=listed[Component.KUBERNETES].releases or (),
+    )
 
 
 @dataclass(frozen=True)

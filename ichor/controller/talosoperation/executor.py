@@ -55,6 +55,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ichor.api import kinds
 from ichor.api.conditions import OperationReason
 from ichor.api.events import OperationEventReason
+from ichor.api.ichorinstallation import Installation
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, DEFAULT_TALOSCONFIG_KEY
 from ichor.api.talosoperation import (
     Failure,
@@ -88,6 +89,7 @@ from ichor.kube.clients import (
     read_secret_key,
 )
 from ichor.kube.impersonation import ReadRefused, impersonating, refusal, refused_message
+from ichor.release.policy import SitePolicy
 from ichor.settings import CredentialSettings, OperationSettings, TenantSettings
 
 logger = logging.getLogger(__name__)
@@ -302,7 +304,8 @@ class OperationController:
             )
             return await self._refuse(op, OperationReason.CLUSTER_NOT_FOUND, message), None
         try:
-            cluster = ClusterState.from_body(cluster_body)
+            # the site's policy as it is now: a change since the plan is in force
+            cluster = ClusterState.from_body(cluster_body, policy=await self._site_policy())
         except ValueError as error:
             message = f"the spec of TalosCluster {op.spec.cluster_ref.name} cannot be read: {error}"
             return await self._refuse(op, OperationReason.INVALID_OPERATION, message), None
@@ -800,6 +803,11 @@ class OperationController:
             # whole step, as every other call of the step does.
             logger.info("pods of Job %s/%s not read: %s", namespace, job, error)
             return []
+
+    async def _site_policy(self) -> SitePolicy:
+        """The site's policy (the IchorInstallation's ``spec.policy``), read the way the
+        webhook and the TalosCluster controller read it."""
+        return Installation.from_body(await objects.get_installation(self.api)).policy
 
     async def _read_cluster(self, op: Operation) -> dict[str, Any] | None:
         return await objects.get(

@@ -39,10 +39,12 @@ from ichor.webhook.configuration import (
 )
 from tests.harness import account, certs, controlplane
 from tests.support import operator as support
+from tests.support import table
 
 READY_TIMEOUT = 60.0
-#: A create every webhook build refuses (Talos 1.15 is unknown), used to see it answer.
-PROBE_REFUSAL = "Talos v1.15.0 is refused"
+#: A create every webhook build refuses (the first Talos minor past the table is unknown),
+#: used to see it answer.
+PROBE_REFUSAL = f"Talos {table.unknown_talos()} is refused"
 
 
 def install_crds(plane: controlplane.ControlPlane) -> None:
@@ -71,7 +73,7 @@ def cluster_manifest(
 
 
 def _probe(plane: controlplane.ControlPlane) -> str:
-    body = cluster_manifest(f"probe-{uuid.uuid4().hex[:6]}", "default", talos="v1.15.0")
+    body = cluster_manifest(f"probe-{uuid.uuid4().hex[:6]}", "default", talos=table.unknown_talos())
     result = plane.kubectl(
         "create", "--dry-run=server", "-f", "-", input=json.dumps(body), check=False
     )

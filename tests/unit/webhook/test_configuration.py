@@ -24,10 +24,12 @@ def test_the_configuration_fails_closed_within_five_seconds_for_our_group_only()
     # never its create: the chart makes it in the same release, before the webhook answers
     assert installation["operations"] == ["UPDATE"]
     assert (installation["resources"], installation["scope"]) == (["ichorinstallations"], "Cluster")
-    # and only an update that carries an ichor.dev key (not the chart's own label updates)
+    # and only an update that carries an ichor.dev key or writes spec.policy (not the
+    # chart's own label updates)
     assert hooks["ichorinstallation.ichor.dev"]["matchConditions"] == [
-        {"name": "ichor-dev-keys", "expression": intake.RESERVED_KEYS}
+        {"name": "ichor-dev-keys", "expression": intake.INSTALLATION_WRITES}
     ]
+    assert intake.INSTALLATION_WRITES.startswith(f"{intake.RESERVED_KEYS} || ")
     assert all("matchConditions" not in h for n, h in hooks.items() if "installation." not in n)
     for hook in hooks.values():
         assert hook["failurePolicy"] == "Fail"
