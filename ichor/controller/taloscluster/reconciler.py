@@ -334,6 +334,9 @@ class ClusterController:
                 now=now,
             )
         )
+        metrics.cluster_conditions(
+            namespace=key[0], cluster=key[1], conditions=new_status.conditions
+        )
         metrics.upgrades_available(
             namespace=key[0], cluster=key[1], choices=outcome.status.upgrade_choices
         )
