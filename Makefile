@@ -12,8 +12,8 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle printable \
         bench demo demo-down cluster-up cluster-down image image-base clean node compat-json \
-        runtime-deps configuration chart-readme ui ui-unit ui-package ui-screenshots hooks \
-        complexity
+        runtime-deps configuration chart-readme ui ui-unit ui-package ui-screenshots docs \
+        hooks complexity
 
 help:
 	@echo "The two commands:"
@@ -39,6 +39,7 @@ help:
 	@echo "  make printable     rewrite ichor/release/go_printable.py from the oracle"
 	@echo "  make compat-json   rewrite tests/gotools/compat.json (the table the Go webhook reads)"
 	@echo "  make configuration rewrite docs/configuration.md's tables from ichor/settings.py"
+	@echo "  make docs          rewrite every generated page: troubleshooting, compatibility, metrics, settings"
 	@echo "  make chart-readme  rewrite charts/ichor/README.md from the chart's values schema"
 	@echo "  make image         the operator image (Docker engine or buildah; IMAGE_OUTPUT=, IMAGE_PUSH=)"
 	@echo "  make image-base    the image tools and the Debian base the image test builds on"
@@ -142,6 +143,10 @@ bench: $(STAMP) testenv oracle
 configuration: $(STAMP)
 	$(BIN)/python -m tests.support.configuration docs/configuration.md
 
+# Every generated part of docs/ (the reasons, the compatibility table, the metrics, the
+# settings), from the code; the unit tests of tests/unit/docs keep each equal.
+docs: $(STAMP)
+	$(BIN)/python -m tests.support.pages
 # charts/ichor/README.md, from values.schema.json's descriptions and values.yaml's defaults
 # (a unit test keeps them equal).
 chart-readme: $(STAMP)

@@ -512,6 +512,30 @@ def judging() -> contextlib.AbstractContextManager[set[str]]:
     return _JUDGED.collect()
 
 
+_DENIED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "ichor_webhook_denied", default=None
+)
+
+
+@contextlib.contextmanager
+def denials() -> Iterator[list[str]]:
+    """The reasons of the denials given inside the block (the endpoint counts them in its
+    metrics, with the answer's HTTP code when no handler named one)."""
+    given: list[str] = []
+    token = _DENIED.set(given)
+    try:
+        yield given
+    finally:
+        _DENIED.reset(token)
+
+
+def denied_for(reason: str) -> None:
+    """Name the reason of the denial being given (nothing outside ``denials``)."""
+    given = _DENIED.get()
+    if given is not None and reason:
+        given.append(reason)
+
+
 def judged(path: str) -> None:
     """Mark that the handler of ``path`` judged the review being answered."""
     _JUDGED.mark(path)

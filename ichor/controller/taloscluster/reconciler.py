@@ -317,6 +317,9 @@ class ClusterController:
             else None
         )
         new_status = _with_auto(outcome.status, auto, generation=generation, now=now)
+        metrics.cluster_conditions(
+            namespace=key[0], cluster=key[1], conditions=new_status.conditions
+        )
         metrics.upgrades_available(
             namespace=key[0], cluster=key[1], choices=outcome.status.upgrade_choices
         )
