@@ -1,18 +1,12 @@
 """The chart's CRD upgrade: apply the CRDs the chart carries before the new operator runs.
 
-``helm install`` creates the CRDs of a chart's ``crds/`` folder, but ``helm upgrade``
-never changes them: a newer operator would write a new field into an old schema, and
-the API server would drop it without a word. So the chart runs this module as a
-pre-install and pre-upgrade hook Job (``python -m ichor.crds --chart-version V DIR``), before
-any other object of the release changes, as a ServiceAccount of its own that may only
-``get`` and ``patch`` Ichor's three CRDs, by name (docs/upgrading.md says why not the
-operator). Each CRD is applied server-side and the Job waits until it is Established.
+``helm upgrade`` never changes a chart's CRDs, so the chart runs this module as a
+pre-install and pre-upgrade hook Job (``python -m ichor.crds --chart-version V DIR``), as
+an account that may only ``get`` and ``patch`` Ichor's three CRDs. Each is applied
+server-side and waited for until Established. It never creates a CRD, applies a file that
+is not Ichor's, or moves a CRD back (``ichor.dev/chart-version`` names who applied it).
 
-What it refuses to do: create a CRD (a missing one is installed by the chart's ``crds/``
-or by whoever manages the CRDs; it says so and fails); apply a file that is not one of
-Ichor's CRDs; move a CRD back: each applied CRD carries the chart version that applied
-it (``ichor.dev/chart-version``), and one a newer chart applied is kept as it is, so a
-downgrade or a rollback never prunes fields that a newer operator or a person wrote.
+More in docs/design/notes.md, "ichor/crds.py".
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
 """Prometheus metrics of the operator, and the functions the controller and webhook call.
 
-Why one module: every metric name, label and help text lives here, so the chart's
-ServiceMonitor, PrometheusRule and dashboard, and docs/metrics.md (generated from it), read
-one list; the controller and webhook call one function per fact (a check succeeded, a list
-was read, a decision was made) and never touch ``prometheus_client`` themselves.
+Every metric name, label and help text lives here (docs/metrics.md is generated from it);
+callers call one function per fact and never touch ``prometheus_client``. No unbounded
+label: labels naming objects follow objects that exist, every other label takes a fixed
+set of values (``Other`` outside it); ``ichor_build_info`` alone has versions. The metrics
+live in their own ``REGISTRY`` and are served only when ``serve`` is called.
 
-What it refuses to do: label by anything unbounded (no user names, no error text: an
-error is counted, its sentence stays in the status and the Events). Labels that name
-objects (namespace, cluster, operation) follow objects that exist and go with them; every
-other label takes its values from a fixed set, and a value outside it is counted as
-``Other``. ``ichor_build_info`` is the one series with versions in its labels. Nothing is
-served unless ``serve`` is called (the operator calls it when ``ICHOR_METRICS_PORT`` is
-set). The metrics live in a registry of their own (``REGISTRY``).
+More in docs/design/notes.md, "ichor/kube/metrics.py".
 """
 
 from __future__ import annotations

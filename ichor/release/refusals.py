@@ -1,18 +1,12 @@
 """The one answer every rule gives when it says no: a typed refusal.
 
-The webhook, the plan, the executors, the CLI and adopt each turn a refusal into their
-own answer (a denial, an admission warning under override, an exit code), so a rule
-returns data rather than raising: which rule refused, one sentence for a person, and
-whether the override verb may pass it. Whether a refusal is overridable is decided here,
-by its rule, and nowhere else: a caller cannot make an unknown version overridable.
+A rule returns data rather than raising: which rule refused, one sentence for a person,
+and whether the override verb may pass it (decided here, by its rule, and nowhere else).
+``judge`` reads the answers of a path's rules in order into one ``Verdict``, past the
+overridable ones, so a refusal no override passes always wins. Every path composes its
+rules with ``judge``, never with ``or``.
 
-How refusals combine is decided here too. A path asks several rules (form, final, newer,
-path or skew, the pairs) and ``judge`` reads their answers in that order into one
-``Verdict``: it keeps going past a refusal the override verb may pass, so a rule that no
-override passes (an unknown version, above all) is always asked before a path concludes
-that only overridable refusals remain, and it wins whenever one exists. Every path (the
-webhook, the plan, the executors, adopt, init, the choices, the blocked lines and the
-path plans) composes its rules with ``judge``, never with ``or``.
+More in docs/design/notes.md, "ichor/release/refusals.py".
 """
 
 from __future__ import annotations
