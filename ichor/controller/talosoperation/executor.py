@@ -149,6 +149,7 @@ class OperationController:
         self.conflicts = 0
 
     def start(self) -> None:
+        metrics.operation_deadlines(self.settings)
         self.queue.start()
 
     async def stop(self) -> None:
@@ -214,6 +215,21 @@ class OperationController:
                 )
         # what a step before a restart stored and did not post yet, first
         operations = [await self._flush(op) if owing.owes(op.body) else op for op in operations]
+        metrics.operations_listed(
+            namespace=namespace,
+            cluster=cluster_name,
+            operations=(
+                metrics.active_operation(
+                    name=op.name,
+                    type_=op.spec.type.value,
+                    phase=op.phase.value if op.phase else None,
+                    started=op.status.started_at,
+                    created=op.created,
+                )
+                for op in operations
+            ),
+            fresh_for=metrics.fresh_for(self.settings),
+        )
         for op in operations:
             if lifecycle.FINALIZER in op.finalizers and (op.deleting or op.finished):
                 await self._release(op)
