@@ -5,12 +5,9 @@ produced it, and it catches one set of failures for every controller (``POST_FAI
 which is ``errors.FAILED``: any answer of the API server that is not a success, and
 ``errors.TRANSIENT``). ``emit`` raises them instead, for the one caller whose work is the
 Event (the recorder, which removes a record only once its Event is posted). The body is
-pure (``ichor.kube.bodies.event_body``) so a synchronous caller (the CLI) can post the
-same body with its own client.
-
-An owed Event (``ichor.api.owed``: decided with a stored status, posted after it) is
-posted with ``post_owed``, under the name its key fixes: a second post of it, after a
-restart, meets 409 and counts as posted, so it is one Event, never two.
+pure (``ichor.kube.bodies.event_body``), for the CLI's own client too. ``post_owed``
+posts an owed Event (``ichor.api.owed``) under the name its key fixes: a repeat after a
+restart meets 409 and counts as posted, so it is one Event, never two.
 """
 
 from __future__ import annotations

@@ -72,8 +72,22 @@ async def flush(
             involved = bodies.reference(target)
         if await events.post_owed(api, involved, key=key, event=event):
             done.add(key)
-    written: dict[str, Any] | None = None
     where = str(namespace) if namespace else None
+    return await _remove(api, kind, name, where, done, in_status, annotated)
+
+
+async def _remove(
+    api: ApiClient,
+    kind: kinds.Kind,
+    name: str,
+    where: str | None,
+    done: set[str],
+    in_status: Mapping[str, Any],
+    annotated: Mapping[str, Any],
+) -> dict[str, Any] | None:
+    """Remove the posted keys ``done`` from the status and the annotation; the object as
+    last written (None: nothing written)."""
+    written: dict[str, Any] | None = None
     if done & in_status.keys():
         written = await patching.patch_status(
             api, kind=kind, name=name, namespace=where,

@@ -25,13 +25,10 @@ together; the API, not memory, holds the state, so a restart resumes where it st
    backwards; never at all for a ``Declarative`` cluster, whose spec is the desired
    state: ``lifecycle.spec_record``), then ``Succeeded``; on failure ``Failed`` with the
    Job's reason and the failed container's last log lines, and the spec untouched.
-   Events mark start and end: each is owed by the status write of its step
-   (``lifecycle.owed_events``: ``status.pendingEvents``) and posted after it under a name
-   its key fixes, so a restart between the write and the post posts it once. The first
-   upgrade step seen started in the Job's pod is recorded (``status.upgradeStartedAt``),
-   and every failure says its kind (``status.failure``, ``lifecycle.failure_kind``): only
-   a step that ran and failed is ``UpgradeFailed``, the one failure auto-patch halts a
-   version on.
+   Events are owed by each step's status write. The first upgrade step seen started in
+   the Job's pod is recorded (``status.upgradeStartedAt``), and every failure says its
+   kind (``status.failure``, ``lifecycle.failure_kind``): only a step that ran and failed
+   is ``UpgradeFailed``, the one failure auto-patch halts a version on.
 
 Every status write carries the ``resourceVersion`` it was computed from: a 409 means the
 object moved, and the whole step is computed again from a fresh read (never lost, never

@@ -957,11 +957,7 @@ def owed_events(
     message = status.message or ""
     accepted = conditions.find(status.conditions, Accepted)
     was = conditions.find(before.conditions, Accepted)
-    if (
-        accepted is not None
-        and accepted.reason == OperationReason.OVERRIDDEN
-        and (was is None or was.reason != OperationReason.OVERRIDDEN)
-    ):
+    if accepted is not None and _newly(accepted, was, OperationReason.OVERRIDDEN):
         add("Warning", OperationEventReason.OVERRIDE, f"{op} {accepted.message}")
     if _started(status) and not _started(before):
         add("Normal", OperationEventReason.STARTED, message)
@@ -978,14 +974,26 @@ def owed_events(
             add("Warning", OperationEventReason.FAILED, message)
             add("Warning", OperationEventReason.UPGRADE_FAILED, f"{op} failed: {message}",
                 cluster=True)  # fmt: skip
-    if (
+    if _waits_anew(status, before, accepted):
+        add("Normal", OperationEventReason.WAITING, message, part=message)
+    return found
+
+
+def _newly(accepted: Condition, was: Condition | None, reason: OperationReason) -> bool:
+    """``Accepted`` has ``reason`` now and did not before."""
+    return accepted.reason == reason and (was is None or was.reason != reason)
+
+
+def _waits_anew(
+    status: TalosOperationStatus, before: TalosOperationStatus, accepted: Condition | None
+) -> bool:
+    """Pending behind another operation, and the one it waits for changed (its message)."""
+    return (
         status.phase is Phase.PENDING
         and accepted is not None
         and accepted.reason == OperationReason.WAITING
-        and message != (before.message or "")
-    ):
-        add("Normal", OperationEventReason.WAITING, message, part=message)
-    return found
+        and (status.message or "") != (before.message or "")
+    )
 
 
 def stopped(op: Operation, *, message: str, now: datetime) -> TalosOperationStatus:
