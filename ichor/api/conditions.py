@@ -206,6 +206,14 @@ class OperationReason(StrEnum):
     NODES_NOT_UPGRADED = "NodesNotUpgraded"
     #: Refused: the cluster already has ``ICHOR_MAX_QUEUED_OPERATIONS`` not finished.
     QUEUE_FULL = "QueueFull"
+    #: Pending: a short Job of talosctl reads each node's schematic, platform and
+    #: SecureBoot through the Talos API, to build each node's own installer image.
+    NODES_READING = "NodesReading"
+    #: Refused before any upgrade Job: a node's image cannot be read, its schematic
+    #: annotation disagrees with the Talos API, its extensions come from no schematic, or
+    #: the spec's cluster-wide schematic would drop an extension it runs. The message
+    #: names the nodes and the step; the override verb does not pass it, the spec does.
+    NODE_IMAGE_REFUSED = "NodeImageRefused"
 
 
 class InstallationConditionType(StrEnum):

@@ -9,6 +9,7 @@ controller judges them, the model only carries them.
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 
 from ichor.api._base import ApiModel
@@ -54,12 +55,30 @@ class CNISpec(ApiModel):
     preset: CNIPreset = CNIPreset.CILIUM
 
 
+class LabelSelector(ApiModel):
+    """A Node label selector (the ``matchLabels`` of a Kubernetes LabelSelector)."""
+
+    match_labels: dict[str, str]
+
+
+class NodeSchematic(ApiModel):
+    """``spec.nodeSchematics[]``: the Image Factory schematic of the Nodes a selector
+    picks; the deliberate way to change their system extensions."""
+
+    selector: LabelSelector
+    schematic: str
+
+
 class TalosClusterSpec(ApiModel):
     talos_version: str
     kubernetes_version: str
     version_contract: str
     cni: CNISpec = CNISpec()
+    #: The schematic every node installs (unset: each node keeps its own, read from it).
     schematic: str | None = None
+    #: Schematics of the nodes label selectors pick, over ``schematic``; the first match
+    #: wins (``ichor.upgrade.node_images``).
+    node_schematics: tuple[NodeSchematic, ...] | None = None
     #: Without it, the workload cluster is the one the operator runs in.
     kubeconfig_secret_ref: SecretKeyRef | None = None
     talosconfig_secret_ref: SecretKeyRef | None = None
@@ -81,6 +100,34 @@ class NodeVersions(ApiModel):
     #: One sentence per Node whose versions cannot be read (the controller's own words):
     #: while any is listed, what the Nodes run is unknown (``ichor.release.observed``).
     unreadable: tuple[str, ...] | None = None
+
+
+class NodeImageGroup(ApiModel):
+    """Nodes that run the same image: schematic, factory, platform, SecureBoot and
+    system extensions, as the Talos API says."""
+
+    platform: str
+    secure_boot: bool = False
+    #: None: not built by an Image Factory.
+    schematic: str | None = None
+    factory: str | None = None
+    extensions: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+
+
+class NodeImages(ApiModel):
+    """What each node is built from, grouped by identical image so a large cluster's
+    status stays small (``status.nodeImages``)."""
+
+    #: When the Talos API was last read (a read Job of an operation).
+    read_at: datetime | None = None
+    #: ``1 image`` or ``3 images``: the printer column ``kubectl get tc -o wide`` shows.
+    summary: str | None = None
+    differ: bool | None = None
+    groups: tuple[NodeImageGroup, ...] = ()
+    #: One sentence per node whose image could not be read, or whose Node annotation
+    #: disagrees with the Talos API.
+    unreadable: tuple[str, ...] = ()
 
 
 class CNIStatus(ApiModel):
@@ -132,6 +179,7 @@ class TalosClusterStatus(ApiModel):
     talos_version: str | None = None
     kubernetes_version: str | None = None
     nodes: NodeVersions | None = None
+    node_images: NodeImages | None = None
     cni: CNIStatus | None = None
     upgrade_choices: UpgradeChoices | None = None
     #: None when no list could be judged (no list recorded, or a spec no rule reads).

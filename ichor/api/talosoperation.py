@@ -86,6 +86,34 @@ class TalosOperationSpec(ApiModel):
     cni: OperationCNISpec | None = None
 
 
+class PlannedNode(ApiModel):
+    """A node a Talos operation upgrades, as ``talosctl --nodes`` reaches it."""
+
+    name: str
+    address: str
+    control_plane: bool = False
+
+
+class ImageNodes(ApiModel):
+    """One installer image and the nodes that install it."""
+
+    image: str
+    nodes: tuple[str, ...] = ()
+
+
+class OperationNodes(ApiModel):
+    """A Talos operation's nodes, fixed when it starts: the order they go in, each
+    node's own installer image (grouped by image), and the deliberate extension changes
+    (one sentence per group of nodes, from what to what)."""
+
+    order: tuple[PlannedNode, ...] = ()
+    images: tuple[ImageNodes, ...] = ()
+    changes: tuple[str, ...] = ()
+
+    def image_of(self) -> dict[str, str]:
+        return {name: group.image for group in self.images for name in group.nodes}
+
+
 class TalosOperationStatus(ApiModel):
     observed_generation: int | None = None
     phase: Phase | None = None
@@ -99,6 +127,8 @@ class TalosOperationStatus(ApiModel):
     upgrade_started_at: datetime | None = None
     #: On a Failed operation: which kind of failure (None: written by an older Ichor).
     failure: Failure | None = None
+    #: A Talos operation's nodes and their images, written when it is claimed.
+    nodes: OperationNodes | None = None
 
 
 # --- the queue of one cluster ---------------------------------------------------------------

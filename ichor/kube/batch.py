@@ -65,3 +65,20 @@ async def job_pods(api: ApiClient, *, namespace: str, job: str) -> list[dict[str
         )
     )
     return list(_raw(api, listed).get("items") or [])
+
+
+async def pod_log(
+    api: ApiClient, *, namespace: str, pod: str, container: str, limit_bytes: int
+) -> str:
+    """The log of one container of a Pod, at most ``limit_bytes`` of it (its start): a
+    Job's output, read back."""
+    text = await errors.mapped(
+        client.CoreV1Api(api).read_namespaced_pod_log(
+            pod,
+            namespace,
+            container=container,
+            limit_bytes=limit_bytes,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+    )
+    return str(text)[:limit_bytes]

@@ -561,6 +561,8 @@ def evaluate(
         blocked_releases=blocked_releases,
         # auto-patch's own; the cluster controller writes the result of both at once
         auto_patch=previous.auto_patch if declared is None else None,
+        # the Talos operations' read writes it; carried over unchanged
+        node_images=previous.node_images,
         conditions=merged,
     )
     events = _events(previous, status)

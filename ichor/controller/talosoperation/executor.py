@@ -45,7 +45,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, cast
 
@@ -59,15 +60,19 @@ from ichor.api.events import OperationEventReason
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, DEFAULT_TALOSCONFIG_KEY
 from ichor.api.talosoperation import (
     Failure,
+    ImageNodes,
+    OperationNodes,
     OperationType,
     Phase,
+    PlannedNode,
     TalosOperationStatus,
     queue_full_message,
 )
 from ichor.controller import observe
 from ichor.controller.queue import WorkQueue
-from ichor.controller.talosoperation import jobs, lifecycle
+from ichor.controller.talosoperation import jobs, lifecycle, talosread
 from ichor.controller.talosoperation.lifecycle import ClusterState, Operation
+from ichor.controller.talosoperation.talosread import node_image_status
 from ichor.kube import accounts, batch, bodies, errors, events, metrics, objects, patching
 from ichor.kube.accounts import ServiceAccount
 from ichor.kube.bodies import PlannedEvent, merge_patch
@@ -79,6 +84,8 @@ from ichor.kube.clients import (
 )
 from ichor.kube.impersonation import ReadRefused, impersonating, refusal, refused_message
 from ichor.settings import OperationSettings, TenantSettings
+from ichor.upgrade import node_images
+from ichor.upgrade.node_images import NodeReading
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +105,10 @@ class Transient(Exception):
 #: Called before every status write with the operation as read (a test seam: a write in
 #: between turns the status write into a real 409 from the API server).
 BeforeWrite = Callable[[Operation], Awaitable[None]]
+
+
+#: (namespace, a read Job) -> its containers' output once it ended, else None.
+ReadOutput = Callable[[str, Mapping[str, Any]], Awaitable["talosread.ReadOutput | None"]]
 
 
 def _namespace(key: Key) -> str:
@@ -130,6 +141,9 @@ class OperationController:
             group_workers=settings.group_workers,
         )
         self.before_write: BeforeWrite | None = None
+        #: What a read Job printed once it ended (a seam: the component tier, where no
+        #: kubelet runs a Pod, plays talosctl's output for the Job's nodes).
+        self.read_output: ReadOutput = self._read_output
         #: 409s met on writes, each followed by a fresh step (for tests and logs).
         self.conflicts = 0
 
@@ -287,8 +301,25 @@ class OperationController:
                 await self._refuse(op, decision.refusal.rule, message, kind=Failure.REFUSED),
                 None,
             )
+        planned: OperationNodes | None = None
         try:
-            manifest, detail = await self._manifest(op, cluster, cluster_body)
+            if op.spec.type is OperationType.TALOS:
+                read = await self._read_images(op, cluster)
+                if isinstance(read, _Reading):
+                    op = await self._write(
+                        op,
+                        lifecycle.pending(
+                            op, reason=OperationReason.NODES_READING, message=read.message,
+                            now=_now(),
+                        ),
+                    )  # fmt: skip
+                    return op, self.settings.resync_interval
+                planned = read
+            manifest, detail = await self._manifest(op, cluster, cluster_body, planned=planned)
+        except _Refused as error:
+            op = await self._refuse(op, error.reason, error.message, kind=Failure.REFUSED)
+            await self._drop_read(op)
+            return op, None
         except _Unrunnable as error:
             return await self._refuse(op, error.reason, error.message), None
         except Transient as error:
@@ -305,9 +336,19 @@ class OperationController:
         op = await self._write(
             op,
             lifecycle.running(
-                op, job_name=name, decision=decision, job_created=False, message=message, now=_now()
+                op,
+                job_name=name,
+                decision=decision,
+                job_created=False,
+                message=message,
+                now=_now(),
+                nodes=planned,
             ),
         )
+        if planned is not None:
+            # what it read is recorded (the plan, status.nodeImages): a restart from here
+            # builds the Job from the plan and never reads again
+            await self._drop_read(op)
         if decision.passed is not None:
             await self._event(
                 op.body,
@@ -589,8 +630,16 @@ class OperationController:
     # --- the Job and what it needs ------------------------------------------------------
 
     async def _manifest(
-        self, op: Operation, cluster: ClusterState, cluster_body: Mapping[str, Any]
+        self,
+        op: Operation,
+        cluster: ClusterState,
+        cluster_body: Mapping[str, Any],
+        *,
+        planned: OperationNodes | None = None,
     ) -> tuple[jobs.JobManifest, str]:
+        """The operation's Job and what it runs; a Talos Job upgrades the nodes of
+        ``planned`` (else of the plan its status recorded at the claim), each with its
+        own image."""
         settings = self.settings.executor
         ref = jobs.OperationRef(
             namespace=op.namespace,
@@ -629,28 +678,41 @@ class OperationController:
             spec.talosconfig_secret_ref.key or DEFAULT_TALOSCONFIG_KEY,
             what="talosconfig",
         )
-        nodes = await self._nodes(op, cluster)
         version = op.spec.version or ""
         if op.spec.type is OperationType.TALOS:
-            if not nodes.nodes:
-                raise _Unrunnable(OperationReason.NO_NODES, _no_nodes(cluster, nodes))
+            plan = planned or op.status.nodes
+            if plan is None or not plan.order:
+                raise _Unrunnable(
+                    OperationReason.INVALID_OPERATION,
+                    f"{op} has no recorded nodes to upgrade; create the operation again",
+                )
+            targets = [
+                jobs.TargetNode(
+                    name=n.name,
+                    address=n.address,
+                    role=jobs.NodeRole.CONTROL_PLANE if n.control_plane else jobs.NodeRole.WORKER,
+                )
+                for n in plan.order
+            ]
             manifest = jobs.talos_job(
                 operation=ref,
                 version=version,
-                nodes=nodes.nodes,
-                schematic=spec.schematic,
+                nodes=targets,
+                images=plan.image_of(),
                 talosconfig=talosconfig,
                 settings=settings,
             )
-            names = ", ".join(n.name for n in nodes.nodes)
-            installer = jobs.installer_image(
-                version=version, schematic=spec.schematic, settings=settings
-            )
+            names = ", ".join(n.name for n in targets)
+            images = len(plan.images)
             detail = (
-                f"talosctl upgrade to {version} with {installer} on {len(nodes.nodes)} "
-                f"node(s), one at a time: {names}"
+                f"talosctl upgrade to {version} on {len(targets)} node(s), one at a time, "
+                f"each with its own installer ({images} image{'s' if images != 1 else ''}): "
+                f"{names}"
             )
+            if plan.changes:
+                detail += "; extensions change as the spec names: " + "; ".join(plan.changes)
             return manifest, detail
+        nodes = await self._nodes(op, cluster)
         control_plane = nodes.control_plane
         if not control_plane:
             raise _Unrunnable(
@@ -665,6 +727,164 @@ class OperationController:
             settings=settings,
         )
         return manifest, f"talosctl upgrade-k8s --to {version} through {control_plane[0].name}"
+
+    async def _read_images(self, op: Operation, cluster: ClusterState) -> OperationNodes | _Reading:
+        """Each node's own installer image, read from the node before anything is
+        upgraded: a short Job of talosctl reads every node's ExtensionStatus,
+        PlatformMetadata and SecurityState (``talosread``); until it ended, ``_Reading``.
+        Refused (``_Refused``, no override passes it) when a node's image cannot be
+        given safely (``node_images.plan_images``). The TalosCluster's
+        ``status.nodeImages`` records what was read."""
+        spec = cluster.spec
+        if spec.talosconfig_secret_ref is None:
+            raise _Unrunnable(
+                OperationReason.CREDENTIALS_UNUSABLE,
+                f"TalosCluster {cluster.name} names no talosconfigSecretRef, so talosctl has "
+                f"no credentials; set it and create the operation again",
+            )
+        talosconfig = await self._secret_mount(
+            op,
+            spec.talosconfig_secret_ref.name,
+            spec.talosconfig_secret_ref.key or DEFAULT_TALOSCONFIG_KEY,
+            what="talosconfig",
+        )
+        items = await self._node_items(op, cluster)
+        nodes = jobs.target_nodes(items)
+        if not nodes.nodes:
+            raise _Unrunnable(OperationReason.NO_NODES, _no_nodes(cluster, nodes))
+        addresses = {n.name: n.address for n in nodes.nodes}
+        name = jobs.job_name(operation=op.name, uid=op.uid, type_=op.spec.type, step="read")
+        reading = (
+            f"Job {name} reads the schematic, platform and SecureBoot of {len(addresses)} "
+            f"node(s) through the Talos API, to upgrade each with its own image"
+        )
+        job = await self._read_job(op.namespace, name)
+        if job is None:
+            manifest = talosread.read_job(
+                operation=jobs.OperationRef(
+                    namespace=op.namespace,
+                    name=op.name,
+                    uid=op.uid,
+                    cluster=op.spec.cluster_ref.name,
+                    type=op.spec.type,
+                ),
+                name=name,
+                talos_version=spec.talos_version,
+                addresses=list(addresses.values()),
+                talosconfig=talosconfig,
+                settings=self.settings.executor,
+            )
+            with contextlib.suppress(errors.Conflict):
+                await batch.create_job(self.api, namespace=op.namespace, body=manifest)
+            return _Reading(reading)
+        if not _owned_by(job, op):
+            raise _Unrunnable(
+                OperationReason.INVALID_OPERATION,
+                f"a Job named {name} exists and is not this operation's; delete it and "
+                f"create the operation again",
+            )
+        output = await self.read_output(op.namespace, job)
+        if output is None:
+            return _Reading(reading)
+        state = talosread.image_state(
+            output.logs, addresses=addresses.values(), exit_codes=output.exit_codes
+        )
+        readings = talosread.readings(items, state, addresses=addresses)
+        await self._record_images(op, readings)
+        plan = node_images.plan_images(
+            readings,
+            version=op.spec.version or "",
+            spec_schematic=spec.schematic,
+            rules=[
+                node_images.SchematicRule(
+                    match_labels=rule.selector.match_labels, schematic=rule.schematic
+                )
+                for rule in spec.node_schematics or ()
+            ],
+            default_factory=self.settings.executor.image_factory,
+        )
+        if plan.refusals:
+            detail = " ".join(f"{r}." for r in plan.refusals)
+            if not state.images and output.failure:
+                detail += f" The read ended: {output.failure}."
+            raise _Refused(
+                OperationReason.NODE_IMAGE_REFUSED,
+                f"{op} ({op.what}) is refused before any node is upgraded: each node is "
+                f"upgraded to the image it runs, and {detail}",
+            )
+        by_image: dict[str, list[str]] = {}
+        for node_plan in plan.nodes:
+            by_image.setdefault(node_plan.image, []).append(node_plan.name)
+        return OperationNodes(
+            order=tuple(
+                PlannedNode(
+                    name=n.name,
+                    address=n.address,
+                    control_plane=n.role is jobs.NodeRole.CONTROL_PLANE,
+                )
+                for n in nodes.nodes
+            ),
+            images=tuple(ImageNodes(image=i, nodes=tuple(ns)) for i, ns in by_image.items()),
+            changes=plan.changes,
+        )
+
+    async def _drop_read(self, op: Operation) -> None:
+        """Delete the operation's read Job (and its pod) once what it read is recorded."""
+        name = jobs.job_name(operation=op.name, uid=op.uid, type_=op.spec.type, step="read")
+        with contextlib.suppress(errors.NotFound):
+            await batch.delete_job(self.api, namespace=op.namespace, name=name)
+
+    async def _read_output(
+        self, namespace: str, job: Mapping[str, Any]
+    ) -> talosread.ReadOutput | None:
+        """What a read Job's containers printed, once it ended (None while it runs):
+        each container's log (empty when it cannot be read) and exit code."""
+        name = str((job.get("metadata") or {}).get("name", ""))
+        pods = await self._pods(namespace, name)
+        outcome = lifecycle.job_outcome(job, pods)
+        if outcome.state is lifecycle.JobState.RUNNING:
+            return None
+        failure = outcome.message if outcome.state is lifecycle.JobState.FAILED else ""
+        containers = [
+            str(c.get("name"))
+            for c in (((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+                "containers"
+            )
+            or ()
+        ]
+        logs: dict[str, str] = {}
+        if not pods:
+            return talosread.ReadOutput(logs=logs, failure=failure)
+        pod = str((pods[0].get("metadata") or {}).get("name", ""))
+        for container in containers:
+            try:
+                logs[container] = await batch.pod_log(
+                    self.api,
+                    namespace=namespace,
+                    pod=pod,
+                    container=container,
+                    limit_bytes=talosread.MAX_LOG_BYTES,
+                )
+            except errors.ApiError as error:
+                logger.info("log of %s/%s %s not read: %s", namespace, pod, container, error)
+        return talosread.ReadOutput(
+            logs=logs, exit_codes=talosread.exit_codes(pods), failure=failure
+        )
+
+    async def _record_images(self, op: Operation, readings: Sequence[NodeReading]) -> None:
+        """``status.nodeImages`` of the TalosCluster: what the read found, grouped by
+        identical image (only this read writes it; the cluster's controller carries it)."""
+        value = node_image_status(readings, now=_now())
+        try:
+            await patching.patch_status(
+                self.api,
+                kind=kinds.Kind.TALOS_CLUSTER,
+                name=op.spec.cluster_ref.name,
+                namespace=op.namespace,
+                status_patch={"nodeImages": value.to_api()},
+            )
+        except errors.FAILED as error:
+            logger.warning("%s: status.nodeImages of its cluster not written: %s", op, error)
 
     async def _secret_mount(
         self, op: Operation, name: str, key: str, *, what: str
@@ -838,6 +1058,23 @@ class OperationController:
         self, body: Mapping[str, Any], type_: bodies.EventType, reason: str, message: str
     ) -> None:
         await events.post(self.api, bodies.reference(body), PlannedEvent(type_, reason, message))
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """The nodes' images are being read; ``message`` says by which Job."""
+
+    message: str
+
+
+class _Refused(Exception):
+    """Refused before any node is touched, by a rule no override passes (the spec
+    fixes it): written ``Failure.REFUSED``."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
 
 
 class _Unrunnable(Exception):

@@ -5,10 +5,11 @@ survives an operator restart and is visible with ``kubectl``. This module only b
 manifests (pure: no I/O, tested without a cluster):
 
 * Talos: ``talosctl upgrade`` once per node, one init container per node, so the nodes
-  move **one at a time, control plane first**, and a failed node stops the rest. The
-  installer is ``<factory>/<installer>/<schematic>:<version>`` from the Image Factory;
-  the schematic comes from the TalosCluster's spec (the factory's default schematic for a
-  plain install), so a node never loses its extensions.
+  move **one at a time, control plane first**, and a failed node stops the rest. Each
+  node gets its own installer (one ``--image`` per invocation, as talosctl v1.13 takes
+  it): the image ``ichor.upgrade.node_images`` built from what that node runs.
+* A read of the Talos API: ``talosctl get <resource> -o json`` for every node, one
+  container per resource (``read_job``; ``talosread`` reads their output).
 * Kubernetes: ``talosctl upgrade-k8s --to <version>`` against one control plane node.
 * Cilium: ``helm upgrade`` of the Cilium release to the chart this build embeds
   (``PINNED.cilium_chart``); a recorded image patch newer than that chart is rendered as
@@ -148,23 +149,20 @@ class SecretMount:
     key: str
 
 
-def job_name(*, operation: str, uid: str, type_: OperationType) -> str:
-    """``ichor-<type>-<operation>-<8 hex of the uid>``, at most 63 characters.
+def job_name(*, operation: str, uid: str, type_: OperationType, step: str = "") -> str:
+    """``ichor-<type>-<operation>-<8 hex of the uid>``, at most 63 characters; a Job of
+    one ``step`` of the operation (a read, a node) is ``ichor-<step>-...`` and its hex
+    covers the step too.
 
-    A function of the operation alone: the same operation always names the same Job,
-    and two operations of one name (one deleted, one created again) never share one.
+    A function of the operation (and step) alone: the same operation always names the
+    same Job, and two operations of one name (one deleted, one created again) never
+    share one.
     """
-    digest = hashlib.sha256(uid.encode()).hexdigest()[:8]
-    head = f"ichor-{type_.value}-"
+    digest = hashlib.sha256(f"{uid}/{step}".encode() if step else uid.encode()).hexdigest()[:8]
+    head = f"ichor-{_UNSAFE.sub('-', step.lower()).strip('-')[:20] or type_.value}-"
     room = _NAME_LIMIT - len(head) - len(digest) - 1
     slug = _UNSAFE.sub("-", operation.lower()).strip("-")[:room].strip("-")
     return f"{head}{slug}-{digest}" if slug else f"{head}{digest}"
-
-
-def installer_image(*, version: str, schematic: str | None, settings: ExecutorSettings) -> str:
-    """``factory.talos.dev/metal-installer/<schematic>:<version>`` (version with its v)."""
-    chosen = (schematic or "").strip() or settings.default_schematic
-    return f"{settings.image_factory}/{settings.installer}/{chosen}:{version}"
 
 
 def talosctl_image(*, version: str, settings: ExecutorSettings) -> str:
@@ -253,12 +251,16 @@ def _job(
     volumes: Sequence[dict[str, Any]],
     in_cluster: bool,
     settings: ExecutorSettings,
+    name: str | None = None,
+    side: Sequence[dict[str, Any]] = (),
 ) -> JobManifest:
+    """The Job of ``operation`` (named ``name``, else the operation's own Job name);
+    ``side``: more containers that run beside ``main``."""
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": in_cluster,
         "securityContext": {"runAsNonRoot": True, "fsGroup": 65534},
-        "containers": [main],
+        "containers": [main, *side],
         "volumes": [{"name": "tmp", "emptyDir": {}}, *volumes],
     }
     if init:
@@ -266,6 +268,8 @@ def _job(
     if settings.service_account:
         pod["serviceAccountName"] = settings.service_account
     metadata = _metadata(operation, settings=settings)
+    if name is not None:
+        metadata["name"] = name
     return JobManifest(
         apiVersion="batch/v1",
         kind="Job",
@@ -297,19 +301,22 @@ def talos_job(
     operation: OperationRef,
     version: str,
     nodes: Iterable[TargetNode],
-    schematic: str | None,
+    images: Mapping[str, str],
     talosconfig: SecretMount,
     settings: ExecutorSettings,
 ) -> JobManifest:
-    """``talosctl upgrade`` per node, one init container each, control plane first.
+    """``talosctl upgrade`` per node, one init container each, control plane first, each
+    with its own installer (``images``, by Node name).
 
     The main container prints the versions of every node once all moved.
     """
     ordered = upgrade_order(nodes)
     if not ordered:
         raise ValueError("a Talos upgrade needs at least one node")
+    missing = [n.name for n in ordered if not images.get(n.name)]
+    if missing:
+        raise ValueError(f"no installer image for {', '.join(missing)}")
     image = talosctl_image(version=version, settings=settings)
-    installer = installer_image(version=version, schematic=schematic, settings=settings)
     mounts = (_TALOS_MOUNT, _TMP)
     init = [
         _container(
@@ -320,7 +327,7 @@ def talos_job(
                 "--nodes",
                 node.address,
                 "--image",
-                installer,
+                images[node.name],
                 *settings.talos_upgrade_args,
             ],
             env=[*_TALOS_ENV, {"name": NODE_ENV, "value": node.name}],
@@ -340,6 +347,45 @@ def talos_job(
     volume = _secret_volume("talosconfig", talosconfig, path="config")
     return _job(
         operation, init=init, main=main, volumes=[volume], in_cluster=False, settings=settings
+    )
+
+
+def read_job(
+    *,
+    operation: OperationRef,
+    name: str,
+    talos_version: str,
+    reads: Sequence[tuple[str, Sequence[str]]],
+    talosconfig: SecretMount,
+    settings: ExecutorSettings,
+) -> JobManifest:
+    """A read of the Talos API: one container per ``(container name, talosctl args)``,
+    side by side, with the talosctl of the version the cluster runs and the mounted
+    talosconfig. A read changes nothing on a node."""
+    if not reads:
+        raise ValueError("a read needs at least one container")
+    image = talosctl_image(version=talos_version, settings=settings)
+    containers = [
+        _container(
+            container,
+            image=image,
+            args=args,
+            env=_TALOS_ENV,
+            mounts=(_TALOS_MOUNT, _TMP),
+            settings=settings,
+        )
+        for container, args in reads
+    ]
+    volume = _secret_volume("talosconfig", talosconfig, path="config")
+    return _job(
+        operation,
+        init=(),
+        main=containers[0],
+        side=containers[1:],
+        volumes=[volume],
+        in_cluster=False,
+        settings=settings,
+        name=name,
     )
 
 

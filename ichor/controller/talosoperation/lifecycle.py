@@ -47,6 +47,7 @@ from ichor.api.conditions import (
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus, UpgradeStrategy
 from ichor.api.talosoperation import (
     Failure,
+    OperationNodes,
     OperationType,
     Phase,
     TalosOperationSpec,
@@ -753,7 +754,10 @@ def running(
     job_created: bool,
     message: str,
     now: datetime,
+    nodes: OperationNodes | None = None,
 ) -> TalosOperationStatus:
+    """Running; ``nodes``: a Talos operation's nodes and images, recorded at the claim
+    (a restart builds the Job from them, never from a new read)."""
     updates = []
     if op.phase is not Phase.RUNNING:
         if decision.passed is not None:
@@ -783,6 +787,7 @@ def running(
         job_name=job_name,
         started_at=op.status.started_at or now,
         message=message,
+        nodes=nodes or op.status.nodes,
     )
 
 

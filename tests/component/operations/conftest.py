@@ -33,7 +33,7 @@ from ichor.controller.talosoperation import wiring as operation_wiring
 from ichor.controller.talosoperation.executor import OperationController
 from ichor.settings import ControllerSettings, OperationSettings, Settings
 from tests.harness import account, controlplane
-from tests.support import nodes
+from tests.support import nodes, talos_reads
 from tests.support import operator as support
 from tests.support.operator import eventually as eventually  # tests import it from here
 
@@ -62,6 +62,8 @@ class Operator:
         recorder_wiring.register(self.registry, settings=running)
         self.memo = kopf.Memo()
         self.kopf = support.KopfThread(self.registry, memo=self.memo)
+        #: What each node runs, as the executor's read Jobs find it (played: no kubelet).
+        self.reads = talos_reads.PlayedReads()
 
     async def start(self) -> Operator:
         self.memo = kopf.Memo()
@@ -74,6 +76,7 @@ class Operator:
             bool,
             what="the executor started",
         )
+        self.executor.read_output = self.reads.output
         return self
 
     @property

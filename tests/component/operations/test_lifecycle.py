@@ -395,6 +395,21 @@ async def test_a_restart_between_the_claim_and_the_job_creates_the_job_once(
                 "phase": "Running",
                 "jobName": name,
                 "startedAt": "2026-12-03T08:00:00Z",
+                # the claim records the nodes and each one's image: the Job is built
+                # from them, never from a second read
+                "nodes": {
+                    "order": [
+                        {"name": "ops-cp-1", "address": "10.0.0.1", "controlPlane": True},
+                        {"name": "ops-cp-2", "address": "10.0.0.2", "controlPlane": True},
+                        {"name": "ops-worker-1", "address": "10.0.0.11"},
+                    ],
+                    "images": [
+                        {
+                            "image": "factory.talos.dev/metal-installer/abc:v1.14.4",
+                            "nodes": ["ops-cp-1", "ops-cp-2", "ops-worker-1"],
+                        }
+                    ],
+                },
                 "conditions": [
                     {
                         "type": "Complete",
@@ -412,6 +427,9 @@ async def test_a_restart_between_the_claim_and_the_job_creates_the_job_once(
     _, job = await running_job(objects, "up")
     assert job["metadata"]["name"] == name
     assert len(await objects.jobs()) == 1
+    assert operator.reads.answered == []  # no read after the claim
+    images = {args[args.index("--image") + 1] for _, _, args in jobs.commands(job)[:-1]}
+    assert images == {"factory.talos.dev/metal-installer/abc:v1.14.4"}
 
 
 async def test_a_conflict_on_a_status_write_is_retried_not_lost(
