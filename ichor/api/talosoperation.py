@@ -108,7 +108,7 @@ class OperationNodes(ApiModel):
 
     order: tuple[PlannedNode, ...] = ()
     images: tuple[ImageNodes, ...] = ()
-    changes: tuple[str, ...] = ()
+    changes: tuple[str, ...] | None = None
 
     def image_of(self) -> dict[str, str]:
         return {name: group.image for group in self.images for name in group.nodes}

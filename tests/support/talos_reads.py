@@ -19,14 +19,11 @@ from typing import Any
 from ichor.controller.talosoperation import talosread
 from ichor.upgrade.node_images import PLAIN_SCHEMATIC, NodeImage
 
-PLAIN = NodeImage(platform="metal", secure_boot=False, schematic=None, factory=None)
-
-
-def plain_factory_image() -> NodeImage:
-    """A node built by the Image Factory's plain schematic (no extensions)."""
-    return NodeImage(
-        platform="metal", secure_boot=False, schematic=PLAIN_SCHEMATIC, factory="factory.talos.dev"
-    )
+#: A node the Image Factory built from its plain schematic (no extensions): what a node
+#: not named runs. Its ``schematic`` meta-extension is its one ExtensionStatus.
+PLAIN = NodeImage(
+    platform="metal", secure_boot=False, schematic=PLAIN_SCHEMATIC, factory="factory.talos.dev"
+)
 
 
 def _doc(address: str, type_: str, id_: str, spec: Mapping[str, Any]) -> str:

@@ -825,7 +825,7 @@ class OperationController:
                 for n in nodes.nodes
             ),
             images=tuple(ImageNodes(image=i, nodes=tuple(ns)) for i, ns in by_image.items()),
-            changes=plan.changes,
+            changes=plan.changes or None,
         )
 
     async def _drop_read(self, op: Operation) -> None:
