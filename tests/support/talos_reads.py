@@ -37,6 +37,7 @@ def _doc(address: str, type_: str, id_: str, spec: Mapping[str, Any]) -> str:
 
 def printed(resource: str, address: str, image: NodeImage) -> str:
     """What ``talosctl get <resource> -o json`` prints for one node running ``image``."""
+    spec: dict[str, Any]
     if resource == "platformmetadata":
         spec = {"platform": image.platform, "hostname": address}
         return _doc(address, "PlatformMetadatas.talos.dev", "platformmetadata", spec)
