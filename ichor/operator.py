@@ -15,6 +15,10 @@ replica serves the webhook, each with a random priority so that two never tie.
 kopf names the process in its peering by ``POD_ID`` (the chart sets the Pod's name), else
 after its user; a user with no name (a uid without a passwd entry and no ``USER``, as an
 arbitrary ``runAsUser`` gives) is named ``uid<N>`` rather than ending the process at start.
+
+On SIGTERM kopf stops the controllers (their cleanup kills the health checks' worker
+process); whatever is left after ``EXIT_TIMEOUT`` seconds, kopf ends the process with
+SIGKILL, within the Pod's termination grace period, and the worker dies with it.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import getpass
 import logging
 import os
 import random
+from typing import Any
 
 import kopf
 
@@ -37,6 +42,16 @@ from ichor.webhook import wiring as webhook_wiring
 
 logger = logging.getLogger("ichor.operator")
 
+#: Seconds from SIGTERM to the end of the process, at most: kopf kills it then (its own
+#: default is ten minutes). Under the 30 s the chart gives the Pod
+#: (``terminationGracePeriodSeconds``), so the kubelet never has to.
+EXIT_TIMEOUT = 20.0
+
+
+async def bound_the_exit(settings: kopf.OperatorSettings, **_: Any) -> None:
+    """kopf's last resort after SIGTERM: SIGKILL once ``EXIT_TIMEOUT`` has passed."""
+    settings.process.ultimate_exiting_timeout = EXIT_TIMEOUT
+
 
 def build_registry(
     registry: kopf.OperatorRegistry | None = None, *, settings: Settings
@@ -44,6 +59,7 @@ def build_registry(
     """``registry`` (kopf's default one if not given) with every part of the operator,
     each handed its part of ``settings``."""
     registry = registry if registry is not None else kopf.get_default_registry()
+    kopf.on.startup(id="operator-exit", registry=registry)(bound_the_exit)
     cluster_wiring.register(registry, settings=settings)
     releasecheck_wiring.register(registry, settings=settings)
     operation_wiring.register(registry, settings=settings)

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from ichor.api import records, talosoperation
+from ichor.api import celbudget, records, talosoperation
+from ichor.api.autopatch import MAX_EXPRESSION_LENGTH, MAX_HEALTH_CHECKS
 from ichor.api.talosoperation import OperationType
 from ichor.release import compat, observed, steps, versions
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
@@ -729,3 +730,44 @@ def queue_full(spec: OperationSpec, *, most: int) -> Answer:
         ),
         code=Code.FORBIDDEN,
     )
+
+
+def health_check_refusal(new: ClusterObject, old: ClusterObject | None) -> Answer | None:
+    """A TalosCluster write whose health checks would cost more than their budget
+    (``ichor.api.celbudget``: evaluation steps, depth, nested macros), or that cannot be
+    estimated because it does not compile. Only a check the write adds or changes is
+    judged: one stored unchanged (written before this rule) is the controller's to refuse,
+    and never blocks an unrelated write. No override passes it. None: nothing refused."""
+    before = set(old.health_checks) if old is not None else set()
+    if len(new.health_checks) > MAX_HEALTH_CHECKS:
+        # the CRD's schema refuses this before the webhook is asked; a review that did
+        # not come from the API server is not parsed check by check
+        return Answer(
+            allowed=False,
+            message=(
+                f"TalosCluster {new.ref} is refused: spec.autoPatch.healthChecks holds "
+                f"{len(new.health_checks)} checks, at most {MAX_HEALTH_CHECKS}."
+            ),
+            code=Code.FORBIDDEN,
+            cluster=new.ref,
+        )
+    for name, expression in new.health_checks:
+        if (name, expression) in before:
+            continue
+        problem = (
+            f"has {len(expression):,} characters, more than {MAX_EXPRESSION_LENGTH:,}"
+            if len(expression) > MAX_EXPRESSION_LENGTH
+            else celbudget.judge(expression)
+        )
+        if problem is None:
+            continue
+        return Answer(
+            allowed=False,
+            message=(
+                f'TalosCluster {new.ref} is refused: health check "{name[:63]}" '
+                f"(spec.autoPatch.healthChecks) {problem}."
+            ),
+            code=Code.FORBIDDEN,
+            cluster=new.ref,
+        )
+    return None

@@ -17,6 +17,7 @@ the exception's text and code 500.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -107,6 +108,14 @@ async def judge_cluster(
     except reviews.MalformedReview as error:
         return Judged(decisions.malformed(str(error)))
     try:
+        # parsing the expressions takes milliseconds each: off the event loop
+        costly = (
+            await asyncio.to_thread(decisions.health_check_refusal, cluster, before)
+            if cluster.health_checks
+            else None
+        )
+        if costly is not None:
+            return Judged(costly)
         operator = await _is_operator(backend, who)
         marked = _marked(
             kinds.Kind.TALOS_CLUSTER, new=new, old=old, operation=operation, who=who,

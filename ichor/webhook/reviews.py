@@ -84,6 +84,9 @@ class ClusterObject:
     #: The operator's sentences of Nodes whose versions cannot be read
     #: (``status.nodes.unreadable``): while any is there, what the Nodes run is unknown.
     nodes_unreadable: tuple[str, ...] = ()
+    #: ``spec.autoPatch.healthChecks`` as (name, expression) pairs, in order; an entry
+    #: without both strings is left out (the CRD's schema requires them).
+    health_checks: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -220,6 +223,7 @@ def cluster_versions(body: object, *, where: str = "object") -> ClusterObject:
         auto_patch=spec.get("autoPatch") is not None,
         cni_unreadable=_lenient(status_cni.get("unreadable")),
         nodes_unreadable=_sentences(status.get("nodes")),
+        health_checks=_health_checks(spec.get("autoPatch")),
     )
 
 
@@ -233,6 +237,20 @@ def _sentences(nodes: object) -> tuple[str, ...]:
         return ("status.nodes.unreadable is set",)
     return tuple(item for item in found if isinstance(item, str)) or (
         "status.nodes.unreadable is set",
+    )
+
+
+def _health_checks(auto_patch: object) -> tuple[tuple[str, str], ...]:
+    """The (name, expression) pairs of ``spec.autoPatch.healthChecks``, read leniently."""
+    checks = auto_patch.get("healthChecks") if isinstance(auto_patch, Mapping) else None
+    if not isinstance(checks, list):
+        return ()
+    return tuple(
+        (check["name"], check["expression"])
+        for check in checks
+        if isinstance(check, Mapping)
+        and isinstance(check.get("name"), str)
+        and isinstance(check.get("expression"), str)
     )
 
 

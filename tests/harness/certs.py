@@ -131,12 +131,20 @@ class Authority:
             lifetime=lifetime,
         )
 
-    def issue_client(self, *, user: str, groups: Sequence[str] = ()) -> Pem:
-        """A client certificate kube-apiserver reads as ``user`` in ``groups``."""
+    def issue_client(
+        self,
+        *,
+        user: str,
+        groups: Sequence[str] = (),
+        not_after: datetime.datetime | None = None,
+    ) -> Pem:
+        """A client certificate kube-apiserver reads as ``user`` in ``groups``; valid
+        until ``not_after`` when given (a past one makes an expired certificate)."""
         return self._issue(
             subject=_name(user, groups),
             usage=ExtendedKeyUsageOID.CLIENT_AUTH,
             sans=[],
+            not_after=not_after,
         )
 
     def _issue(
@@ -146,17 +154,19 @@ class Authority:
         usage: x509.ObjectIdentifier,
         sans: Sequence[x509.GeneralName],
         lifetime: datetime.timedelta = _LIFETIME,
+        not_after: datetime.datetime | None = None,
     ) -> Pem:
         key = _new_key()
         now = datetime.datetime.now(datetime.UTC)
+        end = not_after if not_after is not None else now + lifetime
         builder = (
             x509.CertificateBuilder()
             .subject_name(subject)
             .issuer_name(self.cert.subject)
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
-            .not_valid_before(now - _BACKDATE)
-            .not_valid_after(now + lifetime)
+            .not_valid_before(min(now - _BACKDATE, end - lifetime))
+            .not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(

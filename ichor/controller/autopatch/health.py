@@ -11,20 +11,27 @@ data through a message. It names the check, its expression and the kind of failu
 Even so a verdict is one bit its author reads, so what a check may read is bounded: never
 Secrets (``NEVER_CHECKED``), and only the resources the operator's settings allow
 (``ICHOR_HEALTH_CHECK_RESOURCES``); a check over anything else is a problem, never listed.
+
+A check costs what ``ichor.api.celbudget`` estimates, or it is a problem too; ``run``
+counts the same steps and stops at the budget. ``run`` is what the evaluator's worker
+process calls (``celworker``); ``verdict`` turns its ``Outcome`` into the sentence.
 """
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import celpy
 from celpy import celtypes
 from celpy.adapter import json_to_cel
-from celpy.evaluation import CELEvalError
+from celpy.evaluation import CELEvalError, Evaluator
 
+from ichor.api import celbudget
 from ichor.api.autopatch import (
     DEFAULT_HEALTH_CHECK_RESOURCES,
     MAX_EXPRESSION_LENGTH,
@@ -33,8 +40,9 @@ from ichor.api.autopatch import (
     HealthCheck,
 )
 
-#: At most this many objects are listed for one check (more: the check fails, it says so).
-MAX_OBJECTS = 200
+#: At most this many objects are listed for one check (more: the check fails, it says so);
+#: the cost estimate takes it as the length of every list (``celbudget.LIST_BOUND``).
+MAX_OBJECTS = celbudget.LIST_BOUND
 #: At most this many bytes of the list response are read for one check.
 MAX_LIST_BYTES = 2 * 1024 * 1024
 #: The JSON values and nesting that answer may hold (``ichor.kube.untrusted``, the bounds
@@ -136,39 +144,200 @@ def compile_checks(
             )
             continue
         try:
-            program = env.program(env.compile(check.expression))
+            tree = env.compile(check.expression)
         except Exception as error:  # celpy raises parse and lark errors of many classes
             first = str(error).strip().splitlines()
             said = first[0][:200] if first else type(error).__name__
             problems.append(f"{_quoted(check)} does not compile: {said}; {fix}")
             continue
-        compiled.append(Compiled(check=check, program=program))
+        costly = celbudget.problem(celbudget.estimate(tree))
+        if costly is not None:
+            problems.append(f"{_quoted(check)} {costly}; {fix}")
+            continue
+        compiled.append(Compiled(check=check, program=env.program(tree)))
     return tuple(compiled), tuple(problems)
 
 
-def evaluate(compiled: Compiled, *, objects: Sequence[Any] | None, failure: str = "") -> Verdict:
+def evaluate(
+    compiled: Compiled,
+    *,
+    objects: Sequence[Any] | None,
+    failure: str = "",
+    steps: int = celbudget.BUDGET,
+) -> Verdict:
     """The verdict of one check over ``objects`` (the listed items; None: they could not
-    be listed, ``failure`` says why in words that hold no object data)."""
-    name = compiled.check.name
+    be listed, ``failure`` says why in words that hold no object data), evaluated here,
+    in this process: the controller runs checks in its worker process instead."""
     if objects is None:
-        return Verdict(name, False, f"{_quoted(compiled.check)}: {failure or 'not listed'}")
+        return not_evaluated(compiled.check, failure or "not listed")
+    return verdict(compiled.check, run(compiled.program, objects, steps=steps))
+
+
+def not_evaluated(check: HealthCheck, why: str) -> Verdict:
+    """A check that was not evaluated, and why (words that hold no object data)."""
+    return Verdict(check.name, False, f"{_quoted(check)}: {why}")
+
+
+# --- evaluation, counted ---------------------------------------------------------------
+
+
+class Result(StrEnum):
+    """What became of one evaluation."""
+
+    TRUE = "true"
+    FALSE = "false"
+    NOT_BOOL = "not-bool"  # detail: the type's name
+    ERROR = "error"  # detail: the kind of error (``_kind``)
+    STEPS = "steps"  # stopped at its step limit (limit: the steps)
+    MEMORY = "memory"  # its worker ran out of its address space (limit: the bytes)
+    TIMEOUT = "timeout"  # its worker was killed at the deadline (limit: the seconds)
+    CPU = "cpu"  # its worker ended at its CPU limit (limit: the seconds)
+    ENDED = "ended"  # its worker ended otherwise (detail: how)
+    UNAVAILABLE = "unavailable"  # no worker evaluated it (detail: why)
+
+
+#: The results of an evaluation stopped for what it cost: its check is not evaluated again
+#: for a while (``ichor.controller.autopatch.runner``).
+COSTLY = frozenset({Result.STEPS, Result.MEMORY, Result.TIMEOUT, Result.CPU, Result.ENDED})
+_DETAIL = re.compile(r"^[A-Za-z0-9 ,.:()'_-]{0,160}$")
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """An evaluation's result, in words of this module's own (never the objects' data)."""
+
+    result: Result
+    detail: str = ""
+    limit: float = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"result": self.result.value, "detail": self.detail, "limit": self.limit}
+
+    @classmethod
+    def from_json(cls, raw: object) -> Outcome | None:
+        """The outcome a worker wrote, or None when it is not one (then the worker is
+        not trusted to answer again)."""
+        if not isinstance(raw, Mapping):
+            return None
+        detail, limit = raw.get("detail"), raw.get("limit")
+        try:
+            result = Result(str(raw.get("result")))
+        except ValueError:
+            return None
+        if not isinstance(detail, str) or not _DETAIL.match(detail):
+            return None
+        if not isinstance(limit, int | float) or isinstance(limit, bool) or limit < 0:
+            return None
+        return cls(result, detail, limit)
+
+
+class OverBudget(BaseException):
+    """The step limit is reached. A BaseException, so that no handler of celpy's (which
+    turn an ``Exception`` into a CEL error value) keeps the evaluation going."""
+
+
+class _Steps:
+    def __init__(self, limit: int) -> None:
+        self.left = limit
+
+
+class _Counting(Evaluator):
+    """celpy's evaluator, counting each node it visits (the unit of ``celbudget``) and
+    stopping at the limit; its macros' bodies share the count."""
+
+    def __init__(self, ast: celbudget.Tree, activation: Any, steps: _Steps) -> None:
+        super().__init__(ast, activation)
+        self.steps = steps
+
+    def sub_evaluator(self, ast: celbudget.Tree) -> Evaluator:
+        return _Counting(ast, self.activation, self.steps)
+
+    def _visit_tree(self, tree: celbudget.Tree) -> Any:
+        steps = self.steps
+        steps.left -= 1
+        if steps.left < 0:
+            raise OverBudget
+        return super()._visit_tree(tree)
+
+
+def program(expression: str) -> Any:
+    """celpy's program of ``expression`` (raises its parse errors)."""
+    env = celpy.Environment()
+    return env.program(env.compile(expression))
+
+
+def run(program: Any, objects: Sequence[Any], *, steps: int = celbudget.BUDGET) -> Outcome:
+    """Evaluate ``program`` (celpy's, from ``compile_checks`` or ``program``) over
+    ``objects``, stopping after ``steps`` nodes visited; never raises for what the
+    expression or the objects hold."""
     try:
         activation = {"objects": json_to_cel(list(objects))}
-        result = compiled.program.evaluate(activation)
+        evaluator = _Counting(program.ast, program.new_activation(), _Steps(steps))
+        result = evaluator.evaluate(activation)
+    except OverBudget:
+        return Outcome(Result.STEPS, limit=steps)
+    except MemoryError:
+        return Outcome(Result.MEMORY)
     except Exception as error:  # an evaluation error of any class fails the check
-        return Verdict(name, False, f"{_quoted(compiled.check)} failed: {_kind(error)}")
+        return Outcome(Result.ERROR, _kind(error))
     if isinstance(result, CELEvalError):
-        return Verdict(name, False, f"{_quoted(compiled.check)} failed: {_kind(result)}")
+        return Outcome(Result.ERROR, _kind(result))
     if not isinstance(result, celtypes.BoolType | bool):
-        return Verdict(
-            name,
-            False,
-            f"{_quoted(compiled.check)} gave a {type(result).__name__.removesuffix('Type')}, "
-            "not a bool",
-        )
-    if not result:
-        return Verdict(name, False, f"{_quoted(compiled.check)} is false")
-    return Verdict(name, True)
+        return Outcome(Result.NOT_BOOL, type(result).__name__.removesuffix("Type")[:60])
+    return Outcome(Result.TRUE if result else Result.FALSE)
+
+
+_STOPPED = "simplify it, or nest fewer macros (all, exists, map, filter)"
+
+
+def verdict(check: HealthCheck, outcome: Outcome) -> Verdict:
+    """The verdict of ``check`` whose evaluation came to ``outcome``."""
+    name, quoted, result = check.name, _quoted(check), outcome.result
+    if result is Result.TRUE:
+        return Verdict(name, True)
+    said = {
+        Result.FALSE: "is false",
+        Result.NOT_BOOL: f"gave a {outcome.detail}, not a bool",
+        Result.ERROR: f"failed: {outcome.detail}",
+        Result.STEPS: f"was stopped at {outcome.limit:,.0f} evaluation steps, its budget; "
+        + _STOPPED,
+        Result.MEMORY: f"was stopped: its evaluation needed more than "
+        f"{outcome.limit / MIB:,.0f} MiB; " + _STOPPED,
+        Result.TIMEOUT: f"was stopped: its evaluation took over {outcome.limit:,.0f} s, and "
+        "its process was killed; " + _STOPPED,
+        Result.CPU: f"was stopped: its evaluation used over {outcome.limit:,.0f} s of CPU; "
+        + _STOPPED,
+        Result.ENDED: f"failed: the process evaluating it ended ({outcome.detail})",
+        Result.UNAVAILABLE: f"was not evaluated: {outcome.detail}",
+    }[result]
+    return Verdict(name, False, f"{quoted} {said}")
+
+
+# --- the worker's messages ---------------------------------------------------------------
+
+#: Bytes of the length that starts each message between the controller and its worker.
+HEADER = 4
+#: The longest answer a worker may write (an outcome is a few dozen bytes).
+MAX_ANSWER = 4096
+
+
+def frame(payload: Mapping[str, Any]) -> bytes:
+    """One message: its length in ``HEADER`` bytes, then its JSON."""
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    return len(body).to_bytes(HEADER, "big") + body
+
+
+def request(compiled: Compiled, objects: Sequence[Any], *, steps: int, cpu: float) -> bytes:
+    """The message that asks a worker to evaluate ``compiled`` over ``objects``."""
+    return frame(
+        {
+            "expression": compiled.check.expression,
+            "objects": list(objects),
+            "steps": steps,
+            "cpu": cpu,
+        }
+    )
 
 
 def _kind(error: BaseException) -> str:

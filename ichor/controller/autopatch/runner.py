@@ -19,6 +19,11 @@ While a failure suspends a cluster, every look asks for its halt (written once, 
 operation name), so a halt whose write failed is written at the next look; every write
 of the fleet's record drops the halts that are over. ``lift_halts`` lifts halts a person
 asked to lift (``ichor autopatch unhalt``), for the recorder, which posts the Event.
+
+The health checks run in the evaluator's worker process (``evaluator``), never in this
+one: within ``HEALTH_TIMEOUT`` each and ``HEALTH_LOOK_TIME`` for all of one cluster's in
+one look; a check stopped for what it cost is not evaluated again for
+``HEALTH_RETRY_AFTER`` unless its expression changes.
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubernetes_asyncio.client.api_client import ApiClient
@@ -59,6 +64,7 @@ from ichor.api.talosoperation import (
     StartedBy,
 )
 from ichor.controller.autopatch import decisions, health
+from ichor.controller.autopatch.evaluator import Evaluator
 from ichor.controller.autopatch.policy import Policy, effective, max_concurrent
 from ichor.controller.talosoperation import creating, start_request
 from ichor.kube import bodies, errors, events, metrics, objects, patching, untrusted
@@ -70,11 +76,16 @@ logger = logging.getLogger(__name__)
 READYZ_TIMEOUT = 5.0
 #: Bytes of the ``/readyz`` answer read (its verbose form is a few KiB).
 READYZ_MAX_BYTES = 64 * 1024
-#: Seconds one health check's evaluation may take.
+#: Seconds one health check's evaluation may take: then its worker process is killed.
 HEALTH_TIMEOUT = 10.0
 #: Seconds ``/readyz`` and every health check may take together (the reconciler passes
 #: ``ICHOR_OBSERVE_TIMEOUT``).
 ASK_TIMEOUT = 20.0
+#: Seconds of evaluation all of one cluster's health checks may take in one look.
+HEALTH_LOOK_TIME = 10.0
+#: Seconds a check stopped for what it cost (time, CPU, memory, steps) is not evaluated
+#: again, unless its expression changes.
+HEALTH_RETRY_AFTER = 300.0
 
 
 def _now() -> datetime:
@@ -266,11 +277,17 @@ class AutoPatcher:
         health_resources: Sequence[str] = DEFAULT_HEALTH_CHECK_RESOURCES,
         clock: Callable[[], datetime] = _now,
         ask_timeout: float = ASK_TIMEOUT,
+        evaluator: Evaluator | None = None,
     ) -> None:
         self.api = api
         #: Seconds the workload's ``/readyz`` and health checks may take together, so a
         #: slow workload holds its worker no longer (``ICHOR_OBSERVE_TIMEOUT``).
         self.ask_timeout = ask_timeout
+        #: The health checks' worker process, started at the first check.
+        self.evaluator = evaluator if evaluator is not None else Evaluator()
+        #: Checks stopped for what they cost, by (cluster, name, expression): until when
+        #: (the event loop's clock) and the verdict said meanwhile.
+        self._held: dict[tuple[str, str, str], tuple[float, health.Verdict]] = {}
         #: What a health check may read (``ICHOR_HEALTH_CHECK_RESOURCES``).
         self.health_resources = tuple(health_resources)
         #: The time inside the fleet lock (the workload was asked before, for a while).
@@ -300,29 +317,59 @@ class AutoPatcher:
         return await probe_readyz(workload)
 
     async def _health(
-        self, workload: ApiClient, checks: Sequence[health.Compiled]
+        self, workload: ApiClient, checks: Sequence[health.Compiled], *, cluster: str = ""
     ) -> tuple[health.Verdict, ...]:
         """Each check over the objects it names, listed from the workload cluster
-        (bounded: ``MAX_OBJECTS`` items, ``MAX_LIST_BYTES`` of response)."""
+        (bounded: ``MAX_OBJECTS`` items, ``MAX_LIST_BYTES`` of response), evaluated in the
+        worker process; ``cluster`` (``namespace/name``) keys what a check cost."""
         verdicts: list[health.Verdict] = []
+        spent = 0.0
         for check in checks:
             items, failure = await self._list(workload, check)
             if items is None:
                 verdicts.append(health.evaluate(check, objects=None, failure=failure))
                 continue
-            try:
-                verdict = await asyncio.wait_for(
-                    asyncio.to_thread(health.evaluate, check, objects=items),
-                    timeout=HEALTH_TIMEOUT,
-                )
-            except TimeoutError:
-                verdict = health.evaluate(
-                    check, objects=None, failure=f"the evaluation took over {HEALTH_TIMEOUT:.0f} s"
-                )
+            verdict, took = await self._evaluate(
+                cluster, check, items, left=HEALTH_LOOK_TIME - spent
+            )
+            spent += took
             verdicts.append(verdict)
             if not verdict.ok:
                 break
         return tuple(verdicts)
+
+    async def _evaluate(
+        self, cluster: str, check: health.Compiled, items: list[Any], *, left: float
+    ) -> tuple[health.Verdict, float]:
+        """The verdict of one check and the seconds its evaluation took: the held verdict
+        while a check that cost too much waits, else the worker's."""
+        key = (cluster, check.check.name, check.check.expression)
+        now = asyncio.get_running_loop().time()
+        held = self._held.get(key)
+        if held is not None and held[0] > now:
+            return held[1], 0.0
+        if left <= 0:
+            return health.not_evaluated(
+                check.check,
+                f"not evaluated: the cluster's checks took over {HEALTH_LOOK_TIME:.0f} s in "
+                "this look; it is evaluated at the next look",
+            ), 0.0
+        outcome, took = await self.evaluator.run(check, items, within=min(HEALTH_TIMEOUT, left))
+        verdict = health.verdict(check.check, outcome)
+        if outcome.result in health.COSTLY:
+            until = self.clock() + timedelta(seconds=HEALTH_RETRY_AFTER)
+            verdict = replace(
+                verdict,
+                message=f"{verdict.message}; it is not evaluated again before "
+                f"{_stamp(until)} unless its expression changes",
+            )
+            self._held = {k: v for k, v in self._held.items() if v[0] > now}
+            self._held[key] = (now + HEALTH_RETRY_AFTER, verdict)
+        return verdict, took
+
+    async def close(self) -> None:
+        """Stop the health checks' worker process."""
+        await self.evaluator.close()
 
     async def _list(
         self, workload: ApiClient, check: health.Compiled
@@ -476,7 +523,11 @@ class AutoPatcher:
         ]
 
     async def _ask(
-        self, workload: ApiClient | None, checks: Sequence[health.Compiled]
+        self,
+        workload: ApiClient | None,
+        checks: Sequence[health.Compiled],
+        *,
+        cluster: str,
     ) -> tuple[decisions.Probe, tuple[health.Verdict, ...] | None]:
         """``/readyz``, then the health checks when it is ready, all within
         ``ask_timeout``: past it the gate is shut, saying so."""
@@ -488,7 +539,7 @@ class AutoPatcher:
                 probe = await self._readyz(workload)
                 if not probe.ok:
                     return probe, None
-                return probe, await self._health(workload, checks)
+                return probe, await self._health(workload, checks, cluster=cluster)
         except TimeoutError:
             said = "answered, but its health checks were not" if probe.ok else "did not answer"
             return decisions.Probe(ok=False, message=f"{said} within {self.ask_timeout:g} s"), None
@@ -509,7 +560,7 @@ class AutoPatcher:
         on what is true now: the time (the window may have closed meanwhile), the
         cluster's operations, the fleet's auto-patch operations (the count, and a failure
         whose halt is not recorded yet) and the halts read afresh; and start."""
-        probe, verdicts = await self._ask(workload, policy.health)
+        probe, verdicts = await self._ask(workload, policy.health, cluster=cluster.key)
         async with self._lock:
             now = self.clock()
             try:

@@ -205,6 +205,7 @@ class ClusterController:
 
     async def stop(self) -> None:
         await self.queue.stop()
+        await self.autopatch.close()
         for _, workload in self._workload.values():
             await workload.close()
         self._workload.clear()

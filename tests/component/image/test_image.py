@@ -203,6 +203,37 @@ for path in ("/probe", "/opt/ichor/probe", "/etc/ichor/probe", "/tmp/probe"):
 """
 
 
+#: A health check in the image's worker process, as the operator runs one: an ordinary
+#: check, then one the deadline stops; nothing written anywhere, /tmp included.
+EVALUATES = """
+import asyncio, os
+from ichor.api.autopatch import HealthCheck
+from ichor.controller.autopatch import health
+from ichor.controller.autopatch.evaluator import Evaluator
+
+def compiled(expression):
+    check = HealthCheck(name="gate", api_version="v1", resource="configmaps",
+                        expression=expression)
+    (done,), problems = health.compile_checks([check])
+    return done
+
+async def main():
+    evaluator = Evaluator()
+    ready, _ = await evaluator.run(compiled('objects.all(o, o.data.ready == "yes")'),
+                                   [{"data": {"ready": "yes"}}], within=60)
+    fields = {f"k{i}": "v" * 40 for i in range(150)}
+    heavy = [{"data": dict(fields), "metadata": {"name": f"o{n}"}} for n in range(200)]
+    stopped, _ = await evaluator.run(compiled("objects.all(a, a in objects)"), heavy, within=2)
+    again, _ = await evaluator.run(compiled("objects.size() == 0"), [], within=60)
+    await evaluator.close()
+    print(ready.result.value, stopped.result.value, again.result.value, evaluator.started)
+
+before = sorted(os.listdir("/tmp"))
+asyncio.run(main())
+print(sorted(os.listdir("/tmp")) == before)
+"""
+
+
 def test_the_image_names_its_user_and_runs_the_charts_command(built_image: Built) -> None:
     uid, gid = built_image.config.ids()
     context = helm.one(helm.template(), "Deployment")["spec"]["template"]["spec"]
@@ -261,6 +292,9 @@ def test_the_image_runs_as_its_user_on_a_read_only_root_until_it_serves(
             "/etc/ichor/probe": "EROFS",
             "/tmp/probe": "written",
         }
+        # the health checks' worker runs on this root, and writes nothing
+        evaluated = _exec(container, EVALUATES).split()
+        assert evaluated == ["true", "timeout", "true", "2", "True"], evaluated
         assert container.exited() is None, container.log_text()
         serving = container.log_text()
         assert "Traceback" not in serving, serving

@@ -32,7 +32,7 @@ class Slow(AutoPatcher):
         return decisions.Probe(ok=self.ready, message="" if self.ready else "answered 500")
 
     async def _health(
-        self, workload: Any, checks: Sequence[health.Compiled]
+        self, workload: Any, checks: Sequence[health.Compiled], *, cluster: str = ""
     ) -> tuple[health.Verdict, ...]:
         # sixteen checks, each slow but each within its own bound
         for _ in range(16):
@@ -44,7 +44,7 @@ class Slow(AutoPatcher):
 async def _timed(patcher: AutoPatcher) -> tuple[float, decisions.Probe, object]:
     loop = asyncio.get_running_loop()
     started = loop.time()
-    probe, verdicts = await patcher._ask(WORKLOAD, ())
+    probe, verdicts = await patcher._ask(WORKLOAD, (), cluster="a/c")
     return loop.time() - started, probe, verdicts
 
 
@@ -73,5 +73,7 @@ async def test_within_the_deadline_the_answers_are_kept() -> None:
     refused = Slow(ready=False, readyz_seconds=0.0, check_seconds=0.0)
     _, probe, verdicts = await _timed(refused)
     assert (probe.ok, probe.message, verdicts, refused.checked) == (False, "answered 500", None, 0)
-    probe, none = await Slow(ready=True, readyz_seconds=0, check_seconds=0)._ask(None, ())
+    probe, none = await Slow(ready=True, readyz_seconds=0, check_seconds=0)._ask(
+        None, (), cluster="a/c"
+    )
     assert (probe.ok, probe.message, none) == (False, "cannot be asked", None)

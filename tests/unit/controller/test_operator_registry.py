@@ -23,4 +23,14 @@ def test_every_part_registers_its_handlers_under_ids_of_its_own(
     activities = registry._activities.get_all_handlers()  # no public listing in kopf
     ids = Counter(str(handler.id) for handler in activities)
     assert [i for i, n in ids.items() if n > 1] == []
-    assert {"clusters-start", "clusters-stop", "ichor-login"} <= ids.keys()
+    assert {"clusters-start", "clusters-stop", "ichor-login", "operator-exit"} <= ids.keys()
+
+
+async def test_the_exit_is_bounded_under_the_pods_grace_period() -> None:
+    """kopf would wait ten minutes for a stuck stop before it kills the process; the
+    operator lets it wait less than the 30 s the chart gives the Pod."""
+    settings = kopf.OperatorSettings()
+    assert settings.process.ultimate_exiting_timeout == 600
+    await operator.bound_the_exit(settings)
+    assert settings.process.ultimate_exiting_timeout == operator.EXIT_TIMEOUT
+    assert operator.EXIT_TIMEOUT < 30
