@@ -159,6 +159,10 @@ def status_table(rows: list[views.StatusRow], *, namespaces: bool) -> None:
     auto_patch = any(row.auto_patch != "-" for row in rows)
     if auto_patch:
         table.add_column("AUTO-PATCH", no_wrap=True)
+    # the column is there once any cluster's nodes were read (each node's own image)
+    images = any(row.images != "-" for row in rows)
+    if images:
+        table.add_column("IMAGES", no_wrap=True)
     for row in rows:
         cells = [
             row.name,
@@ -170,6 +174,7 @@ def status_table(rows: list[views.StatusRow], *, namespaces: bool) -> None:
             row.kubernetes_upgrade,
             row.ready,
             *([row.auto_patch] if auto_patch else []),
+            *([row.images] if images else []),
         ]
         table.add_row(*([row.namespace, *cells] if namespaces else cells))
     with out.capture() as captured:
@@ -179,3 +184,10 @@ def status_table(rows: list[views.StatusRow], *, namespaces: bool) -> None:
     for row in rows:
         if row.message:
             out.print(f"{row.namespace}/{row.name}: {row.message}", soft_wrap=True)
+        if row.image_lines:
+            out.print(
+                f"{row.namespace}/{row.name}: the nodes differ, each is upgraded to its own image:",
+                soft_wrap=True,
+            )
+            for line in row.image_lines:
+                out.print(f"  {line}", soft_wrap=True)

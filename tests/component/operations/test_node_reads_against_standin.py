@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -37,7 +38,9 @@ CP2 = TalosNode(
     "rd-cp-2", "10.201.4.11", platform="aws", secure_boot=True, schematic=STORAGE,
     factory="https://factory.example.com", extensions=(ISCSI,),
 )  # fmt: skip
-WORKER = TalosNode("rd-worker-1", "10.201.4.12", platform="gcp", schematic=GPU, extensions=(NVIDIA,))
+WORKER = TalosNode(
+    "rd-worker-1", "10.201.4.12", platform="gcp", schematic=GPU, extensions=(NVIDIA,)
+)
 PLAIN = TalosNode("rd-worker-2", "10.201.4.13", platform="nocloud", schematic=None)
 NODES = (CP1, CP2, WORKER, PLAIN)
 TARGET = "v1.14.4"
@@ -109,12 +112,10 @@ def test_each_node_is_read_and_given_its_own_installer(
         CP1.name: f"factory.talos.dev/metal-installer/{talos_standin.DEFAULT_SCHEMATIC}:{TARGET}",
         CP2.name: f"factory.example.com/aws-installer-secureboot/{STORAGE}:{TARGET}",
         WORKER.name: f"factory.talos.dev/gcp-installer/{GPU}:{TARGET}",
-        PLAIN.name: (
-            f"factory.talos.dev/nocloud-installer/{node_images.PLAIN_SCHEMATIC}:{TARGET}"
-        ),
+        PLAIN.name: (f"factory.talos.dev/nocloud-installer/{node_images.PLAIN_SCHEMATIC}:{TARGET}"),
     }
     assert {p.name: p.own.extensions for p in plan.nodes}[CP2.name] == ("iscsi-tools",)
-    status = talosread.node_image_status(readings, now=talosread.datetime.now())
+    status = talosread.node_image_status(readings, now=datetime.now(UTC))
     assert status.summary == "4 images"
     print(f"\nread of {len(NODES)} nodes, 3 talosctl get run one after another: {seconds:.2f} s")
 

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from ichor.cli import views
 from ichor.controller.talosoperation import talosread
 from ichor.upgrade.node_images import NodeImage
 
@@ -137,3 +138,34 @@ def test_the_status_groups_nodes_by_identical_image_largest_first() -> None:
     assert [g.nodes for g in status.groups] == [("n1", "n2", "n3", "odd"), ("n0",)]
     assert status.unreadable[0] == "Node n4: no extensions (timeout)"
     assert "annotation extensions.talos.dev/schematic names eeeeeeeeeeee" in status.unreadable[1]
+
+
+def test_ichor_status_shows_when_the_nodes_differ() -> None:
+    body = {
+        "metadata": {"name": "prod", "namespace": "team-a", "generation": 1},
+        "spec": {"talosVersion": "v1.14.3", "kubernetesVersion": "v1.36.6",
+                 "versionContract": "v1.14"},
+        "status": {
+            "nodeImages": {
+                "summary": "2 images",
+                "differ": True,
+                "groups": [
+                    {"platform": "metal", "schematic": SCHEMATIC, "factory": "factory.talos.dev",
+                     "extensions": ["iscsi-tools"], "nodes": ["cp-1", "cp-2"]},
+                    {"platform": "aws", "secureBoot": True, "schematic": SCHEMATIC,
+                     "factory": "factory.corp", "nodes": ["gpu-1"]},
+                ],
+            }
+        },
+    }  # fmt: skip
+    (row,) = views.status_rows([body])
+    assert row.images == "2 images"
+    assert row.image_lines == (
+        f"metal, schematic {SCHEMATIC[:12]} (iscsi-tools): cp-1, cp-2",
+        f"aws, SecureBoot, schematic {SCHEMATIC[:12]} of factory.corp (no extensions): gpu-1",
+    )
+    assert row.to_json()["nodeImages"]["summary"] == "2 images"
+    same = {**body, "status": {"nodeImages": {"summary": "1 image", "differ": False}}}
+    (row,) = views.status_rows([same])
+    assert row.images == "1 image"
+    assert row.image_lines == ()
