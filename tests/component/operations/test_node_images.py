@@ -8,6 +8,7 @@ reads for real against the Talos API stand-in.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -23,6 +24,9 @@ from tests.component.operations.conftest import (
     phase,
     running_job,
 )
+from tests.component.operations.test_through_webhook import webhook  # noqa: F401
+from tests.component.webhook import harness
+from tests.harness import controlplane
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
 
@@ -171,8 +175,27 @@ async def test_a_node_whose_schematic_cannot_be_read_is_refused(
     assert sentence.startswith("Node ops-worker-1")
 
 
+def _plan(control_plane: controlplane.ControlPlane, namespace: str, name: str) -> str:
+    """The plan of a Talos operation: its server-side dry run; what the webhook says."""
+    body = {
+        "apiVersion": "ichor.dev/v1alpha1",
+        "kind": "TalosOperation",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"clusterRef": {"name": "prod"}, "type": "talos", "version": "v1.14.4"},
+    }
+    result = control_plane.kubectl(
+        "create", "--dry-run=server", "-f", "-", input=json.dumps(body), check=False
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stderr
+
+
 async def test_a_deliberate_schematic_change_by_label_selector_is_named_and_carried_out(
-    operator: Operator, workload: Workload, objects: Objects
+    webhook: harness.Webhook,  # noqa: F811
+    operator: Operator,
+    workload: Workload,
+    objects: Objects,
+    control_plane: controlplane.ControlPlane,
 ) -> None:
     operator.reads.images.update(
         {
@@ -185,6 +208,11 @@ async def test_a_deliberate_schematic_change_by_label_selector_is_named_and_carr
     await objects.create_cluster(
         nodeSchematics=[{"selector": {"matchLabels": {"gpu": "true"}}, "schematic": NEW}]
     )
+    # the plan says which nodes change before anything runs
+    said = _plan(control_plane, objects.namespace, "plan")
+    assert (
+        f"spec.nodeSchematics[0] changes the nodes labelled gpu=true to schematic {NEW[:12]}"
+    ) in said, said
     await objects.create_operation("up", "talos", "v1.14.4")
     body, job = await running_job(objects, "up")
     (change,) = body["status"]["nodes"]["changes"]
@@ -200,3 +228,13 @@ async def test_a_deliberate_schematic_change_by_label_selector_is_named_and_carr
     }
     started = [e for e in await objects.events("up") if e["reason"] == "Started"]
     assert change in started[0]["message"]
+    # once a read is recorded, the plan of a cluster-wide schematic names each change
+    # and each node it would refuse, from what the nodes were found running
+    await objects.patch_cluster_spec({"schematic": PLAIN_SCHEMATIC, "nodeSchematics": None})
+    await eventually(
+        objects.cluster,
+        lambda c: bool((c.get("status") or {}).get("nodeImages")),
+        what="status.nodeImages",
+    )
+    said = _plan(control_plane, objects.namespace, "plan-2")
+    assert "would be refused: Nodes ops-cp-1, ops-cp-2 and ops-worker-1: would lose" in said, said

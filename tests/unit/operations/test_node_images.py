@@ -234,3 +234,33 @@ def test_many_refused_nodes_are_counted_past_five() -> None:
     found = plan([reading(f"w-{i}", None, problem="timeout") for i in range(12)])
     (refusal,) = found.refusals
     assert refusal.startswith("Nodes w-0, w-1, w-2, w-3, w-4 and 7 more: cannot be read")
+
+
+def test_the_plan_names_changes_and_refusals_from_what_the_last_read_recorded() -> None:
+    from ichor.webhook import decisions
+
+    groups = [
+        {"platform": "metal", "schematic": ISCSI, "factory": "factory.talos.dev",
+         "extensions": ["iscsi-tools"], "nodes": ["w-1", "w-2"]},
+        {"platform": "metal", "schematic": PLAIN_SCHEMATIC, "factory": "factory.talos.dev",
+         "nodes": ["cp-1"]},
+    ]  # fmt: skip
+    body = {"spec": {"schematic": OTHER}, "status": {"nodeImages": {"groups": groups}}}
+    said = decisions.image_plan_warnings(body, version="v1.14.4")
+    assert said == (
+        f"extensions change: Nodes w-1 and w-2: schematic {ISCSI[:12]} (iscsi-tools) -> "
+        f"{OTHER[:12]} (named by spec.schematic)",
+        f"extensions change: Node cp-1: schematic {PLAIN_SCHEMATIC[:12]} (no extensions) -> "
+        f"{OTHER[:12]} (named by spec.schematic)",
+    )
+    body["spec"] = {"schematic": PLAIN_SCHEMATIC}
+    (refused,) = decisions.image_plan_warnings(body, version="v1.14.4")
+    assert refused.startswith("would be refused: Nodes w-1 and w-2: would lose iscsi-tools")
+    assert decisions.image_plan_warnings({"spec": {}}, version="v1.14.4") == ()
+    garbage: list[dict[str, object]] = [
+        {},
+        {"spec": "x"},
+        {"spec": {"schematic": OTHER}, "status": {"nodeImages": 5}},
+    ]
+    for one in garbage:
+        decisions.image_plan_warnings(one, version="v1.14.4")  # never raises
