@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from ichor.api._base import ApiModel
 from ichor.api.autopatch import FleetAutoPatchSpec, FleetAutoPatchStatus
 from ichor.api.conditions import Condition
+from ichor.api.taloscluster import UpgradePolicy
 from ichor.upgrade import choices
 from ichor.upgrade.rule import Component
 
@@ -53,6 +54,8 @@ class IchorInstallationSpec(ApiModel):
     #: The ServiceAccount (a name, in each TalosCluster's own namespace) that reads a
     #: cluster without a kubeconfig Secret when its spec names none (ichor.kube.accounts).
     default_service_account_name: str | None = None
+    #: Each TalosCluster's upgrade policy, field by field under its own.
+    upgrade_policy: UpgradePolicy | None = None
 
 
 class UpgradeTargets(ApiModel):

@@ -69,6 +69,48 @@ class NodeSchematic(ApiModel):
     schematic: str
 
 
+class RebootMode(StrEnum):
+    """talosctl's ``--reboot-mode`` (machine.RebootRequest_Mode): ``default`` lets the
+    node kexec into the new kernel where it can; ``powercycle`` bypasses kexec."""
+
+    DEFAULT = "default"
+    POWERCYCLE = "powercycle"
+
+
+class UpgradePolicy(ApiModel):
+    """How a Talos upgrade moves through the nodes (``spec.upgradePolicy``; each field
+    left unset is the IchorInstallation's, then talosctl's own default)."""
+
+    #: Cordon and drain each node before its reboot (talosctl ``--drain``).
+    drain: bool | None = None
+    #: How long a drain may take (talosctl ``--drain-timeout``, a Go duration).
+    drain_timeout: str | None = None
+    reboot_mode: RebootMode | None = None
+    #: Worker nodes upgraded at the same time; control plane nodes always go one by one.
+    max_unavailable_workers: int | None = None
+
+
+#: talosctl's own defaults (cmd/talosctl/cmd/talos/upgrade.go, v1.13.9: --drain true,
+#: --drain-timeout nodedrain.DefaultDrainTimeout = 5m, --reboot-mode default), and one
+#: worker at a time.
+DEFAULT_UPGRADE_POLICY = UpgradePolicy(
+    drain=True, drain_timeout="5m", reboot_mode=RebootMode.DEFAULT, max_unavailable_workers=1
+)
+
+
+def effective_policy(*layers: UpgradePolicy | None) -> UpgradePolicy:
+    """Each field from the first layer that sets it (the cluster's, the fleet's), else
+    the default."""
+    found: dict[str, object] = {}
+    for field in UpgradePolicy.model_fields:
+        for layer in (*layers, DEFAULT_UPGRADE_POLICY):
+            value = getattr(layer, field) if layer is not None else None
+            if value is not None:
+                found[field] = value
+                break
+    return UpgradePolicy.model_validate(found)
+
+
 class TalosClusterSpec(ApiModel):
     talos_version: str
     kubernetes_version: str
@@ -85,6 +127,8 @@ class TalosClusterSpec(ApiModel):
     #: The cluster's own auto-patch settings, over the fleet's (IchorInstallation).
     auto_patch: AutoPatchSpec | None = None
     upgrade_strategy: UpgradeStrategy = UpgradeStrategy.OPERATIONS
+    #: How a Talos upgrade moves through the nodes, over the fleet's default.
+    upgrade_policy: UpgradePolicy | None = None
     #: The ServiceAccount of this namespace the operator reads the cluster it runs in as,
     #: when there is no kubeconfig Secret (ichor.kube.accounts); unset: the fleet's default.
     service_account_name: str | None = None

@@ -14,10 +14,12 @@ input: bounded, and read by shape, never by exception.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from ichor.api.taloscluster import NodeImageGroup, NodeImages
 from ichor.controller.talosoperation import jobs
@@ -316,4 +318,140 @@ def node_image_status(readings: Sequence[NodeReading], *, now: datetime) -> Node
             for k in ordered
         ),
         unreadable=tuple(unreadable),
+    )
+
+
+# --- etcd, between control plane nodes ---------------------------------------------------
+
+#: The containers of an etcd check: what ``talosctl health`` reads of etcd
+#: (pkg/cluster/check/etcd.go: every control plane node's member list, consistent, its
+#: members the control plane nodes) and each member's own status (``talosctl etcd status``,
+#: for its errors, alarms and leader).
+ETCD_READS = (("members", ("etcd", "members")), ("status", ("etcd", "status")))
+#: A member ID of no member: etcd's leader field when there is no leader.
+NO_LEADER = "0000000000000000"
+
+
+def etcd_job(
+    *,
+    operation: jobs.OperationRef,
+    name: str,
+    talos_version: str,
+    addresses: Sequence[str],
+    talosconfig: jobs.SecretMount,
+    settings: ExecutorSettings,
+) -> jobs.JobManifest:
+    """A read of etcd on every control plane node (``addresses``)."""
+    if not addresses:
+        raise ValueError("an etcd check needs the control plane nodes")
+    nodes = ",".join(addresses)
+    return jobs.read_job(
+        operation=operation,
+        name=name,
+        talos_version=talos_version,
+        reads=[(c, [*args, "--nodes", nodes]) for c, args in ETCD_READS],
+        talosconfig=talosconfig,
+        settings=settings,
+    )
+
+
+def table(text: str, *, first: str = "NODE") -> list[dict[str, str]]:
+    """The rows of a talosctl table (text/tabwriter: columns start where the header's
+    names start, cells may hold single spaces); lines before the header, and warning
+    lines, are not rows."""
+    lines = text.splitlines()
+    at = next((i for i, line in enumerate(lines) if line.startswith(first + " ")), None)
+    if at is None:
+        return []
+    header, index = lines[at], at
+    starts = [m.start() for m in re.finditer(r"\S+(?: \S+)*", header)]
+    names = [header[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+    rows = []
+    for line in lines[index + 1 :]:
+        if not line.strip() or line.startswith(("WARNING", "error", "Error")):
+            continue
+        cells = [line[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+        rows.append(dict(zip(names, cells, strict=True)))
+    return rows
+
+
+def _rows(text: str) -> set[str]:
+    """The lines of ``text`` that are rows of its table (each starts with an address)."""
+    return {line for line in text.splitlines() if line[:1].isdigit() or line.startswith("[")}
+
+
+def _host(url: str) -> str:
+    host = urlsplit(url.strip()).hostname
+    return host or ""
+
+
+@dataclass(frozen=True)
+class EtcdHealth:
+    """What an etcd check found: one sentence per problem (none: healthy)."""
+
+    problems: tuple[str, ...] = ()
+    members: int = 0
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+
+def etcd_health(
+    output: ReadOutput, *, control_plane: Mapping[str, str], only: Iterable[str] = ()
+) -> EtcdHealth:
+    """etcd healthy with every member, as ``talosctl health`` judges it
+    (pkg/cluster/check/etcd.go), from an etcd check's output. ``control_plane``: each
+    control plane node's address -> name. ``only``: the nodes whose own member must be
+    back (after their upgrade); empty: every member (before a control plane node).
+
+    Each node must answer both reads; every member list must be the same; each member
+    must be a control plane node (its peer URL's host among their addresses), not a
+    learner, and every control plane node a member; each member's status must name a
+    leader and no error (etcd's own, its alarms among them).
+    """
+    members = {row.get("NODE", ""): row for row in table(output.logs.get("members", ""))}
+    lists: dict[str, set[tuple[str, str, str]]] = {}
+    for row in table(output.logs.get("members", "")):
+        key = (row.get("ID", ""), row.get("PEER URLS", ""), row.get("LEARNER", ""))
+        lists.setdefault(row.get("NODE", ""), set()).add(key)
+    statuses = {row.get("NODE", ""): row for row in table(output.logs.get("status", ""))}
+    named = {address: control_plane[address] for address in control_plane}
+    wanted = [a for a, n in named.items() if not list(only) or n in set(only)]
+    problems: list[str] = []
+    said = " | ".join(
+        line.strip()
+        for text in output.logs.values()
+        for line in text.splitlines()
+        if line.strip() and not line.startswith("NODE ") and line not in _rows(text)
+    )[:MAX_ERROR_CHARS]
+    for address in wanted:
+        name = named[address]
+        if address not in members or address not in statuses:
+            problems.append(f"etcd on {name} does not answer" + (f" ({said})" if said else ""))
+            continue
+        status = statuses[address]
+        if status.get("ERRORS"):
+            problems.append(f"etcd on {name} reports: {status['ERRORS']}")
+        elif status.get("LEADER", NO_LEADER) in ("", NO_LEADER):
+            problems.append(f"etcd on {name} has no leader")
+        if status.get("LEARNER") == "true":
+            problems.append(f"etcd on {name} is a learner, not yet a voting member")
+    known = [found for found in lists.values() if found]
+    if known:
+        first = known[0]
+        if any(found != first for found in known[1:]):
+            problems.append("the control plane nodes list different etcd members")
+        hosts = {_host(peer.split(",")[0]) for _, peer, _ in first}
+        for _, peer, learner in first:
+            host = _host(peer.split(",")[0])
+            if host not in control_plane:
+                problems.append(f"etcd member at {host or peer} is not a control plane node")
+            elif learner == "true" and (not list(only) or control_plane[host] in set(only)):
+                problems.append(f"etcd member of {control_plane[host]} is a learner")
+        for address in wanted:
+            if address not in hosts:
+                problems.append(f"{named[address]} is not an etcd member")
+    return EtcdHealth(
+        problems=tuple(dict.fromkeys(problems)), members=len(known[0]) if known else 0
     )

@@ -137,3 +137,51 @@ def test_an_unreachable_node_is_refused_by_name_with_talosctls_words(
     assert PLAIN.name in messages
     assert CP1.name not in messages
     assert CP2.name not in messages
+
+
+def _run_etcd_check(api: talos_standin.TalosApi, tmp_path: Path) -> talosread.ReadOutput:
+    manifest = talosread.etcd_job(
+        operation=REF, name="ichor-talos-up-check-1", talos_version="v1.14.3",
+        addresses=[CP1.address, CP2.address],
+        talosconfig=jobs.SecretMount(secret="prod-talosconfig", key="talosconfig"),
+        settings=ExecutorSettings(),
+    )  # fmt: skip
+    config = api.talosconfig(endpoint=f"127.0.0.1:{api.port}")
+    logs, codes = {}, {}
+    for container in manifest["spec"]["template"]["spec"]["containers"]:
+        result = support.talosctl(config, container["args"], tmp_path)
+        logs[container["name"]] = result.stdout + result.stderr
+        codes[container["name"]] = result.returncode
+    return talosread.ReadOutput(logs=logs, exit_codes=codes)
+
+
+CONTROL_PLANE = {CP1.address: CP1.name, CP2.address: CP2.name}
+
+
+def test_etcd_is_judged_healthy_with_every_member_as_talosctl_health_does(
+    api: talos_standin.TalosApi, tmp_path: Path
+) -> None:
+    healthy = talosread.etcd_health(_run_etcd_check(api, tmp_path), control_plane=CONTROL_PLANE)
+    assert healthy.problems == ()
+    assert healthy.members == 2
+    api.set_member(CP2.name, errors=["raft: slow disk"])
+    erring = talosread.etcd_health(_run_etcd_check(api, tmp_path), control_plane=CONTROL_PLANE)
+    assert erring.problems == (f"etcd on {CP2.name} reports: raft: slow disk",)
+    # after an upgrade only that node's own member must be back
+    mine = talosread.etcd_health(
+        _run_etcd_check(api, tmp_path), control_plane=CONTROL_PLANE, only=[CP1.name]
+    )
+    assert mine.healthy, mine.problems
+    # one of two members down: no quorum, so neither lists the members
+    api.set_member(CP2.name, errors=[], state="down")
+    down = talosread.etcd_health(_run_etcd_check(api, tmp_path), control_plane=CONTROL_PLANE)
+    assert any(p.startswith(f"etcd on {CP2.name} does not answer") for p in down.problems), down
+    api.set_member(CP2.name, state="healthy", alarms=["NOSPACE"])
+    alarmed = talosread.etcd_health(_run_etcd_check(api, tmp_path), control_plane=CONTROL_PLANE)
+    assert any("alarm:NOSPACE" in p for p in alarmed.problems), alarmed.problems
+    api.set_member(CP2.name, alarms=[], learner=True)
+    learner = talosread.etcd_health(_run_etcd_check(api, tmp_path), control_plane=CONTROL_PLANE)
+    assert any("learner" in p for p in learner.problems), learner.problems
+    api.set_member(CP2.name, learner=False, state="removed")
+    removed = talosread.etcd_health(_run_etcd_check(api, tmp_path), control_plane=CONTROL_PLANE)
+    assert any(f"{CP2.name} is not an etcd member" in p for p in removed.problems), removed
