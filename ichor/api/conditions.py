@@ -214,6 +214,21 @@ class OperationReason(StrEnum):
     #: the spec's cluster-wide schematic would drop an extension it runs. The message
     #: names the nodes and the step; the override verb does not pass it, the spec does.
     NODE_IMAGE_REFUSED = "NodeImageRefused"
+    #: ``Complete=False``: a Talos operation goes node by node, one Job per node, with
+    #: checks between nodes; ``status.nodes`` says which are done, which run, which next.
+    NODES_UPGRADING = "NodesUpgrading"
+    #: A check between nodes failed (etcd not healthy with every member before a control
+    #: plane node; after a node, the Node not Ready on the target, its etcd member not
+    #: back, or a health check of the cluster failing): the operation stops before the
+    #: next node, and the message names the check, the node reached and the step.
+    CHECK_FAILED = "CheckFailed"
+    #: A node's drain did not finish within the policy's drainTimeout: the image is
+    #: staged on the node and the node is cordoned, not rebooted; the message names the
+    #: node, the image and the commands that finish or undo it.
+    DRAIN_TIMED_OUT = "DrainTimedOut"
+    #: Refused before any node is touched: the talosconfig's client certificate expires
+    #: before the operation's deadline, or its role cannot upgrade.
+    PREFLIGHT_FAILED = "PreflightFailed"
 
 
 class InstallationConditionType(StrEnum):

@@ -532,6 +532,12 @@ def failure_kind(reason: str, *, started: bool) -> Failure:
     """
     if reason == OperationReason.NODES_NOT_UPGRADED:
         return Failure.UPGRADE_FAILED
+    if reason == OperationReason.DRAIN_TIMED_OUT:
+        # a PodDisruptionBudget held it: says nothing about the version
+        return Failure.INTERRUPTED
+    if reason == OperationReason.CHECK_FAILED:
+        # a check before any node was upgraded says nothing about the version
+        return Failure.UPGRADE_FAILED if started else Failure.NOT_STARTED
     if reason == OperationReason.JOB_FAILED:
         return Failure.UPGRADE_FAILED if started else Failure.NOT_STARTED
     if reason == OperationReason.SPEC_NOT_UPDATED:
@@ -755,9 +761,11 @@ def running(
     message: str,
     now: datetime,
     nodes: OperationNodes | None = None,
+    reason: str | None = None,
 ) -> TalosOperationStatus:
     """Running; ``nodes``: a Talos operation's nodes and images, recorded at the claim
-    (a restart builds the Job from them, never from a new read)."""
+    (a restart builds the Job from them, never from a new read); ``reason``: Complete's
+    (default JobCreating or JobRunning)."""
     updates = []
     if op.phase is not Phase.RUNNING:
         if decision.passed is not None:
@@ -777,7 +785,9 @@ def running(
                 op.generation,
             )
         updates.append(accepted)
-    reason = OperationReason.JOB_RUNNING if job_created else OperationReason.JOB_CREATING
+    reason = reason or (
+        OperationReason.JOB_RUNNING if job_created else OperationReason.JOB_CREATING
+    )
     updates.append(_condition(Complete, F, reason, message, op.generation))
     return _status(
         op,
