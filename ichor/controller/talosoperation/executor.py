@@ -47,7 +47,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from kubernetes_asyncio import client
@@ -57,10 +57,17 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ichor.api import kinds
 from ichor.api.conditions import OperationReason
 from ichor.api.events import OperationEventReason
-from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, DEFAULT_TALOSCONFIG_KEY
+from ichor.api.taloscluster import (
+    DEFAULT_KUBECONFIG_KEY,
+    DEFAULT_TALOSCONFIG_KEY,
+    UpgradePolicy,
+    effective_policy,
+)
 from ichor.api.talosoperation import (
     Failure,
     ImageNodes,
+    NodePolicy,
+    NodeStage,
     OperationNodes,
     OperationType,
     Phase,
@@ -70,7 +77,7 @@ from ichor.api.talosoperation import (
 )
 from ichor.controller import observe
 from ichor.controller.queue import WorkQueue
-from ichor.controller.talosoperation import jobs, lifecycle, talosread
+from ichor.controller.talosoperation import jobs, lifecycle, nodesteps, preflight, talosread
 from ichor.controller.talosoperation.lifecycle import ClusterState, Operation
 from ichor.controller.talosoperation.talosread import node_image_status
 from ichor.kube import accounts, batch, bodies, errors, events, metrics, objects, patching
@@ -111,6 +118,18 @@ BeforeWrite = Callable[[Operation], Awaitable[None]]
 ReadOutput = Callable[[str, Mapping[str, Any]], Awaitable["talosread.ReadOutput | None"]]
 
 
+#: (operation, its TalosCluster as read) -> each health check's (name, passed, message).
+HealthGate = Callable[[Operation, Mapping[str, Any]], Awaitable[Sequence[tuple[str, bool, str]]]]
+
+
+def _fleet_policy(installation: Mapping[str, Any] | None) -> UpgradePolicy | None:
+    raw = ((installation or {}).get("spec") or {}).get("upgradePolicy")
+    try:
+        return UpgradePolicy.model_validate(raw) if isinstance(raw, Mapping) else None
+    except ValueError:
+        return None
+
+
 def _namespace(key: Key) -> str:
     return key[0]
 
@@ -144,6 +163,9 @@ class OperationController:
         #: What a read Job printed once it ended (a seam: the component tier, where no
         #: kubelet runs a Pod, plays talosctl's output for the Job's nodes).
         self.read_output: ReadOutput = self._read_output
+        #: The cluster's own health checks (auto-patch's CEL checks), run after each
+        #: node: (name, passed, message) each; None: none configured in this process.
+        self.health_gate: HealthGate | None = None
         #: 409s met on writes, each followed by a fresh step (for tests and logs).
         self.conflicts = 0
 
@@ -315,6 +337,7 @@ class OperationController:
                     )  # fmt: skip
                     return op, self.settings.resync_interval
                 planned = read
+                return await self._claim_nodes(op, planned, decision, cluster_body), None
             manifest, detail = await self._manifest(op, cluster, cluster_body, planned=planned)
         except _Refused as error:
             op = await self._refuse(op, error.reason, error.message, kind=Failure.REFUSED)
@@ -415,6 +438,8 @@ class OperationController:
     # --- following a Running operation --------------------------------------------------
 
     async def _drive(self, op: Operation) -> Operation:
+        if op.status.nodes is not None and op.status.nodes.policy is not None:
+            return await self._drive_nodes(op)
         name = op.status.job_name or jobs.job_name(
             operation=op.name, uid=op.uid, type_=op.spec.type
         )
@@ -626,6 +651,423 @@ class OperationController:
                 raise
             return None, cast(Mapping[str, Any], written)
         raise Moved(f"TalosCluster {op.spec.cluster_ref.name} kept moving")
+
+    # --- a Talos operation, node by node -------------------------------------------------
+
+    async def _claim_nodes(
+        self,
+        op: Operation,
+        planned: OperationNodes,
+        decision: lifecycle.Decision,
+        cluster_body: Mapping[str, Any],
+    ) -> Operation:
+        """Claim a Talos operation: finalizer, then Running with its nodes, their images
+        and the policy it runs under recorded; then the first step."""
+        cluster = ClusterState.from_body(cluster_body)
+        installation = await objects.get_installation(self.api)
+        fleet = _fleet_policy(installation)
+        effective = effective_policy(cluster.spec.upgrade_policy, fleet)
+        policy = nodesteps.policy_for(effective, nodes=len(planned.order))
+        planned = planned.model_copy(update={"policy": policy})
+        op = await self._add_finalizer(op)
+        detail = (
+            f"talosctl upgrade to {op.spec.version}, one Job per node, control plane first, "
+            f"each with its own installer ({len(planned.images)} image"
+            f"{'s' if len(planned.images) != 1 else ''}), checks between nodes"
+        )
+        if policy.single_node:
+            detail += "; " + nodesteps.single_node_statement(
+                version=op.spec.version or "", drain=effective.drain
+            )
+        if planned.changes:
+            detail += "; extensions change as the spec names: " + "; ".join(planned.changes)
+        op = await self._write(
+            op,
+            lifecycle.running(
+                op,
+                job_name="",
+                decision=decision,
+                job_created=True,
+                message=f"{detail}; {nodesteps.progress(planned)}",
+                now=_now(),
+                nodes=planned,
+                reason=OperationReason.NODES_UPGRADING,
+            ),
+        )
+        # what it read is recorded (the plan, status.nodeImages): a restart from here goes
+        # on from the plan and never reads again
+        await self._drop_read(op)
+        if decision.passed is not None:
+            await self._event(
+                op.body,
+                bodies.EventType.WARNING,
+                OperationEventReason.OVERRIDE,
+                f"{op} runs under override: true, {decision.passing}",
+            )
+        await self._event(op.body, bodies.EventType.NORMAL, OperationEventReason.STARTED, detail)
+        await self._event(
+            cluster_body,
+            bodies.EventType.NORMAL,
+            OperationEventReason.UPGRADE_STARTED,
+            f"{op} started: {detail}",
+        )
+        return await self._drive_nodes(op)
+
+    async def _drive_nodes(self, op: Operation) -> Operation:
+        """Take the next steps of a Talos operation node by node, each written before the
+        next side effect; stops at the first that waits."""
+        for _ in range(12):
+            version = op.resource_version
+            op = await self._node_step(op)
+            if op.finished or op.phase is not Phase.RUNNING or op.resource_version == version:
+                return op
+        return op
+
+    async def _node_step(self, op: Operation) -> Operation:
+        nodes = op.status.nodes
+        if nodes is None or nodes.policy is None:
+            raise ValueError(f"{op} is not a node-by-node operation")
+        if lifecycle.job_succeeded(op):
+            return await self._finish_succeeded(op)
+        current = nodesteps.planned(nodes, nodes.current or ())
+        if not current:
+            batch = nodesteps.next_batch(nodes)
+            if not batch:
+                return await self._finish_succeeded(op)
+            return await self._write(op, nodesteps.begin(op, nodes, batch, now=_now()))
+        cluster_body = await self._read_cluster(op)
+        if cluster_body is None:
+            message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
+            return await self._finish_failed(op, OperationReason.CLUSTER_NOT_FOUND, message)
+        cluster = ClusterState.from_body(cluster_body)
+        try:
+            talosconfig = await self._talosconfig(op, cluster)
+        except _Unrunnable as error:
+            return await self._finish_failed(op, error.reason, error.message)
+        if nodes.stage is NodeStage.CHECKING:
+            return await self._check_before(op, nodes, current, cluster, talosconfig)
+        if nodes.stage is NodeStage.UPGRADING:
+            return await self._upgrade(op, nodes, current, cluster, talosconfig)
+        return await self._verify(op, nodes, current, cluster, cluster_body, talosconfig)
+
+    async def _talosconfig(self, op: Operation, cluster: ClusterState) -> jobs.SecretMount:
+        """The talosconfig to mount, once it can carry the next node (pre-flight: read,
+        not expiring before a node's Job could end, os:admin)."""
+        ref = cluster.spec.talosconfig_secret_ref
+        if ref is None:
+            raise _Unrunnable(
+                OperationReason.CREDENTIALS_UNUSABLE,
+                f"TalosCluster {cluster.name} names no talosconfigSecretRef any more",
+            )
+        key = ref.key or DEFAULT_TALOSCONFIG_KEY
+        try:
+            value = await read_secret_key(self.api, namespace=op.namespace, name=ref.name, key=key)
+        except KubeconfigError as error:
+            raise _Unrunnable(
+                OperationReason.CREDENTIALS_UNUSABLE, f"the talosconfig cannot be mounted: {error}"
+            ) from error
+        said = preflight.refusal(
+            value.value,
+            now=_now(),
+            deadline_seconds=self.settings.executor.active_deadline_seconds,
+            what=f"the talosconfig in key {key!r} of Secret {op.namespace}/{ref.name}",
+        )
+        if said is not None:
+            raise _Unrunnable(OperationReason.PREFLIGHT_FAILED, said)
+        return jobs.SecretMount(secret=ref.name, key=key)
+
+    def _ref(self, op: Operation) -> jobs.OperationRef:
+        return jobs.OperationRef(
+            namespace=op.namespace,
+            name=op.name,
+            uid=op.uid,
+            cluster=op.spec.cluster_ref.name,
+            type=op.spec.type,
+        )
+
+    async def _etcd(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        cluster: ClusterState,
+        talosconfig: jobs.SecretMount,
+        *,
+        only: tuple[str, ...] = (),
+    ) -> talosread.EtcdHealth | None:
+        """etcd as this attempt's check Job reads it; None while the Job runs. The Job is
+        deleted once read: the next attempt is a Job of its own."""
+        attempt = nodes.attempt or 0
+        name = jobs.job_name(
+            operation=op.name, uid=op.uid, type_=op.spec.type, step=f"check-{attempt}"
+        )
+        job = await self._read_job(op.namespace, name)
+        if job is None:
+            manifest = talosread.etcd_job(
+                operation=self._ref(op),
+                name=name,
+                talos_version=cluster.spec.talos_version,
+                addresses=list(nodesteps.control_plane(nodes)),
+                talosconfig=talosconfig,
+                settings=self.settings.executor,
+            )
+            with contextlib.suppress(errors.Conflict):
+                await batch.create_job(self.api, namespace=op.namespace, body=manifest)
+            return None
+        output = await self.read_output(op.namespace, job)
+        if output is None:
+            return None
+        with contextlib.suppress(errors.NotFound):
+            await batch.delete_job(self.api, namespace=op.namespace, name=name)
+        return talosread.etcd_health(
+            output, control_plane=nodesteps.control_plane(nodes), only=only
+        )
+
+    async def _check_before(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        current: tuple[PlannedNode, ...],
+        cluster: ClusterState,
+        talosconfig: jobs.SecretMount,
+    ) -> Operation:
+        """Before a control plane node: etcd healthy with every member."""
+        names = tuple(n.name for n in current)
+        passed: list[str] = []
+        if any(n.control_plane for n in current):
+            health = await self._etcd(op, nodes, cluster, talosconfig)
+            if health is None:
+                return await self._write(
+                    op,
+                    nodesteps.stage(
+                        op, nodes, now=_now(),
+                        message=f"checks etcd before {nodesteps.named(names)}",
+                    ),
+                )  # fmt: skip
+            if not health.healthy:
+                message = nodesteps.failed_between(
+                    check=f"etcd is not healthy with every member: {'; '.join(health.problems)}",
+                    when="before",
+                    node=nodesteps.named(names),
+                    nodes=nodes,
+                    step="Make etcd healthy (talosctl etcd status, talosctl etcd members), then "
+                    "create a new operation: the nodes done keep the new Talos",
+                )
+                return await self._finish_failed(op, OperationReason.CHECK_FAILED, message)
+            passed.append(
+                f"before {nodesteps.named(names)}: etcd healthy with {health.members} members"
+            )
+        return await self._write(
+            op,
+            nodesteps.stage(
+                op, nodes, now=_now(), message=f"upgrades {nodesteps.named(names)}",
+                passed=passed, stage=NodeStage.UPGRADING, since=_now(),
+            ),
+        )  # fmt: skip
+
+    async def _upgrade(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        current: tuple[PlannedNode, ...],
+        cluster: ClusterState,
+        talosconfig: jobs.SecretMount,
+    ) -> Operation:
+        """Each node of the batch has its own Job; a node's Job is created once: its name
+        is in ``started`` before it is created, and a Job missing after that was deleted."""
+        policy = nodes.policy or NodePolicy()
+        started = list(nodes.started or ())
+        images = nodes.image_of()
+        outcomes: dict[str, tuple[lifecycle.JobOutcome, str]] = {}
+        for node in current:
+            name = jobs.job_name(
+                operation=op.name, uid=op.uid, type_=op.spec.type, step=f"node-{node.name}"
+            )
+            if node.name not in started:
+                op = await self._write(
+                    op,
+                    nodesteps.stage(
+                        op, nodes, now=_now(), message=f"creates Job {name} for {node.name}",
+                        started=(*started, node.name),
+                    ),
+                )  # fmt: skip
+                manifest = jobs.node_job(
+                    operation=self._ref(op),
+                    name=name,
+                    version=op.spec.version or "",
+                    node=jobs.TargetNode(
+                        name=node.name,
+                        address=node.address,
+                        role=jobs.NodeRole.CONTROL_PLANE
+                        if node.control_plane
+                        else jobs.NodeRole.WORKER,
+                    ),
+                    image=images[node.name],
+                    drain=policy.drain,
+                    drain_timeout=policy.drain_timeout,
+                    reboot_mode=policy.reboot_mode,
+                    avoid_node=cluster.spec.kubeconfig_secret_ref is None,
+                    talosconfig=talosconfig,
+                    settings=self.settings.executor,
+                )
+                with contextlib.suppress(errors.Conflict):
+                    await batch.create_job(self.api, namespace=op.namespace, body=manifest)
+                logger.info("%s: Job %s/%s upgrades %s", op, op.namespace, name, node.name)
+                return op
+            job = await self._read_job(op.namespace, name)
+            if job is None or not _owned_by(job, op):
+                message = (
+                    f"Job {name}, which upgrades {node.name}, was deleted before it finished; "
+                    f"the upgrade of {node.name} may be half done; {nodesteps.progress(nodes)}"
+                )
+                return await self._finish_failed(op, OperationReason.JOB_DELETED, message)
+            pods = await self._pods(op.namespace, name)
+            seen = lifecycle.step_started(pods)
+            if seen is not None and op.status.upgrade_started_at is None:
+                op = await self._write(op, lifecycle.step_seen(op, seen))
+            outcomes[node.name] = (lifecycle.job_outcome(job, pods), name)
+        for node in current:
+            outcome, name = outcomes[node.name]
+            if outcome.state is lifecycle.JobState.FAILED:
+                if policy.drain and nodesteps.drain_timed_out(outcome.message):
+                    message = nodesteps.drain_message(
+                        node=node,
+                        image=images[node.name],
+                        timeout=policy.drain_timeout,
+                        failure=outcome.message,
+                        version=op.spec.version or "",
+                    )
+                    return await self._finish_failed(op, OperationReason.DRAIN_TIMED_OUT, message)
+                message = (
+                    f"the upgrade of {node.name} failed: {outcome.message}; "
+                    f"{nodesteps.progress(nodes)}; the TalosCluster spec is unchanged"
+                )
+                return await self._finish_failed(op, OperationReason.JOB_FAILED, message)
+        running = [
+            f"{n}: {o.message or 'Job ' + j + ' runs'}"
+            for n, (o, j) in outcomes.items()
+            if o.state is lifecycle.JobState.RUNNING
+        ]
+        if running:
+            return await self._write(
+                op,
+                nodesteps.stage(op, nodes, now=_now(), message="upgrades " + "; ".join(running)),
+            )
+        names = tuple(n.name for n in current)
+        return await self._write(
+            op,
+            nodesteps.stage(
+                op, nodes, now=_now(),
+                message=f"{nodesteps.named(names)} upgraded; checks after",
+                stage=NodeStage.VERIFYING, since=_now(), attempt=(nodes.attempt or 0) + 1,
+            ),
+        )  # fmt: skip
+
+    async def _verify(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        current: tuple[PlannedNode, ...],
+        cluster: ClusterState,
+        cluster_body: Mapping[str, Any],
+        talosconfig: jobs.SecretMount,
+    ) -> Operation:
+        """After the batch: each Node Ready on the target, each control plane node's etcd
+        member back, the cluster's own health checks passing; until the deadline."""
+        names = tuple(n.name for n in current)
+        said = nodesteps.named(names)
+        now = _now()
+        late = nodesteps.deadline_passed(
+            nodes, now=now, seconds=self.settings.node_version_deadline
+        )
+        failing: tuple[str, str] | None = None  # (reason, what fails)
+        passed: list[str] = []
+        try:
+            items = await self._node_items(op, cluster)
+        except (_Unrunnable, Transient) as error:
+            items, failing = [], (OperationReason.CHECK_FAILED, str(error))
+        by_name = {observe.node_report(i).name: i for i in items}
+        target = op.spec.version or ""
+        for node in current:
+            item = by_name.get(node.name)
+            report = observe.node_report(item) if item is not None else None
+            if report is None:
+                failing = failing or (
+                    OperationReason.NODES_NOT_UPGRADED,
+                    f"Node {node.name} is no longer in the workload cluster",
+                )
+            elif report.talos is None or report.talos.tag != target:
+                shown = report.talos.tag if report.talos else "no readable Talos"
+                failing = failing or (
+                    OperationReason.NODES_NOT_UPGRADED,
+                    f"Node {node.name} reports {shown}, not {target} (a node that does not "
+                    f"come up on the new Talos boots its previous version back)",
+                )
+            elif not observe.node_ready(item):
+                failing = failing or (
+                    OperationReason.CHECK_FAILED,
+                    f"Node {node.name} is not Ready",
+                )
+        if failing is None:
+            passed.append(f"after {said}: Ready on {target}")
+        etcd_done = f"after {said}: etcd member back"
+        needs_etcd = any(n.control_plane for n in current) and etcd_done not in (nodes.checks or ())
+        if failing is None and needs_etcd:
+            own = tuple(n.name for n in current if n.control_plane)
+            health = await self._etcd(op, nodes, cluster, talosconfig, only=own)
+            if health is None:
+                failing = (OperationReason.CHECK_FAILED, "its etcd check runs")
+            elif not health.healthy:
+                failing = (
+                    OperationReason.CHECK_FAILED,
+                    f"etcd member not back: {'; '.join(health.problems)}",
+                )
+                if not late:
+                    # the next look is a new check Job
+                    return await self._write(
+                        op,
+                        nodesteps.stage(
+                            op, nodes, now=now, message=f"after {said}: {failing[1]}",
+                            attempt=(nodes.attempt or 0) + 1,
+                        ),
+                    )  # fmt: skip
+            else:
+                passed.append(etcd_done)
+        if failing is None and self.health_gate is not None:
+            found = await self.health_gate(op, cluster_body)
+            bad = [f"health check {name}: {message}" for name, ok, message in found if not ok]
+            if bad:
+                failing = (OperationReason.CHECK_FAILED, "; ".join(bad))
+            elif found:
+                passed.append(f"after {said}: {len(found)} health check(s) pass")
+        if failing is None:
+            done = (*(nodes.done or ()), *names)
+            return await self._write(
+                op,
+                nodesteps.stage(
+                    op, nodes, now=now, message=f"{said} done", passed=passed,
+                    done=done, current=None, stage=None, since=None,
+                ),
+            )  # fmt: skip
+        reason, what = failing
+        if late:
+            step = (
+                "look at the node (talosctl dmesg, talosctl version, kubectl describe node), "
+                "then create a new operation: the nodes done keep the new Talos, the "
+                "TalosCluster spec is unchanged"
+            )
+            message = nodesteps.failed_between(
+                check=what, when="after", node=said, nodes=nodes, step=step
+            )
+            return await self._finish_failed(op, reason, message)
+        until = (nodes.since or now) + timedelta(seconds=self.settings.node_version_deadline)
+        return await self._write(
+            op,
+            nodesteps.stage(
+                op, nodes, now=now,
+                message=f"after {said}: waits until {what} (gives up at {until.isoformat()})",
+                passed=[p for p in passed if p not in (nodes.checks or ())],
+            ),
+        )  # fmt: skip
 
     # --- the Job and what it needs ------------------------------------------------------
 

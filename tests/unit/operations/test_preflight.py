@@ -21,7 +21,10 @@ def talosconfig(
     *, roles: tuple[str, ...] = ("os:admin",), not_after: datetime.datetime | None = None
 ) -> str:
     client = AUTHORITY.issue_client(user="ops", groups=roles, not_after=not_after)
-    b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731
+
+    def b64(data: bytes) -> str:
+        return base64.b64encode(data).decode()
+
     return yaml.safe_dump(
         {
             "context": "prod",
