@@ -123,6 +123,16 @@ def _flag(name: str, value: str | None) -> Any:
     return True if value else _DEFAULT
 
 
+def _switch(name: str, value: str | None) -> Any:
+    """``true`` or ``false`` (any case); anything else is refused, so a switch that opens
+    a door is never turned on by a typo or by ``0``."""
+    if not value:
+        return _DEFAULT
+    if value.lower() in ("true", "false"):
+        return value.lower() == "true"
+    raise SettingsError(f"{name}={value[:40]!r} is refused: it must be true or false")
+
+
 def _path(name: str, value: str | None) -> Any:
     return Path(value) if value else _DEFAULT
 
@@ -380,6 +390,19 @@ class ReleaseCheckSettings(_FromEnv):
 
 
 @dataclass(frozen=True, kw_only=True)
+class CredentialSettings(_FromEnv):
+    """Kubeconfigs and talosconfigs read from Secrets: the two fields a Secret may set
+    only where the operator's administrator allows it (``ichor.kube.credentials``)."""
+
+    #: ``true``: a kubeconfig's or talosconfig's ``proxy-url`` is honoured (the operator's
+    #: and the Jobs' requests then go through that address); ``false``: refused.
+    allow_proxy: bool = env("ICHOR_CREDENTIALS_ALLOW_PROXY", False, read=_switch)
+    #: ``true``: a kubeconfig's ``insecure-skip-tls-verify: true`` is honoured (the
+    #: workload's certificate is not checked); ``false``: refused.
+    allow_insecure_tls: bool = env("ICHOR_CREDENTIALS_ALLOW_INSECURE_TLS", False, read=_switch)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Settings(_FromEnv):
     """The operator process: everything its environment tells it, in parts."""
 
@@ -404,6 +427,7 @@ class Settings(_FromEnv):
     clusters: ControllerSettings = section(ControllerSettings)
     operations: OperationSettings = section(OperationSettings)
     release_check: ReleaseCheckSettings = section(ReleaseCheckSettings)
+    credentials: CredentialSettings = section(CredentialSettings)
     tenants: TenantSettings = section(TenantSettings)
 
 

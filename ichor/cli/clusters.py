@@ -17,16 +17,19 @@ from pathlib import Path
 from typing import Any, cast
 
 import click
+import yaml
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
 from ichor.api import kinds, records
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, CNIPreset
 from ichor.cli import common, kube, output, views
+from ichor.kube import credentials
 from ichor.release import observed, release_set
 from ichor.release.observed import Unreadable
 from ichor.release.refusals import Refusal
 from ichor.release.versions import Version, VersionError, parse
+from ichor.settings import CredentialSettings
 
 _OS_IMAGE = re.compile(r"^Talos \((?P<version>[^()\s]+)\)$")
 
@@ -428,6 +431,7 @@ def adopt(
         common.refused(contract.message + " Nothing was written.")
     for warning in verdict.warnings:
         common.warn(warning)
+    stored = _stored_kubeconfig(path, workload_context)
     target = common.target(ctx)
     secret = f"{name}-kubeconfig"
     body = cluster_body(
@@ -445,7 +449,7 @@ def adopt(
     if dry_run:
         click.echo(f"TalosCluster {target.namespace}/{name} would be adopted (dry run).")
         return
-    data = base64.b64encode(path.read_bytes()).decode("ascii")
+    data = base64.b64encode(stored).decode("ascii")
     secret_body = {
         "apiVersion": "v1",
         "kind": "Secret",
@@ -468,6 +472,59 @@ def adopt(
         f"{kubernetes.tag}, contract {body['spec']['versionContract']}, CNI "
         f"{body['spec']['cni']['preset']} (kubeconfig in Secret {secret})."
     )
+
+
+#: The fields of a kubeconfig that name a file, and the field that holds its content.
+_INLINED = {
+    "certificate-authority": "certificate-authority-data",
+    "client-certificate": "client-certificate-data",
+    "client-key": "client-key-data",
+}
+
+
+def _stored_kubeconfig(path: Path, context: str | None) -> bytes:
+    """What adopt stores of a kubeconfig: the one context it used, with its cluster and
+    user, files inlined, as ``kubectl config view --minify --flatten`` writes it; then
+    read as the operator will read it (``ichor.kube.credentials``), so a kubeconfig the
+    operator would refuse (an ``exec`` user, a ``tokenFile``) is refused here, before
+    anything is written. Proxy and insecure TLS are left to the operator's settings."""
+    what = f"the kubeconfig {path}"
+    try:
+        whole: Any = yaml.safe_load(path.read_text())
+        chosen = context or whole["current-context"]
+        (ctx,) = [c for c in whole["contexts"] if c["name"] == chosen]
+        (cluster,) = [c for c in whole["clusters"] if c["name"] == ctx["context"]["cluster"]]
+        (user,) = [u for u in whole["users"] if u["name"] == ctx["context"]["user"]]
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+        raise kube.CliError(
+            f"{what} cannot be stored: its context {context or '(current)'} does not name "
+            "one cluster and one user"
+        ) from None
+    for entry, part in ((cluster, "cluster"), (user, "user")):
+        fields = entry.get(part) or {}
+        for file_field, data_field in _INLINED.items():
+            if isinstance(fields.get(file_field), str):
+                named = path.parent / fields.pop(file_field)
+                try:
+                    fields[data_field] = base64.b64encode(named.read_bytes()).decode()
+                except OSError as error:
+                    raise kube.CliError(f"{what}: {file_field} {named}: {error}") from None
+    minified = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [cluster],
+        "users": [user],
+        "contexts": [ctx],
+        "current-context": ctx["name"],
+    }
+    text = yaml.safe_dump(minified, sort_keys=False).encode()
+    try:
+        credentials.read_kubeconfig(
+            text, what=what, policy=CredentialSettings(allow_proxy=True, allow_insecure_tls=True)
+        )
+    except credentials.Refused as error:
+        common.refused(f"{error}. Nothing was written.")
+    return text
 
 
 # --- status -------------------------------------------------------------------------------

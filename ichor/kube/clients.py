@@ -2,29 +2,37 @@
 
 A TalosCluster names its workload cluster by a Secret holding a kubeconfig; without one,
 the workload cluster is the cluster the operator runs in. This module turns either into a
-``kubernetes_asyncio`` ApiClient and says plainly why it cannot (``KubeconfigError``). It
-does not cache or retry: callers decide how often to read a Secret again.
+``kubernetes_asyncio`` ApiClient and says plainly why it cannot (``KubeconfigError``). A
+Secret's kubeconfig is never handed to the client library's loader: it is read by
+``ichor.kube.credentials`` (inline credentials only) and the client is configured from
+what that returns, so no other field of it can do anything (and, on Linux, its keys
+never touch a disk). It does not cache or retry: callers decide how often to read a
+Secret again.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
+import os
+import ssl
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
-import yaml
 from kubernetes_asyncio import client, config
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from ichor.kube import errors
-from ichor.settings import KubeSettings
+from ichor.kube import credentials, errors
+from ichor.settings import CredentialSettings, KubeSettings
 
 #: Seconds any single call to an API server may take before it counts as unreachable.
 REQUEST_TIMEOUT = 10.0
-SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class KubeconfigError(Exception):
@@ -45,28 +53,119 @@ async def operator_client(*, kube: KubeSettings) -> ApiClient:
     return ApiClient(configuration=configuration)
 
 
+async def own_client(kubeconfig: Path) -> ApiClient:
+    """A client of the operator's own kubeconfig file (its own credentials, as whoever
+    runs the operator wrote them: a test, a person): read by the client library whole."""
+    configuration = client.Configuration()
+    await config.load_kube_config(config_file=str(kubeconfig), client_configuration=configuration)
+    return ApiClient(configuration=configuration)
+
+
 async def client_from_kubeconfig(
-    kubeconfig: bytes | str, *, origin: str, idle_seconds: float | None = None
+    kubeconfig: bytes | str,
+    *,
+    origin: str,
+    idle_seconds: float | None = None,
+    policy: CredentialSettings | None = None,
 ) -> ApiClient:
-    """A client built from the text of a kubeconfig; ``origin`` names it in errors.
+    """A client built from the text of a kubeconfig a user stored; ``origin`` names it in
+    errors (``the kubeconfig in key 'kubeconfig' of Secret team-a/prod``). ``policy``: the
+    operator's settings for what a Secret may set (None: neither proxy nor insecure TLS).
     ``idle_seconds``: how long an idle connection is kept (None: aiohttp's 15 s)."""
     try:
-        # libyaml's safe loader when PyYAML has it: the same documents, parsed in C (a
-        # kubeconfig with embedded certificates took a few ms in Python, per cluster)
-        loaded: Any = yaml.load(kubeconfig, Loader=SAFE_LOADER)
-    except yaml.YAMLError as error:
-        raise KubeconfigError(f"{origin} is not YAML: {error}") from error
-    if not isinstance(loaded, dict) or not loaded.get("clusters"):
-        raise KubeconfigError(f"{origin} is not a kubeconfig (it names no cluster)")
-    configuration = client.Configuration()
-    try:
-        await config.load_kube_config_from_dict(loaded, client_configuration=configuration)
-    except (config.ConfigException, KeyError, TypeError, ValueError) as error:
-        raise KubeconfigError(f"{origin} is not a usable kubeconfig: {error}") from error
-    api = ApiClient(configuration=configuration)
+        found = credentials.read_kubeconfig(kubeconfig, what=origin, policy=policy)
+    except credentials.Refused as error:
+        raise KubeconfigError(str(error)) from None
+    api = workload_client(found, origin=origin)
     if idle_seconds is not None:
         keep_idle_connections(api, seconds=idle_seconds)
     return api
+
+
+def workload_client(found: credentials.Kubeconfig, *, origin: str) -> ApiClient:
+    """A client configured from a kubeconfig's checked fields and nothing else.
+
+    The client library loads certificates from files only, and reads them once, when the
+    client is made: they are handed to it as files in memory (``_key_files``), closed
+    once it has loaded them.
+    """
+    configuration = client.Configuration()
+    configuration.host = found.server.rstrip("/")
+    if found.token is not None:
+        configuration.api_key["BearerToken"] = f"Bearer {found.token}"
+    configuration.verify_ssl = not found.insecure
+    configuration.tls_server_name = found.tls_server_name
+    configuration.proxy = found.proxy_url
+    with _key_files() as write:
+        if found.ca_pem is not None:
+            configuration.ssl_ca_cert = write("ca.crt", found.ca_pem)
+        if found.client_cert_pem is not None and found.client_key_pem is not None:
+            configuration.cert_file = write("client.crt", found.client_cert_pem)
+            configuration.key_file = write("client.key", found.client_key_pem)
+        try:
+            api = ApiClient(configuration=configuration)
+        except (ssl.SSLError, ValueError):
+            _check_loadable(configuration, origin=origin)
+            raise KubeconfigError(
+                f"{origin} is refused: its certificates cannot be loaded"
+            ) from None
+    configuration.ssl_ca_cert = configuration.cert_file = configuration.key_file = None
+    return api
+
+
+@contextlib.contextmanager
+def _key_files() -> Iterator[Callable[[str, bytes], str]]:
+    """``write(name, content)`` gives a path OpenSSL reads ``content`` from, valid inside
+    the block: an anonymous file in memory where the kernel has them (Linux's
+    memfd_create: never on a disk, gone when closed), else a file in a private temporary
+    folder, removed with it."""
+    if hasattr(os, "memfd_create"):
+        opened: list[int] = []
+
+        def in_memory(name: str, content: bytes) -> str:
+            descriptor = os.memfd_create(name, os.MFD_CLOEXEC)
+            opened.append(descriptor)
+            os.write(descriptor, content)
+            return f"/proc/self/fd/{descriptor}"
+
+        try:
+            yield in_memory
+        finally:
+            for descriptor in opened:
+                os.close(descriptor)
+        return
+    with tempfile.TemporaryDirectory(prefix="ichor-credentials-") as folder:
+
+        def on_disk(name: str, content: bytes) -> str:
+            path = Path(folder) / name
+            path.touch(mode=0o600)
+            path.write_bytes(content)
+            return str(path)
+
+        yield on_disk
+
+
+def _check_loadable(configuration: client.Configuration, *, origin: str) -> None:
+    """Which of a CA or a client key pair OpenSSL could not load, said in the project's
+    words (its own text would go into the status otherwise)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    if configuration.ssl_ca_cert:
+        try:
+            context.load_verify_locations(cafile=configuration.ssl_ca_cert)
+        except (ssl.SSLError, ValueError):
+            raise KubeconfigError(
+                f"{origin} is refused: clusters[0].cluster.certificate-authority-data is not "
+                "a certificate OpenSSL can load; store the CA's PEM file, base64-encoded"
+            ) from None
+    if configuration.cert_file:
+        try:
+            context.load_cert_chain(configuration.cert_file, keyfile=configuration.key_file)
+        except (ssl.SSLError, ValueError):
+            raise KubeconfigError(
+                f"{origin} is refused: users[0].user.client-certificate-data and "
+                "client-key-data are not a certificate and its key OpenSSL can load; store "
+                "the PEM files, base64-encoded"
+            ) from None
 
 
 def keep_idle_connections(api: ApiClient, *, seconds: float) -> None:

@@ -13,7 +13,11 @@ alike (logs it, tries again later); every such caller catches it.
 
 from __future__ import annotations
 
+import errno
+import http
 import json
+import socket
+import ssl
 from collections.abc import Awaitable
 from typing import Any, TypeVar, cast
 
@@ -120,3 +124,58 @@ def message(error: ApiException) -> str:
         body = {}
     found = body.get("message") if isinstance(body, dict) else None
     return str(found or f"{error.status} {error.reason}")
+
+
+def _phrase(status: int | None) -> str:
+    """``401 Unauthorized``: the status and HTTP's own phrase, never the server's."""
+    if status is None:
+        return "no status"
+    try:
+        return f"{status} {http.HTTPStatus(status).phrase}"
+    except ValueError:
+        return str(status)
+
+
+def _connection(error: BaseException) -> str:
+    """Why a connection failed, in words of our own."""
+    if isinstance(error, aiohttp.ClientConnectorCertificateError):
+        return "its certificate is not signed by the CA the credentials name, or names another host"
+    cause = (
+        getattr(error, "os_error", error)
+        if isinstance(error, aiohttp.ClientConnectorError)
+        else error
+    )
+    if isinstance(cause, ssl.SSLCertVerificationError):
+        return "its certificate is not signed by the CA the credentials name, or names another host"
+    if isinstance(error, aiohttp.ClientSSLError) or isinstance(cause, ssl.SSLError):
+        return "the TLS handshake failed"
+    if isinstance(error, aiohttp.ClientProxyConnectionError):
+        return "the proxy cannot be reached"
+    if isinstance(cause, socket.gaierror):
+        return "its host name does not resolve"
+    if isinstance(cause, ConnectionRefusedError):
+        return "the connection was refused"
+    if isinstance(cause, OSError) and cause.errno in (errno.EHOSTUNREACH, errno.ENETUNREACH):
+        return "there is no route to it"
+    if isinstance(error, aiohttp.ServerDisconnectedError | ConnectionResetError):
+        return "it closed the connection"
+    return "the connection failed"
+
+
+def describe(error: BaseException, *, server: str = "the workload cluster") -> str:
+    """A failed call to a server outside the operator's trust (a workload cluster), in the
+    project's own words: a status with HTTP's phrase, or a kind of connection failure.
+    Nothing the server sent (a reason phrase, a body, a TLS alert's text) is quoted: it
+    goes into a status or an Event that others read."""
+    if isinstance(error, ApiException):
+        phrase = _phrase(error.status)
+        if isinstance(typed(error), Unauthorized | Forbidden):
+            return f"{server} refused the operator ({phrase})"
+        return f"{server} answered {phrase}"
+    if isinstance(error, TimeoutError):
+        return f"{server} did not answer in time"
+    if isinstance(error, aiohttp.ClientPayloadError | aiohttp.ClientResponseError):
+        return f"{server} sent an answer that could not be read"
+    if isinstance(error, aiohttp.ClientError | OSError):
+        return f"{server} cannot be reached ({_connection(error)})"
+    return f"{server} cannot be reached ({type(error).__name__})"

@@ -33,6 +33,7 @@ from ichor.webhook.reviews import (
     NamespacedName,
     OperationSpec,
     Requester,
+    SecretRef,
     StoredOperation,
 )
 
@@ -730,6 +731,43 @@ def queue_full(spec: OperationSpec, *, most: int) -> Answer:
             namespace=spec.namespace, name=spec.name, cluster=spec.cluster, most=most
         ),
         code=Code.FORBIDDEN,
+    )
+
+
+#: What a user must hold on a Secret a TalosCluster names: the verb, and the resource
+#: in the core API group ("").
+SECRET_VERB = "get"
+SECRET_RESOURCE = "secrets"
+
+
+def secret_refs_to_review(
+    *, new: ClusterObject, old: ClusterObject | None
+) -> tuple[SecretRef, ...]:
+    """The Secrets a TalosCluster write names anew, each to be asked of the requester
+    (``get`` on that Secret): on a create every one, on an update each reference that
+    changed (its Secret or its key). An update that leaves the references as they were
+    asks nothing, so the operator's own follow-up writes (a spec it moves after an
+    operation) never depend on its rights over the Secret."""
+    before = {ref.field: ref for ref in old.secret_refs} if old is not None else {}
+    return tuple(ref for ref in new.secret_refs if before.get(ref.field) != ref)
+
+
+def unreadable_secret(ref: SecretRef, *, cluster: NamespacedName, requester: Requester) -> Answer:
+    """A TalosCluster write that names a Secret its writer may not read: the operator
+    would read it, and run its operations with it, for someone who could not."""
+    secret = f"{cluster.namespace}/{ref.name}"
+    return Answer(
+        allowed=False,
+        message=(
+            f"TalosCluster {cluster} is refused: spec.{ref.field} names Secret {secret}, "
+            f"which user {requester.username!r} may not read; the operator reads that "
+            f"Secret for the cluster and mounts it into its Jobs, so it is used only for "
+            f"a user who could read it: check with `kubectl auth can-i get "
+            f"secret/{ref.name} -n {cluster.namespace}`, and get `get` on it or name a "
+            f"Secret you may read."
+        ),
+        code=Code.FORBIDDEN,
+        cluster=cluster,
     )
 
 

@@ -6,7 +6,8 @@ the validating half answers and refuses an object that does not carry exactly th
 (``handlers``). A judgement reads the review (``reviews``), asks the pure decision layers
 (``decisions``, ``stamps``) and makes the reads the answer depends on through the backend
 it is given (``kubeapi``: who the operator is, the cluster an operation names, the
-operations of a cluster, the SubjectAccessReview). Nothing here decides a rule, nothing
+operations of a cluster, the SubjectAccessReviews: the override verb, and ``get`` on each
+Secret a TalosCluster write names anew). Nothing here decides a rule, nothing
 here writes, and nothing here knows kopf: the operator posts the Events of what was
 admitted once it sees the object stored (``ichor.controller.recorder``).
 
@@ -123,6 +124,9 @@ async def judge_cluster(
         )  # fmt: skip
         if marked is not None:
             return marked
+        unreadable = await _unreadable_secret(backend, who, new=cluster, old=before)
+        if unreadable is not None:
+            return Judged(unreadable)
         verdict = decisions.review_cluster(new=cluster, old=before)
         carried = None
         if before is not None and verdict.blocking is None and verdict.overridable and operator:
@@ -170,6 +174,22 @@ async def judge_cluster(
         traced=answer.traced,
     )
     return Judged(answer, stamp)
+
+
+async def _unreadable_secret(
+    backend: kubeapi.Backend,
+    who: reviews.Requester,
+    *,
+    new: reviews.ClusterObject,
+    old: reviews.ClusterObject | None,
+) -> decisions.Answer | None:
+    """The refusal of a write that names anew a Secret its writer may not ``get`` (a
+    SubjectAccessReview each, as the override verb is asked), or None."""
+    namespace = new.ref.namespace
+    for ref in decisions.secret_refs_to_review(new=new, old=old):
+        if not await backend.may_read_secret(who, reviews.NamespacedName(namespace, ref.name)):
+            return decisions.unreadable_secret(ref, cluster=new.ref, requester=who)
+    return None
 
 
 async def _carried_operation(

@@ -7,9 +7,10 @@ fake, and the real one is async (kubernetes_asyncio) so a call never blocks the 
 that also answers the API server. Every call carries a short timeout: the API server waits
 at most the configuration's ``timeoutSeconds`` for the whole answer.
 
-This module refuses to answer for the user from the webhook's own rights: the verb is asked
-with a SubjectAccessReview built from the request's userInfo (user, uid, groups, extra), so
-the answer is the requester's, never the service account's.
+This module refuses to answer for the user from the webhook's own rights: the verb (and
+``get`` on a Secret a TalosCluster names) is asked with a SubjectAccessReview built from
+the request's userInfo (user, uid, groups, extra), so the answer is the requester's,
+never the service account's.
 """
 
 from __future__ import annotations
@@ -62,6 +63,9 @@ class Backend(Protocol):
     async def holds_override(self, requester: Requester, ref: NamespacedName) -> bool:
         """Whether the requester holds the override verb for that cluster."""
 
+    async def may_read_secret(self, requester: Requester, ref: NamespacedName) -> bool:
+        """Whether the requester may ``get`` that Secret (a Secret a TalosCluster names)."""
+
 
 class ResourceAttributes(TypedDict):
     group: str
@@ -85,8 +89,16 @@ class SubjectAccessReview(TypedDict):
     spec: SubjectAccessReviewSpec
 
 
-def access_review(requester: Requester, ref: NamespacedName) -> SubjectAccessReview:
-    """The SubjectAccessReview asking whether the requester holds the verb on the cluster."""
+def access_review(
+    requester: Requester,
+    ref: NamespacedName,
+    *,
+    group: str = decisions.GROUP,
+    resource: str = decisions.RESOURCE,
+    verb: str = decisions.VERB,
+) -> SubjectAccessReview:
+    """The SubjectAccessReview asking whether the requester holds ``verb`` on ``ref``: by
+    default the override verb on the cluster; ``get`` on a Secret for a Secret reference."""
     return SubjectAccessReview(
         apiVersion="authorization.k8s.io/v1",
         kind="SubjectAccessReview",
@@ -96,9 +108,9 @@ def access_review(requester: Requester, ref: NamespacedName) -> SubjectAccessRev
             groups=list(requester.groups),
             extra={key: list(values) for key, values in requester.extra},
             resourceAttributes=ResourceAttributes(
-                group=decisions.GROUP,
-                resource=decisions.RESOURCE,
-                verb=decisions.VERB,
+                group=group,
+                resource=resource,
+                verb=verb,
                 namespace=ref.namespace,
                 name=ref.name,
             ),
@@ -152,9 +164,7 @@ class KubeBackend:
 
     async def _connect(self) -> client.ApiClient:
         if isinstance(self._source, Path):
-            return await clients.client_from_kubeconfig(
-                self._source.read_bytes(), origin=f"kubeconfig {self._source}"
-            )
+            return await clients.own_client(self._source)
         return await clients.operator_client(kube=self._source)
 
     async def close(self) -> None:
@@ -205,15 +215,41 @@ class KubeBackend:
         self._answers.put(requester, verb=decisions.VERB, ref=ref, allowed=allowed)
         return allowed
 
+    async def may_read_secret(self, requester: Requester, ref: NamespacedName) -> bool:
+        # kept apart from the override's answers: the verb names the resource too
+        verb = f"{decisions.SECRET_VERB} {decisions.SECRET_RESOURCE}"
+        kept = self._answers.get(requester, verb=verb, ref=ref)
+        if kept is not None:
+            return kept
+        allowed = await self._secret_review(requester, ref)
+        self._answers.put(requester, verb=verb, ref=ref, allowed=allowed)
+        return allowed
+
     async def _access_review(self, requester: Requester, ref: NamespacedName) -> bool:
-        """The API server's answer (raises ``ApiUnavailable``; nothing is kept then)."""
+        """The API server's answer for the override verb (raises ``ApiUnavailable``;
+        nothing is kept then)."""
+        return await self._ask(
+            access_review(requester, ref),
+            what=f"the SubjectAccessReview for the verb `{decisions.VERB}`",
+        )
+
+    async def _secret_review(self, requester: Requester, ref: NamespacedName) -> bool:
+        """The API server's answer for ``get`` on Secret ``ref``."""
+        body = access_review(
+            requester,
+            ref,
+            group="",
+            resource=decisions.SECRET_RESOURCE,
+            verb=decisions.SECRET_VERB,
+        )
+        return await self._ask(body, what=f"the SubjectAccessReview for `get` on Secret {ref}")
+
+    async def _ask(self, body: SubjectAccessReview, *, what: str) -> bool:
         api = client.AuthorizationV1Api(await self._api())
         try:
             review = await api.create_subject_access_review(
-                body=cast(Any, access_review(requester, ref)), _request_timeout=CALL_TIMEOUT
+                body=cast(Any, body), _request_timeout=CALL_TIMEOUT
             )
         except FAILURES as error:
-            raise _unavailable(
-                f"the SubjectAccessReview for the verb `{decisions.VERB}`", error
-            ) from None
+            raise _unavailable(what, error) from None
         return bool(review.status is not None and review.status.allowed)

@@ -61,6 +61,20 @@ class NamespacedName:
 
 
 @dataclass(frozen=True)
+class SecretRef:
+    """A Secret a TalosCluster names for the operator to read: the spec field that
+    names it, the Secret (in the cluster's namespace) and its key (None: the default)."""
+
+    field: str
+    name: str
+    key: str | None = None
+
+
+#: The spec fields that name a Secret the operator reads for the cluster.
+SECRET_REF_FIELDS = ("kubeconfigSecretRef", "talosconfigSecretRef")
+
+
+@dataclass(frozen=True)
 class ClusterObject:
     """The version fields of a TalosCluster and the CNI its status shows."""
 
@@ -78,6 +92,8 @@ class ClusterObject:
     observed_kubernetes: str | None = None
     #: ``spec.autoPatch`` is set (the cluster's own auto-patch settings).
     auto_patch: bool = False
+    #: The Secrets its spec names (``kubeconfigSecretRef``, ``talosconfigSecretRef``).
+    secret_refs: tuple[SecretRef, ...] = ()
     #: The operator's sentence of a detected Cilium whose release cannot be read
     #: (``status.cni.unreadable``): words only, the rules decide from the CNI fields.
     cni_unreadable: str | None = None
@@ -221,6 +237,7 @@ def cluster_versions(body: object, *, where: str = "object") -> ClusterObject:
         observed_talos=_lenient(status.get("talosVersion")),
         observed_kubernetes=_lenient(status.get("kubernetesVersion")),
         auto_patch=spec.get("autoPatch") is not None,
+        secret_refs=_secret_refs(spec, where=f"{where}.spec"),
         cni_unreadable=_lenient(status_cni.get("unreadable")),
         nodes_unreadable=_sentences(status.get("nodes")),
         health_checks=_health_checks(spec.get("autoPatch")),
@@ -238,6 +255,20 @@ def _sentences(nodes: object) -> tuple[str, ...]:
     return tuple(item for item in found if isinstance(item, str)) or (
         "status.nodes.unreadable is set",
     )
+
+
+def _secret_refs(spec: Mapping[str, Any], *, where: str) -> tuple[SecretRef, ...]:
+    found = []
+    for field in SECRET_REF_FIELDS:
+        if spec.get(field) is None:
+            continue
+        ref = _mapping(spec[field], where=f"{where}.{field}")
+        name = _string(ref, "name", where=f"{where}.{field}")
+        if not name:
+            raise MalformedReview(f"{where}.{field}.name is empty")
+        key = _optional_string(ref, "key", where=f"{where}.{field}")
+        found.append(SecretRef(field=field, name=name, key=key))
+    return tuple(found)
 
 
 def _health_checks(auto_patch: object) -> tuple[tuple[str, str], ...]:

@@ -80,6 +80,7 @@ from tests.harness import (
     workload,
 )
 from tests.harness import registry as test_registry
+from tests.support import credential_files
 
 T = TypeVar("T")
 
@@ -718,9 +719,12 @@ class Demo:
         if self.jobs != ON_NODE:
             self.prod_nodes()
         # on the node, the Talos API stand-in's talosconfig (endpoint and client
-        # certificate); played, a placeholder nothing reads
+        # certificate); played, one of a throwaway CA nothing dials (the executor still
+        # checks it holds inline keys only before it creates the Job)
         talosconfig = (
-            str(self.node_ready["talosconfig"]) if self.jobs == ON_NODE else "context: demo\n"
+            str(self.node_ready["talosconfig"])
+            if self.jobs == ON_NODE
+            else credential_files.text(credential_files.talosconfig())
         )
         secrets = [_secret(f"{CLUSTER}-talosconfig", "talosconfig", talosconfig)]
         if self.jobs == ON_NODE:

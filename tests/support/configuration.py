@@ -35,6 +35,7 @@ SECTIONS: tuple[type[Any], ...] = (
     settings.ExecutorSettings,
     settings.TenantSettings,
     settings.ReleaseCheckSettings,
+    settings.CredentialSettings,
     settings.CliSettings,
 )
 

@@ -12,7 +12,7 @@ import kopf
 from ichor.api import kinds
 from ichor.controller import running
 from ichor.controller.recorder.recorder import Recorder
-from ichor.kube.clients import client_from_kubeconfig, operator_client
+from ichor.kube.clients import operator_client, own_client
 from ichor.settings import Settings
 
 #: memo keys: the running recorder, and a kubeconfig to use instead of the operator's
@@ -50,7 +50,7 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
     async def start(memo: kopf.Memo, **_: Any) -> None:
         kubeconfig = memo.get(KUBECONFIG)
         if isinstance(kubeconfig, Path):
-            api = await client_from_kubeconfig(kubeconfig.read_bytes(), origin=str(kubeconfig))
+            api = await own_client(kubeconfig)
         else:
             api = await operator_client(kube=settings.kube)
         recorder = Recorder(api)

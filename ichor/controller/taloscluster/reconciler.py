@@ -28,7 +28,6 @@ from typing import Any
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from ichor.api import kinds
@@ -70,7 +69,7 @@ from ichor.kube.clients import (
 )
 from ichor.kube.impersonation import ReadRefused, impersonating, refusal, refused_message
 from ichor.kube.patching import patch_status
-from ichor.settings import ControllerSettings, TenantSettings
+from ichor.settings import ControllerSettings, CredentialSettings, TenantSettings
 
 logger = logging.getLogger(__name__)
 
@@ -119,21 +118,16 @@ def _namespace(key: Key) -> str:
 
 
 def _describe(error: BaseException) -> str:
-    if isinstance(error, ApiException):
-        if isinstance(errors.typed(error), errors.Unauthorized | errors.Forbidden):
-            return f"the workload cluster refused the operator ({error.status} {error.reason})"
-        return f"the workload cluster answered {error.status} {error.reason}"
-    if isinstance(error, TimeoutError):
-        return "the workload cluster did not answer in time"
-    return f"the workload cluster cannot be reached: {error}"
+    """The failed read in the project's words (``errors.describe``): never the text of
+    the server, the TLS library or the exception, which a tenant's server chooses."""
+    return errors.describe(error)
 
 
 def _unexpected(error: BaseException) -> str:
-    text = str(error)
-    if len(text) > 160:
-        text = f"{text[:160]}... ({len(text):,} characters)"
+    """An answer no reader expected, named by the kind of error only (its text may quote
+    the answer; the log keeps it)."""
     return (
-        f"the workload cluster's answer could not be read ({type(error).__name__}: {text}); "
+        f"the workload cluster's answer could not be read ({type(error).__name__}); "
         "the Nodes' versions are not known"
     )
 
@@ -160,11 +154,14 @@ class ClusterController:
         api: ApiClient,
         settings: ControllerSettings,
         tenants: TenantSettings | None = None,
+        credentials: CredentialSettings | None = None,
     ) -> None:
         self.api = api
         self.settings = settings
         #: As whose account a cluster without a kubeconfig Secret is read.
         self.tenants = tenants or TenantSettings()
+        #: What a kubeconfig Secret may set beyond inline credentials (proxy, insecure TLS).
+        self.credentials = credentials or CredentialSettings()
         self.clusters: dict[Key, _Cluster] = {}
         self.installation = Installation()
         #: The IchorInstallation as last seen, for auto-patch (its settings and record).
@@ -508,8 +505,9 @@ class ClusterController:
             return cached[1]
         workload = await client_from_kubeconfig(
             value.value,
-            origin=f"key {key!r} of Secret {namespace}/{secret}",
+            origin=f"the kubeconfig in key {key!r} of Secret {namespace}/{secret}",
             idle_seconds=WORKLOAD_IDLE_SECONDS,
+            policy=self.credentials,
         )
         self._workload[source] = (value.resource_version, workload)
         if cached is not None:

@@ -21,6 +21,7 @@ from ichor.settings import KubeSettings, Settings
 
 #: The memo key of the running controller (and of settings a caller may pass in).
 CONTROLLER = "ichor_cluster_controller"
+CREDENTIALS = "ichor_credential_settings"
 SETTINGS = "ichor_controller_settings"
 
 
@@ -71,6 +72,7 @@ def register(
         controller = ClusterController(
             api=await operator_client(kube=settings.kube),
             settings=running.part(memo, SETTINGS, settings.clusters),
+            credentials=running.part(memo, CREDENTIALS, settings.credentials),
             tenants=running.part(memo, running.TENANT_SETTINGS, settings.tenants),
         )
         await controller.load_installation()

@@ -80,7 +80,17 @@ from ichor.controller.queue import WorkQueue
 from ichor.controller.talosoperation import jobs, lifecycle, nodesteps, preflight, talosread
 from ichor.controller.talosoperation.lifecycle import ClusterState, Operation
 from ichor.controller.talosoperation.talosread import node_image_status
-from ichor.kube import accounts, batch, bodies, errors, events, metrics, objects, patching
+from ichor.kube import (
+    accounts,
+    batch,
+    bodies,
+    credentials,
+    errors,
+    events,
+    metrics,
+    objects,
+    patching,
+)
 from ichor.kube.accounts import ServiceAccount
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
@@ -90,7 +100,7 @@ from ichor.kube.clients import (
     read_secret_key,
 )
 from ichor.kube.impersonation import ReadRefused, impersonating, refusal, refused_message
-from ichor.settings import OperationSettings, TenantSettings
+from ichor.settings import CredentialSettings, OperationSettings, TenantSettings
 from ichor.upgrade import node_images
 from ichor.upgrade.node_images import NodeReading
 
@@ -148,11 +158,14 @@ class OperationController:
         api: ApiClient,
         settings: OperationSettings,
         tenants: TenantSettings | None = None,
+        credentials: CredentialSettings | None = None,
     ) -> None:
         self.api = api
         self.settings = settings
         #: As whose account a cluster without a kubeconfig Secret is read.
         self.tenants = tenants or TenantSettings()
+        #: What a kubeconfig or talosconfig Secret may set beyond inline credentials.
+        self.credentials = credentials or CredentialSettings()
         self.queue: WorkQueue[Key] = WorkQueue(
             self.reconcile,
             workers=settings.workers,
@@ -1331,12 +1344,23 @@ class OperationController:
     async def _secret_mount(
         self, op: Operation, name: str, key: str, *, what: str
     ) -> jobs.SecretMount:
+        """The Secret to mount into the Job, once its content is read as data: a
+        kubeconfig or talosconfig that would run a command, read a file or go through
+        another address in the Job is refused here, before any Job exists."""
         try:
-            await read_secret_key(self.api, namespace=op.namespace, name=name, key=key)
+            value = await read_secret_key(self.api, namespace=op.namespace, name=name, key=key)
         except KubeconfigError as error:
             raise _Unrunnable(
                 OperationReason.CREDENTIALS_UNUSABLE, f"the {what} cannot be mounted: {error}"
             ) from error
+        origin = f"the {what} in key {key!r} of Secret {op.namespace}/{name}"
+        read = credentials.read_kubeconfig if what == "kubeconfig" else credentials.read_talosconfig
+        try:
+            read(value.value, what=origin, policy=self.credentials)
+        except credentials.Refused as error:
+            raise _Unrunnable(
+                OperationReason.CREDENTIALS_UNUSABLE, f"{error}; no Job was created"
+            ) from None
         return jobs.SecretMount(secret=name, key=key)
 
     async def _nodes(self, op: Operation, cluster: ClusterState) -> jobs.NodeList:
@@ -1359,7 +1383,9 @@ class OperationController:
                     self.api, namespace=op.namespace, name=ref.name, key=key
                 )
                 workload = await client_from_kubeconfig(
-                    value.value, origin=f"key {key!r} of Secret {op.namespace}/{ref.name}"
+                    value.value,
+                    origin=f"the kubeconfig in key {key!r} of Secret {op.namespace}/{ref.name}",
+                    policy=self.credentials,
                 )
                 own = False
         except KubeconfigError as error:
@@ -1376,7 +1402,7 @@ class OperationController:
             said = (
                 await refused_message(self.api, account, error)
                 if account is not None
-                else f"the workload cluster refused the operator ({error.status} {error.reason})"
+                else errors.describe(error)
             )
             raise Transient(
                 f"the Nodes of the workload cluster of {cluster.name} cannot be read: {said}; "
@@ -1384,8 +1410,8 @@ class OperationController:
             ) from error
         except errors.FAILED as error:
             raise Transient(
-                f"the Nodes of the workload cluster of {cluster.name} cannot be read ({error}); "
-                f"the operation waits and tries again"
+                f"the Nodes of the workload cluster of {cluster.name} cannot be read "
+                f"({errors.describe(error)}); the operation waits and tries again"
             ) from error
         finally:
             if not own:

@@ -419,6 +419,22 @@ def _containers(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return [*(status.get("initContainerStatuses") or ()), *(status.get("containerStatuses") or ())]
 
 
+#: Characters of a failed container's last log lines quoted in the operation's status
+#: at most (the end is kept: the error comes last). talosctl and helm ran in the tenant's
+#: own Pod, with its own credentials, against its own cluster; what they print is still
+#: another program's text, so it is cut to printable characters and this length.
+MAX_LOG_DETAIL = 600
+
+
+def _log_detail(text: str) -> str:
+    lines = text.splitlines()[-5:]
+    detail = " | ".join(line.strip() for line in lines if line.strip())
+    detail = "".join(c for c in detail if c.isprintable())
+    if len(detail) > MAX_LOG_DETAIL:
+        detail = "..." + detail[-MAX_LOG_DETAIL:]
+    return detail
+
+
 def _failed_container(pods: Sequence[Mapping[str, Any]]) -> str | None:
     for pod in pods:
         for container in _containers(pod):
@@ -427,9 +443,7 @@ def _failed_container(pods: Sequence[Mapping[str, Any]]) -> str | None:
             ).get("terminated")
             if not terminated or terminated.get("exitCode", 0) == 0:
                 continue
-            text = (terminated.get("message") or "").strip()
-            lines = text.splitlines()[-5:]
-            detail = " | ".join(line.strip() for line in lines if line.strip())
+            detail = _log_detail(str(terminated.get("message") or "").strip())
             head = (
                 f"container {container.get('name')} exited {terminated.get('exitCode')}"
                 f" ({terminated.get('reason') or 'Error'})"

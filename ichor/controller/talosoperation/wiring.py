@@ -20,6 +20,7 @@ from ichor.settings import Settings
 
 #: memo keys: the running controller, and settings a caller may pass in.
 CONTROLLER = "ichor_operation_controller"
+CREDENTIALS = "ichor_credential_settings"
 SETTINGS = "ichor_operation_settings"
 
 
@@ -49,6 +50,7 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
         controller = OperationController(
             api=await operator_client(kube=settings.kube),
             settings=running.part(memo, SETTINGS, settings.operations),
+            credentials=running.part(memo, CREDENTIALS, settings.credentials),
             tenants=running.part(memo, running.TENANT_SETTINGS, settings.tenants),
         )
         controller.start()

@@ -74,8 +74,9 @@ def _rbac() -> list[dict[str, Any]]:
                 "resources": ["talosclusters", "talosoperations", "ichorinstallations"],
                 "verbs": ["get", "list", "watch", "create"],
             },
-            # `ichor adopt` stores the workload's kubeconfig in a Secret
-            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+            # `ichor adopt` stores the workload's kubeconfig in a Secret, and a
+            # TalosCluster may name only a Secret its writer may read (the webhook asks)
+            {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create", "get"]},
         ],
     )
     return [

@@ -33,7 +33,7 @@ from ichor.controller.talosoperation import wiring as operation_wiring
 from ichor.controller.talosoperation.executor import OperationController
 from ichor.settings import ControllerSettings, OperationSettings, Settings
 from tests.harness import account, controlplane
-from tests.support import nodes, talos_reads
+from tests.support import credential_files, nodes, talos_reads
 from tests.support import operator as support
 from tests.support.operator import eventually as eventually  # tests import it from here
 
@@ -173,6 +173,10 @@ def _rfc3339(moment: datetime | None = None) -> str:
     return (moment or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+#: A talosconfig of a throwaway CA and client: what the executor checks before any Job.
+TALOSCONFIG = credential_files.text(credential_files.talosconfig())
+
+
 class Objects:
     """The test's TalosClusters, TalosOperations, Jobs and Events in its namespace."""
 
@@ -188,7 +192,8 @@ class Objects:
             "apiVersion": "v1",
             "kind": "Secret",
             "metadata": {"name": f"{name}-talosconfig"},
-            "data": {"talosconfig": base64.b64encode(b"context: test\n").decode()},
+            # a talosconfig the executor mounts: inline keys only (ichor.kube.credentials)
+            "data": {"talosconfig": base64.b64encode(TALOSCONFIG.encode()).decode()},
         }
         await self.core.create_namespaced_secret(self.namespace, secret)  # type: ignore[arg-type]
         body = {

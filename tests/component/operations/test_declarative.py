@@ -27,6 +27,7 @@ from ichor.api import kinds, records
 from ichor.api.talosoperation import STARTED_BY_LABEL
 from ichor.controller.taloscluster import wiring as cluster_wiring
 from tests.component.operations.conftest import (
+    TALOSCONFIG,
     Objects,
     Operator,
     Workload,
@@ -82,7 +83,11 @@ def users(control_plane: controlplane.ControlPlane) -> Iterator[None]:
                             "talosoperations/status",
                         ],
                         "verbs": ["get", "list", "watch", "create", "update", "patch"],
-                    }
+                    },
+                    # the TalosCluster names its talosconfig Secret: the webhook admits
+                    # that only for a user who may read it (as Flux's applier, which
+                    # applies the Secret too)
+                    {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
                 ],
             ),
             rbac.binding(role, [BOT, HOLDER]),
@@ -103,7 +108,7 @@ async def talosconfig(objects: Objects) -> AsyncIterator[None]:
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {"name": "prod-talosconfig"},
-        "stringData": {"talosconfig": "context: test\n"},
+        "stringData": {"talosconfig": TALOSCONFIG},
     }
     await objects.core.create_namespaced_secret(objects.namespace, body)  # type: ignore[arg-type]
     yield

@@ -438,7 +438,7 @@ def test_upgrade_records_the_image_for_that_node_only_and_counts(
 def test_a_cluster_wide_metal_image_drops_what_a_node_ran(
     api: talos_standin.TalosApi, cluster: controlplane.ControlPlane, tmp_path: Path
 ) -> None:
-    """What issue 29 describes, as the stand-in plays it: the azure node of no Image
+    """A cluster-wide image, as the stand-in plays it: the azure node of no Image
     Factory given the plain metal installer boots with metal's platform, and the GPU
     worker given the plain schematic boots without its extensions."""
     plain = f"factory.talos.dev/metal-installer/{talos_standin.DEFAULT_SCHEMATIC}:{TARGET}"

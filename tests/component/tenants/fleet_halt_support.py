@@ -22,7 +22,7 @@ from ichor.api import kinds
 from ichor.cli.main import main
 from ichor.settings import CliSettings
 from tests.component.operations.conftest import Objects, running_job
-from tests.harness import controlplane
+from tests.harness import account, controlplane
 from tests.support import rbac
 
 #: The role of a tenant who may write TalosClusters and TalosOperations in their
@@ -32,12 +32,16 @@ TENANT_VERBS = ["get", "list", "watch", "create", "update", "patch"]
 
 @contextlib.contextmanager
 def namespace(plane: controlplane.ControlPlane, prefix: str) -> Iterator[str]:
-    """Another tenant's namespace, deleted afterwards without waiting."""
+    """Another tenant's namespace, deleted afterwards without waiting. Its default
+    ServiceAccount, which reads its clusters (they have no kubeconfig), holds the chart's
+    ``ichor-tenant-reader``, as the test's own namespace's does."""
     name = f"{prefix}-{uuid.uuid4().hex[:6]}"
     plane.kubectl("create", "namespace", name)
+    binding = account.bind_tenant_reader(plane, namespace=name)
     try:
         yield name
     finally:
+        account.unbind(plane, binding)
         plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
 
 

@@ -36,8 +36,11 @@ from ichor.settings import ControllerSettings, OperationSettings
 from tests.component.tenants.fairness_support import Nodes, Operator, Tenant, delta, served
 from tests.component.webhook import harness
 from tests.harness import account, controlplane
-from tests.support import hostile, rbac
+from tests.support import credential_files, hostile, rbac
 from tests.support.operator import eventually
+
+#: A talosconfig with inline keys only, which the executor reads before any Job.
+TALOSCONFIG = credential_files.text(credential_files.talosconfig())
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
 
@@ -298,7 +301,7 @@ async def test_a_thousand_creates_at_once_leave_at_most_the_cap_queued(
     tenant_a: Tenant,
 ) -> None:
     ns = tenant_a.namespace
-    await tenant_a.secret("prod-talosconfig", "talosconfig", "context: test\n")
+    await tenant_a.secret("prod-talosconfig", "talosconfig", TALOSCONFIG)
     await tenant_a.secret("prod-kubeconfig", "kubeconfig", control_plane.kubeconfig.read_text())
     await tenant_a.cluster(
         "prod",
@@ -365,7 +368,7 @@ async def test_a_change_of_the_head_writes_a_constant_number_of_times(
     kube_api: ApiClient,
 ) -> None:
     ns = tenant_a.namespace
-    await tenant_a.secret("prod-talosconfig", "talosconfig", "context: test\n")
+    await tenant_a.secret("prod-talosconfig", "talosconfig", TALOSCONFIG)
     await tenant_a.secret("prod-kubeconfig", "kubeconfig", control_plane.kubeconfig.read_text())
     await tenant_a.cluster(
         "prod",

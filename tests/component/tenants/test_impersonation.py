@@ -32,7 +32,11 @@ from tests.component.tenants.impersonation_support import (
     condition,
 )
 from tests.harness import account, controlplane
+from tests.support import credential_files
 from tests.support.operator import eventually
+
+#: A talosconfig with inline keys only, which the executor reads before any Job.
+TALOSCONFIG = credential_files.text(credential_files.talosconfig())
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
 
@@ -327,7 +331,7 @@ async def test_an_operations_node_list_is_read_as_the_clusters_account(
     await tenants.account(tenant, "reader")
     core = client.CoreV1Api(kube_api)
     secret = {"metadata": {"name": "prod-talosconfig"},
-              "stringData": {"talosconfig": "context: test\n"}}  # fmt: skip
+              "stringData": {"talosconfig": TALOSCONFIG}}  # fmt: skip
     await core.create_namespaced_secret(tenant, secret)  # type: ignore[arg-type]
     await tenants.create_cluster(
         tenant, "prod", serviceAccountName="reader",
@@ -381,7 +385,7 @@ async def test_an_operation_is_refused_when_its_cluster_names_no_account_and_one
          "apiGroup": "rbac.authorization.k8s.io"},
     )  # fmt: skip
     secret = {"metadata": {"name": "prod-talosconfig"},
-              "stringData": {"talosconfig": "context: test\n"}}  # fmt: skip
+              "stringData": {"talosconfig": TALOSCONFIG}}  # fmt: skip
     await client.CoreV1Api(kube_api).create_namespaced_secret(tenant, secret)  # type: ignore[arg-type]
     await tenants.create_cluster(tenant, "prod", talosconfigSecretRef={"name": "prod-talosconfig"})
     operation = {

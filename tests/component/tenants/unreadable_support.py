@@ -25,7 +25,10 @@ from ichor.controller.talosoperation import jobs
 from tests.component.operations.conftest import Objects, Operator
 from tests.component.webhook import harness
 from tests.harness import account, binaries, controlplane
-from tests.support import nodes, rbac
+from tests.support import credential_files, nodes, rbac
+
+#: A talosconfig with inline keys only, which the executor reads before any Job.
+TALOSCONFIG = credential_files.text(credential_files.talosconfig())
 
 #: May read, write and delete TalosClusters, create TalosOperations, read Secrets (the
 #: kubeconfig its cluster names); holds no override verb.
@@ -196,7 +199,7 @@ async def workload_secret(objects: Objects, workload: Workload, name: str = "wor
     Secret of the test's namespace; returns its name."""
     data = {
         "kubeconfig": base64.b64encode(workload.kubeconfig().encode()).decode(),
-        "talosconfig": base64.b64encode(b"context: test\n").decode(),
+        "talosconfig": base64.b64encode(TALOSCONFIG.encode()).decode(),
     }
     core = client.CoreV1Api(objects.api)
     await core.create_namespaced_secret(

@@ -302,6 +302,23 @@ def test_job_outcome_failure_carries_the_jobs_reason_and_the_failed_containers_l
     )
 
 
+def test_a_failed_containers_log_is_quoted_printable_and_bounded() -> None:
+    """What talosctl or helm printed is another program's text: its last lines are kept,
+    its control characters dropped, and the quote ends within ``MAX_LOG_DETAIL``."""
+    noisy = "\x1b[31m" + "x" * 10_000 + "\x07\nerror: the end\r\n"
+    failed = {
+        "name": "upgrade-k8s",
+        "state": {"terminated": {"exitCode": 1, "reason": "Error", "message": noisy}},
+    }
+    outcome = lifecycle.job_outcome(
+        job(("Failed", "True", "BackoffLimitExceeded", "backoff")), [pod(failed)]
+    )
+    assert outcome.message.endswith("error: the end")
+    assert "\x1b" not in outcome.message
+    assert "\x07" not in outcome.message
+    assert len(outcome.message) < lifecycle.MAX_LOG_DETAIL + 200
+
+
 def test_job_outcome_failure_without_pods_still_says_why() -> None:
     outcome = lifecycle.job_outcome(
         job(("Failed", "True", "DeadlineExceeded", "Job was active longer than specified deadline"))

@@ -26,7 +26,11 @@ PACKAGE = Path(settings.__file__).resolve().parent
 
 
 #: Variables whose reader checks the form: a value of that form, unlike the default.
-_SAMPLES = {"ICHOR_HEALTH_CHECK_RESOURCES": "v1/pods"}
+_SAMPLES = {
+    "ICHOR_HEALTH_CHECK_RESOURCES": "v1/pods",
+    "ICHOR_CREDENTIALS_ALLOW_PROXY": "true",
+    "ICHOR_CREDENTIALS_ALLOW_INSECURE_TLS": "true",
+}
 
 
 def _every_variable(cls: type[Any], prefix: str = "") -> dict[str, tuple[str, str]]:

@@ -21,6 +21,10 @@ class FakeBackend:
     fail: bool = False
     operator: str = "system:serviceaccount:ichor-system:ichor"
     reviews: list[tuple[Requester, NamespacedName]] = field(default_factory=list)
+    #: Who may ``get`` each Secret (by ``namespace/name``); None: every user may read
+    #: every Secret. ``secret_reviews`` records what was asked.
+    secret_readers: dict[str, set[str]] | None = None
+    secret_reviews: list[tuple[Requester, NamespacedName]] = field(default_factory=list)
     #: Events the webhook wrote: it has no call that writes one (the operator posts the
     #: Events of what it admitted once the object is stored), so this stays empty.
     events: list[tuple[NamespacedName, str, str | None]] = field(default_factory=list)
@@ -47,6 +51,13 @@ class FakeBackend:
         self._check()
         self.reviews.append((requester, ref))
         return requester.username in self.holders
+
+    async def may_read_secret(self, requester: Requester, ref: NamespacedName) -> bool:
+        self._check()
+        self.secret_reviews.append((requester, ref))
+        if self.secret_readers is None:
+            return True
+        return requester.username in self.secret_readers.get(str(ref), set())
 
 
 def taloscluster(
@@ -102,7 +113,7 @@ async def stamped(
 ) -> dict[str, Any]:
     """``new`` as the webhook's mutating half leaves it: judged with a twin of ``backend``
     (so the calls of that half are not counted), its stamp set into the annotations."""
-    twin = dataclasses.replace(backend, reviews=[])
+    twin = dataclasses.replace(backend, reviews=[], secret_reviews=[])
     judge = judgement.judge_cluster if kind == "TalosCluster" else judgement.judge_operation
     judged = await judge(new=new, old=old, userinfo=userinfo, operation=operation, backend=twin)
     body = copy.deepcopy(dict(new))
