@@ -62,6 +62,18 @@ def printed(resource: str, address: str, image: NodeImage) -> str:
     )
 
 
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    """A table as talosctl prints it (text/tabwriter, padding 3)."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = ["   ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+             for r in [header, *rows]]  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+def _member_id(address: str) -> str:
+    return f"{abs(hash(address)) % (1 << 60):016x}"
+
+
 @dataclass
 class PlayedReads:
     """Each node's image by address (``PLAIN`` for one not named), the nodes that do not
@@ -70,6 +82,38 @@ class PlayedReads:
     images: dict[str, NodeImage] = field(default_factory=dict)
     silent: dict[str, str] = field(default_factory=dict)
     answered: list[str] = field(default_factory=list)
+    #: etcd of the control plane nodes (by address): a member whose etcd does not answer,
+    #: and one that reports errors (``talosctl etcd status``'s ERRORS column).
+    etcd_down: set[str] = field(default_factory=set)
+    etcd_errors: dict[str, str] = field(default_factory=dict)
+
+    def _etcd(self, what: str, addresses: list[str]) -> tuple[str, int]:
+        """``talosctl etcd members|status --nodes ...`` (cmd/talosctl/cmd/talos/etcd.go)."""
+        up = [a for a in addresses if a not in self.etcd_down]
+        leader = _member_id(up[0]) if up else "0000000000000000"
+        if what == "members":
+            rows = [
+                [node, _member_id(a), f"host-{a}", f"https://{a}:2380", f"https://{a}:2379",
+                 "false"]
+                for node in up for a in up
+            ]  # fmt: skip
+            text = _table(
+                ["NODE", "ID", "HOSTNAME", "PEER URLS", "CLIENT URLS", "LEARNER"], rows
+            ) if rows else ""  # fmt: skip
+        else:
+            rows = [
+                [a, _member_id(a), "24 MB", "11 MB (45.83%)", leader, "1000", "2", "1000",
+                 "false", "3.6.0", "3.6.0", self.etcd_errors.get(a, "")]
+                for a in up
+            ]  # fmt: skip
+            header = ["NODE", "MEMBER", "DB SIZE", "IN USE", "LEADER", "RAFT INDEX",
+                      "RAFT TERM", "RAFT APPLIED INDEX", "LEARNER", "PROTOCOL", "STORAGE",
+                      "ERRORS"]  # fmt: skip
+            text = _table(header, rows) if rows else ""
+        down = [a for a in addresses if a in self.etcd_down]
+        for address in down:
+            text += f"WARNING: {address}: rpc error: code = Unavailable desc = connection refused\n"
+        return text, 0 if up else 1
 
     async def output(self, namespace: str, job: Mapping[str, Any]) -> talosread.ReadOutput:
         pod = job["spec"]["template"]["spec"]
@@ -78,6 +122,10 @@ class PlayedReads:
         codes: dict[str, int] = {}
         for container in pod["containers"]:
             args = list(container["args"])
+            if args[0] == "etcd":
+                addresses = args[args.index("--nodes") + 1].split(",")
+                logs[container["name"]], codes[container["name"]] = self._etcd(args[1], addresses)
+                continue
             resource = args[1]
             addresses = args[args.index("--nodes") + 1].split(",")
             text, errors = "", []

@@ -764,8 +764,8 @@ class OperationController:
         return await self._verify(op, nodes, current, cluster, cluster_body, talosconfig)
 
     async def _talosconfig(self, op: Operation, cluster: ClusterState) -> jobs.SecretMount:
-        """The talosconfig to mount, once it can carry the next node (pre-flight: read,
-        not expiring before a node's Job could end, os:admin)."""
+        """The talosconfig to mount, once it can carry the next node: read as data, and
+        the pre-flight again (not expiring before a node's Job could end, os:admin)."""
         ref = cluster.spec.talosconfig_secret_ref
         if ref is None:
             raise _Unrunnable(
@@ -773,21 +773,7 @@ class OperationController:
                 f"TalosCluster {cluster.name} names no talosconfigSecretRef any more",
             )
         key = ref.key or DEFAULT_TALOSCONFIG_KEY
-        try:
-            value = await read_secret_key(self.api, namespace=op.namespace, name=ref.name, key=key)
-        except KubeconfigError as error:
-            raise _Unrunnable(
-                OperationReason.CREDENTIALS_UNUSABLE, f"the talosconfig cannot be mounted: {error}"
-            ) from error
-        said = preflight.refusal(
-            value.value,
-            now=_now(),
-            deadline_seconds=self.settings.executor.active_deadline_seconds,
-            what=f"the talosconfig in key {key!r} of Secret {op.namespace}/{ref.name}",
-        )
-        if said is not None:
-            raise _Unrunnable(OperationReason.PREFLIGHT_FAILED, said)
-        return jobs.SecretMount(secret=ref.name, key=key)
+        return await self._secret_mount(op, ref.name, key, what="talosconfig")
 
     def _ref(self, op: Operation) -> jobs.OperationRef:
         return jobs.OperationRef(
@@ -899,8 +885,8 @@ class OperationController:
                 op = await self._write(
                     op,
                     nodesteps.stage(
-                        op, nodes, now=_now(), message=f"creates Job {name} for {node.name}",
-                        started=(*started, node.name),
+                        op, nodes, now=_now(), message=f"Job {name} upgrades {node.name}",
+                        started=(*started, node.name), job_name=name,
                     ),
                 )  # fmt: skip
                 manifest = jobs.node_job(
@@ -1354,13 +1340,27 @@ class OperationController:
                 OperationReason.CREDENTIALS_UNUSABLE, f"the {what} cannot be mounted: {error}"
             ) from error
         origin = f"the {what} in key {key!r} of Secret {op.namespace}/{name}"
-        read = credentials.read_kubeconfig if what == "kubeconfig" else credentials.read_talosconfig
         try:
-            read(value.value, what=origin, policy=self.credentials)
+            if what == "kubeconfig":
+                credentials.read_kubeconfig(value.value, what=origin, policy=self.credentials)
+            else:
+                talos = credentials.read_talosconfig(
+                    value.value, what=origin, policy=self.credentials
+                )
         except credentials.Refused as error:
             raise _Unrunnable(
                 OperationReason.CREDENTIALS_UNUSABLE, f"{error}; no Job was created"
             ) from None
+        if what == "talosconfig":
+            # pre-flight: it can carry a node's Job to its end, as a role that upgrades
+            said = preflight.refusal_pem(
+                talos.crt_pem,
+                now=_now(),
+                deadline_seconds=self.settings.executor.active_deadline_seconds,
+                what=origin,
+            )
+            if said is not None:
+                raise _Unrunnable(OperationReason.PREFLIGHT_FAILED, f"{said}; no node was touched")
         return jobs.SecretMount(secret=name, key=key)
 
     async def _nodes(self, op: Operation, cluster: ClusterState) -> jobs.NodeList:

@@ -87,7 +87,7 @@ def named(names: Sequence[str]) -> str:
 
 
 def _checks(nodes: OperationNodes, more: Sequence[str]) -> tuple[str, ...] | None:
-    found = [*(nodes.checks or ()), *more][-MAX_CHECKS:]
+    found = list(dict.fromkeys([*(nodes.checks or ()), *more]))[-MAX_CHECKS:]
     return tuple(found) or None
 
 
@@ -115,14 +115,16 @@ def stage(
     message: str,
     reason: str = OperationReason.NODES_UPGRADING,
     passed: Sequence[str] = (),
+    job_name: str | None = None,
     **fields: Any,
 ) -> TalosOperationStatus:
     """The Running status after one step: ``fields`` of ``status.nodes`` changed, the
-    checks ``passed`` appended, ``message`` with where it stands."""
+    checks ``passed`` appended, ``message`` with where it stands; ``job_name``: the Job
+    just created (``status.jobName`` names the latest node's)."""
     changed = nodes.model_copy(update={**fields, "checks": _checks(nodes, passed)})
     status = lifecycle.running(
         op,
-        job_name=op.status.job_name or "",
+        job_name=job_name or op.status.job_name or "",
         decision=lifecycle.Decision(),
         job_created=True,
         message=f"{message}; {progress(changed)}",

@@ -107,6 +107,19 @@ def read_certificate(der: bytes) -> ClientCertificate:
     return ClientCertificate(not_after=not_after, roles=tuple(roles))
 
 
+def pem_certificate(pem: bytes | str) -> ClientCertificate:
+    """The certificate of a PEM block."""
+    text = pem.decode("ascii", errors="replace") if isinstance(pem, bytes) else pem
+    body = "".join(
+        line.strip() for line in text.splitlines() if line.strip() and not line.startswith("-----")
+    )
+    try:
+        der = base64.b64decode(body, validate=True)
+    except binascii.Error as error:
+        raise Unreadable("its crt is not a PEM certificate") from error
+    return read_certificate(der)
+
+
 def client_certificate(talosconfig: str | bytes) -> ClientCertificate:
     """The client certificate of a talosconfig's current context."""
     try:
@@ -124,14 +137,18 @@ def client_certificate(talosconfig: str | bytes) -> ClientCertificate:
         pem = base64.b64decode(context["crt"], validate=True).decode("ascii")
     except (binascii.Error, UnicodeDecodeError) as error:
         raise Unreadable("its crt is not a base64 PEM certificate") from error
-    body = "".join(
-        line.strip() for line in pem.splitlines() if line.strip() and not line.startswith("-----")
-    )
+    return pem_certificate(pem)
+
+
+def refusal_pem(
+    crt_pem: bytes | str, *, now: datetime, deadline_seconds: float, what: str
+) -> str | None:
+    """``refusal`` of a client certificate already taken out of its talosconfig."""
     try:
-        der = base64.b64decode(body, validate=True)
-    except binascii.Error as error:
-        raise Unreadable("its crt is not a PEM certificate") from error
-    return read_certificate(der)
+        certificate = pem_certificate(crt_pem)
+    except Unreadable as error:
+        return f"the client certificate of {what} cannot be read ({error})"
+    return _judge(certificate, now=now, deadline_seconds=deadline_seconds, what=what)
 
 
 def refusal(
@@ -144,6 +161,12 @@ def refusal(
         certificate = client_certificate(talosconfig)
     except Unreadable as error:
         return f"the client certificate of {what} cannot be read ({error})"
+    return _judge(certificate, now=now, deadline_seconds=deadline_seconds, what=what)
+
+
+def _judge(
+    certificate: ClientCertificate, *, now: datetime, deadline_seconds: float, what: str
+) -> str | None:
     until = now + timedelta(seconds=deadline_seconds)
     expires = certificate.not_after.strftime("%Y-%m-%d %H:%M UTC")
     if certificate.not_after <= now:
