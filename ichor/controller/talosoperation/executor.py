@@ -598,8 +598,12 @@ class OperationController:
         op = await self._write(op, lifecycle.succeeded(op, message=message, now=_now()))
         return await self._announce_end(op, cluster_body, succeeded=True, message=message)
 
-    async def _finish_failed(self, op: Operation, reason: str, message: str) -> Operation:
-        op = await self._write(op, lifecycle.failed(op, reason=reason, message=message, now=_now()))
+    async def _finish_failed(
+        self, op: Operation, reason: str, message: str, *, kind: Failure | None = None
+    ) -> Operation:
+        op = await self._write(
+            op, lifecycle.failed(op, reason=reason, message=message, now=_now(), kind=kind)
+        )
         cluster_body = await self._read_cluster(op)
         return await self._announce_end(op, cluster_body, succeeded=False, message=message)
 
@@ -851,7 +855,11 @@ class OperationController:
                     step="Make etcd healthy (talosctl etcd status, talosctl etcd members), then "
                     "create a new operation: the nodes done keep the new Talos",
                 )
-                return await self._finish_failed(op, OperationReason.CHECK_FAILED, message)
+                # before the first node it says nothing of the version; after one, it may
+                kind = Failure.UPGRADE_FAILED if nodes.done else Failure.NOT_STARTED
+                return await self._finish_failed(
+                    op, OperationReason.CHECK_FAILED, message, kind=kind
+                )
             passed.append(
                 f"before {nodesteps.named(names)}: etcd healthy with {health.members} members"
             )
@@ -1057,7 +1065,7 @@ class OperationController:
             message = nodesteps.failed_between(
                 check=what, when="after", node=said, nodes=nodes, step=step
             )
-            return await self._finish_failed(op, reason, message)
+            return await self._finish_failed(op, reason, message, kind=Failure.UPGRADE_FAILED)
         until = (nodes.since or now) + timedelta(seconds=self.settings.node_version_deadline)
         return await self._write(
             op,

@@ -188,10 +188,12 @@ def drain_message(
 def failed_between(*, check: str, when: str, node: str, nodes: OperationNodes, step: str) -> str:
     """A check between nodes that failed: which, where the operation stands, the step."""
     done = list(nodes.done or ())
-    return (
-        f"stopped {when} {node}: {check}; done: {named(done)}; not upgraded: "
-        f"{named([n.name for n in nodes.order if n.name not in set(done)])}. {step}"
-    )
+    reached = list(nodes.current or ()) if when == "after" else []
+    rest = [n.name for n in nodes.order if n.name not in set(done) | set(reached)]
+    said = f"stopped {when} {node}: {check}; done: {named(done)}; "
+    if reached:
+        said += f"upgraded, its checks not passed: {named(reached)}; "
+    return f"{said}not upgraded: {named(rest)}. {step}"
 
 
 def node_images(nodes: OperationNodes) -> Mapping[str, str]:

@@ -517,7 +517,14 @@ async def running_job(objects: Objects, name: str) -> tuple[dict[str, Any], dict
         ),
         what=f"{name} Running with its Job",
     )
-    return body, await objects.job(body["status"]["jobName"])
+    # a node's Job is named in the status before it is created (a restart creates it)
+    listed = await eventually(
+        objects.jobs,
+        lambda found: any(j["metadata"]["name"] == body["status"]["jobName"] for j in found),
+        what=f"Job {body['status']['jobName']} created",
+    )
+    (job,) = [j for j in listed if j["metadata"]["name"] == body["status"]["jobName"]]
+    return body, job
 
 
 def node_of(job: dict[str, Any]) -> str:

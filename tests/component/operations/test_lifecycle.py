@@ -207,7 +207,10 @@ async def test_a_node_still_on_the_old_version_at_the_deadline_fails_the_operati
     if type_ == "talos":
         assert "stopped after ops-cp-2: Node ops-cp-2 reports v1.14.3, not v1.14.4" in message
         assert "boots its previous version back" in message, message
-        assert "done: ops-cp-1; not upgraded: ops-cp-2, ops-worker-1" in message, message
+        assert (
+            "done: ops-cp-1; upgraded, its checks not passed: ops-cp-2; not upgraded: ops-worker-1"
+            in message
+        )
         assert "the TalosCluster spec is unchanged" in message, message
     else:
         assert f"Node ops-cp-2 reports {reported}" in message, message
@@ -226,7 +229,7 @@ async def test_a_second_operation_waits_for_the_running_one_then_runs(
 ) -> None:
     await objects.create_cluster()
     await objects.create_operation("first", "talos", "v1.14.4")
-    _, job = await running_job(objects, "first")
+    _, _job = await running_job(objects, "first")
     await objects.create_operation("second", "kubernetes", "v1.37.1")
     waiting = await eventually(
         lambda: objects.operation("second"),
@@ -490,7 +493,7 @@ async def test_a_conflict_on_a_status_write_is_retried_not_lost(
     try:
         await objects.create_cluster()
         await objects.create_operation("up", "talos", "v1.14.4")
-        _, job = await running_job(objects, "up")
+        _, _job = await running_job(objects, "up")
     finally:
         executor.before_write = None
     assert touched
