@@ -208,8 +208,8 @@ async def test_a_node_still_on_the_old_version_at_the_deadline_fails_the_operati
         assert "stopped after ops-cp-2: Node ops-cp-2 reports v1.14.3, not v1.14.4" in message
         assert "boots its previous version back" in message, message
         assert (
-            "done: ops-cp-1; upgraded, its checks not passed: ops-cp-2; not upgraded: ops-worker-1"
-            in message
+            "done: ops-cp-1; upgraded, its checks not passed: ops-cp-2; "
+            "not upgraded: ops-worker-1" in message
         )
         assert "the TalosCluster spec is unchanged" in message, message
     else:

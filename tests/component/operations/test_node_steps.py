@@ -196,8 +196,8 @@ async def test_a_failing_health_check_between_two_workers_stops_before_the_secon
     message = failed["status"]["message"]
     assert message.startswith("stopped after ops-worker-1: health check canary"), message
     assert (
-        "done: ops-cp-1, ops-cp-2; upgraded, its checks not passed: ops-worker-1; not upgraded: ops-worker-2"
-        in message
+        "done: ops-cp-1, ops-cp-2; upgraded, its checks not passed: ops-worker-1; "
+        "not upgraded: ops-worker-2" in message
     ), message
     assert condition(failed, "Complete")["reason"] == "CheckFailed"
     assert "ops-worker-2" not in failed["status"]["nodes"]["started"]
