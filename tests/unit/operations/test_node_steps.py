@@ -103,7 +103,7 @@ def test_a_failure_between_nodes_says_which_are_done_reached_and_left() -> None:
 
 def test_a_nodes_job_runs_talosctl_with_its_image_and_the_policy_and_avoids_its_node() -> None:
     ref = jobs.OperationRef(
-        namespace="n", name="up", uid="u", cluster="c", type=jobs.OperationType.TALOS
+        namespace="n", name="up", uid="u", cluster="c", type=OperationType.TALOS
     )
     target = TargetNode(name="w-1", address="10.0.0.11", role=NodeRole.WORKER)
     common = {
@@ -132,9 +132,15 @@ def test_a_nodes_job_runs_talosctl_with_its_image_and_the_policy_and_avoids_its_
 
 
 def test_the_kept_off_node_is_added_to_every_term_of_a_given_affinity() -> None:
-    given = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": "a", "operator": "Exists"}]},
-                              {"matchExpressions": [{"key": "b", "operator": "Exists"}]}]}}}  # fmt: skip
+    terms_given = [
+        {"matchExpressions": [{"key": "a", "operator": "Exists"}]},
+        {"matchExpressions": [{"key": "b", "operator": "Exists"}]},
+    ]
+    given = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms_given}
+        }
+    }
     merged = jobs._merged_affinity(given, "w-1")
     terms = merged["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
         "nodeSelectorTerms"
