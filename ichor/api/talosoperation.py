@@ -134,6 +134,9 @@ class OperationNodes(ApiModel):
     order: tuple[PlannedNode, ...] = ()
     images: tuple[ImageNodes, ...] = ()
     changes: tuple[str, ...] | None = None
+    #: The nodes whose schematic the spec changes (a node already on the target but not
+    #: on its new image is upgraded again).
+    changing: tuple[str, ...] | None = None
     policy: NodePolicy | None = None
     #: Nodes upgraded and checked, in order.
     done: tuple[str, ...] | None = None

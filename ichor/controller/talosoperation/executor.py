@@ -885,7 +885,16 @@ class OperationController:
         started = list(nodes.started or ())
         images = nodes.image_of()
         outcomes: dict[str, tuple[lifecycle.JobOutcome, str]] = {}
+        already = await self._on_target(op, nodes, current, cluster)
         for node in current:
+            if node.name in already and node.name not in started:
+                # it runs the target on its own image already (an earlier operation
+                # stopped after it): nothing to install; its checks still run
+                outcomes[node.name] = (
+                    lifecycle.JobOutcome(lifecycle.JobState.SUCCEEDED, reason="AlreadyThere"),
+                    "",
+                )
+                continue
             name = jobs.job_name(
                 operation=op.name, uid=op.uid, type_=op.spec.type, step=f"node-{node.name}"
             )
@@ -949,6 +958,8 @@ class OperationController:
                     f"{nodesteps.progress(nodes)}; the TalosCluster spec is unchanged"
                 )
                 return await self._finish_failed(op, OperationReason.JOB_FAILED, message)
+        skipped = [f"{n} already runs {op.spec.version}: not upgraded again" for n in already
+                   if n in outcomes and outcomes[n][0].reason == "AlreadyThere"]  # fmt: skip
         running = [
             f"{n}: {o.message or 'Job ' + j + ' runs'}"
             for n, (o, j) in outcomes.items()
@@ -964,10 +975,37 @@ class OperationController:
             op,
             nodesteps.stage(
                 op, nodes, now=_now(),
-                message=f"{nodesteps.named(names)} upgraded; checks after",
+                message=f"{nodesteps.named(names)} upgraded; checks after", passed=skipped,
                 stage=NodeStage.VERIFYING, since=_now(), attempt=(nodes.attempt or 0) + 1,
             ),
         )  # fmt: skip
+
+    async def _on_target(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        current: tuple[PlannedNode, ...],
+        cluster: ClusterState,
+    ) -> set[str]:
+        """The nodes of the batch that already report the target, Ready, and whose
+        schematic the spec does not change: upgrading them again would only reboot them."""
+        changing = set(nodes.changing or ())
+        try:
+            items = await self._node_items(op, cluster)
+        except (_Unrunnable, Transient):
+            return set()
+        wanted = {n.name for n in current} - changing
+        found: set[str] = set()
+        for item in items:
+            report = observe.node_report(item)
+            if (
+                report.name in wanted
+                and report.talos is not None
+                and report.talos.tag == op.spec.version
+                and observe.node_ready(item)
+            ):
+                found.add(report.name)
+        return found
 
     async def _verify(
         self,
@@ -1275,6 +1313,7 @@ class OperationController:
             ),
             images=tuple(ImageNodes(image=i, nodes=tuple(ns)) for i, ns in by_image.items()),
             changes=plan.changes or None,
+            changing=tuple(p.name for p in plan.nodes if p.changes) or None,
         )
 
     async def _drop_read(self, op: Operation) -> None:

@@ -264,3 +264,22 @@ async def test_a_talosconfig_that_cannot_upgrade_is_refused_before_any_job(
     assert condition(failed, "Accepted")["reason"] == "PreflightFailed"
     assert await objects.jobs() == []
     assert operator.reads.answered == []
+
+
+async def test_a_node_already_on_the_target_and_its_image_is_not_upgraded_again(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    """An operation that stopped after a node leaves it on the target; the next one
+    checks it and goes on, it does not reboot it again."""
+    await objects.create_cluster()
+    await workload.report(talos=TARGET, only="ops-cp-2")
+    await objects.create_operation("up", "talos", TARGET)
+    await running_job(objects, "up")
+    await play_node(objects, workload, "up", "ops-cp-1", version=TARGET)
+    done = await play_nodes(objects, workload, "up", version=TARGET, nodes=["ops-worker-1"])
+    assert phase(done) == "Succeeded", done["status"]
+    assert set(await _node_jobs(objects)) == {"ops-cp-1", "ops-worker-1"}
+    checks = done["status"]["nodes"]["checks"]
+    assert "ops-cp-2 already runs v1.14.4: not upgraded again" in checks, checks
+    assert "before ops-cp-2: etcd healthy with 2 members" in checks, checks
+    assert done["status"]["nodes"]["done"] == ALL
