@@ -1171,6 +1171,12 @@ class Demo:
         self.kubectl(*self.prod_config, "label", "node", "prod-worker-1", f"{DEGRADED}-")
         _say("(The storage recovered: the demo removes the label. Run it again.)")
         if self.jobs == ON_NODE:
+            _say(
+                f"(Each node's Job runs for real on the node {node.NODE_NAME}: talosctl "
+                "upgrade with that node's own installer, in a Pod from the talosctl image, "
+                "against the Talos API stand-in that plays prod's Talos nodes and moves each "
+                "Node's osImage when it reboots.)"
+            )
             began = time.monotonic()
             self.run(f"{admin} upgrade talos {CLUSTER} --wait")
             job = self.real_job("talos", began=began, what="Talos")
