@@ -710,6 +710,7 @@ class Demo:
         if not on_node:
             # no kubelet runs the read Jobs: their output is played (played_operator.py)
             env["ICHOR_DEMO_NODE_IMAGES"] = json.dumps(_played_images())
+            env = checkout.python_env(env)
         self.spawn(
             "operator",
             ["-m", "ichor.operator" if on_node else "tests.harness.played_operator"],
