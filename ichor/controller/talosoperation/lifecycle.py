@@ -471,6 +471,16 @@ STUCK_REASONS = frozenset(
 
 def _stuck(pods: Sequence[Mapping[str, Any]]) -> str | None:
     for pod in pods:
+        for condition in (pod.get("status") or {}).get("conditions") or ():
+            if (
+                isinstance(condition, Mapping)
+                and condition.get("type") == "PodScheduled"
+                and condition.get("status") == "False"
+                and condition.get("reason") == "Unschedulable"
+            ):
+                said = " ".join(str(condition.get("message") or "").split())[:300]
+                head = "its Pod cannot be scheduled"
+                return f"{head}: {said}" if said else head
         for container in _containers(pod):
             waiting = (container.get("state") or {}).get("waiting") or {}
             reason = waiting.get("reason")

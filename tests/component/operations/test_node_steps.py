@@ -283,3 +283,41 @@ async def test_a_node_already_on_the_target_and_its_image_is_not_upgraded_again(
     assert "ops-cp-2 already runs v1.14.4: not upgraded again" in checks, checks
     assert "before ops-cp-2: etcd healthy with 2 members" in checks, checks
     assert done["status"]["nodes"]["done"] == ALL
+
+
+async def test_a_pod_that_upgrades_a_node_of_the_cluster_it_runs_in_is_kept_off_it(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    """These clusters name no kubeconfig: their workload is the cluster the operator runs
+    in, and talosctl would drain the Job's own Pod off the node it upgrades. An
+    unschedulable Pod is said in the operation's message."""
+    await objects.create_cluster()
+    await objects.create_operation("up", "talos", TARGET)
+    _, job = await running_job(objects, "up")
+    pod = job["spec"]["template"]["spec"]
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchFields"] == [
+        {"key": "metadata.name", "operator": "NotIn", "values": ["ops-cp-1"]}
+    ]
+    # the scheduler finds no other node (no scheduler runs here: played as it reports it)
+    name = job["metadata"]["name"]
+    pod_body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"{name}-x1", "labels": {"job-name": name}},
+        "spec": {"containers": [{"name": "upgrade", "image": "x.invalid/talosctl"}]},
+    }
+    await objects.core.create_namespaced_pod(objects.namespace, pod_body)  # type: ignore[arg-type]
+    reason = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+    condition_ = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                  "message": reason}  # fmt: skip
+    pending = {"status": {"phase": "Pending", "conditions": [condition_]}}
+    await objects.core.patch_namespaced_pod_status(f"{name}-x1", objects.namespace, pending)
+    said = await eventually(
+        lambda: objects.operation("up"),
+        lambda b: "its Pod cannot be scheduled" in b["status"].get("message", ""),
+        what="the unschedulable Pod said",
+    )
+    assert "didn't match Pod's node affinity" in said["status"]["message"]
