@@ -431,6 +431,8 @@ class Demo:
                 "--timeout=60s",
             )
         _say("  CRDs installed: TalosCluster, TalosOperation, IchorInstallation")
+        if self.jobs != ON_NODE:
+            self.tenant_account()
         self.users()
         _say(
             f"  users: {PLAIN_USER} (may start upgrades) and {HOLDER} (also holds the RBAC "
@@ -512,6 +514,28 @@ class Demo:
         self.spawn_registry()
         self.edge_plane()
         self.wait_registry(began)
+
+    def tenant_account(self) -> None:
+        """prod names no kubeconfig here: its workload is the management API server, read
+        as the ServiceAccount default/default (no controller makes it on this control
+        plane), which holds the chart's ichor-tenant-reader, as a platform admin binds it
+        (docs/install.md)."""
+        self.apply(
+            [
+                {"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": "default", "namespace": NAMESPACE}},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                 "metadata": {"name": account.TENANT_READER},
+                 "rules": account.tenant_reader_rules()},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": f"{account.TENANT_READER}-{NAMESPACE}-default"},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                             "name": account.TENANT_READER},
+                 "subjects": [{"kind": "ServiceAccount", "name": "default",
+                               "namespace": NAMESPACE}]},
+            ]
+        )  # fmt: skip
+        _say(f"  {NAMESPACE}/default reads prod (the chart's {account.TENANT_READER})")
 
     def setup_on_node(self) -> None:
         """The management cluster is the node (held by ``demo_node``); prod and edge are
