@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle printable \
         bench demo demo-down cluster-up cluster-down image image-base clean node compat-json \
-        runtime-deps configuration ui ui-unit ui-package
+        runtime-deps configuration chart-readme ui ui-unit ui-package
 
 help:
 	@echo "The two commands:"
@@ -37,6 +37,7 @@ help:
 	@echo "  make printable     rewrite ichor/release/go_printable.py from the oracle"
 	@echo "  make compat-json   rewrite tests/gotools/compat.json (the table the Go webhook reads)"
 	@echo "  make configuration rewrite docs/configuration.md's tables from ichor/settings.py"
+	@echo "  make chart-readme  rewrite charts/ichor/README.md from the chart's values schema"
 	@echo "  make image         the operator image (Docker engine or buildah; IMAGE_OUTPUT=, IMAGE_PUSH=)"
 	@echo "  make image-base    the image tools and the Debian base the image test builds on"
 	@echo "  make runtime-deps  pyproject's runtime dependencies alone, the venv the wheel test imports with"
@@ -121,6 +122,11 @@ bench: $(STAMP) testenv oracle
 # docs/configuration.md's tables, from ichor/settings.py (a unit test keeps them equal).
 configuration: $(STAMP)
 	$(BIN)/python -m tests.support.configuration docs/configuration.md
+
+# charts/ichor/README.md, from values.schema.json's descriptions and values.yaml's defaults
+# (a unit test keeps them equal).
+chart-readme: $(STAMP)
+	$(BIN)/python -m tests.support.chart_readme charts/ichor/README.md
 
 # The runtime dependencies alone (no [dev]), cached: the wheel test imports the wheel with them.
 runtime-deps: $(STAMP)

@@ -24,10 +24,12 @@ SIGKILL, within the Pod's termination grace period, and the worker dies with it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import getpass
 import logging
 import os
 import random
+import signal
 from typing import Any
 
 import kopf
@@ -38,6 +40,7 @@ from ichor.controller.taloscluster import wiring as cluster_wiring
 from ichor.controller.talosoperation import wiring as operation_wiring
 from ichor.kube import allocator, metrics
 from ichor.settings import Settings
+from ichor.webhook import readiness as readiness_endpoint
 from ichor.webhook import wiring as webhook_wiring
 
 logger = logging.getLogger("ichor.operator")
@@ -54,33 +57,50 @@ async def bound_the_exit(settings: kopf.OperatorSettings, **_: Any) -> None:
 
 
 def build_registry(
-    registry: kopf.OperatorRegistry | None = None, *, settings: Settings
+    registry: kopf.OperatorRegistry | None = None,
+    *,
+    settings: Settings,
+    readiness: readiness_endpoint.Readiness | None = None,
 ) -> kopf.OperatorRegistry:
     """``registry`` (kopf's default one if not given) with every part of the operator,
-    each handed its part of ``settings``."""
+    each handed its part of ``settings``; the webhook tells ``readiness`` when it serves."""
     registry = registry if registry is not None else kopf.get_default_registry()
     kopf.on.startup(id="operator-exit", registry=registry)(bound_the_exit)
     cluster_wiring.register(registry, settings=settings)
     releasecheck_wiring.register(registry, settings=settings)
     operation_wiring.register(registry, settings=settings)
     recorder_wiring.register(registry, settings=settings)
-    webhook_wiring.register(registry, settings=settings)
+    webhook_wiring.register(registry, settings=settings, readiness=readiness)
     return registry
 
 
 async def main(settings: Settings) -> None:
-    registry = build_registry(settings=settings)
+    readiness = readiness_endpoint.Readiness(webhook=settings.webhook.served)
+    registry = build_registry(settings=settings, readiness=readiness)
     if settings.metrics.port is not None:
         metrics.serve(port=settings.metrics.port, addr=settings.metrics.addr)
+    probe: asyncio.Task[None] | None = None
+    if settings.readiness_endpoint:
+        probe = asyncio.create_task(
+            readiness_endpoint.serve(settings.readiness_endpoint, readiness)
+        )
+    # the chart's preStop: drain before SIGTERM (a signal, so nothing on the network can)
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, readiness.drain)
     peering = settings.peering
-    await kopf.operator(
-        registry=registry,
-        clusterwide=True,
-        standalone=peering is None,
-        peering_name=peering,
-        priority=random.randint(1, 2**30) if peering else None,
-        liveness_endpoint=settings.liveness_endpoint,
-    )
+    try:
+        await kopf.operator(
+            registry=registry,
+            clusterwide=True,
+            standalone=peering is None,
+            peering_name=peering,
+            priority=random.randint(1, 2**30) if peering else None,
+            liveness_endpoint=settings.liveness_endpoint,
+        )
+    finally:
+        if probe is not None:
+            probe.cancel()
+            await asyncio.gather(probe, return_exceptions=True)
 
 
 def name_the_user(settings: Settings) -> None:
@@ -103,9 +123,14 @@ def name_the_user(settings: Settings) -> None:
 def run() -> None:
     """Read the settings (the one reading of the environment) and run with them."""
     settings = Settings.from_env()
-    logging.basicConfig(
-        level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    if settings.log_format == "json":
+        # kopf's JSON lines: message, severity, timestamp, and the object a line is about
+        kopf.configure(log_format=kopf.LogFormat.JSON, log_prefix=False)
+        logging.getLogger().setLevel(settings.log_level)
+    else:
+        logging.basicConfig(
+            level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+        )
     name_the_user(settings)
     allocator.keep_large_buffers_mapped(environment_sets=settings.malloc_mmap_threshold is not None)
     asyncio.run(main(settings))

@@ -18,7 +18,7 @@ a test keeps the page and these classes equal.
 from __future__ import annotations
 
 import dataclasses
-import importlib.metadata
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ichor.api.autopatch import DEFAULT_HEALTH_CHECK_RESOURCES, NEVER_CHECKED
-from ichor.api.talosoperation import MAX_QUEUED
+from ichor.api.health_scope import DEFAULT_HEALTH_CHECK_RESOURCES, NEVER_CHECKED
+from ichor.api.queue_limits import MAX_QUEUED
 from ichor.registry.limits import Limits
 from ichor.release.release_set import PINNED
 
@@ -137,6 +137,59 @@ def _path(name: str, value: str | None) -> Any:
     return Path(value) if value else _DEFAULT
 
 
+def _json(kind: type[dict[str, Any]] | type[list[Any]]) -> Reader:
+    """JSON of one kind (an object or a list), as the chart writes a value with ``toJson``;
+    unset, empty or ``null``: the default."""
+    what = "a JSON object" if kind is dict else "a JSON list"
+
+    def read(name: str, value: str | None) -> Any:
+        if not value:
+            return _DEFAULT
+        try:
+            found = json.loads(value)
+        except ValueError as error:
+            raise SettingsError(
+                f"{name} is refused: it must be {what} ({error}); fix it or unset it for the "
+                "default"
+            ) from None
+        if found is None:
+            return _DEFAULT
+        if not isinstance(found, kind):
+            raise SettingsError(
+                f"{name} is refused: it must be {what}, not {type(found).__name__}; fix it or "
+                "unset it for the default"
+            )
+        if kind is list and not all(isinstance(item, dict) for item in found):
+            raise SettingsError(f"{name} is refused: each item of its list must be a JSON object")
+        return tuple(found) if kind is list else found
+
+    return read
+
+
+def _json_labels(name: str, value: str | None) -> Any:
+    """A JSON object of strings (a nodeSelector)."""
+    found = _json(dict)(name, value)
+    if found is not _DEFAULT and not all(isinstance(v, str) for v in found.values()):
+        raise SettingsError(
+            f"{name} is refused: every value of its object must be a string (a label value)"
+        )
+    return found
+
+
+def _one_of(*choices: str) -> Reader:
+    def read(name: str, value: str | None) -> Any:
+        if not value:
+            return _DEFAULT
+        if value not in choices:
+            raise SettingsError(
+                f"{name}={value[:40]!r} is refused: it must be one of {', '.join(choices)} "
+                "(unset it for the default)"
+            )
+        return value
+
+    return read
+
+
 def env(name: str, default: Any = dataclasses.MISSING, *, read: Reader = _text, **kw: Any) -> Any:
     """A field read from the variable ``name`` (with ``read``), else its default."""
     return field(default=default, metadata={"env": name, "read": read}, **kw)
@@ -170,6 +223,8 @@ class _FromEnv:
 
 def package_version() -> str:
     """The installed package's version (0.0.0 when it is not installed)."""
+    import importlib.metadata  # here: the ``ichor`` command starts without it
+
     try:
         return importlib.metadata.version("ichor")
     except importlib.metadata.PackageNotFoundError:
@@ -296,6 +351,16 @@ class ControllerSettings(_FromEnv):
         return namespace_share(self.workers, self.namespace_workers)
 
 
+def _nothing() -> dict[str, Any]:
+    """None."""
+    return {}
+
+
+def job_resources() -> dict[str, Any]:
+    """50m CPU and 64Mi memory requested, 256Mi memory at most."""
+    return {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}}
+
+
 @dataclass(frozen=True, kw_only=True)
 class ExecutorSettings(_FromEnv):
     """The operations' Jobs: their images, commands and limits.
@@ -338,6 +403,27 @@ class ExecutorSettings(_FromEnv):
     #: Labels every Job carries besides Ichor's own (no variable sets them; Ichor's own
     #: win over one of the same name).
     extra_labels: Mapping[str, str] = field(default_factory=dict)
+    #: The nodeSelector of the Jobs' Pods (a JSON object of label values).
+    node_selector: Mapping[str, str] = env(
+        "ICHOR_EXECUTOR_NODE_SELECTOR", default_factory=_nothing, read=_json_labels
+    )
+    #: The tolerations of the Jobs' Pods (a JSON list of Kubernetes tolerations).
+    tolerations: tuple[Mapping[str, Any], ...] = env(
+        "ICHOR_EXECUTOR_TOLERATIONS", (), read=_json(list)
+    )
+    #: The affinity of the Jobs' Pods (a JSON Kubernetes affinity).
+    affinity: Mapping[str, Any] = env(
+        "ICHOR_EXECUTOR_AFFINITY", default_factory=_nothing, read=_json(dict)
+    )
+    #: The priorityClassName of the Jobs' Pods.
+    priority_class: str | None = env("ICHOR_EXECUTOR_PRIORITY_CLASS", None)
+    #: The resources of each container of the Jobs (a JSON Kubernetes ResourceRequirements).
+    resources: Mapping[str, Any] = env(
+        "ICHOR_EXECUTOR_RESOURCES", default_factory=job_resources, read=_json(dict)
+    )
+    #: Secrets (in the operation's namespace) the Jobs' images are pulled with,
+    #: comma-separated.
+    image_pull_secrets: tuple[str, ...] = env("ICHOR_EXECUTOR_IMAGE_PULL_SECRETS", (), read=_names)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -429,6 +515,14 @@ class Settings(_FromEnv):
     release_check: ReleaseCheckSettings = section(ReleaseCheckSettings)
     credentials: CredentialSettings = section(CredentialSettings)
     tenants: TenantSettings = section(TenantSettings)
+    #: How the operator logs: ``text`` lines, or ``json``, one JSON object a line (kopf's
+    #: JSON formatter: ``message``, ``severity``, ``timestamp``, and ``object`` for a
+    #: line about a Kubernetes object), for a log collector.
+    log_format: str = env("ICHOR_LOG_FORMAT", "text", read=_one_of("text", "json"))
+    #: The readiness endpoint, for example ``http://0.0.0.0:8082/readyz``: it answers 200
+    #: only while the webhook's listener serves (when a webhook is configured) and the
+    #: process is not draining (SIGUSR1, the chart's preStop); unset: none.
+    readiness_endpoint: str | None = env("ICHOR_READINESS_ENDPOINT", None)
 
 
 @dataclass(frozen=True, kw_only=True)

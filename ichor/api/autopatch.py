@@ -16,6 +16,10 @@ from datetime import datetime
 from enum import StrEnum
 
 from ichor.api._base import ApiModel
+from ichor.api.health_scope import (
+    DEFAULT_HEALTH_CHECK_RESOURCES as DEFAULT_HEALTH_CHECK_RESOURCES,
+)
+from ichor.api.health_scope import NEVER_CHECKED as NEVER_CHECKED
 
 #: A patch is taken once the release check has listed it for this long (the CRD default).
 DEFAULT_MIN_RELEASE_AGE = "72h"
@@ -62,23 +66,7 @@ class Window(ApiModel):
 #: Limits of the health checks a person declares (the CRD holds the same).
 MAX_HEALTH_CHECKS = 16
 MAX_EXPRESSION_LENGTH = 1024
-#: Resources no health check reads, whatever the operator's settings allow: a check's
-#: verdict is one bit its author reads from the condition, so a check over Secrets would
-#: let whoever may write the spec test the workload's secret values one guess at a time.
-NEVER_CHECKED = frozenset({"secrets"})
-#: The resources a health check may read (``<apiVersion>/<resource>``) unless the operator
-#: is told others (``ICHOR_HEALTH_CHECK_RESOURCES``, the chart's
-#: ``autoPatchHealthCheckResources``): the workloads' readiness, nothing that holds secrets.
-DEFAULT_HEALTH_CHECK_RESOURCES = (
-    "v1/nodes",
-    "v1/pods",
-    "v1/configmaps",
-    "apps/v1/deployments",
-    "apps/v1/daemonsets",
-    "apps/v1/statefulsets",
-    "batch/v1/jobs",
-    "policy/v1/poddisruptionbudgets",
-)
+# NEVER_CHECKED, DEFAULT_HEALTH_CHECK_RESOURCES: ichor.api.health_scope (imported above).
 
 
 class HealthCheck(ApiModel):

@@ -22,10 +22,6 @@ STARTED_BY_LABEL = "ichor.dev/started-by"
 ATTEMPT_ANNOTATION = "ichor.dev/attempt"
 STARTED_FOR_ANNOTATION = "ichor.dev/started-for"
 
-#: Operations of one TalosCluster not finished yet past which another is refused (the
-#: default of ``ICHOR_MAX_QUEUED_OPERATIONS``).
-MAX_QUEUED = 20
-
 
 class StartedBy(StrEnum):
     #: A maintenance window was open and a newer patch was due (auto-patch).

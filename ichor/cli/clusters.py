@@ -11,7 +11,6 @@ an incompatible pair is adopted with a warning. Both leave the compatibility dec
 from __future__ import annotations
 
 import base64
-import importlib.metadata
 import re
 from pathlib import Path
 from typing import Any, cast
@@ -23,7 +22,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from ichor.api import kinds, records
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, CNIPreset
-from ichor.cli import common, kube, output, views
+from ichor.cli import common, completers, kube, output, views
 from ichor.kube import credentials
 from ichor.release import observed, release_set
 from ichor.release.observed import Unreadable
@@ -32,40 +31,6 @@ from ichor.release.versions import Version, VersionError, parse
 from ichor.settings import CredentialSettings
 
 _OS_IMAGE = re.compile(r"^Talos \((?P<version>[^()\s]+)\)$")
-
-
-def build_version() -> str:
-    try:
-        return importlib.metadata.version("ichor")
-    except importlib.metadata.PackageNotFoundError:
-        return "0.0.0"
-
-
-@click.command()
-@output.OUTPUT_OPTION
-def version(fmt: str) -> None:
-    """This build, and the versions a new install gets."""
-    release = release_set.PINNED
-    if fmt != output.Format.TABLE:
-        output.emit(
-            {
-                "ichor": build_version(),
-                "newInstall": {
-                    "talos": release.talos,
-                    "kubernetes": release.kubernetes,
-                    "versionContract": release.contract,
-                    "ciliumChart": release.cilium_chart,
-                },
-            },
-            fmt,
-        )
-        return
-    click.echo(f"ichor {build_version()}")
-    click.echo(f"Versions a new install gets: {release}")
-    click.echo(
-        "After the install each component upgrades on its own, to any version the rules "
-        "accept (ichor upgrade talos|kubernetes, ichor cni upgrade)."
-    )
 
 
 def _secret_ref(name: str | None) -> dict[str, str] | None:
@@ -331,14 +296,25 @@ def adopt_images(nodes: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _no_workload_kubeconfig(ctx: click.Context) -> str:
+    """The refusal of an adopt without ``--workload-kubeconfig``: it names the old spelling
+    when ``--kubeconfig`` came after the command, where it once named the cluster to adopt."""
+    source = ctx.get_parameter_source("kubeconfig")
+    if source is click.core.ParameterSource.COMMANDLINE:
+        return (
+            "--kubeconfig names the management cluster, as on every ichor command (and as "
+            "kubectl's does); give the kubeconfig of the cluster to adopt with "
+            "--workload-kubeconfig FILE (and its context with --workload-context)"
+        )
+    return "Missing option '--workload-kubeconfig': the kubeconfig of the running cluster to adopt"
+
+
 @click.command()
 @click.argument("name")
 @click.option(
-    "--kubeconfig",
-    "workload_kubeconfig",
-    required=True,
+    "--workload-kubeconfig",
     type=click.Path(exists=True, dir_okay=False),
-    help="Kubeconfig of the running cluster to adopt (stored in Secret NAME-kubeconfig).",
+    help="Kubeconfig of the running cluster to adopt (stored in Secret NAME-kubeconfig). Required.",
 )
 @click.option("--workload-context", help="Context of that kubeconfig to use.")
 @click.option(
@@ -355,13 +331,12 @@ def adopt_images(nodes: list[dict[str, Any]]) -> list[str]:
 @click.option("--talosconfig-secret", help="Secret (key talosconfig) the executors mount.")
 @click.option("--schematic", help="Image Factory schematic ID of the installer.")
 @click.option("--dry-run", is_flag=True, help="Judge and ask the server, write nothing.")
-@common.context_option
-@common.namespace_option
+@common.connection_options
 @click.pass_context
 def adopt(
     ctx: click.Context,
     name: str,
-    workload_kubeconfig: str,
+    workload_kubeconfig: str | None,
     workload_context: str | None,
     cni_unmanaged: bool,
     version_contract: str | None,
@@ -371,9 +346,11 @@ def adopt(
 ) -> None:
     """Take over a running Talos cluster as TalosCluster NAME, at the versions it runs.
 
-    The cluster Ichor runs in comes from `ichor --kubeconfig` or $KUBECONFIG; --kubeconfig
-    here is the running cluster's.
+    --workload-kubeconfig (and --workload-context) name the running cluster to adopt;
+    --kubeconfig, --context and -n name the management cluster, as on every command.
     """
+    if workload_kubeconfig is None:
+        raise click.UsageError(_no_workload_kubeconfig(ctx), ctx)
     path = Path(workload_kubeconfig)
     try:
         workload = config.new_client_from_config(  # type: ignore[no-untyped-call]
@@ -531,7 +508,7 @@ def _stored_kubeconfig(path: Path, context: str | None) -> bytes:
 
 
 @click.command()
-@click.argument("cluster", required=False)
+@click.argument("cluster", required=False, shell_complete=completers.clusters)
 @click.option("-A", "--all-namespaces", is_flag=True, help="Clusters of every namespace.")
 @output.OUTPUT_OPTION
 @common.connection_options

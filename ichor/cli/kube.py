@@ -1,8 +1,11 @@
 """The CLI's connection to the cluster Ichor runs in, found like kubectl finds it.
 
 ``--kubeconfig`` (else ``$KUBECONFIG``, else ``~/.kube/config``), ``--context`` and
-``-n/--namespace`` (else the context's namespace, else ``default``). The CLI is a short
-synchronous program, so it uses the synchronous ``kubernetes`` client.
+``-n/--namespace`` (else the context's namespace, else ``default``); ``--as`` and
+``--as-group`` (else the kubeconfig user's ``as:``/``as-groups:``, which the Python client
+alone would ignore) impersonate a user on every call, as kubectl does (the API server
+checks the caller's ``impersonate`` verb). The CLI is a short synchronous program, so it uses the
+synchronous ``kubernetes`` client, which it loads on the first connection only.
 
 Every failure of the API becomes ``CliError`` with one sentence (what failed, and the
 API server's own reason), never a stack trace. A denial by Ichor's admission webhook is
@@ -15,17 +18,17 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
-import urllib3
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
-from kubernetes.config.config_exception import ConfigException
 
 from ichor.api import kinds
+
+if TYPE_CHECKING:
+    from kubernetes import client
+    from kubernetes.client.exceptions import ApiException
 
 T = TypeVar("T")
 
@@ -71,23 +74,101 @@ class Target:
 
     @property
     def custom(self) -> client.CustomObjectsApi:
+        from kubernetes import client
+
         return client.CustomObjectsApi(self.api)
 
     @property
     def core(self) -> client.CoreV1Api:
+        from kubernetes import client
+
         return client.CoreV1Api(self.api)
 
+    @property
+    def batch(self) -> client.BatchV1Api:
+        from kubernetes import client
 
-def connect(*, kubeconfig: str | None, context: str | None, namespace: str | None) -> Target:
+        return client.BatchV1Api(self.api)
+
+
+class _Impersonating:
+    """urllib3's pool manager with kubectl's impersonation headers on every request:
+    ``Impersonate-User`` and one ``Impersonate-Group`` line per group (the client's own
+    default headers are a plain dict, which holds one value per name)."""
+
+    def __init__(self, pool: Any, *, user: str, groups: Sequence[str]) -> None:
+        self._pool = pool
+        self._user = user
+        self._groups = tuple(groups)
+
+    def request(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        import urllib3
+
+        headers = urllib3.HTTPHeaderDict(kwargs.get("headers") or {})
+        headers["Impersonate-User"] = self._user
+        for group in self._groups:
+            headers.add("Impersonate-Group", group)
+        kwargs["headers"] = headers
+        return self._pool.request(method, url, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pool, name)
+
+
+def impersonate(api: client.ApiClient, *, user: str, groups: Sequence[str] = ()) -> None:
+    """Make every call of ``api`` impersonate ``user`` (and ``groups``)."""
+    rest = api.rest_client
+    rest.pool_manager = _Impersonating(rest.pool_manager, user=user, groups=groups)  # type: ignore[assignment]
+
+
+def kubeconfig_impersonation(
+    path: str | None, context: str | None
+) -> tuple[str | None, tuple[str, ...]]:
+    """The ``as:`` and ``as-groups:`` of the kubeconfig user the context names, as kubectl
+    reads them (None and () when it names none)."""
+    from kubernetes.config.kube_config import (
+        KUBE_CONFIG_DEFAULT_LOCATION,
+        KubeConfigLoader,
+        KubeConfigMerger,
+    )
+
+    merged = KubeConfigMerger(path or KUBE_CONFIG_DEFAULT_LOCATION).config  # type: ignore[no-untyped-call]
+    loader = KubeConfigLoader(config_dict=merged, active_context=context)  # type: ignore[no-untyped-call]
+    user = getattr(loader, "_user", None)
+    value = getattr(user, "value", None)
+    if not isinstance(value, Mapping):
+        return None, ()
+    name = value.get("as")
+    groups = value.get("as-groups") or ()
+    return (str(name) if name else None), tuple(str(g) for g in groups)
+
+
+def connect(
+    *,
+    kubeconfig: str | None,
+    context: str | None,
+    namespace: str | None,
+    as_user: str | None = None,
+    as_groups: Sequence[str] = (),
+) -> Target:
     """A client for the chosen kubeconfig (None: ``~/.kube/config``) and context, and the
-    namespace to use."""
+    namespace to use; every call impersonates ``as_user`` (and ``as_groups``) when given."""
+    from kubernetes import config
+    from kubernetes.config.config_exception import ConfigException
+
     path = kubeconfig or None
     try:
         api = config.new_client_from_config(config_file=path, context=context)  # type: ignore[no-untyped-call]
         contexts, active = config.list_kube_config_contexts(config_file=path)  # type: ignore[no-untyped-call]
+        if not as_user:
+            # kubectl honours the kubeconfig user's `as:`/`as-groups:`; the Python client
+            # ignores them and would act with the credentials alone
+            as_user, as_groups = kubeconfig_impersonation(path, context)
     except (ConfigException, OSError, TypeError, ValueError) as error:
         where = path or "~/.kube/config"
         raise CliError(f"the kubeconfig {where} cannot be used: {error}") from None
+    if as_user:
+        impersonate(api, user=as_user, groups=as_groups)
     chosen = active
     if context is not None:
         chosen = next((c for c in contexts if c.get("name") == context), active)
@@ -121,6 +202,9 @@ def failure(error: ApiException, *, what: str) -> Exception:
 
 def call(target: Target, what: str, fn: Callable[[], T]) -> T:
     """Run one API call; a failure becomes ``Denied`` (the webhook) or ``CliError``."""
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
     try:
         return fn()
     except ApiException as error:
@@ -217,6 +301,8 @@ def get_installation(target: Target) -> dict[str, Any] | None:
 def _or_none(read: Callable[[], T]) -> Callable[[], T | None]:
     """``read``, answering None for a 404."""
 
+    from kubernetes.client.exceptions import ApiException
+
     def reading() -> T | None:
         try:
             return read()
@@ -273,6 +359,9 @@ def annotate_installation(target: Target, key: str, value: str) -> dict[str, Any
     """Set one annotation of the IchorInstallation with an update (PUT) of the object as
     read (the verb ``update``, judged by the webhook like any update), read again and
     retried when it moved meanwhile."""
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
     what = "updating the IchorInstallation"
     for _ in range(3):
         found = get_installation(target)
@@ -311,3 +400,84 @@ def annotate_installation(target: Target, key: str, value: str) -> dict[str, Any
                 f"{what} failed: the API server at {target.server} cannot be reached ({error})"
             ) from None
     raise CliError(f"{what} failed: it kept changing while it was written; run the command again")
+
+
+def list_operations(target: Target, *, all_namespaces: bool) -> list[dict[str, Any]]:
+    """The TalosOperations of the target namespace (or of every namespace)."""
+
+    def read() -> list[dict[str, Any]]:
+        if all_namespaces:
+            found = target.custom.list_cluster_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                kinds.Plural.TALOS_OPERATIONS,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        else:
+            found = target.custom.list_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                target.namespace,
+                kinds.Plural.TALOS_OPERATIONS,
+                _request_timeout=REQUEST_TIMEOUT,
+            )
+        return list(cast(dict[str, Any], found).get("items") or [])
+
+    return call(target, "listing TalosOperations", read)
+
+
+def get_operation(target: Target, name: str) -> dict[str, Any]:
+    """The TalosOperation ``name`` in the target namespace; a missing one is a CliError."""
+
+    def read() -> dict[str, Any]:
+        return cast(
+            dict[str, Any],
+            target.custom.get_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                target.namespace,
+                kinds.Plural.TALOS_OPERATIONS,
+                name,
+                _request_timeout=REQUEST_TIMEOUT,
+            ),
+        )
+
+    found = call(target, f"reading TalosOperation {target.namespace}/{name}", _or_none(read))
+    if found is None:
+        raise CliError(
+            f"TalosOperation {target.namespace}/{name} does not exist "
+            f"(ichor operations -n {target.namespace} lists the operations there)"
+        )
+    return found
+
+
+def job_pods(target: Target, job: str) -> list[dict[str, Any]]:
+    """The Pods of the Job ``job`` in the target namespace, oldest first."""
+
+    def read() -> list[dict[str, Any]]:
+        listed = target.core.list_namespaced_pod(
+            target.namespace,
+            label_selector=f"job-name={job}",
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+        plain = target.api.sanitize_for_serialization(listed)  # type: ignore[no-untyped-call]
+        items = list(cast(dict[str, Any], plain).get("items") or [])
+        return sorted(items, key=lambda pod: str(pod["metadata"].get("creationTimestamp", "")))
+
+    return call(target, f"listing the Pods of Job {target.namespace}/{job}", read)
+
+
+def pod_log(target: Target, pod: str, container: str, *, tail: int | None = None) -> str:
+    """The log of ``container`` of Pod ``pod`` (its last ``tail`` lines when given)."""
+
+    def read() -> str:
+        params: dict[str, Any] = {"container": container, "_request_timeout": REQUEST_TIMEOUT}
+        if tail is not None:
+            params["tail_lines"] = tail
+        # raw bytes: the client would parse a log that happens to be JSON and print its repr
+        response: Any = target.core.read_namespaced_pod_log(
+            pod, target.namespace, _preload_content=False, **params
+        )
+        return bytes(response.data).decode("utf-8", errors="replace")
+
+    return call(target, f"reading the log of {container} in Pod {target.namespace}/{pod}", read)

@@ -1,26 +1,28 @@
-"""How the CLI prints: rich tables for a person, JSON or YAML for a program.
+"""How the CLI prints: kubectl's plain columns for a person, JSON or YAML for a program.
 
-Reads take ``--output table|json|yaml``. The table form is for reading and may change;
-the JSON and YAML forms are the ``to_json()`` of the views and keep their keys. Messages
-go to stderr so a piped ``-o json`` stays parseable. Nothing here decides anything.
+Reads take ``--output table|json|yaml``. A table is kubectl's: each column as wide as its
+widest cell, three spaces apart, nothing ever cut to fit the terminal (a cut
+``v1.13…`` would read as v1.13.10 as well as v1.13.4); a line wider than the terminal
+wraps there, as kubectl's do. The table form is for reading and may change; the JSON and
+YAML forms are the ``to_json()`` of the views and keep their keys. Messages go to stderr
+so a piped ``-o json`` stays parseable. Nothing here decides anything.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import yaml
-from rich.console import Console
-from rich.table import Table
 
-from ichor.cli import views
-from ichor.upgrade import path_plan as plans
-from ichor.upgrade.rule import Component
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ichor.cli import views
+    from ichor.upgrade import path_plan as plans
 
 
 class Format(StrEnum):
@@ -39,14 +41,20 @@ OUTPUT_OPTION = click.option(
     help="How to print the answer.",
 )
 
-NAMES = {Component.TALOS: "Talos", Component.KUBERNETES: "Kubernetes", Component.CNI: "Cilium"}
+#: What each ``Component`` is called in a sentence (keyed by its value: a ``Component``
+#: is the string, so the rules need not be loaded to print a version).
+NAMES: dict[str, str] = {"talos": "Talos", "kubernetes": "Kubernetes", "cni": "Cilium"}
 
 
 def console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, soft_wrap=True)
 
 
 def err_console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False)
 
 
@@ -55,7 +63,29 @@ def emit(data: Mapping[str, Any] | list[Any], fmt: str) -> None:
     if fmt == Format.JSON:
         sys.stdout.write(json.dumps(data, indent=2) + "\n")
     else:
+        import yaml
+
         sys.stdout.write(yaml.safe_dump(data, sort_keys=False))
+
+
+#: kubectl's tabwriter: three spaces between columns, a column at least six wide.
+PADDING = 3
+MIN_WIDTH = 6
+
+
+def columns(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """``header`` and ``rows`` as kubectl prints them: every cell whole, left-aligned,
+    each column as wide as its widest cell plus three spaces (at least six)."""
+    table = [list(header), *(list(row) for row in rows)]
+    widths = [
+        max(MIN_WIDTH, max(len(line[index]) for line in table) + PADDING)
+        for index in range(len(header))
+    ]
+    lines = []
+    for line in table:
+        cells = [cell.ljust(width) for cell, width in zip(line[:-1], widths, strict=False)]
+        lines.append(("".join(cells) + line[-1]).rstrip())
+    return lines
 
 
 def note(message: str) -> None:
@@ -134,17 +164,10 @@ def path_plan(result: plans.PathPlan, *, cluster: str) -> None:
 
 
 def status_table(rows: list[views.StatusRow], *, namespaces: bool) -> None:
-    out = console()
-    if not out.is_terminal:
-        # Piped, rich assumes 80 columns and would cut the cells; a pipe has no width.
-        out = Console(highlight=False, soft_wrap=True, width=250)
     if not rows:
-        out.print("No TalosClusters found.")
+        click.echo("No TalosClusters found.")
         return
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    if namespaces:
-        table.add_column("NAMESPACE")
-    for column in (
+    header = [
         "NAME",
         "TALOS",
         "KUBERNETES",
@@ -153,18 +176,20 @@ def status_table(rows: list[views.StatusRow], *, namespaces: bool) -> None:
         "TALOS-UPGRADE",
         "KUBERNETES-UPGRADE",
         "READY",
-    ):
-        table.add_column(column, no_wrap=True)
+    ]
     # the column is there once any cluster has auto-patch configured
     auto_patch = any(row.auto_patch != "-" for row in rows)
     if auto_patch:
-        table.add_column("AUTO-PATCH", no_wrap=True)
+        header.append("AUTO-PATCH")
     # the column is there once any cluster's nodes were read (each node's own image)
     images = any(row.images != "-" for row in rows)
     if images:
-        table.add_column("IMAGES", no_wrap=True)
+        header.append("IMAGES")
+    if namespaces:
+        header.insert(0, "NAMESPACE")
+    cells = []
     for row in rows:
-        cells = [
+        line = [
             row.name,
             row.talos,
             row.kubernetes,
@@ -176,18 +201,15 @@ def status_table(rows: list[views.StatusRow], *, namespaces: bool) -> None:
             *([row.auto_patch] if auto_patch else []),
             *([row.images] if images else []),
         ]
-        table.add_row(*([row.namespace, *cells] if namespaces else cells))
-    with out.capture() as captured:
-        out.print(table)
-    for line in captured.get().splitlines():
-        click.echo(line.rstrip())
+        cells.append([row.namespace, *line] if namespaces else line)
+    for text in columns(header, cells):
+        click.echo(text)
     for row in rows:
         if row.message:
-            out.print(f"{row.namespace}/{row.name}: {row.message}", soft_wrap=True)
+            click.echo(f"{row.namespace}/{row.name}: {row.message}")
         if row.image_lines:
-            out.print(
-                f"{row.namespace}/{row.name}: the nodes differ, each is upgraded to its own image:",
-                soft_wrap=True,
+            click.echo(
+                f"{row.namespace}/{row.name}: the nodes differ, each is upgraded to its own image:"
             )
-            for line in row.image_lines:
-                out.print(f"  {line}", soft_wrap=True)
+            for text in row.image_lines:
+                click.echo(f"  {text}")

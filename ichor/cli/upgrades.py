@@ -15,13 +15,11 @@ import time
 from typing import Any, cast
 
 import click
-from kubernetes.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.api.talosoperation import OperationType, Phase
-from ichor.cli import common, kube, output, views
+from ichor.cli import common, completers, kube, output, params, views
 from ichor.release.release_set import PINNED
-from ichor.release.versions import VersionError, parse
 from ichor.upgrade.rule import Component
 
 OVERRIDE_HINT = (
@@ -121,7 +119,20 @@ def _progress(body: dict[str, Any]) -> tuple[str, str]:
 
 
 def follow(target: kube.Target, name: str, *, timeout: float) -> None:
-    """Show the operation's phases until it ends; exit 1 when it fails or times out."""
+    """Show the operation's phases until it ends; exit 1 when it fails or times out.
+    Ctrl-C stops the following, never the operation: it says so and exits 130."""
+    try:
+        _follow(target, name, timeout=timeout)
+    except KeyboardInterrupt:
+        click.echo(
+            f"\nStopped following TalosOperation {target.namespace}/{name}; it goes on "
+            f"(ichor operations -n {target.namespace}, ichor logs {name}).",
+            err=True,
+        )
+        raise
+
+
+def _follow(target: kube.Target, name: str, *, timeout: float) -> None:
     out = output.console()
     deadline = time.monotonic() + timeout
     seen: tuple[str, str] | None = None
@@ -150,7 +161,8 @@ def follow(target: kube.Target, name: str, *, timeout: float) -> None:
             if time.monotonic() > deadline:
                 raise kube.CliError(
                     f"TalosOperation {target.namespace}/{name} is still {phase} after "
-                    f"{timeout:.0f} s; it goes on (kubectl get talosoperation {name} -w)"
+                    f"{params.format_duration(timeout)}; it goes on "
+                    f"(kubectl get talosoperation {name} -w)"
                 )
             time.sleep(POLL_SECONDS)
     if phase == Phase.FAILED.value:
@@ -160,6 +172,8 @@ def follow(target: kube.Target, name: str, *, timeout: float) -> None:
 
 
 def _read_operation(target: kube.Target, name: str) -> dict[str, Any] | None:
+    from kubernetes.client.exceptions import ApiException
+
     try:
         found = target.custom.get_namespaced_custom_object(
             kinds.GROUP,
@@ -189,23 +203,18 @@ def _choices(
     return seen, views.choice_list(seen, component, releases)
 
 
-def _form(version: str) -> str:
+def _form(version: str, *, hint: str = "VERSION") -> str:
     """VERSION's semantic-version form only; the rules are the server's."""
-    try:
-        parsed = parse(version)
-    except VersionError as error:
-        raise click.BadParameter(str(error), param_hint="VERSION") from None
-    del parsed
-    return version if version.startswith("v") else f"v{version}"
+    return params.version_form(version, hint=hint)
 
 
 _WAIT = click.option("--wait", is_flag=True, help="Follow the operation until it ends.")
 _TIMEOUT = click.option(
     "--timeout",
-    type=float,
-    default=1800.0,
+    type=params.DURATION,
+    default="30m",
     show_default=True,
-    help="Seconds --wait follows the operation.",
+    help="How long --wait follows the operation: a duration (90s, 30m, 1h30m).",
 )
 _OVERRIDE = click.option(
     "--override",
@@ -220,8 +229,8 @@ def _component_command(component: Component) -> click.Command:
     type_ = OperationType(component.value)
 
     @click.command(name=component.value)
-    @click.argument("cluster")
-    @click.argument("version", required=False)
+    @click.argument("cluster", shell_complete=completers.clusters)
+    @click.argument("version", required=False, shell_complete=completers.versions)
     @click.option(
         "--list", "list_", is_flag=True, help="Print the choices and what is not offered."
     )
@@ -243,10 +252,12 @@ def _component_command(component: Component) -> click.Command:
         timeout: float,
         fmt: str,
     ) -> None:
+        if list_ and version is not None:
+            raise click.UsageError("--list takes no VERSION")
+        if version is not None:
+            version = _form(version)  # a usage error comes before any call
         target = common.target(ctx)
         if list_:
-            if version is not None:
-                raise click.UsageError("--list takes no VERSION")
             _, view = _choices(target, cluster, component)
             if fmt != output.Format.TABLE:
                 output.emit(view.to_json(), fmt)
@@ -268,8 +279,6 @@ def _component_command(component: Component) -> click.Command:
                 )
             version = view.choices.default.tag
             click.echo(f"No VERSION given: the default choice is {name} {version}.")
-        else:
-            version = _form(version)
         start_operation(
             ctx,
             cluster=cluster,
@@ -298,7 +307,7 @@ upgrade.add_command(_component_command(Component.KUBERNETES))
 
 
 @upgrade.command(name="plan")
-@click.argument("cluster")
+@click.argument("cluster", shell_complete=completers.clusters)
 @click.option("--talos", "talos_goal", help="Talos goal (default: the newest recorded).")
 @click.option("--kubernetes", "kubernetes_goal", help="Kubernetes goal (default: the newest).")
 @output.OUTPUT_OPTION
@@ -312,9 +321,9 @@ def plan_command(
     fmt: str,
 ) -> None:
     """The shortest ordered list of upgrades to a goal; runs nothing."""
-    for given in (talos_goal, kubernetes_goal):
+    for given, hint in ((talos_goal, "--talos"), (kubernetes_goal, "--kubernetes")):
         if given is not None:
-            _form(given)
+            _form(given, hint=hint)
     target = common.target(ctx)
     body = kube.get_cluster(target, cluster)
     try:
@@ -326,15 +335,16 @@ def plan_command(
         seen,
         talos=views.release_list(installation, Component.TALOS),
         kubernetes=views.release_list(installation, Component.KUBERNETES),
-        talos_goal=_form(talos_goal) if talos_goal else None,
-        kubernetes_goal=_form(kubernetes_goal) if kubernetes_goal else None,
+        talos_goal=_form(talos_goal, hint="--talos") if talos_goal else None,
+        kubernetes_goal=_form(kubernetes_goal, hint="--kubernetes") if kubernetes_goal else None,
     )
     if fmt != output.Format.TABLE:
         output.emit(views.plan_json(result), fmt)
     else:
         output.path_plan(result, cluster=f"{target.namespace}/{cluster}")
-    defaulted_instead = result.goal is not None and result.goal.defaulted and result.instead
-    if not result.reachable and not defaulted_instead:
+    # A goal the rules do not reach is a refusal, the newest releases' too (the default
+    # goal): a script that runs the steps only on success must not run half a path.
+    if not result.reachable:
         raise SystemExit(common.EXIT_REFUSED)
 
 
@@ -355,9 +365,8 @@ def cni() -> None:
     """The cluster's CNI: Cilium, moved only to the chart this Ichor embeds."""
 
 
-@cni.command(name="upgrade")
-@click.argument("cluster")
-@click.argument("version", required=False)
+@cni.command(name="upgrade", context_settings={"allow_extra_args": True})
+@click.argument("cluster", shell_complete=completers.clusters)
 @_OVERRIDE
 @_DRY_RUN
 @_WAIT
@@ -367,14 +376,13 @@ def cni() -> None:
 def cni_upgrade(
     ctx: click.Context,
     cluster: str,
-    version: str | None,
     override: bool,
     dry_run: bool,
     wait: bool,
     timeout: float,
 ) -> None:
     """Upgrade Cilium of CLUSTER to the chart this Ichor embeds (no version)."""
-    if version is not None:
+    if ctx.args:
         raise click.UsageError(
             f"ichor cni upgrade takes no version: Cilium moves only to {PINNED.cilium_chart}, "
             "the chart this Ichor embeds."

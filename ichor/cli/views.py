@@ -375,3 +375,109 @@ def status_rows(bodies: Sequence[Mapping[str, Any]]) -> list[StatusRow]:
                 )
             )
     return rows
+
+
+def age(since: datetime, now: datetime) -> str:
+    """kubectl's AGE (apimachinery's ``duration.HumanDuration``): ``45s``, ``5m30s``,
+    ``2h10m``, ``3d4h``, ``2y12d``."""
+    seconds = int((now - since).total_seconds())
+    if seconds < -1:
+        return "<invalid>"
+    if seconds < 0:
+        return "0s"
+    if seconds < 120:
+        return f"{seconds}s"
+    minutes = seconds // 60
+    if minutes < 10:
+        rest = seconds % 60
+        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+    if minutes < 180:
+        return f"{minutes}m"
+    hours = minutes // 60
+    if hours < 8:
+        rest = minutes % 60
+        return f"{hours}h{rest}m" if rest else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if hours < 24 * 8:
+        rest = hours % 24
+        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
+    if hours < 24 * 365 * 2:
+        return f"{hours // 24}d"
+    if hours < 24 * 365 * 8:
+        rest = (hours // 24) % 365
+        years = hours // 24 // 365
+        return f"{years}y{rest}d" if rest else f"{years}y"
+    return f"{hours // 24 // 365}y"
+
+
+@dataclass(frozen=True)
+class OperationRow:
+    """One line of ``ichor operations``."""
+
+    namespace: str
+    name: str
+    cluster: str
+    type: str
+    version: str
+    phase: str
+    age: str
+    created: str
+    job: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "namespace": self.namespace,
+            "name": self.name,
+            "cluster": self.cluster,
+            "type": self.type,
+            "version": self.version or None,
+            "phase": self.phase,
+            "createdAt": self.created or None,
+            "job": self.job or None,
+            "message": self.message or None,
+        }
+
+
+def _created(body: Mapping[str, Any]) -> datetime | None:
+    stamp = (body.get("metadata") or {}).get("creationTimestamp")
+    try:
+        return datetime.fromisoformat(str(stamp).replace("Z", "+00:00")) if stamp else None
+    except ValueError:
+        return None
+
+
+def operation_rows(
+    bodies: Sequence[Mapping[str, Any]], *, cluster: str | None, now: datetime
+) -> list[OperationRow]:
+    """The operations (of ``cluster`` alone when given), oldest first, as read: an
+    unset field is ``-``; nothing is judged."""
+    rows: list[tuple[datetime, OperationRow]] = []
+    for body in bodies:
+        meta = body.get("metadata") or {}
+        spec = body.get("spec") or {}
+        status = body.get("status") or {}
+        target = str((spec.get("clusterRef") or {}).get("name") or "")
+        if cluster is not None and target != cluster:
+            continue
+        created = _created(body)
+        rows.append(
+            (
+                created or datetime.min.replace(tzinfo=UTC),
+                OperationRow(
+                    namespace=str(meta.get("namespace", "")),
+                    name=str(meta.get("name", "")),
+                    cluster=target or "-",
+                    type=str(spec.get("type") or "-"),
+                    version=str(spec.get("version") or ""),
+                    phase=str(status.get("phase") or "Pending"),
+                    age=age(created, now) if created else "-",
+                    created=str(meta.get("creationTimestamp") or ""),
+                    job=str(status.get("jobName") or ""),
+                    message=str(status.get("message") or ""),
+                ),
+            )
+        )
+    rows.sort(key=lambda pair: (pair[0], pair[1].namespace, pair[1].name))
+    return [row for _, row in rows]

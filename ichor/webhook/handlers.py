@@ -18,7 +18,7 @@ from typing import Any
 
 import kopf
 
-from ichor.api import kinds, talosoperation
+from ichor.api import kinds, queue_limits
 from ichor.kube import metrics
 from ichor.webhook import decisions, intake, judgement, kubeapi
 
@@ -40,7 +40,7 @@ def backend_of(memo: kopf.Memo) -> kubeapi.Backend:
 
 def max_queued_of(memo: kopf.Memo) -> int:
     """The most operations one cluster queues, as the webhook's start put it in the memo."""
-    found = memo.get(MAX_QUEUED, talosoperation.MAX_QUEUED)
+    found = memo.get(MAX_QUEUED, queue_limits.MAX_QUEUED)
     return int(found)
 
 

@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ichor.api import kinds, records, talosoperation
+from ichor.api import kinds, queue_limits, records, talosoperation
 from ichor.api.autopatch import UNHALT_ANNOTATION, parse_unhalt
 from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType
 from ichor.kube import identity
@@ -436,7 +436,7 @@ async def operation_answer(
     backend: kubeapi.Backend,
     old: object = None,
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
-    max_queued: int = talosoperation.MAX_QUEUED,
+    max_queued: int = queue_limits.MAX_QUEUED,
 ) -> decisions.Answer:
     """The validating answer to a TalosOperation create (the plan) or update; never raises."""
     judged = await judge_operation(

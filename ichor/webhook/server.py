@@ -46,6 +46,7 @@ from ichor.api import kinds
 from ichor.kube.clients import read_within
 from ichor.webhook import decisions, intake
 from ichor.webhook.intake import CLAIMS, MAX_REVIEW_BYTES, REVIEW_VERSION, Claim, denial
+from ichor.webhook.readiness import Readiness
 
 _log = logging.getLogger(__name__)
 
@@ -733,6 +734,7 @@ class AdmissionServer:
         connections: Connections | None = None,
         handshake_seconds: float = HANDSHAKE_SECONDS,
         keepalive_seconds: float = KEEPALIVE_SECONDS,
+        readiness: Readiness | None = None,
     ) -> None:
         if client_names and client_ca is None:
             raise ValueError("client_names needs client_ca: names are read from a verified cert")
@@ -749,6 +751,8 @@ class AdmissionServer:
         self.connections = connections or Connections()
         self.handshake_seconds = handshake_seconds
         self.keepalive_seconds = keepalive_seconds
+        #: Told when the listener opens and closes (the readiness endpoint's answer).
+        self.readiness = readiness
 
     @property
     def url(self) -> str:
@@ -848,7 +852,9 @@ class AdmissionServer:
         endpoint does between aiohttp handing over a request and sending the answer."""
         answer, close = await self.answer(fn, request, path=request.match_info.get("id", ""))
         response = aiohttp.web.json_response(answer)
-        if close:
+        if close or (self.readiness is not None and self.readiness.draining):
+            # draining: the caller's next review opens a new connection, which the
+            # Service sends to a Pod that stays
             response.force_close()
         return response
 
@@ -880,6 +886,8 @@ class AdmissionServer:
                     handshake_seconds=self.handshake_seconds,
                 )
                 await site.start()
+                if self.readiness is not None:
+                    self.readiness.opened()
                 _log.info(
                     "admission webhook listening on %s:%s (%s)",
                     self.addr,
@@ -892,6 +900,8 @@ class AdmissionServer:
                 await _changed(files, interval=self.file_check_interval)
                 _log.info("admission webhook certificate changed: reopening the endpoint")
             finally:
+                if self.readiness is not None:
+                    self.readiness.closed()
                 await runner.cleanup()
 
 
@@ -929,10 +939,12 @@ def configure(
     client_names: Collection[str] = (),
     addr: str = "127.0.0.1",
     host: str | None = None,
+    readiness: Readiness | None = None,
 ) -> AdmissionServer:
     """Point kopf at the admission server; the configuration is fixed, not kopf-managed."""
     quiet_refusals()
     server = AdmissionServer(
+        readiness=readiness,
         port=port,
         certfile=certfile,
         pkeyfile=pkeyfile,

@@ -15,9 +15,10 @@ from typing import Any
 
 import kopf
 
-from ichor.api import kinds, talosoperation
+from ichor.api import kinds, queue_limits
 from ichor.settings import KubeSettings, Settings
 from ichor.webhook import handlers, intake, kubeapi, server
+from ichor.webhook.readiness import Readiness
 
 _log = logging.getLogger(__name__)
 
@@ -44,11 +45,14 @@ async def identify(
     )
 
 
-def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
+def register(
+    registry: kopf.OperatorRegistry, *, settings: Settings, readiness: Readiness | None = None
+) -> None:
     """Put the webhook into ``registry`` as the operator's ``settings`` say: nothing
     without ``ICHOR_WEBHOOK_CERT``/``_KEY`` (a local run of the controllers alone), else
     the endpoint configured from them at start and the handlers (``register_handlers``)
-    over a backend that reaches the cluster as the operator does."""
+    over a backend that reaches the cluster as the operator does. ``readiness`` is told
+    when the endpoint's listener opens and closes."""
     webhook = settings.webhook
     if webhook.cert is None or webhook.key is None:
         _log.warning("no ICHOR_WEBHOOK_CERT/ICHOR_WEBHOOK_KEY: the webhook is not served")
@@ -64,6 +68,7 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
             client_ca=webhook.client_ca,
             client_names=list(webhook.client_names),
             addr=webhook.addr,
+            readiness=readiness,
         )
 
     kopf.on.startup(id="webhook-configure", registry=registry)(configure)
@@ -74,7 +79,7 @@ def register_handlers(
     registry: kopf.OperatorRegistry,
     *,
     kube: KubeSettings,
-    max_queued: int = talosoperation.MAX_QUEUED,
+    max_queued: int = queue_limits.MAX_QUEUED,
 ) -> None:
     """Put the webhook's handlers into ``registry``, and a start that puts a backend
     reaching the cluster as ``kube`` says into the memo, unless the memo holds one already

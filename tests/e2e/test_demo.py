@@ -164,7 +164,7 @@ STORY = [
     "What the rules reach instead",
     "ichor upgrade kubernetes prod v1.36.7",
     "=== Step 9: An older cluster, adopted as it runs",
-    "$ ichor adopt edge --kubeconfig edge/kubeconfig",
+    "$ ichor adopt edge --workload-kubeconfig edge/kubeconfig",
     "runs Talos v1.13.9, Kubernetes v1.35.5, Cilium 1.19.10",
     "TalosCluster default/edge adopted",
     "=== Step 10: A Cilium-order refusal that names the step",

@@ -1237,10 +1237,11 @@ class Demo:
         )
 
         self.step(8, "The path to the newest recorded releases")
-        self.run(f"{admin} upgrade plan {CLUSTER}")
+        self.run(f"{admin} upgrade plan {CLUSTER}", expect=1)
         self.notice(
             "no order of upgrades reaches Kubernetes v1.37.2 with this build, and the plan says "
-            "why; it lists what the rules do reach instead, as commands. Nothing is run."
+            "why (exit 1: the goal is not reached); it lists what the rules do reach instead, "
+            "as commands. Nothing is run."
         )
 
         self.step(9, "An older cluster, adopted as it runs")
@@ -1248,7 +1249,7 @@ class Demo:
             f"(Its workload cluster is another small API server of the demo: Node objects on "
             f"Talos {EDGE_TALOS} and Kubernetes {EDGE_KUBERNETES}, and Cilium {EDGE_CILIUM}.)"
         )
-        self.run(f"{admin} adopt {EDGE} --kubeconfig {EDGE}/kubeconfig")
+        self.run(f"{admin} adopt {EDGE} --workload-kubeconfig {EDGE}/kubeconfig")
         self.notice(
             "adopt read the versions from the running cluster and took them as they are: "
             "older than the release set is no reason to refuse; the kubeconfig went into a Secret."
@@ -1278,10 +1279,11 @@ class Demo:
             f"Cilium {EDGE_CILIUM} does not run Kubernetes 1.36 and the chart this Ichor embeds "
             f"({PINNED.cilium_chart}) does, so the refusal says to upgrade Cilium first."
         )
-        self.run(f"{admin} upgrade plan {EDGE}")
+        self.run(f"{admin} upgrade plan {EDGE}", expect=1)
         self.notice(
             "the plan puts the Cilium step where the next Kubernetes minor needs it; each step "
-            "is the exact command, and every one passes the rules at its turn."
+            "is the exact command, and every one passes the rules at its turn (exit 1: the "
+            "newest releases themselves are out of reach)."
         )
 
         self.step(11, "The Cilium step, followed to Succeeded")

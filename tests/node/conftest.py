@@ -357,9 +357,13 @@ def install_values(
             "kubernetesRepository": "127.0.0.1:1/siderolabs/kubelet",
             "chartRepository": "127.0.0.1:1/ichor-dev/charts/ichor",
         },
-        "executor": {"helmImage": images_.helm, "talosctlImage": images_.talosctl},
+        "executor": {
+            "helmImage": images_.helm,
+            "talosctlImage": images_.talosctl,
+            # the air-gap value a real mirror takes, here the node's registry
+            "ciliumChart": f"oci://{node_registry}/charts/cilium",
+        },
         "extraEnv": [
-            {"name": "ICHOR_CILIUM_CHART", "value": f"oci://{node_registry}/charts/cilium"},
             {
                 "name": "ICHOR_HELM_ARGS",
                 "value": "--reset-then-reuse-values --wait --timeout 5m --plain-http",

@@ -98,6 +98,30 @@ def test_the_operator_makes_no_certificate_so_it_needs_no_cryptography(
     assert "cryptography" not in set(installed.imported.loaded)
 
 
+def test_the_wheel_runs_without_packaging(installed: Installed, runtime_deps: Path) -> None:
+    """``packaging`` was a runtime dependency nothing in ``ichor/`` imports: it is no
+    longer declared, the runtime folder lacks it, and every module and the commands run
+    in a venv where importing it fails."""
+    assert "packaging" not in {Requirement(r).name for r in wheel.declared_dependencies()}
+    assert "packaging" not in {Requirement(r).name for r in wheel.requires(installed.file)}
+    assert not (runtime_deps / "packaging").exists()
+    absent = subprocess.run(
+        [str(installed.venv.python), "-I", "-c", "import packaging"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert absent.returncode != 0
+    assert "No module named 'packaging'" in absent.stderr
+    assert installed.imported.failed == {}
+    assert "packaging" not in set(installed.imported.loaded)
+    for script in ("ichor", "kubectl-ichor"):
+        ran = subprocess.run(
+            [str(installed.venv.path / "bin" / script), "version", "-o", "json"],
+            capture_output=True, text=True, timeout=120, check=False,
+        )  # fmt: skip
+        assert ran.returncode == 0, ran.stderr
+        assert "newInstall" in ran.stdout
+
+
 def test_the_ichor_command_of_the_wheel_runs(installed: Installed) -> None:
     command = installed.venv.path / "bin" / "ichor"
     result = subprocess.run(

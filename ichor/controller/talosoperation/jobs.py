@@ -26,6 +26,7 @@ the first node would reboot nodes that already moved.
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
@@ -235,7 +236,8 @@ def _container(
         # operation's failure message is read from
         "terminationMessagePolicy": "FallbackToLogsOnError",
         "securityContext": dict(_SECURITY),
-        "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}, "limits": {"memory": "256Mi"}},
+        # the chart's executor.resources (ICHOR_EXECUTOR_RESOURCES), else 50m/64Mi/256Mi
+        "resources": copy.deepcopy(dict(settings.resources)),
     }
 
 
@@ -248,6 +250,24 @@ def _secret_volume(name: str, mount: SecretMount, *, path: str) -> dict[str, Any
             "defaultMode": 0o400,
         },
     }
+
+
+def _scheduling(settings: ExecutorSettings) -> dict[str, Any]:
+    """Where the Jobs' Pods may run and what they pull with: the chart's
+    ``executor.nodeSelector``, ``tolerations``, ``affinity``, ``priorityClassName`` and
+    ``imagePullSecrets``, each only when set."""
+    found: dict[str, Any] = {}
+    if settings.node_selector:
+        found["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
+        found["tolerations"] = [copy.deepcopy(dict(t)) for t in settings.tolerations]
+    if settings.affinity:
+        found["affinity"] = copy.deepcopy(dict(settings.affinity))
+    if settings.priority_class:
+        found["priorityClassName"] = settings.priority_class
+    if settings.image_pull_secrets:
+        found["imagePullSecrets"] = [{"name": name} for name in settings.image_pull_secrets]
+    return found
 
 
 def _job(
@@ -274,6 +294,7 @@ def _job(
         pod["initContainers"] = list(init)
     if settings.service_account:
         pod["serviceAccountName"] = settings.service_account
+    pod.update(_scheduling(settings))
     metadata = _metadata(operation, settings=settings)
     if name is not None:
         metadata["name"] = name

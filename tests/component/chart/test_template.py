@@ -217,8 +217,10 @@ def test_probes_are_kopfs_liveness_endpoint(rendered: dict[str, list[Object]]) -
     ports = {p["name"]: p["containerPort"] for p in operator["ports"]}
     endpoint = helm.env(objects)["ICHOR_LIVENESS_ENDPOINT"]
     assert endpoint == f"http://0.0.0.0:{ports['healthz']}/healthz"
-    for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+    for probe in ("startupProbe", "livenessProbe"):
         assert operator[probe]["httpGet"] == {"path": "/healthz", "port": "healthz"}
+    # readiness is the webhook's own (test_values.py): kopf's answered before it served
+    assert operator["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "readyz"}
 
 
 def test_operator_serves_webhook_and_metrics_with_the_mounted_files(
@@ -502,7 +504,8 @@ def test_the_webhook_port_is_admitted_only_from_the_configured_cidrs(
     ]
     assert first["ports"] == [{"protocol": "TCP", "port": webhook_port}]
     assert "from" not in rest  # probes and metrics from anywhere, never the webhook port
-    assert {p["port"] for p in rest["ports"]} == {8080, 8081}
+    # 8080 liveness, 8082 readiness, 8081 metrics
+    assert {p["port"] for p in rest["ports"]} == {8080, 8081, 8082}
     assert webhook_port not in {p["port"] for p in rest["ports"]}
     assert (
         ingress["spec"]["podSelector"]
@@ -511,7 +514,7 @@ def test_the_webhook_port_is_admitted_only_from_the_configured_cidrs(
         ]
     )
     no_metrics = helm.one(rendered["webhook-ingress-no-metrics"], "NetworkPolicy")
-    assert {p["port"] for p in no_metrics["spec"]["ingress"][1]["ports"]} == {8080}
+    assert {p["port"] for p in no_metrics["spec"]["ingress"][1]["ports"]} == {8080, 8082}
     assert not helm.find(rendered["webhook-ingress-policy-off"], "NetworkPolicy")
 
 
@@ -528,7 +531,7 @@ def test_an_ingress_policy_is_always_rendered_and_admits_the_webhook_from_anywhe
     first, rest = ingress["spec"]["ingress"]
     assert "from" not in first
     assert first["ports"] == [{"protocol": "TCP", "port": webhook_port}]
-    assert {p["port"] for p in rest["ports"]} == {8080, 8081}
+    assert {p["port"] for p in rest["ports"]} == {8080, 8081, 8082}
     # with the release check off (no egress policy), the ingress policy stays
     no_check = helm.template({"releaseCheck": {"enabled": False}})
     assert helm.one(no_check, "NetworkPolicy")["metadata"]["name"] == "ichor-webhook-ingress"

@@ -138,7 +138,7 @@ def workload(control_plane: controlplane.ControlPlane) -> Iterator[Workload]:
 
 
 def _adopt(cli: Cli, name: str, *extra: str) -> Any:
-    return cli("adopt", name, "--kubeconfig", str(cli.plane.kubeconfig), *extra)
+    return cli("adopt", name, "--workload-kubeconfig", str(cli.plane.kubeconfig), *extra)
 
 
 def _refused_and_nothing_written(cli: Cli, result: Any, *, name: str, words: str) -> None:
@@ -268,7 +268,7 @@ def test_adopt_of_an_incompatible_pair_works_for_a_user_without_the_verb(
     """Any user who may create TalosClusters adopts a cluster as it runs: the pair the
     rules refuse is stored with a warning and a Warning Event naming the user."""
     workload.node("w1", talos="v1.14.3", kubelet="v1.32.4")
-    result = cli("adopt", "edge", "--kubeconfig", str(cli.plane.kubeconfig), user=PLAIN)
+    result = cli("adopt", "edge", "--workload-kubeconfig", str(cli.plane.kubeconfig), user=PLAIN)
     assert result.code == 0, result.err
     assert "Warning: Kubernetes v1.32.4 is refused with Talos v1.14.3" in result.err
     assert "adopted as it runs (TalosKubernetes)" in result.err
@@ -283,7 +283,7 @@ def test_adopt_of_an_incompatible_pair_works_for_a_user_without_the_verb(
 
 def test_an_unknown_version_is_refused_for_an_adoption_too(cli: Cli, workload: Workload) -> None:
     workload.node("w1", talos="v1.15.0", kubelet="v1.36.6")
-    result = cli("adopt", "edge", "--kubeconfig", str(cli.plane.kubeconfig), user=PLAIN)
+    result = cli("adopt", "edge", "--workload-kubeconfig", str(cli.plane.kubeconfig), user=PLAIN)
     assert result.code == 1, result.out
     assert "Talos v1.15.0 is refused" in result.err + result.out
     assert cli.get("taloscluster", "edge") is None

@@ -329,9 +329,12 @@ def test_plan_of_an_unreachable_goal_exits_1_with_the_reason(cli: Cli, recorded:
 
 
 def test_plan_to_the_newest_releases_shows_what_is_reached_instead(cli: Cli, recorded: Any) -> None:
+    """The default goal (the newest releases) is a goal like any other: unreached, the
+    plan exits 1 (it exited 0 before), and still shows what the rules reach."""
     recorded()
     _make(cli, "prod", PINNED_STATE)
     result = cli("upgrade", "plan", "prod")
-    assert result.code == 0, result.err
+    assert result.code == 1, result.err
+    assert "Unreachable" in result.out
     assert "What the rules reach instead" in result.out
     assert "ichor upgrade kubernetes prod v1.36.7" in result.out

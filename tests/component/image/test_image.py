@@ -132,6 +132,7 @@ def _pod_env(
         ICHOR_WEBHOOK_ADDR="127.0.0.1",
         ICHOR_WEBHOOK_PORT=str(ports["webhook"]),
         ICHOR_LIVENESS_ENDPOINT=f"http://127.0.0.1:{ports['healthz']}/healthz",
+        ICHOR_READINESS_ENDPOINT=f"http://127.0.0.1:{ports['readyz']}/readyz",
         ICHOR_METRICS_ADDR="127.0.0.1",
         ICHOR_METRICS_PORT=str(ports["metrics"]),
         KUBERNETES_SERVICE_HOST=str(api.hostname),
@@ -258,6 +259,7 @@ def test_the_image_runs_as_its_user_on_a_read_only_root_until_it_serves(
     pod = f"ichor-{uuid.uuid4().hex[:10]}-{uuid.uuid4().hex[:5]}"
     ports = {"webhook": webhook_port, "healthz": listen_port(avoid=[webhook_port])}
     ports["metrics"] = listen_port(avoid=ports.values())
+    ports["readyz"] = listen_port(avoid=ports.values())
     container_spec = helm.container(chart_release.manifest)
     spec = bundle.Spec(
         config=built_image.config,
@@ -277,6 +279,8 @@ def test_the_image_runs_as_its_user_on_a_read_only_root_until_it_serves(
         except RuntimeError as error:
             raise AssertionError(f"{error}:\n{container.log_text()}") from None
         assert _answers(f"http://127.0.0.1:{ports['metrics']}/metrics")
+        # Ready once the webhook serves: the API server's call above reached it
+        assert _answers(f"http://127.0.0.1:{ports['readyz']}/readyz"), container.log_text()
 
         status = _status(container.pid())
         uid, gid = built_image.config.ids()

@@ -31,7 +31,8 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
-from ichor.api.talosoperation import MAX_QUEUED, queued_on
+from ichor.api.queue_limits import MAX_QUEUED
+from ichor.api.talosoperation import queued_on
 from ichor.settings import ControllerSettings, OperationSettings
 from tests.component.tenants.fairness_support import Nodes, Operator, Tenant, delta, served
 from tests.component.webhook import harness

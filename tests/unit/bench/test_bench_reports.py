@@ -192,3 +192,38 @@ def test_review_timings_round_trip() -> None:
     assert harness.ReviewTiming.parse(timing.line()) == timing
     unclaimed = harness.ReviewTiming.parse(harness.ReviewTiming("x", 0.001, 0.0005).line())
     assert math.isnan(unclaimed.kopf_wall)
+
+
+def test_cli_report_gives_the_start_ratio_and_judges_the_absolute_goal() -> None:
+    from tests.benches import cli_bench
+
+    times = {
+        "ichor version": [0.12, 0.10, 0.50],
+        "ichor --help": [0.40, 0.35, 0.31],
+        "kubectl version --client": [0.05, 0.05, 0.05],
+    }
+    imports = {
+        "kubernetes": cli_bench.Imported(seconds=0.4, rss_kib=40 * 1024),
+        "kubernetes.aio": cli_bench.Imported(seconds=0.8, rss_kib=60 * 1024),
+    }
+    lines = cli_bench.report(times, ["click", "ichor"], imports)
+    assert lines[0] == (
+        "cli: ichor version 120 ms, ichor --help 350 ms, kubectl version --client 50 ms "
+        "(medians of 3, a fresh process each)"
+    )
+    assert lines[1] == (
+        "cli: start ratio ichor version / kubectl version --client 2.40x (goal: under 0.3 s: met)"
+    )
+    assert lines[2].endswith("7.00x (goal: under 0.3 s: NOT met)")
+    assert lines[3] == "cli: ichor version loads no API client, registry client or model"
+    assert lines[4] == "clients: import kubernetes 400 ms, peak RSS 40.0 MiB (medians of 7)"
+    assert lines[5] == (
+        "clients: import kubernetes.aio 800 ms, peak RSS 60.0 MiB (medians of 7, 2.00x kubernetes)"
+    )
+    lazy_no_more = cli_bench.report(times, ["kubernetes", "rich", "ichor"], imports)
+    assert lazy_no_more[3] == "cli: ichor version loads kubernetes, rich (NOT lazy)"
+    cpu = {name: [seconds / 4 for seconds in samples] for name, samples in times.items()}
+    with_cpu = cli_bench.report(times, ["ichor"], imports, cpu)
+    assert with_cpu[1] == (
+        "cli: CPU ichor version 30 ms, ichor --help 88 ms, kubectl version --client 12 ms"
+    )

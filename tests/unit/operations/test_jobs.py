@@ -299,3 +299,95 @@ def test_images_and_commands_come_from_the_operator_environment(
     ((_, image, args),) = jobs.commands(cilium)
     assert image == "registry.local/helm:4"
     assert args[2] == "oci://registry.local/charts/cilium"
+
+
+SCHEDULING = {
+    "ICHOR_EXECUTOR_NODE_SELECTOR": '{"node-role.example.com/upgrades": "true"}',
+    "ICHOR_EXECUTOR_TOLERATIONS": '[{"key": "dedicated", "operator": "Equal", '
+    '"value": "upgrades", "effect": "NoSchedule"}]',
+    "ICHOR_EXECUTOR_AFFINITY": '{"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":'
+    ' {"nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "In", '
+    '"values": ["a"]}]}]}}}',
+    "ICHOR_EXECUTOR_PRIORITY_CLASS": "system-cluster-critical",
+    "ICHOR_EXECUTOR_RESOURCES": '{"requests": {"cpu": "100m", "memory": "128Mi"}, '
+    '"limits": {"memory": "512Mi"}}',
+    "ICHOR_EXECUTOR_IMAGE_PULL_SECRETS": "mirror-pull,,backup-pull",
+}
+
+
+def _every_job(settings: ExecutorSettings) -> list[jobs.JobManifest]:
+    control_plane = NODES[3]
+    return [
+        talos(settings=settings),
+        jobs.kubernetes_job(
+            operation=ref(OperationType.KUBERNETES),
+            version="v1.36.7",
+            talos="v1.14.3",
+            control_plane=control_plane,
+            talosconfig=TALOSCONFIG,
+            settings=settings,
+        ),
+        jobs.cilium_job(
+            operation=ref(OperationType.CNI),
+            kubeconfig=None,
+            image_override=None,
+            settings=settings,
+        ),
+    ]
+
+
+def test_every_job_is_scheduled_and_pulled_as_the_chart_says() -> None:
+    settings = ExecutorSettings.from_env(SCHEDULING)
+    for job in _every_job(settings):
+        pod = job["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"node-role.example.com/upgrades": "true"}
+        assert pod["tolerations"] == [
+            {"key": "dedicated", "operator": "Equal", "value": "upgrades", "effect": "NoSchedule"}
+        ]
+        assert pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        assert pod["priorityClassName"] == "system-cluster-critical"
+        assert pod["imagePullSecrets"] == [{"name": "mirror-pull"}, {"name": "backup-pull"}]
+        containers = [*pod.get("initContainers", []), *pod["containers"]]
+        for container in containers:
+            assert container["resources"] == {
+                "requests": {"cpu": "100m", "memory": "128Mi"},
+                "limits": {"memory": "512Mi"},
+            }
+        # one container's resources are its own: changing one changes no other
+        if len(containers) > 1:
+            containers[0]["resources"]["limits"]["memory"] = "1Gi"
+            assert containers[-1]["resources"]["limits"]["memory"] == "512Mi"
+    assert settings.resources["limits"] == {"memory": "512Mi"}
+
+
+def test_without_scheduling_values_the_jobs_are_as_before() -> None:
+    for job in _every_job(SETTINGS):
+        pod = job["spec"]["template"]["spec"]
+        for key in ("nodeSelector", "tolerations", "affinity", "priorityClassName"):
+            assert key not in pod
+        assert "imagePullSecrets" not in pod
+        for container in [*pod.get("initContainers", []), *pod["containers"]]:
+            assert container["resources"] == {
+                "requests": {"cpu": "50m", "memory": "64Mi"},
+                "limits": {"memory": "256Mi"},
+            }
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "words"),
+    [
+        ("ICHOR_EXECUTOR_TOLERATIONS", '{"key": "a"}', "must be a JSON list, not dict"),
+        ("ICHOR_EXECUTOR_TOLERATIONS", '["a"]', "each item of its list must be a JSON object"),
+        ("ICHOR_EXECUTOR_NODE_SELECTOR", '{"zone": 1}', "must be a string"),
+        ("ICHOR_EXECUTOR_AFFINITY", "{nodeAffinity", "must be a JSON object"),
+        ("ICHOR_EXECUTOR_RESOURCES", "[]", "must be a JSON object, not list"),
+    ],
+)
+def test_a_scheduling_value_of_the_wrong_shape_stops_the_start_naming_it(
+    variable: str, value: str, words: str
+) -> None:
+    from ichor.settings import SettingsError
+
+    with pytest.raises(SettingsError, match=variable) as refused:
+        ExecutorSettings.from_env({variable: value})
+    assert words in str(refused.value)

@@ -30,6 +30,11 @@ _SAMPLES = {
     "ICHOR_HEALTH_CHECK_RESOURCES": "v1/pods",
     "ICHOR_CREDENTIALS_ALLOW_PROXY": "true",
     "ICHOR_CREDENTIALS_ALLOW_INSECURE_TLS": "true",
+    "ICHOR_EXECUTOR_NODE_SELECTOR": '{"zone": "a"}',
+    "ICHOR_EXECUTOR_TOLERATIONS": '[{"key": "dedicated"}]',
+    "ICHOR_EXECUTOR_AFFINITY": '{"nodeAffinity": {}}',
+    "ICHOR_EXECUTOR_RESOURCES": '{"limits": {"memory": "1Gi"}}',
+    "ICHOR_LOG_FORMAT": "json",
 }
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ichor.api import talosoperation as api
+from ichor.api import queue_limits
 from ichor.webhook import handlers, judgement
 from ichor.webhook.reviews import NamespacedName
 from tests.unit.webhook.fakes import FakeBackend, taloscluster, talosoperation, userinfo
@@ -111,7 +111,7 @@ async def test_an_update_is_not_counted() -> None:
 
 async def test_the_handler_uses_the_cap_the_webhooks_start_put_in_the_memo() -> None:
     memo: Any = {}
-    assert handlers.max_queued_of(memo) == api.MAX_QUEUED
+    assert handlers.max_queued_of(memo) == queue_limits.MAX_QUEUED
     memo[handlers.MAX_QUEUED] = 3
     assert handlers.max_queued_of(memo) == 3
 
