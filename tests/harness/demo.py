@@ -90,6 +90,8 @@ STACK = "demo"
 OPERATOR_ROLE = "ichor-demo-operator-account"
 NAMESPACE = "default"
 CLUSTER = "prod"
+#: The account that reads a cluster without a kubeconfig (the fleet's default).
+READER_ACCOUNT = "ichor-reader"
 PLAIN_USER = "nadia"
 HOLDER = "olivia"
 CRDS = checkout.CRDS
@@ -458,7 +460,9 @@ class Demo:
             _say(
                 "  workload cluster: this same API server, with 3 Node objects (Talos "
                 f"{PINNED.talos}, kubelet {PINNED.kubernetes}) and a cilium DaemonSet "
-                f"(Cilium {START_CILIUM}) that the demo created"
+                f"(Cilium {START_CILIUM}) that the demo created; the operator reads it as "
+                f"ServiceAccount {NAMESPACE}/{READER_ACCOUNT} (the fleet's default account, "
+                f"bound to the chart's {account.TENANT_READER}), never as itself"
             )
         cilium = (
             f"the stand-in Cilium chart's release at {EDGE_CILIUM}, installed with helm"
@@ -725,6 +729,9 @@ class Demo:
                 "ICHOR_BACKOFF_INITIAL": "1",
                 "ICHOR_OPERATION_RESYNC": "2",
                 "ICHOR_OPERATION_RETRY": "1",
+                # as the chart sets it: a cluster without a kubeconfig is read only as an
+                # account its spec or the fleet names
+                "ICHOR_REQUIRE_SERVICE_ACCOUNT": "true",
                 "ICHOR_RELEASE_RETRY": "10",
                 # the gate of step 7 stops the operation this long after a node
                 "ICHOR_NODE_VERSION_DEADLINE": "20",
@@ -800,6 +807,11 @@ class Demo:
             else credential_files.text(credential_files.talosconfig())
         )
         secrets = [_secret(f"{CLUSTER}-talosconfig", "talosconfig", talosconfig)]
+        if self.jobs != ON_NODE:
+            # prod is this API server: read as an account of its namespace, which a
+            # platform admin makes and binds (no controller-manager runs here to make
+            # the namespace's `default` one)
+            self.apply(_reader_account())
         if self.jobs == ON_NODE:
             # the operator reads prod's workload cluster at the node's address
             secrets.append(
@@ -898,13 +910,16 @@ class Demo:
                     "kind": kinds.Kind.ICHOR_INSTALLATION.value,
                     "metadata": {"name": kinds.INSTALLATION_NAME},
                     "spec": {
+                        # the fleet's default account, for a cluster without a kubeconfig
+                        # (played, prod; on the node every cluster has a kubeconfig)
+                        "defaultServiceAccountName": READER_ACCOUNT,
                         "releaseCheck": {
                             "enabled": True,
                             "interval": "6h",
                             "talosRepository": f"{self.registry_url}/{TALOS_REPOSITORY}",
                             "kubernetesRepository": f"{self.registry_url}/{KUBERNETES_REPOSITORY}",
                             "chartRepository": f"{self.registry_url}/{CHART_REPOSITORY}",
-                        }
+                        },
                     },
                 }
             ]
@@ -1526,6 +1541,37 @@ def _condition(type_: str, now: str) -> dict[str, str]:
         "lastProbeTime": now,
         "lastTransitionTime": now,
     }
+
+
+def _reader_account() -> list[dict[str, Any]]:
+    """ServiceAccount ``READER_ACCOUNT`` with the chart's ``ichor-tenant-reader``, as a
+    platform admin grants it for a cluster without a kubeconfig Secret."""
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {"name": READER_ACCOUNT, "namespace": NAMESPACE},
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": account.TENANT_READER},
+            "rules": account.tenant_reader_rules(),
+        },
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": f"{account.TENANT_READER}-{NAMESPACE}-{READER_ACCOUNT}"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": account.TENANT_READER,
+            },
+            "subjects": [
+                {"kind": "ServiceAccount", "name": READER_ACCOUNT, "namespace": NAMESPACE}
+            ],
+        },
+    ]
 
 
 def _secret(name: str, key: str, value: str) -> dict[str, Any]:
