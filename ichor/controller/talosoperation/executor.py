@@ -351,7 +351,19 @@ class OperationController:
                     return op, self.settings.resync_interval
                 planned = read
                 return await self._claim_nodes(op, planned, decision, cluster_body), None
+            checked = ""
+            if op.spec.type is OperationType.KUBERNETES:
+                waiting, checked = await self._kubernetes_before(op, cluster)
+                if waiting is not None:
+                    op = await self._write(
+                        op,
+                        lifecycle.pending(
+                            op, reason=OperationReason.CHECKING, message=waiting, now=_now()
+                        ),
+                    )
+                    return op, self.settings.resync_interval
             manifest, detail = await self._manifest(op, cluster, cluster_body, planned=planned)
+            detail += checked
         except _Refused as error:
             op = await self._refuse(op, error.reason, error.message, kind=Failure.REFUSED)
             await self._drop_read(op)
@@ -536,12 +548,108 @@ class OperationController:
             deadline=self.settings.node_version_deadline,
         )
         if verdict.done:
+            if op.spec.type is OperationType.KUBERNETES:
+                checked = await self._kubernetes_after(op, cluster, cluster_body, job, name)
+                if checked is not None:
+                    return checked
             return await self._finish_succeeded(op)
         if verdict.failed:
             return await self._finish_failed(
                 op, OperationReason.NODES_NOT_UPGRADED, verdict.message
             )
         return await self._job_runs(op, name, verdict.message)
+
+    # --- a Kubernetes operation: checks before and after talosctl upgrade-k8s ------------
+
+    async def _kubernetes_before(
+        self, op: Operation, cluster: ClusterState
+    ) -> tuple[str | None, str]:
+        """Before ``talosctl upgrade-k8s``: etcd healthy with every member. Returns what
+        it waits for (None once passed) and what passed, for the Started message;
+        ``_Unrunnable`` when etcd is not healthy. upgrade-k8s checks each node itself as
+        it goes (each static Pod back, each kubelet Ready on the target:
+        pkg/cluster/kubernetes/kubelet.go ``checkNodeKubeletVersion``), and runs as one
+        command, so Ichor checks before it and after it."""
+        ref = cluster.spec.talosconfig_secret_ref
+        if ref is None:
+            return None, ""  # the Job's builder refuses it, in its own words
+        talosconfig = await self._secret_mount(
+            op, ref.name, ref.key or DEFAULT_TALOSCONFIG_KEY, what="talosconfig"
+        )
+        control_plane = {n.address: n.name for n in (await self._nodes(op, cluster)).control_plane}
+        if not control_plane:
+            return None, ""  # the Job's builder refuses it: no control plane node
+        health = await self._etcd_check(
+            op, cluster, talosconfig, control_plane=control_plane, step="check-before"
+        )
+        names = nodesteps.named(list(control_plane.values()))
+        if health is None:
+            return f"checks etcd on {names} before talosctl upgrade-k8s", ""
+        if not health.healthy:
+            raise _Unrunnable(
+                OperationReason.CHECK_FAILED,
+                f"stopped before talosctl upgrade-k8s: etcd is not healthy with every member: "
+                f"{'; '.join(health.problems)}; no node was touched. Make etcd healthy "
+                f"(talosctl etcd status, talosctl etcd members), then create a new operation",
+            )
+        return None, f"; before it: etcd healthy with {health.members} members"
+
+    async def _kubernetes_after(
+        self,
+        op: Operation,
+        cluster: ClusterState,
+        cluster_body: Mapping[str, Any],
+        job: Mapping[str, Any],
+        name: str,
+    ) -> Operation | None:
+        """After ``talosctl upgrade-k8s`` and every kubelet on the target: etcd healthy
+        with every member and the cluster's own health checks passing, until the node
+        deadline. None once they pass; else the operation, waiting or failed."""
+        now = _now()
+        finished = lifecycle.job_finished_at(job) or now
+        until = finished + timedelta(seconds=self.settings.node_version_deadline)
+        failing: str | None = None
+        try:
+            talosconfig = await self._talosconfig(op, cluster)
+            nodes = await self._nodes(op, cluster)
+        except _Unrunnable as error:
+            return await self._finish_failed(op, error.reason, error.message)
+        except Transient as error:
+            failing = str(error)
+            nodes = jobs.NodeList(nodes=())
+        control_plane = {n.address: n.name for n in nodes.control_plane}
+        if failing is None and control_plane:
+            health = await self._etcd_check(
+                op, cluster, talosconfig, control_plane=control_plane, step="check-after"
+            )
+            if health is None:
+                return await self._job_runs(
+                    op, name, f"Job {name} succeeded; checks etcd after talosctl upgrade-k8s"
+                )
+            if not health.healthy:
+                failing = f"etcd is not healthy with every member: {'; '.join(health.problems)}"
+        if failing is None and self.health_gate is not None:
+            found = await self.health_gate(op, cluster_body)
+            bad = [f"health check {n}: {message}" for n, ok, message in found if not ok]
+            failing = "; ".join(bad) or None
+        if failing is None:
+            return None
+        if now < until:
+            return await self._job_runs(
+                op,
+                name,
+                f"Job {name} succeeded; after it, waits until {failing} "
+                f"(gives up at {until.isoformat()})",
+            )
+        message = (
+            f"stopped after talosctl upgrade-k8s: {failing}; every Node reports kubelet "
+            f"{op.spec.version}, and the TalosCluster spec is unchanged. Make the check pass, "
+            f"then create a new operation to {op.spec.version} (upgrade-k8s skips what is "
+            f"already done)"
+        )
+        return await self._finish_failed(
+            op, OperationReason.CHECK_FAILED, message, kind=Failure.UPGRADE_FAILED
+        )
 
     async def _job_runs(self, op: Operation, name: str, message: str) -> Operation:
         """Write that the created Job ``name`` runs, saying ``message``."""
@@ -800,16 +908,32 @@ class OperationController:
         """etcd as this attempt's check Job reads it; None while the Job runs. The Job is
         deleted once read: the next attempt is a Job of its own."""
         attempt = nodes.attempt or 0
-        name = jobs.job_name(
-            operation=op.name, uid=op.uid, type_=op.spec.type, step=f"check-{attempt}"
-        )
+        return await self._etcd_check(
+            op, cluster, talosconfig, control_plane=nodesteps.control_plane(nodes),
+            step=f"check-{attempt}", only=only,
+        )  # fmt: skip
+
+    async def _etcd_check(
+        self,
+        op: Operation,
+        cluster: ClusterState,
+        talosconfig: jobs.SecretMount,
+        *,
+        control_plane: Mapping[str, str],
+        step: str,
+        only: tuple[str, ...] = (),
+    ) -> talosread.EtcdHealth | None:
+        """etcd as the check Job named by ``step`` reads it on the control plane nodes
+        (address -> name); None while the Job runs. Deleted once read, so the next look
+        with the same ``step`` is a new read."""
+        name = jobs.job_name(operation=op.name, uid=op.uid, type_=op.spec.type, step=step)
         job = await self._read_job(op.namespace, name)
         if job is None:
             manifest = talosread.etcd_job(
                 operation=self._ref(op),
                 name=name,
                 talos_version=cluster.spec.talos_version,
-                addresses=list(nodesteps.control_plane(nodes)),
+                addresses=list(control_plane),
                 talosconfig=talosconfig,
                 settings=self.settings.executor,
             )
@@ -821,9 +945,7 @@ class OperationController:
             return None
         with contextlib.suppress(errors.NotFound):
             await batch.delete_job(self.api, namespace=op.namespace, name=name)
-        return talosread.etcd_health(
-            output, control_plane=nodesteps.control_plane(nodes), only=only
-        )
+        return talosread.etcd_health(output, control_plane=control_plane, only=only)
 
     async def _check_before(
         self,

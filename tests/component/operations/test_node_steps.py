@@ -321,3 +321,62 @@ async def test_a_pod_that_upgrades_a_node_of_the_cluster_it_runs_in_is_kept_off_
         what="the unschedulable Pod said",
     )
     assert "didn't match Pod's node affinity" in said["status"]["message"]
+
+
+async def test_a_kubernetes_operation_with_an_unhealthy_etcd_member_is_stopped_before_its_job(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    """talosctl upgrade-k8s is one command over every node: etcd is checked before it."""
+    operator.reads.etcd_errors["10.0.0.2"] = "memberID:42 alarm:NOSPACE"
+    await objects.create_cluster()
+    await objects.create_operation("k8s", "kubernetes", "v1.37.1")
+    failed = await eventually(
+        lambda: objects.operation("k8s"), lambda b: phase(b) == "Failed", what="Failed"
+    )
+    message = failed["status"]["message"]
+    assert message.startswith(
+        "stopped before talosctl upgrade-k8s: etcd is not healthy with every member: etcd on "
+        "ops-cp-2 reports: memberID:42 alarm:NOSPACE; no node was touched. Make etcd healthy"
+    ), message
+    assert condition(failed, "Accepted")["reason"] == "CheckFailed"
+    assert failed["status"]["failure"] == "NotStarted"
+    assert any("check-before" in name for name in operator.reads.answered)
+    # the check Job was read and deleted; no upgrade-k8s Job was made
+    assert await objects.jobs() == []
+
+
+async def test_a_kubernetes_operation_checks_etcd_and_health_after_upgrade_k8s(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    """After upgrade-k8s (which checks each kubelet itself) the cluster's own CEL health
+    checks and etcd are asked, until the deadline; a check that keeps failing fails the
+    operation and the spec stays."""
+    check = {
+        "name": "canary",
+        "apiVersion": "v1",
+        "resource": "nodes",
+        "expression": (
+            "objects.all(n, !has(n.metadata.labels) || !('canary' in n.metadata.labels))"
+        ),
+    }
+    await objects.create_cluster(autoPatch={"healthChecks": [check]})
+    await objects.create_operation("k8s", "kubernetes", "v1.37.1")
+    body, job = await running_job(objects, "k8s")
+    assert "before it: etcd healthy with 2 members" in body["status"]["message"], body["status"]
+    await workload.core.patch_node("ops-worker-1", {"metadata": {"labels": {"canary": "down"}}})
+    await workload.report(kubelet="v1.37.1")
+    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    failed = await eventually(
+        lambda: objects.operation("k8s"),
+        lambda b: phase(b) == "Failed",
+        what="Failed at the deadline",
+        within=60,
+    )
+    message = failed["status"]["message"]
+    assert message.startswith("stopped after talosctl upgrade-k8s: health check canary"), message
+    assert condition(failed, "Complete")["reason"] == "CheckFailed"
+    assert failed["status"]["failure"] == "UpgradeFailed"
+    assert any("check-after" in name for name in operator.reads.answered)
+    assert (await objects.cluster())["spec"]["kubernetesVersion"] == "v1.36.6"
+    # the upgrade-k8s Job stays; every check Job was deleted once read
+    assert [j["metadata"]["name"] for j in await objects.jobs()] == [job["metadata"]["name"]]
