@@ -306,3 +306,16 @@ def _refusals(problems: Mapping[str, Sequence[str]]) -> list[str]:
 def group_key(image: NodeImage) -> tuple[str, bool, str, str, tuple[str, ...]]:
     """Nodes whose ``key`` is equal run the same image: the status groups them."""
     return image.key()
+
+
+def single_node_statement(*, version: str, drain: bool | None) -> str:
+    """What the plan and the operation of a single-node cluster say goes down, and for
+    how long."""
+    said = (
+        f"a single-node cluster: the node reboots into Talos {version} and every workload, "
+        f"the Kubernetes API and this cluster's etcd are down until it is back (a few "
+        f"minutes: the install, a reboot, the kubelet's start)"
+    )
+    if drain:
+        said += "; it is not drained (no other node could take its Pods)"
+    return said

@@ -856,10 +856,16 @@ def _recorded_readings(status: object) -> tuple[node_images.NodeReading, ...]:
 def image_plan_warnings(cluster_body: Mapping[str, object], *, version: str) -> tuple[str, ...]:
     """What the plan of a Talos operation says of each node's image, from the spec and
     what the last read recorded (``status.nodeImages``): the nodes whose schematic the
-    spec changes, from what to what, and those it would refuse. The operation reads
+    spec changes, from what to what, and those it would refuse; for a cluster of one
+    Node, what goes down and for how long. The operation reads
     every node again before it upgrades any, and decides from that read."""
     schematic, rules = _schematics(cluster_body.get("spec"))
     said: list[str] = []
+    status = cluster_body.get("status")
+    seen = status.get("nodes") if isinstance(status, Mapping) else None
+    if isinstance(seen, Mapping) and seen.get("count") == 1:
+        # one node: no drain can succeed, so none is made; say what goes down
+        said.append(node_images.single_node_statement(version=version, drain=True))
     for index, (labels, named) in enumerate(rules):
         said.append(
             f"spec.nodeSchematics[{index}] changes the nodes labelled {labels} to schematic "

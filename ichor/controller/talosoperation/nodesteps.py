@@ -28,6 +28,7 @@ from ichor.api.talosoperation import (
 )
 from ichor.controller.talosoperation import lifecycle
 from ichor.controller.talosoperation.lifecycle import Operation
+from ichor.upgrade.node_images import single_node_statement as single_node_statement
 
 #: Passed checks kept in the status, the latest last.
 MAX_CHECKS = 20
@@ -45,18 +46,6 @@ def policy_for(effective: UpgradePolicy, *, nodes: int) -> NodePolicy:
         max_unavailable_workers=effective.max_unavailable_workers or 1,
         single_node=single,
     )
-
-
-def single_node_statement(*, version: str, drain: bool | None) -> str:
-    """What the plan of a single-node cluster says goes down, and for how long."""
-    said = (
-        f"a single-node cluster: the node reboots into Talos {version} and every workload, "
-        f"the Kubernetes API and this cluster's etcd are down until it is back (a few "
-        f"minutes: the install, a reboot, the kubelet's start)"
-    )
-    if drain:
-        said += "; it is not drained (no other node could take its Pods)"
-    return said
 
 
 def next_batch(nodes: OperationNodes) -> tuple[PlannedNode, ...]:

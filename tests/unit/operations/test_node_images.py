@@ -264,3 +264,17 @@ def test_the_plan_names_changes_and_refusals_from_what_the_last_read_recorded() 
     ]
     for one in garbage:
         decisions.image_plan_warnings(one, version="v1.14.4")  # never raises
+
+
+def test_the_plan_of_a_single_node_cluster_says_what_goes_down_and_for_how_long() -> None:
+    from ichor.webhook import decisions
+
+    one = {"spec": {}, "status": {"nodes": {"count": 1}}}
+    (said,) = decisions.image_plan_warnings(one, version="v1.14.4")
+    assert said.startswith("a single-node cluster: the node reboots into Talos v1.14.4 and")
+    assert "the Kubernetes API and this cluster's etcd are down until it is back" in said
+    assert said.endswith("it is not drained (no other node could take its Pods)")
+    for count in (2, 0, None, "1"):
+        body = {"spec": {}, "status": {"nodes": {"count": count}}}
+        assert decisions.image_plan_warnings(body, version="v1.14.4") == ()
+    decisions.image_plan_warnings({"spec": {}, "status": {"nodes": 5}}, version="v1")
