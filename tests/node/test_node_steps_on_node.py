@@ -1,5 +1,5 @@
-"""A Talos operation node by node on the node: a drain a PodDisruptionBudget holds, and a
-single-node cluster with such a budget.
+"""A Talos operation node by node on the node: a drain a PodDisruptionBudget holds, a
+single-node cluster with such a budget, and a node's Job kept off the node it upgrades.
 
 The workload is an API server of its own (no kubelet, no disruption controller): a Pod
 bound to a Node and a PodDisruptionBudget over it that allows no eviction, as a real
@@ -11,11 +11,16 @@ budget holds its drain until the policy's ``drainTimeout``.
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ichor.api.talosoperation import OperationType
+from ichor.controller.talosoperation import jobs, lifecycle
 from ichor.release.release_set import PINNED
+from ichor.settings import ExecutorSettings
 from tests.harness import binaries, node, talos_standin, workload
 from tests.harness.talos_standin import TalosNode
 from tests.node import story
@@ -146,3 +151,84 @@ def test_a_single_node_cluster_with_a_budget_is_upgraded_without_a_drain(
     events = on_node.kubectl("get", "events", "-n", cluster.namespace, "-o", "json").stdout
     started = [e["message"] for e in json.loads(events)["items"] if e["reason"] == "Started"]
     assert any("a single-node cluster: the node reboots into Talos" in m for m in started), started
+
+
+def _job_pod(one_node: node.Node, namespace: str, job: str) -> dict[str, Any] | None:
+    listed = one_node.kubectl("get", "pods", "-n", namespace, "-l", f"job-name={job}", "-o", "json")
+    found: list[dict[str, Any]] = json.loads(listed.stdout)["items"]
+    return found[0] if found else None
+
+
+def _scheduled(pod: dict[str, Any] | None) -> str | None:
+    """Where the scheduler put the Pod, or its Unschedulable condition's words."""
+    if pod is None:
+        return None
+    if pod["spec"].get("nodeName"):
+        return f"bound to {pod['spec']['nodeName']}"
+    for condition in pod.get("status", {}).get("conditions") or ():
+        if condition["type"] == "PodScheduled" and condition.get("reason") == "Unschedulable":
+            return f"unschedulable: {condition.get('message', '')}"
+    return None
+
+
+def test_a_nodes_job_in_the_cluster_it_upgrades_is_never_scheduled_on_that_node(
+    one_node: node.Node, talosctl_image: str
+) -> None:
+    """The Job the executor makes for a node of a cluster without a kubeconfig (the one it
+    runs in), given to the real scheduler of the node: its Pod is kept off the node it
+    upgrades, here the only node, so it stays Pending and the operation's message says
+    why. The same Job without the rule is bound to that node (the rule is what keeps it
+    off)."""
+    namespace = f"avoid-{uuid.uuid4().hex[:6]}"
+    one_node.kubectl("create", "namespace", namespace)
+    one_node.kubectl(
+        "create", "secret", "generic", "self-talosconfig", "-n", namespace,
+        "--from-literal=talosconfig=context: self", )  # fmt: skip
+    target = jobs.TargetNode(node.NODE_NAME, node.NODE_IP, jobs.NodeRole.CONTROL_PLANE)
+    ref = jobs.OperationRef(namespace=namespace, name="self-talos", uid=str(uuid.uuid4()),
+                            cluster="self", type=OperationType.TALOS)  # fmt: skip
+    made: list[str] = []
+    for avoid in (True, False):
+        name = f"ichor-talos-self-node-{'kept-off' if avoid else 'no-rule'}"
+        manifest = jobs.node_job(
+            operation=ref, name=name, version=TARGET, node=target,
+            image=f"factory.talos.dev/metal-installer/{talos_standin.DEFAULT_SCHEMATIC}:{TARGET}",
+            drain=False, drain_timeout="5m", reboot_mode="default", avoid_node=avoid,
+            talosconfig=jobs.SecretMount(secret="self-talosconfig", key="talosconfig"),
+            settings=ExecutorSettings(talosctl_image=talosctl_image),
+        )  # fmt: skip
+        # no owner here: the operation is not made, only its Job
+        manifest["metadata"].pop("ownerReferences", None)
+        one_node.kubectl("apply", "-n", namespace, "-f", "-", input=json.dumps(manifest))
+        made.append(name)
+    kept_off, no_rule = made
+    try:
+        said = story.wait(
+            "the kept-off Job's Pod judged by the scheduler",
+            lambda: _scheduled(_job_pod(one_node, namespace, kept_off)),
+            lambda s: s is not None,
+            within=120,
+        )
+        assert said is not None
+        assert said.startswith("unschedulable:"), said
+        assert "node affinity" in said, said
+        bound = story.wait(
+            "the Job without the rule bound to the node",
+            lambda: _scheduled(_job_pod(one_node, namespace, no_rule)),
+            lambda s: s is not None,
+            within=120,
+        )
+        assert bound == f"bound to {node.NODE_NAME}", bound
+        # once the other was bound, the kept-off Pod is still on no node
+        pod = _job_pod(one_node, namespace, kept_off)
+        assert pod is not None
+        assert not pod["spec"].get("nodeName"), pod
+        job = json.loads(
+            one_node.kubectl("get", "job", kept_off, "-n", namespace, "-o", "json").stdout
+        )
+        outcome = lifecycle.job_outcome(job, [pod])
+        assert outcome.state is lifecycle.JobState.RUNNING
+        assert outcome.message.startswith("its Pod cannot be scheduled: "), outcome.message
+        assert "node affinity" in outcome.message, outcome.message
+    finally:
+        one_node.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
