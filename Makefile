@@ -12,7 +12,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle printable \
         bench demo demo-down cluster-up cluster-down image image-base clean node compat-json \
-        runtime-deps configuration chart-readme ui ui-unit ui-package
+        runtime-deps configuration chart-readme ui ui-unit ui-package ui-screenshots
 
 help:
 	@echo "The two commands:"
@@ -45,6 +45,7 @@ help:
 	@echo "  make ui            npm ci from the lockfile, the plugin, the browser test's page; Debian's chromium"
 	@echo "  make ui-unit       its type check, lint and Vitest tests (mappings, stories as snapshots, axe-core)"
 	@echo "  make ui-package    the archive Headlamp installs, its sha256 and the Artifact Hub manifest"
+	@echo "  make ui-screenshots  the browser test, its screenshots written to docs/ui/"
 	@echo "For a person:"
 	@echo "  make cluster-up    a local control plane named dev (make cluster-down stops it)"
 	@echo "  make venv          the virtual environment .venv"
@@ -109,6 +110,10 @@ test: check testenv oracle image-base runtime-deps ui
 # The Headlamp plugin (docs/ui.md): `make ui` builds what tests/component/ui needs.
 ui:
 	@bash hack/ui.sh build
+
+# The browser test's screenshots, written to docs/ui/ (make test keeps them in build/).
+ui-screenshots: $(STAMP) testenv ui
+	ICHOR_UI_SCREENSHOTS=$(CURDIR)/docs/ui $(BIN)/pytest -q tests/component/ui/test_headlamp_plugin.py
 
 ui-unit:
 	@bash hack/ui.sh unit

@@ -86,10 +86,12 @@ async def _ready(tenants: Tenants, namespace: str, name: str, reason: str) -> di
 
 def _oracle(guess: str) -> str:
     """The attack docs/security.md describes: one bit per look, whether some Pod's
-    PASSWORD starts with ``guess``, read from the evaluation error of the true branch."""
+    PASSWORD starts with ``guess``, read from the evaluation error of the true branch.
+    It indexes the first Pod instead of nesting macros, so it stays inside the CEL cost
+    budget and the refusal it meets is the account's, not the budget's."""
     return (
-        "objects.exists(p, p.spec.containers.exists(c, has(c.env) && c.env.exists(e, "
-        f'e.name == "PASSWORD" && e.value.startsWith("{guess}")))) ? (1 / 0 == 1) : false'
+        "objects.size() > 0 && objects[0].spec.containers[0].env[0].value"
+        f'.startsWith("{guess}") ? (1 / 0 == 1) : false'
     )
 
 

@@ -221,8 +221,19 @@ async def observed(
     users: dict[str, Path],
     kube_api: ApiClient,
     namespace: str,
-) -> Objects:
-    """TalosCluster ``prod``, once the operator has written its versions and choices."""
+    control_plane: controlplane.ControlPlane,
+) -> AsyncIterator[Objects]:
+    """TalosCluster ``prod``, once the operator has written its versions and choices. The
+    namespace's default ServiceAccount reads it (it has no kubeconfig), so it holds the
+    chart's ``ichor-tenant-reader``, as in tests/component/operations."""
+    binding = account.bind_tenant_reader(control_plane, namespace=namespace)
+    try:
+        yield await _observed(kube_api, namespace)
+    finally:
+        account.unbind(control_plane, binding)
+
+
+async def _observed(kube_api: ApiClient, namespace: str) -> Objects:
     objects = Objects(kube_api, namespace)
     await objects.create_cluster()
 

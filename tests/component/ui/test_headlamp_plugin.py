@@ -5,7 +5,8 @@ shown as the server worded it, and the override checkbox disabled with its reaso
 olivia (the verb): the tick, the plan with override, the create, and the Warning Event
 the operator records on the cluster. The browser half is ui/headlamp/e2e/scenario.mjs;
 this half sets the cluster up, serves the pages as each user and checks the server's
-side. Screenshots go to docs/ui/.
+side. Screenshots go to ui/headlamp/build/screenshots (ignored by git);
+`make ui-screenshots` writes them to docs/ui/ instead.
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from tests.harness import controlplane, headlamp
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
 
-SCREENSHOTS = Path(os.environ.get("ICHOR_UI_SCREENSHOTS") or headlamp.ROOT / "docs" / "ui")
+SCREENSHOTS = Path(
+    os.environ.get("ICHOR_UI_SCREENSHOTS") or headlamp.PLUGIN / "build" / "screenshots"
+)
 #: The whole browser scenario; each of its steps has its own bound (30 s).
 SCENARIO_TIMEOUT = 240.0
 #: Where Headlamp's icon component fetches icons it was not given (never reached: the
