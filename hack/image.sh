@@ -101,17 +101,23 @@ apt_install() {
 # buildah reads its storage and engine settings from files of ours, in the cache.
 configure_buildah() {
   apt_install buildah
-  mkdir -p "$CACHE/conf" "$CACHE/storage" "$CACHE/run"
+  mkdir -p "$CACHE/conf" "$CACHE/storage" "$CACHE/run" "$CACHE/conf/networks"
   cat >"$CACHE/conf/storage.conf" <<EOF
 [storage]
 driver = "overlay"
 graphroot = "$CACHE/storage"
 runroot = "$CACHE/run"
 EOF
-  cat >"$CACHE/conf/containers.conf" <<'EOF'
+  # network_config_dir: even with --network host, buildah's CNI backend takes a lock
+  # file in its configuration folder, /etc/cni/net.d by default, which would stay on a
+  # machine where no container network was ever set up.
+  cat >"$CACHE/conf/containers.conf" <<EOF
 [engine]
 cgroup_manager = "cgroupfs"
 events_logger = "none"
+
+[network]
+network_config_dir = "$CACHE/conf/networks"
 EOF
   cat >"$CACHE/conf/registries.conf" <<'EOF'
 unqualified-search-registries = []

@@ -103,6 +103,9 @@ class ClusterReason(StrEnum):
     # Ready, without a kubeconfig Secret: no ServiceAccount may read the cluster the
     # operator runs in for it (none named when one is required, missing, or refused)
     SERVICE_ACCOUNT_UNUSABLE = "ServiceAccountUnusable"
+    #: *UpgradeAvailable, Unknown: the site's policy (IchorInstallation ``spec.policy``)
+    #: cannot be read, so what it denies is unknown and nothing is offered; correct it.
+    SITE_POLICY_UNREADABLE = "SitePolicyUnreadable"
 
 
 class SpecReachedReason(StrEnum):

@@ -2,7 +2,9 @@
 
 The spec configures the release check; ``status.upgradeTargets`` is what it found. A list
 that was never recorded is ``None``, not empty: "no list yet" and "no release" lead to
-different answers in the upgrade choices.
+different answers in the upgrade choices. ``spec.policy`` is the site's own refusals
+(``ichor.release.policy``), read from the raw spec so a policy that does not load is a
+policy that cannot be read (it refuses every step), never no policy at all.
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from pydantic import ValidationError
 from ichor.api._base import ApiModel
 from ichor.api.autopatch import FleetAutoPatchSpec, FleetAutoPatchStatus
 from ichor.api.conditions import Condition
+from ichor.api.reading import read_model
 from ichor.api.taloscluster import UpgradePolicy
+from ichor.release import policy as site_policy
+from ichor.release.policy import NO_POLICY, SitePolicy
 from ichor.upgrade import choices
 from ichor.upgrade.rule import Component
 
@@ -56,6 +61,10 @@ class IchorInstallationSpec(ApiModel):
     default_service_account_name: str | None = None
     #: Each TalosCluster's upgrade policy, field by field under its own.
     upgrade_policy: UpgradePolicy | None = None
+    #: The site's own refusals, kept as written: ``ichor.release.policy`` reads it (a
+    #: policy that does not load must refuse every step, never make the spec unreadable
+    #: or vanish).
+    policy: Any = None
 
 
 class UpgradeTargets(ApiModel):
@@ -83,6 +92,31 @@ class LatestRelease(ApiModel):
     error: str | None = None
 
 
+class PolicyEntryStatus(ApiModel):
+    """One entry of ``spec.policy`` and how many clusters it refuses something of."""
+
+    name: str
+    #: ``Deny`` or ``HighestMinor``.
+    kind: str
+    component: str
+    #: Clusters it refuses a step of (to a recorded newer release, or the embedded
+    #: Cilium chart), or that run what it refuses.
+    clusters: int = 0
+
+
+class SitePolicyStatus(ApiModel):
+    """What the operator found of ``spec.policy``, written by the TalosCluster controller
+    once every cluster was judged with the policy of ``observedGeneration``."""
+
+    observed_generation: int | None = None
+    #: Clusters judged.
+    clusters: int = 0
+    entries: tuple[PolicyEntryStatus, ...] = ()
+    #: Why the policy cannot be read (it then refuses every step; the webhook refuses a
+    #: write of such a policy, so only one stored without it gets here).
+    unreadable: str | None = None
+
+
 class IchorInstallationStatus(ApiModel):
     observed_generation: int | None = None
     upgrade_targets: UpgradeTargets | None = None
@@ -90,6 +124,33 @@ class IchorInstallationStatus(ApiModel):
     #: Written by auto-patch: the fleet's halts and when each release was first seen.
     auto_patch: FleetAutoPatchStatus | None = None
     conditions: tuple[Condition, ...] = ()
+    #: Written by the TalosCluster controller: which policy entries matched how many clusters.
+    site_policy: SitePolicyStatus | None = None
+
+
+def read_status(raw: object) -> IchorInstallationStatus:
+    """The IchorInstallation's ``status`` (``raw``), read leniently part by part: a part
+    that does not load is absent, a bad field of a part costs that field only
+    (``read_model``), and a condition that does not load is left out. The one reader of
+    this status for the controllers and the CLI."""
+    status = raw if isinstance(raw, Mapping) else {}
+    generation = status.get("observedGeneration")
+    listed = status.get("conditions")
+    return IchorInstallationStatus(
+        observed_generation=generation
+        if isinstance(generation, int) and not isinstance(generation, bool)
+        else None,
+        upgrade_targets=read_model(UpgradeTargets, status.get("upgradeTargets")),
+        latest_release=read_model(LatestRelease, status.get("latestRelease")),
+        auto_patch=read_model(FleetAutoPatchStatus, status.get("autoPatch")),
+        site_policy=read_model(SitePolicyStatus, status.get("sitePolicy")),
+        conditions=tuple(
+            condition
+            for item in (listed if isinstance(listed, list) else ())
+            for condition in [read_model(Condition, item)]
+            if condition is not None
+        ),
+    )
 
 
 @dataclass(frozen=True)
@@ -109,23 +170,25 @@ class Installation:
     present: bool = False
     check_enabled: bool = True
     targets: UpgradeTargets | None = None
+    #: The site's policy (``spec.policy``), handed to the rules with every cluster.
+    policy: SitePolicy = NO_POLICY
 
     @classmethod
     def from_body(cls, body: Mapping[str, Any] | None) -> Installation:
         if body is None:
             return cls()
+        raw_spec = body.get("spec")
         try:
-            spec = IchorInstallationSpec.model_validate(body.get("spec") or {})
+            spec = IchorInstallationSpec.model_validate(raw_spec or {})
         except ValidationError:
             spec = IchorInstallationSpec()
-        try:
-            status = IchorInstallationStatus.model_validate(body.get("status") or {})
-        except ValidationError:
-            status = IchorInstallationStatus()
         return cls(
             present=True,
             check_enabled=spec.release_check.enabled,
-            targets=status.upgrade_targets,
+            targets=read_status(body.get("status")).upgrade_targets,
+            policy=site_policy.read(
+                raw_spec.get("policy") if isinstance(raw_spec, Mapping) else None
+            ),
         )
 
     def recorded(self, component: Component) -> RecordedList:

@@ -47,3 +47,13 @@ NAMESPACED: dict[Kind, bool] = {
 def crd_name(kind: Kind) -> str:
     """``talosclusters.ichor.dev`` for TalosCluster: the CRD object's name."""
     return f"{PLURALS[kind]}.{GROUP}"
+
+
+#: The cause (``status.details.causes[].reason``, field ``spec.override``) of a plan's
+#: denial that ``override: true`` would pass for a holder of the override verb: the CLI
+#: reads it to suggest ``--override``.
+OVERRIDE_WOULD_PASS = "OverrideWouldPass"
+#: The words that denial's sentence says it in. The Headlamp plugin, whose request layer
+#: keeps only the message, reads them (ui/headlamp/src/mapping/plan.ts; a test keeps the
+#: two equal).
+OVERRIDE_WOULD_PASS_WORDS = "`override: true` on the TalosOperation would pass"

@@ -16,6 +16,7 @@ from ichor.api._base import ApiModel
 from ichor.api.autopatch import AutoPatchSpec, AutoPatchStatus
 from ichor.api.conditions import Condition
 from ichor.release import steps
+from ichor.release.policy import NO_POLICY, SitePolicy
 from ichor.upgrade.rule import ClusterVersions
 
 
@@ -233,10 +234,12 @@ class TalosClusterStatus(ApiModel):
     conditions: tuple[Condition, ...] = ()
 
 
-def cluster_versions(*, spec: TalosClusterSpec, cni: CNIStatus | None) -> ClusterVersions:
+def cluster_versions(
+    *, spec: TalosClusterSpec, cni: CNIStatus | None, policy: SitePolicy = NO_POLICY
+) -> ClusterVersions:
     """What the rules read of a cluster: the spec's versions, its CNI preset and the CNI
     the controller observed (the Cilium release only for a managed Cilium detected;
-    ``Unreadable`` when its release cannot be read)."""
+    ``Unreadable`` when its release cannot be read), with the site's ``policy``."""
     detected = cni.detected if cni else None
     preset = spec.cni.preset.value
     return ClusterVersions(
@@ -250,4 +253,5 @@ def cluster_versions(*, spec: TalosClusterSpec, cni: CNIStatus | None) -> Cluste
         ),
         cni=detected,
         preset=preset,
+        policy=policy,
     )

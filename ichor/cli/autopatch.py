@@ -24,19 +24,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 import click
-from pydantic import ValidationError
 
 from ichor.api import kinds
 from ichor.api.autopatch import (
     RESUME_ANNOTATION,
     UNHALT_ALL,
     UNHALT_ANNOTATION,
-    FleetAutoPatchStatus,
     Halt,
     HaltScope,
     Unhalt,
     parse_unhalt,
 )
+from ichor.api.ichorinstallation import read_status
 from ichor.cli import common, kube, views
 
 #: Seconds ``unhalt`` waits for the operator to lift the halt.
@@ -130,11 +129,8 @@ def _fleet_suspended(target: kube.Target) -> bool:
 
 
 def _halts(installation: dict[str, Any] | None) -> tuple[Halt, ...]:
-    raw = ((installation or {}).get("status") or {}).get("autoPatch")
-    try:
-        return FleetAutoPatchStatus.model_validate(raw or {}).halts
-    except ValidationError:
-        return ()
+    record = read_status((installation or {}).get("status")).auto_patch
+    return record.halts if record is not None else ()
 
 
 def _in_force(installation: dict[str, Any] | None, request: Unhalt) -> list[Halt]:

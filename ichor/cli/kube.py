@@ -16,7 +16,6 @@ override would pass it, the hint to use ``--override``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 
 from ichor.api import kinds
+from ichor.kube import apistatus
 
 if TYPE_CHECKING:
     from kubernetes import client
@@ -53,15 +53,13 @@ class CliError(click.ClickException):
 class Denied(Exception):
     """Ichor's admission webhook refused the write; ``message`` is its sentence."""
 
-    def __init__(self, message: str, *, webhook: str) -> None:
+    def __init__(self, message: str, *, webhook: str, overridable: bool = False) -> None:
         super().__init__(message)
         self.message = message
         self.webhook = webhook
-
-    @property
-    def overridable(self) -> bool:
-        """The webhook says ``override: true`` (with the verb) would pass this refusal."""
-        return "`override: true` on the TalosOperation would pass" in self.message
+        #: The webhook names ``override: true`` (with the verb) as passing this refusal
+        #: (``kinds.OVERRIDE_WOULD_PASS`` among the Status's causes).
+        self.overridable = overridable
 
 
 @dataclass(frozen=True)
@@ -182,22 +180,20 @@ def connect(
 
 def api_message(error: ApiException) -> str:
     """The API server's own sentence for a failed call (its Status message)."""
-    try:
-        body = json.loads(error.body or "")
-    except (TypeError, ValueError):
-        body = None
-    if isinstance(body, Mapping) and body.get("message"):
-        return str(body["message"])
-    return f"{error.status} {error.reason}".strip()
+    return apistatus.read(error.body, status=error.status, reason=error.reason).message
 
 
 def failure(error: ApiException, *, what: str) -> Exception:
     """``Denied`` for a refusal of Ichor's webhook, else a ``CliError`` naming ``what``."""
-    message = api_message(error)
-    denied = _DENIED.match(message)
+    answer = apistatus.read(error.body, status=error.status, reason=error.reason)
+    denied = _DENIED.match(answer.message)
     if denied is not None and denied["hook"].endswith(f".{kinds.GROUP}"):
-        return Denied(denied["message"], webhook=denied["hook"])
-    return CliError(f"{what} failed: {message}")
+        return Denied(
+            denied["message"],
+            webhook=denied["hook"],
+            overridable=kinds.OVERRIDE_WOULD_PASS in answer.causes,
+        )
+    return CliError(f"{what} failed: {answer.message}")
 
 
 def call(target: Target, what: str, fn: Callable[[], T]) -> T:

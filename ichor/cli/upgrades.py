@@ -63,7 +63,7 @@ def _create(
         message, hint = denial.message, None
         if denial.overridable and not override:
             # The webhook words the hint for a TalosOperation's spec; say it as a flag.
-            message = message.split(" Setting `override: true` on the TalosOperation", 1)[0]
+            message = message.split(f" Setting {kinds.OVERRIDE_WOULD_PASS_WORDS}", 1)[0]
             hint = OVERRIDE_HINT.format(cluster=cluster, namespace=target.namespace)
         common.refused(message, hint=hint)
 
@@ -200,7 +200,9 @@ def _choices(
         raise kube.CliError(str(error)) from None
     installation = kube.get_installation(target)
     releases = views.release_list(installation, component)
-    return seen, views.choice_list(seen, component, releases)
+    return seen, views.choice_list(
+        seen, component, releases, policy=views.site_policy(installation)
+    )
 
 
 def _form(version: str, *, hint: str = "VERSION") -> str:
@@ -335,6 +337,7 @@ def plan_command(
         seen,
         talos=views.release_list(installation, Component.TALOS),
         kubernetes=views.release_list(installation, Component.KUBERNETES),
+        policy=views.site_policy(installation),
         talos_goal=_form(talos_goal, hint="--talos") if talos_goal else None,
         kubernetes_goal=_form(kubernetes_goal, hint="--kubernetes") if kubernetes_goal else None,
     )

@@ -6,8 +6,9 @@ plans are the functions of ``ichor.upgrade`` (the ones the controller and the we
 call), applied to the recorded release list, so ``ichor upgrade ... --list`` cannot
 disagree with ``status.upgradeChoices`` or with the server's plan.
 
-It refuses to judge anything itself: a version question goes to ``ichor.upgrade``; a
-list that cannot be used says why (``upgrade_choices.availability``) instead of guessing.
+It refuses to judge anything itself: a version question goes to ``ichor.upgrade``, with
+the site's policy read from the IchorInstallation as the controller reads it; a list that
+cannot be used says why (``upgrade_choices.availability``) instead of guessing.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from ichor.api import ichorinstallation, taloscluster
+from ichor.api.reading import read_model
 from ichor.api.taloscluster import NodeImages, TalosClusterSpec, TalosClusterStatus
 from ichor.release import steps
+from ichor.release.policy import NO_POLICY, SitePolicy
 from ichor.upgrade import blocked
 from ichor.upgrade import choices as upgrade_choices
 from ichor.upgrade import path_plan as plans
@@ -49,10 +52,7 @@ class Cluster:
             raise ValueError(
                 f"TalosCluster {name} has a spec the CLI cannot read (spec.{where}: {first['msg']})"
             ) from None
-        try:
-            status = TalosClusterStatus.model_validate(body.get("status") or {})
-        except ValidationError:
-            status = TalosClusterStatus()
+        status = read_model(TalosClusterStatus, body.get("status")) or TalosClusterStatus()
         return cls(
             name=str(meta.get("name", "")),
             namespace=str(meta.get("namespace", "")),
@@ -64,6 +64,10 @@ class Cluster:
     def versions(self) -> ClusterVersions:
         """What the rules read: the spec's versions and the CNI the controller observed."""
         return taloscluster.cluster_versions(spec=self.spec, cni=self.status.cni)
+
+    def judged(self, policy: SitePolicy) -> ClusterVersions:
+        """``versions`` with the site's policy, which the rules read with the table."""
+        return taloscluster.cluster_versions(spec=self.spec, cni=self.status.cni, policy=policy)
 
     def condition(self, type_: str) -> tuple[str, str] | None:
         """(status, message) of a condition, if set."""
@@ -90,6 +94,11 @@ def release_list(installation: Mapping[str, Any] | None, component: Component) -
     """
     found = ichorinstallation.Installation.from_body(installation).recorded(component)
     return ReleaseList(tags=tuple(found.releases or ()), availability=found.availability)
+
+
+def site_policy(installation: Mapping[str, Any] | None) -> SitePolicy:
+    """The site's policy (``spec.policy``), read as the controller and the webhook read it."""
+    return ichorinstallation.Installation.from_body(installation).policy
 
 
 def _blocked_json(line: blocked.BlockedRelease) -> dict[str, Any]:
@@ -136,9 +145,15 @@ class ChoiceList:
         }
 
 
-def choice_list(cluster: Cluster, component: Component, releases: ReleaseList) -> ChoiceList:
+def choice_list(
+    cluster: Cluster,
+    component: Component,
+    releases: ReleaseList,
+    *,
+    policy: SitePolicy = NO_POLICY,
+) -> ChoiceList:
     """The choices of one component, with the same functions the controller uses."""
-    versions = cluster.versions
+    versions = cluster.judged(policy)
     running = versions.talos if component is Component.TALOS else versions.kubernetes
     note: str | None = None
     if not releases.availability.available:
@@ -201,10 +216,11 @@ def path_plan(
     kubernetes: ReleaseList,
     talos_goal: str | None,
     kubernetes_goal: str | None,
+    policy: SitePolicy = NO_POLICY,
 ) -> plans.PathPlan:
     """``ichor upgrade plan``: the shared planner over the recorded releases."""
     return plans.plan_path(
-        cluster=cluster.versions,
+        cluster=cluster.judged(policy),
         talos_releases=talos.tags,
         kubernetes_releases=kubernetes.tags,
         talos=talos_goal,

@@ -50,6 +50,20 @@ def without_managed_fields(body: Mapping[str, Any]) -> Mapping[str, Any]:
     return {**body, "metadata": kept}
 
 
+def generation(body: Mapping[str, Any]) -> int | None:
+    """``metadata.generation`` of ``body``, None when it holds no number."""
+    return _number((body.get("metadata") or {}).get("generation"))
+
+
+def observed_generation(body: Mapping[str, Any]) -> int | None:
+    """``status.observedGeneration`` of ``body``, None when it holds no number."""
+    return _number((body.get("status") or {}).get("observedGeneration"))
+
+
+def _number(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
 #: Where Events about cluster-scoped objects (IchorInstallation) are written.
 CLUSTER_SCOPED_EVENT_NAMESPACE = "default"
 COMPONENT = "ichor-operator"

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno
 import http
-import json
 import socket
 import ssl
 from collections.abc import Awaitable
@@ -23,6 +22,8 @@ from typing import Any, TypeVar, cast
 
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
+
+from ichor.kube import apistatus
 
 T = TypeVar("T")
 
@@ -118,12 +119,7 @@ def answered(status: int, reason: str | None, body: bytes) -> ApiError:
 def message(error: ApiException) -> str:
     """The API server's message of a failed call (a webhook's denial text included), or
     the status and reason when the body holds none."""
-    try:
-        body = json.loads(error.body or "{}")
-    except (TypeError, ValueError):
-        body = {}
-    found = body.get("message") if isinstance(body, dict) else None
-    return str(found or f"{error.status} {error.reason}")
+    return apistatus.read(error.body, status=error.status, reason=error.reason).message
 
 
 def _phrase(status: int | None) -> str:

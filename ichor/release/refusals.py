@@ -43,18 +43,28 @@ class Rule(StrEnum):
     NOT_CILIUM = "NotCilium"  # a cni operation for a CNI Ichor does not run (unmanaged, other)
     CNI_PRESET = "CniPreset"  # spec.cni.preset releases an observed Cilium from its table
     UNREADABLE_VERSION = "UnreadableVersion"  # seen running, its release cannot be read
+    #: A version this site's policy refuses (IchorInstallation ``spec.policy``): an entry
+    #: denies it, alone or with another component's version, or holds its component at a
+    #: lower minor. The message names the entry and the reason a person wrote; only the
+    #: override verb passes it, and the Override Event names the entry.
+    SITE_POLICY = "SitePolicy"
+    #: This site's policy cannot be read, so what it denies is unknown: every step it would
+    #: judge is refused, and no override passes it; correct ``spec.policy``.
+    SITE_POLICY_UNREADABLE = "SitePolicyUnreadable"
 
 
 # Only compatibility refusals may be passed with the override verb: the pairs, and the
 # release of an observed Cilium from its pair (spec.cni.preset cilium -> unmanaged, which
 # hands every later Kubernetes step's Cilium compatibility to the user, so it is the
-# Cilium pair passed once for all steps). The path and skew rules are enforced again by
-# Talos and talosctl themselves, so passing them here would only start a Job that fails;
-# the others are not questions of compatibility.
+# Cilium pair passed once for all steps); and a site's own refusal (its policy), which,
+# like every other safety guard, the verb passes. The path and skew rules are enforced
+# again by Talos and talosctl themselves, so passing them here would only start a Job
+# that fails; the others are not questions of compatibility.
 NEVER_OVERRIDABLE: frozenset[Rule] = frozenset(Rule) - {
     Rule.TALOS_KUBERNETES,
     Rule.CILIUM_KUBERNETES,
     Rule.CNI_PRESET,
+    Rule.SITE_POLICY,
 }
 
 
@@ -65,6 +75,8 @@ class Refusal:
     rule: Rule
     message: str
     overridable: bool
+    #: ``SITE_POLICY``: the name of the policy entry that refused.
+    entry: str | None = None
 
     def __post_init__(self) -> None:
         if self.overridable and self.rule in NEVER_OVERRIDABLE:

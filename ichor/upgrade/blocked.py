@@ -9,6 +9,7 @@ first, so a list of hundreds of tags stays a few lines:
     Kubernetes v1.37.1: Cilium 1.20.4 runs Kubernetes 1.33 to 1.36; a newer Ichor release is needed
     Kubernetes v1.38.2: two minors up; move to the newest v1.37 first
     Talos v1.15.0: unknown to this build; a newer Ichor release is needed
+    Talos v1.14.5: denied by this site: NIC regression on R650 (INC-1234); choose another ...
 
 It adds no rule. What is offered comes from ``upgrade_choices.talos_choices`` and
 ``upgrade_choices.kubernetes_choices``; the reason is the first refusal of
@@ -80,6 +81,11 @@ class Blocker(StrEnum):
     UNKNOWN = "UnknownVersion"  # this build does not know it, or what the cluster runs
     CNI_NOT_OBSERVED = "CniNotObserved"  # no CNI, or no Cilium release, observed yet
     UNREADABLE = "UnreadableVersion"  # Cilium is seen, its release cannot be read
+    #: This site's policy (IchorInstallation ``spec.policy``) refuses it: the line gives
+    #: the reason a person wrote and names the entry; only the override verb passes it.
+    SITE_POLICY = "SitePolicy"
+    #: This site's policy cannot be read, so every release is refused until it is fixed.
+    SITE_POLICY_UNREADABLE = "SitePolicyUnreadable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +228,43 @@ _BLOCKER_OF_RULE = {
     Rule.KUBERNETES_SKEW: Blocker.KUBERNETES_SKEW,
     Rule.CILIUM_KUBERNETES: Blocker.CILIUM,
     Rule.UNREADABLE_VERSION: Blocker.UNREADABLE,
+    Rule.SITE_POLICY: Blocker.SITE_POLICY,
+    Rule.SITE_POLICY_UNREADABLE: Blocker.SITE_POLICY_UNREADABLE,
 }
+
+
+def _site(
+    component: Component, version: Version, *, cluster: ClusterVersions, refusal: Refusal
+) -> BlockedRelease | None:
+    """The line of a release this site's policy refuses, in the site's words; None for
+    any other refusal."""
+    if refusal.rule is Rule.SITE_POLICY_UNREADABLE:
+        return _line(
+            component,
+            version,
+            Blocker.SITE_POLICY_UNREADABLE,
+            reason=f"this site's policy cannot be read ({cluster.policy.unreadable})",
+            step="correct spec.policy of IchorInstallation ichor; no override passes it",
+            refusal=refusal,
+        )
+    if refusal.rule is not Rule.SITE_POLICY:
+        return None
+    entry = cluster.policy.entry(refusal.entry or "")
+    if entry is None:  # pragma: no cover - a SitePolicy refusal always names its entry
+        return _unexplained(component, version, refusal)
+    if entry.highest is not None:
+        held = compat.minor_text(entry.highest)
+        step = f"choose {_name(component)} {held} or older"
+    else:
+        step = "choose another release"
+    return _line(
+        component,
+        version,
+        Blocker.SITE_POLICY,
+        reason=f"denied by this site: {entry.reason}",
+        step=f"{step} ({entry.where} {entry.describe()}); the override verb passes it (--override)",
+        refusal=refusal,
+    )
 
 
 def _unexplained(component: Component, version: Version, refusal: Refusal) -> BlockedRelease:
@@ -243,6 +285,9 @@ def _talos(
 ) -> BlockedRelease | None:
     running = parse(cluster.talos)
     talos = Component.TALOS
+    site = _site(talos, version, cluster=cluster, refusal=refusal) if refusal else None
+    if site is not None:
+        return site
     if refusal is None:
         if version.minor_key <= _next(running.minor_key):
             return None  # the choices offer it (patch or next minor)
@@ -340,6 +385,9 @@ def _kubernetes(
 ) -> BlockedRelease | None:
     running = parse(cluster.kubernetes)
     kube = Component.KUBERNETES
+    site = _site(kube, version, cluster=cluster, refusal=refusal) if refusal else None
+    if site is not None:
+        return site
     if refusal is None:
         hold = upgrade_choices.kubernetes_hold(cluster)
         if hold is None:

@@ -23,6 +23,9 @@ are the ones the choices would offer at that state, narrowed to the tested path:
   (one minor at a time); none while the cluster's CNI is not observed, as the choices;
 - Cilium (a Cilium CNI only): the chart this Ichor embeds (``PINNED.cilium_chart``).
 
+A patch this site's policy denies is routed around: the move is then the newest patch of
+that minor the policy leaves (no other rule tells two patches of one minor apart).
+
 The search is breadth-first over these moves, so the plan has the fewest operations.
 Among plans of that length the order is fixed: a Kubernetes move as soon as one keeps
 the plan shortest, then the Cilium step, then Talos; so the plan reads as Kubernetes one
@@ -51,7 +54,7 @@ For the callers (``ichor upgrade plan CLUSTER [--talos V] [--kubernetes V]``, st
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
@@ -219,30 +222,47 @@ class _Search:
         self._explore()
 
     def _candidates(
-        self, releases: Releases, running: Version, goal: Version | None
+        self,
+        component: Component,
+        releases: Releases,
+        state: ClusterVersions,
+        goal: Version | None,
     ) -> list[Version]:
+        """The moves of one component the rule accepts at ``state``: the newest patch of
+        the running and of the next minor (the newest the site's policy leaves), and the
+        goal when it is of one of them."""
+        running = parse(state.talos if component is Component.TALOS else state.kubernetes)
         here, there = running.minor_key, _next(running.minor_key)
-        found = [releases.newest(here), releases.newest(there)]
-        if goal is not None and goal.minor_key in (here, there):
-            found.append(goal)
-        return sorted({v for v in found if v is not None and v > running}, reverse=True)
+        found: set[Version] = set()
+        for minor in (here, there):
+            for version in releases.by_minor.get(minor, ()):  # newest first
+                if version <= running:
+                    break
+                refusal = check_target(component=component, target=version.tag, cluster=state)
+                if refusal is None:
+                    found.add(version)
+                    break
+                if refusal.rule is not Rule.SITE_POLICY:
+                    break  # every other rule judges the minor, not the patch
+        if (
+            goal is not None
+            and goal.minor_key in (here, there)
+            and goal > running
+            and check_target(component=component, target=goal.tag, cluster=state) is None
+        ):
+            found.add(goal)
+        return sorted(found, reverse=True)
 
     def moves(self, state: ClusterVersions) -> list[_Edge]:
         out: list[_Edge] = []
-        talos, kubernetes = parse(state.talos), parse(state.kubernetes)
-        for version in self._candidates(self.talos, talos, self.goal.talos):
-            if check_target(component=Component.TALOS, target=version.tag, cluster=state) is None:
-                out.append((Component.TALOS, version.tag, replace(state, talos=version.tag)))
+        for version in self._candidates(Component.TALOS, self.talos, state, self.goal.talos):
+            out.append((Component.TALOS, version.tag, replace(state, talos=version.tag)))
         if not self.move_kubernetes:
             return out
-        for version in self._candidates(self.kubernetes, kubernetes, self.goal.kubernetes):
-            if (
-                check_target(component=Component.KUBERNETES, target=version.tag, cluster=state)
-                is None
-            ):
-                out.append(
-                    (Component.KUBERNETES, version.tag, replace(state, kubernetes=version.tag))
-                )
+        for version in self._candidates(
+            Component.KUBERNETES, self.kubernetes, state, self.goal.kubernetes
+        ):
+            out.append((Component.KUBERNETES, version.tag, replace(state, kubernetes=version.tag)))
         chart = PINNED.cilium_chart
         if (
             state.cilium_constrains
@@ -315,10 +335,51 @@ def _goal_of(goal: Goal, component: Component) -> Version | None:
     return goal.kubernetes if component is Component.KUBERNETES else None
 
 
-def _why(path: Sequence[_Edge], index: int, *, start: ClusterVersions, goal: Goal) -> str:
-    """Why a step is in the plan, in the order a person would ask it.
+def _why(
+    path: Sequence[_Edge],
+    index: int,
+    *,
+    start: ClusterVersions,
+    goal: Goal,
+    recorded: Mapping[Component, Releases],
+) -> str:
+    """Why a step is in the plan, in the order a person would ask it, and why this patch
+    when the site's policy denies the newer ones of its minor (``_passed_over``)."""
+    said = _reason_of(path, index, start=start, goal=goal)
+    component, target, _ = path[index]
+    before = path[index - 1][2] if index else start
+    over = _passed_over(component, parse(target) if component is not Component.CNI else None,
+                        before=before, recorded=recorded)  # fmt: skip
+    return f"{said}; {over}" if over else said
 
-    The goal's last step says so; a Kubernetes step toward a Kubernetes goal is one
+
+def _passed_over(
+    component: Component,
+    target: Version | None,
+    *,
+    before: ClusterVersions,
+    recorded: Mapping[Component, Releases],
+) -> str | None:
+    """The newer patches of the target's minor the site's policy denies, said once."""
+    releases = recorded.get(component)
+    if target is None or releases is None:
+        return None
+    denied = [
+        version
+        for version in releases.by_minor.get(target.minor_key, ())
+        if version > target
+        and (refusal := check_target(component=component, target=version.tag, cluster=before))
+        is not None
+        and refusal.rule is Rule.SITE_POLICY
+    ]
+    if not denied:
+        return None
+    shown = ", ".join(version.tag for version in denied)
+    return f"{shown} of that minor denied by this site's policy"
+
+
+def _reason_of(path: Sequence[_Edge], index: int, *, start: ClusterVersions, goal: Goal) -> str:
+    """The goal's last step says so; a Kubernetes step toward a Kubernetes goal is one
     minor at a time; any other step names the first later step of another component
     that the rule refuses without it (the same ``check_target``, with this step undone).
     """
@@ -364,7 +425,12 @@ def _describe(state: ClusterVersions) -> str:
 
 
 def _steps(
-    path: Sequence[_Edge], *, start: ClusterVersions, goal: Goal, name: str
+    path: Sequence[_Edge],
+    *,
+    start: ClusterVersions,
+    goal: Goal,
+    name: str,
+    recorded: Mapping[Component, Releases],
 ) -> tuple[PlanStep, ...]:
     steps: list[PlanStep] = []
     before = start
@@ -376,7 +442,7 @@ def _steps(
                 before=before,
                 after=after,
                 command=command(component, cluster=name, target=target),
-                why=_why(path, index, start=start, goal=goal),
+                why=_why(path, index, start=start, goal=goal, recorded=recorded),
             )
         )
         before = after
@@ -403,8 +469,10 @@ def _unreachable(search: _Search, goal: Goal) -> tuple[str, blocked.BlockedRelea
         )
         if any(parse(getattr(state, mine)) == target for state in search.states):
             continue
+        # a state past the goal (a newer patch the rules took) can never come back to it
+        short = [state for state in search.states if parse(getattr(state, mine)) < target]
         furthest = max(
-            search.states,
+            short or search.states,
             key=lambda state: (
                 parse(getattr(state, mine)),
                 parse(getattr(state, other)),
@@ -428,8 +496,13 @@ def _unreachable(search: _Search, goal: Goal) -> tuple[str, blocked.BlockedRelea
         if line is None:
             break
         via = "" if step == target else f"it goes through {_NAME[component]} {step.tag}, and "
+        under = (
+            "under this site's policy"
+            if line.blocker in (blocked.Blocker.SITE_POLICY, blocked.Blocker.SITE_POLICY_UNREADABLE)
+            else "with this build"
+        )
         return (
-            f"{_NAME[component]} {target.tag} is not reachable with this build: {via}"
+            f"{_NAME[component]} {target.tag} is not reachable {under}: {via}"
             f"{line.reason}; {line.step} (the furthest the rules reach is {at})",
             line,
         )
@@ -533,7 +606,7 @@ def plan_path(
             outcome=PlanOutcome.REACHABLE,
             start=cluster,
             goal=goal,
-            steps=_steps(path, start=cluster, goal=goal, name=name),
+            steps=_steps(path, start=cluster, goal=goal, name=name, recorded=recorded),
             warnings=tuple(warnings),
         )
     reason, line = _unreachable(search, goal)
@@ -564,7 +637,7 @@ def plan_path(
                     outcome=PlanOutcome.REACHABLE,
                     start=cluster,
                     goal=closer,
-                    steps=_steps(route, start=cluster, goal=closer, name=name),
+                    steps=_steps(route, start=cluster, goal=closer, name=name, recorded=recorded),
                     warnings=tuple(warnings),
                 )
     return PathPlan(

@@ -5,9 +5,10 @@ the choices all call ``check_target``, so a version the choices offer is one the
 accepts, and the executor cannot run what the plan refused. The order is the order a
 person fixes things in: form, final, newer, path or skew, then compatibility.
 
-Only the compatibility refusals (the pairs) are overridable; an unknown version never
-is. The rule refuses to raise: a version that does not parse, in the target or in the
-cluster's spec, is a ``FORM`` refusal.
+Only the compatibility refusals (the pairs) and the site's own (its policy, read from
+the IchorInstallation and handed in with the cluster) are overridable; an unknown
+version never is. The rule refuses to raise: a version that does not parse, in the
+target or in the cluster's spec, is a ``FORM`` refusal.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from enum import StrEnum
 
 from ichor.release import compat, steps
 from ichor.release.observed import Unreadable
+from ichor.release.policy import NO_POLICY, PolicyComponent, SitePolicy
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, VersionError, check_final, parse
@@ -48,7 +50,8 @@ class ClusterVersions:
     when the Cilium half applies, ``Unreadable`` when that Cilium is seen but its release
     cannot be read (every rule that would judge it refuses); ``preset`` is
     ``spec.cni.preset`` (``cilium``: Ichor installs and upgrades the chart it embeds;
-    ``unmanaged``: the CNI is the user's).
+    ``unmanaged``: the CNI is the user's). ``policy`` is the site's policy (the
+    IchorInstallation's ``spec.policy``) the rules read with the table for this cluster.
     """
 
     talos: str
@@ -56,6 +59,7 @@ class ClusterVersions:
     cilium: steps.CiliumRelease = None
     cni: str | None = None
     preset: str = steps.CILIUM
+    policy: SitePolicy = NO_POLICY
 
     @property
     def cilium_constrains(self) -> bool:
@@ -101,8 +105,10 @@ def judge_target_version(
 ) -> Verdict:
     """``judge_target`` for a target already known to be final.
 
-    In the order a person fixes things: newer, path or skew, then the pairs; reading goes
-    on past an overridable refusal, so an unknown version behind it is always met.
+    In the order a person fixes things: newer, path or skew, the pairs, then the site's
+    policy, which comes on top of the table (so every refusal without it is one with
+    it); reading goes on past an overridable refusal, so an unknown version behind it is
+    always met.
     """
     try:
         return judge(_target_rules(component=component, target=target, cluster=cluster))
@@ -113,19 +119,22 @@ def judge_target_version(
 def _target_rules(
     *, component: Component, target: Version, cluster: ClusterVersions
 ) -> Iterator[Refusal | Verdict | None]:
+    cilium = cluster.cilium if cluster.cilium_constrains else None
     if component is Component.TALOS:
         running = parse(cluster.talos)
         yield _newer("Talos", target=target, running=running)
         yield paths.talos_path(running=running, target=target)
         yield compat.talos_kubernetes_error(talos=target, kubernetes=cluster.kubernetes)
+        yield cluster.policy.step(
+            moved=PolicyComponent.TALOS, talos=target, kubernetes=cluster.kubernetes, cilium=cilium
+        )
         return
     running = parse(cluster.kubernetes)
     yield _newer("Kubernetes", target=target, running=running)
     yield paths.kubernetes_skew(running=running, target=target)
-    yield steps.kubernetes_step(
-        talos=cluster.talos,
-        kubernetes=target,
-        cilium=cluster.cilium if cluster.cilium_constrains else None,
+    yield steps.kubernetes_step(talos=cluster.talos, kubernetes=target, cilium=cilium)
+    yield cluster.policy.step(
+        moved=PolicyComponent.KUBERNETES, talos=cluster.talos, kubernetes=target, cilium=cilium
     )
 
 
@@ -158,7 +167,7 @@ def _check_cni(*, target: str, cluster: ClusterVersions) -> Verdict:
         return judge((refuse(Rule.FORM, f"The cluster's spec is refused: {error}."),))
 
 
-def _cni_rules(*, target: str, cluster: ClusterVersions) -> Iterator[Refusal | None]:
+def _cni_rules(*, target: str, cluster: ClusterVersions) -> Iterator[Refusal | Verdict | None]:
     chart = PINNED.cilium_chart
     if target and target.strip().lstrip("v") != chart:
         yield refuse(
@@ -198,9 +207,16 @@ def _cni_rules(*, target: str, cluster: ClusterVersions) -> Iterator[Refusal | N
                 f"nothing to upgrade.",
             )
     kubernetes = parse(cluster.kubernetes)
+    site = cluster.policy.step(
+        moved=PolicyComponent.CILIUM,
+        talos=cluster.talos,
+        kubernetes=cluster.kubernetes,
+        cilium=chart,
+    )
     refusal = compat.cilium_kubernetes_error(cilium=chart, kubernetes=kubernetes)
     if refusal is None or refusal.rule is Rule.UNKNOWN_VERSION:
         yield refusal
+        yield site
         return
     entry = compat.CILIUM_KUBERNETES[parse(chart).minor_key]
     step = (
@@ -213,3 +229,4 @@ def _cni_rules(*, target: str, cluster: ClusterVersions) -> Iterator[Refusal | N
         f"Cilium {chart} is refused: it runs Kubernetes {entry} (Cilium CI matrix) and the "
         f"cluster runs Kubernetes {kubernetes.tag}, so {step}.",
     )
+    yield site

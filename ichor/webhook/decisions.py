@@ -21,10 +21,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from ichor.api import celbudget, records, talosoperation
+from ichor.api import celbudget, kinds, records, talosoperation
 from ichor.api.autopatch import MAX_EXPRESSION_LENGTH, MAX_HEALTH_CHECKS
 from ichor.api.talosoperation import OperationType
 from ichor.release import compat, observed, steps, versions
+from ichor.release.policy import NO_POLICY, PolicyComponent, SitePolicy
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.upgrade import node_images
 from ichor.upgrade import rule as upgrade_target
@@ -71,6 +72,9 @@ class Answer:
     cluster: NamespacedName | None = field(default=None)
     admitted: records.Record | None = None
     traced: records.Record | None = None
+    #: A denial ``override: true`` would pass for a holder of the verb: the endpoint
+    #: names it in the answer's causes (``talosoperation.OVERRIDE_WOULD_PASS``).
+    overridable: bool = False
 
 
 def _passed_refusals(verdict: Verdict) -> tuple[records.Passed, ...]:
@@ -131,11 +135,17 @@ def _fields(cluster: ClusterObject) -> steps.VersionFields:
     )
 
 
-def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
-    """A TalosCluster create (``old`` None) or update: form, downgrade, pair, Cilium step.
+def review_cluster(
+    *, new: ClusterObject, old: ClusterObject | None, policy: SitePolicy = NO_POLICY
+) -> Verdict:
+    """A TalosCluster create (``old`` None) or update: form, downgrade, pair, Cilium step,
+    then the site's policy.
 
     No path or skew check: a TalosCluster write may jump (adopt, a repair), and the plan
-    and the executors apply the path rules to an upgrade.
+    and the executors apply the path rules to an upgrade. The site's ``policy`` judges an
+    update's moved version fields only: a create takes what it names (``ichor init``'s
+    release set, an adoption's running versions), and is warned instead
+    (``site_warnings``).
     """
     refusals: list[Refusal | Verdict] = [*_form_refusals(new, old=old)]
     if refusals:
@@ -189,7 +199,58 @@ def review_cluster(*, new: ClusterObject, old: ClusterObject | None) -> Verdict:
         refusals.append(preset)
     if step is not None:
         refusals.append(step)
+    if old is not None:  # on top of the table: every refusal without it is one with it
+        refusals.append(
+            _site_step(
+                new,
+                policy=policy,
+                cilium=cilium,
+                talos=talos_changed,
+                kubernetes=kubernetes_changed,
+            )
+        )
     return _verdict(refusals)
+
+
+def _site_step(
+    new: ClusterObject,
+    *,
+    policy: SitePolicy,
+    cilium: steps.CiliumRelease,
+    talos: bool,
+    kubernetes: bool,
+) -> Verdict:
+    """What the site's policy says of the version fields a write moves."""
+    moved = [
+        component
+        for component, changed in (
+            (PolicyComponent.TALOS, talos),
+            (PolicyComponent.KUBERNETES, kubernetes),
+        )
+        if changed
+    ]
+    return judge(
+        policy.step(moved=component, talos=new.talos, kubernetes=new.kubernetes, cilium=cilium)
+        for component in moved
+    )
+
+
+def site_warnings(new: ClusterObject, *, policy: SitePolicy) -> tuple[str, ...]:
+    """What the site's policy says of the versions a TalosCluster is created with, as
+    warnings: a create is no step (``ichor init`` writes the release set, ``ichor adopt``
+    what runs), so it is told, not refused; every later move is judged."""
+    cilium = steps.cilium_release(
+        preset=new.cni_preset,
+        detected=new.detected_cni,
+        version=new.detected_cni_version,
+        unreadable=new.cni_unreadable,
+    )
+    said = _site_step(new, policy=policy, cilium=cilium, talos=True, kubernetes=True)
+    return tuple(
+        f"created as it is, though this site's policy refuses it (later moves are judged by "
+        f"it): {r.message}"[:WARNING_LIMIT]
+        for r in said.refusals
+    )
 
 
 def cni_version_refusal(spec: OperationSpec) -> Refusal:
@@ -218,8 +279,11 @@ def _readable(version: str | None) -> str | None:
     return version
 
 
-def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
-    """A TalosOperation create: the plan, i.e. the full target rule for the cluster it names."""
+def review_operation(
+    *, spec: OperationSpec, cluster: ClusterObject, policy: SitePolicy = NO_POLICY
+) -> Verdict:
+    """A TalosOperation create: the plan, i.e. the full target rule for the cluster it
+    names, read with the site's ``policy``."""
     if spec.type is OperationType.CNI:
         if spec.version is not None or spec.cni_image_version is not None:
             return _verdict([cni_version_refusal(spec)])
@@ -258,6 +322,7 @@ def review_operation(*, spec: OperationSpec, cluster: ClusterObject) -> Verdict:
         ),
         cni=cluster.detected_cni,
         preset=cluster.cni_preset,
+        policy=policy,
     )
     return upgrade_target.judge_target(
         component=_COMPONENTS[spec.type], target=target, cluster=running
@@ -585,11 +650,12 @@ def answer_operation(
         return Answer(
             allowed=False,
             message=(
-                f"{first.message} Setting `override: true` on the TalosOperation would pass "
+                f"{first.message} Setting {kinds.OVERRIDE_WOULD_PASS_WORDS} "
                 f"this refusal for a user holding {_verb_text(cluster)}."
             ),
             code=Code.FORBIDDEN,
             cluster=cluster,
+            overridable=True,
         )
     if not holds_verb:
         return Answer(
@@ -609,6 +675,23 @@ def answer_operation(
         namespace=spec.namespace,
         name=spec.name,
         detail=f"{spec.type} to {_target(spec)}",
+    )
+
+
+def policy_refused(what: str, problems: Sequence[str]) -> Answer:
+    """A write of ``spec.policy`` that cannot be read: refused, every problem named (the
+    rules would refuse every step under it)."""
+    shown = "; ".join(problems[:8]) + (
+        f"; and {len(problems) - 8} more" if len(problems) > 8 else ""
+    )
+    return Answer(
+        allowed=False,
+        message=(
+            f"{what} is refused: its site policy (spec.policy) cannot be read: {shown}. A site "
+            f"policy only refuses more than the compatibility table (deny entries and "
+            f"highestMinor entries, each with a reason); correct the entries and write it again"
+        ),
+        code=Code.FORBIDDEN,
     )
 
 

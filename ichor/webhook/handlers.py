@@ -51,6 +51,8 @@ def deliver(answer: decisions.Answer, warnings: list[str], *, path: str) -> None
     warnings.extend(answer.warnings)
     metrics.webhook_decided(allowed=answer.allowed, overridden=answer.record is not None)
     if not answer.allowed:
+        if answer.overridable:
+            intake.override_passes(path)
         raise kopf.AdmissionError(answer.message, code=int(answer.code))
 
 

@@ -124,8 +124,27 @@ RESERVED_KEYS = " || ".join(
     for f in ("labels", "annotations")
 )
 
+
+def _policy_of(side: str) -> str:
+    return f"(has({side}.spec) && has({side}.spec.policy))"
+
+
+#: The write adds, changes or removes ``spec.policy`` (the site's policy, which the
+#: webhook refuses when it cannot be read, or when an entry claims to allow something).
+#: Only a change of it: the chart's own updates of the spec (its release check settings)
+#: and its labels leave it as it is and never wait for the webhook.
+POLICY_CHANGES = (
+    f"{_policy_of('object')} != {_policy_of('oldObject')} || "
+    f"({_policy_of('object')} && {_policy_of('oldObject')} && "
+    f"object.spec.policy != oldObject.spec.policy)"
+)
+
+#: The installation's updates the webhook judges: one that carries an ``ichor.dev`` key
+#: before or after (``RESERVED_KEYS``), or that writes the site's policy.
+INSTALLATION_WRITES = f"{RESERVED_KEYS} || {POLICY_CHANGES}"
+
 #: Every path of the endpoint and what it answers for. A review that matches none is
-#: denied; ``server.render_configuration`` (and the chart) send exactly these.
+#: denied; ``configuration.render_configuration`` (and the chart) send exactly these.
 CLAIMS: tuple[Claim, ...] = (
     Claim(
         path=CLUSTER_HANDLER,
@@ -162,23 +181,24 @@ CLAIMS: tuple[Claim, ...] = (
         )
         for kind, path in STATUS_HANDLERS.items()
     ),
-    # the installation's update, only one that carries an ichor.dev key before or after
-    # (``match``): the operator's marks and the unhalt request's record. Not its create,
-    # which the chart makes in the same release as this configuration (before the webhook
-    # answers) and which holds no halt to lift; not the chart's own updates of it (its
-    # labels and spec), so an upgrade from an Ichor without this path never meets it
+    # the installation's update, only one that carries an ichor.dev key before or after,
+    # or that writes spec.policy (``match``): the operator's marks, the unhalt request's
+    # record, the site's policy. Not its create, which the chart makes in the same release
+    # as this configuration (before the webhook answers) and which holds no halt to lift;
+    # not the chart's own updates of it (its labels and release check settings, never the
+    # policy), so an upgrade from an Ichor without this path never meets it
     Claim(
         path=INSTALLATION_HANDLER,
         kind=kinds.Kind.ICHOR_INSTALLATION,
         operations=frozenset({"UPDATE"}),
-        match=RESERVED_KEYS,
+        match=INSTALLATION_WRITES,
     ),
     Claim(
         path=INSTALLATION_STAMP,
         kind=kinds.Kind.ICHOR_INSTALLATION,
         operations=frozenset({"UPDATE"}),
         mutating=True,
-        match=RESERVED_KEYS,
+        match=INSTALLATION_WRITES,
     ),
 )
 
@@ -427,27 +447,53 @@ def admissible(data: object, *, path: str, claims: tuple[Claim, ...] = CLAIMS) -
     return None
 
 
-#: The paths whose handler judged the review being answered (``judging``); None outside.
-_JUDGED: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar(
-    "ichor_webhook_judged", default=None
-)
+class _Marks:
+    """Paths the handlers mark while the review answered inside ``collect`` is judged:
+    the endpoint hands a review to kopf inside it, and kopf runs the handlers in the
+    same context. Nothing is marked outside it."""
+
+    def __init__(self, name: str) -> None:
+        self._paths: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar(
+            name, default=None
+        )
+
+    @contextlib.contextmanager
+    def collect(self) -> Iterator[set[str]]:
+        seen: set[str] = set()
+        token = self._paths.set(seen)
+        try:
+            yield seen
+        finally:
+            self._paths.reset(token)
+
+    def mark(self, path: str) -> None:
+        seen = self._paths.get()
+        if seen is not None:
+            seen.add(path)
 
 
-@contextlib.contextmanager
-def judging() -> Iterator[set[str]]:
-    """The paths whose handler judged the review answered inside the block: the endpoint
-    hands a review to kopf inside it, and kopf runs the handlers in the same context."""
-    seen: set[str] = set()
-    token = _JUDGED.set(seen)
-    try:
-        yield seen
-    finally:
-        _JUDGED.reset(token)
+#: The paths whose handler judged the review being answered.
+_JUDGED = _Marks("ichor_webhook_judged")
+#: The paths whose denial ``override: true`` would pass for a holder of the verb.
+_PASSABLE = _Marks("ichor_webhook_passable")
+
+
+def judging() -> contextlib.AbstractContextManager[set[str]]:
+    """The paths whose handler judged the review answered inside the block."""
+    return _JUDGED.collect()
 
 
 def judged(path: str) -> None:
-    """Mark that the handler of ``path`` judged the review being answered (nothing
-    outside ``judging``)."""
-    seen = _JUDGED.get()
-    if seen is not None:
-        seen.add(path)
+    """Mark that the handler of ``path`` judged the review being answered."""
+    _JUDGED.mark(path)
+
+
+def overridable() -> contextlib.AbstractContextManager[set[str]]:
+    """The paths whose denial, answered inside the block, ``override: true`` would pass
+    for a holder of the override verb."""
+    return _PASSABLE.collect()
+
+
+def override_passes(path: str) -> None:
+    """Mark that ``override: true`` would pass the denial the handler of ``path`` gave."""
+    _PASSABLE.mark(path)

@@ -26,8 +26,11 @@ from typing import Any
 
 from ichor.api import kinds, queue_limits, records, talosoperation
 from ichor.api.autopatch import UNHALT_ANNOTATION, parse_unhalt
+from ichor.api.ichorinstallation import Installation
 from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType
 from ichor.kube import identity
+from ichor.release import policy as site_policy
+from ichor.release.policy import NO_POLICY, SitePolicy
 from ichor.webhook import decisions, kubeapi, marks, reviews, stamps
 
 _log = logging.getLogger(__name__)
@@ -127,7 +130,14 @@ async def judge_cluster(
         unreadable = await _unreadable_secret(backend, who, new=cluster, old=before)
         if unreadable is not None:
             return Judged(unreadable)
-        verdict = decisions.review_cluster(new=cluster, old=before)
+        site = NO_POLICY
+        if (
+            before is None
+            or cluster.talos != before.talos
+            or cluster.kubernetes != before.kubernetes
+        ):
+            site = await _site_policy(backend)  # it judges a moved version, warns a create
+        verdict = decisions.review_cluster(new=cluster, old=before, policy=site)
         carried = None
         if before is not None and verdict.blocking is None and verdict.overridable and operator:
             carried = await _carried_operation(backend, new=cluster, old=before)
@@ -154,6 +164,8 @@ async def judge_cluster(
     if not answer.allowed:
         return Judged(answer)
     noted = decisions.cluster_warnings(cluster)
+    if before is None:
+        noted += decisions.site_warnings(cluster, policy=site)
     if noted:
         answer = replace(answer, warnings=(*answer.warnings, *noted))
     # The operator's own spec write follows an operation, whose create was traced.
@@ -190,6 +202,21 @@ async def _unreadable_secret(
         if not await backend.may_read_secret(who, reviews.NamespacedName(namespace, ref.name)):
             return decisions.unreadable_secret(ref, cluster=new.ref, requester=who)
     return None
+
+
+def _spec_policy(body: object) -> object:
+    """``spec.policy`` of a raw object (None: none)."""
+    if isinstance(body, Mapping):
+        spec = body.get("spec")
+        if isinstance(spec, Mapping):
+            return spec.get("policy")
+    return None
+
+
+async def _site_policy(backend: kubeapi.Backend) -> SitePolicy:
+    """The site's policy, read afresh for each review it judges (a change of it is in
+    force for the next write), the way the controller reads it."""
+    return Installation.from_body(await backend.read_installation()).policy
 
 
 async def _carried_operation(
@@ -245,7 +272,9 @@ async def judge_operation(
                 cluster = reviews.cluster_versions(body, where=f"TalosCluster {spec.cluster_ref}")
             except reviews.MalformedReview as error:
                 return Judged(decisions.undecided(str(error)))
-            verdict = decisions.review_operation(spec=spec, cluster=cluster)
+            verdict = decisions.review_operation(
+                spec=spec, cluster=cluster, policy=await _site_policy(backend)
+            )
             holds = None
             if decisions.needs_access_review(verdict, override_requested=spec.override):
                 holds = await backend.holds_override(who, spec.cluster_ref)
@@ -301,7 +330,9 @@ async def judge_installation(
     backend: kubeapi.Backend,
     logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
 ) -> Judged:
-    """The judgement of an IchorInstallation update: the operator's marks, and a request
+    """The judgement of an IchorInstallation update: the operator's marks, a write of the
+    site's policy (``spec.policy``, refused when it cannot be read: it can only refuse,
+    and an entry that claims to allow what the table refuses is refused), and a request
     to lift auto-patch halts (``ichor.dev/unhalt``), whose requester the admission record
     names for the operator's Event; never raises. Its spec is the installer's (RBAC)."""
     try:
@@ -324,6 +355,11 @@ async def judge_installation(
     marked = _marked(kind, new=new, old=old, operation=operation, who=who, operator=operator)
     if marked is not None:
         return marked
+    written = _spec_policy(new)
+    if written != _spec_policy(old):
+        found = site_policy.problems(written)
+        if found:
+            return Judged(decisions.policy_refused(_what(kind, new), found))
     asked = _annotations(new).get(UNHALT_ANNOTATION)
     admitted = None
     if asked is not None and asked != _annotations(old).get(UNHALT_ANNOTATION):

@@ -1,6 +1,7 @@
 """The API calls the webhook makes: who the operator is, read a cluster, list its
-operations, ask for the verb. It writes nothing: a review never causes a write (the
-operator posts the Events of what was admitted, once the object is stored).
+operations, read the IchorInstallation (the site's policy), ask for the verb. It writes
+nothing: a review never causes a write (the operator posts the Events of what was
+admitted, once the object is stored).
 
 Kept behind the small ``Backend`` protocol so the handlers are tested (and fuzzed) with a
 fake, and the real one is async (kubernetes_asyncio) so a call never blocks the event loop
@@ -62,6 +63,9 @@ class Backend(Protocol):
 
     async def holds_override(self, requester: Requester, ref: NamespacedName) -> bool:
         """Whether the requester holds the override verb for that cluster."""
+
+    async def read_installation(self) -> Mapping[str, Any] | None:
+        """The IchorInstallation (its ``spec.policy`` is the site's), None when absent."""
 
     async def may_read_secret(self, requester: Requester, ref: NamespacedName) -> bool:
         """Whether the requester may ``get`` that Secret (a Secret a TalosCluster names)."""
@@ -214,6 +218,18 @@ class KubeBackend:
         allowed = await self._access_review(requester, ref)
         self._answers.put(requester, verb=decisions.VERB, ref=ref, allowed=allowed)
         return allowed
+
+    async def read_installation(self) -> Mapping[str, Any] | None:
+        try:
+            return await objects.get(
+                await self._api(),
+                kind=kinds.Kind.ICHOR_INSTALLATION,
+                name=kinds.INSTALLATION_NAME,
+                namespace=None,
+                request_timeout=CALL_TIMEOUT,
+            )
+        except FAILURES as error:
+            raise _unavailable("reading the IchorInstallation (the site's policy)", error) from None
 
     async def may_read_secret(self, requester: Requester, ref: NamespacedName) -> bool:
         # kept apart from the override's answers: the verb names the resource too

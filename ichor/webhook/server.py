@@ -1,43 +1,21 @@
-"""The HTTPS endpoint the API server calls, and the fixed ValidatingWebhookConfiguration.
+"""The HTTPS endpoint the API server calls: every request gets an AdmissionReview.
 
-Why a server of our own instead of ``kopf.WebhookServer``: kopf's server answers a review
-it cannot read with HTTP 400/404/500 (a missing ``request`` key escapes as a 500 with a
-stack trace in the log), and a path naming no handler is *allowed* (no handler, no error).
-``AdmissionServer`` implements kopf's public server protocol (a callable that takes kopf's
-webhook function and yields the client config) and answers every request with an
-AdmissionReview: a body it cannot read, an unknown path, an exception anywhere in kopf or
-in a handler all become a denial with a sentence. It hands kopf only a review a claim
-covers (``intake``: kopf *allows* a review no handler takes), and refuses an allowed
-answer no handler of the path judged (``intake.judging``), read within a memory
-budget (``Budget``: a review waits for room, or is denied; what waits counts in it), over
-connections that are capped and must finish their TLS handshake in seconds
-(``Connections``), so the handlers stay ``@kopf.on.validate`` handlers and hostile load
-cannot grow the process past its limit. kopf gets each review with one constant object
-uid (``intake.for_kopf``), so forged reviews cannot grow its per-object memory either.
-With a client CA it is mutual TLS: only the API server's certificate gets a review read.
-
-Why a fixed configuration instead of kopf's managed one (``settings.admission.managed``):
-kopf writes ``timeoutSeconds: 30`` and ``admissionReviewVersions: [v1, v1beta1]``, needs
-the right to patch a cluster-wide ValidatingWebhookConfiguration at run time, and removes
-its non-persistent webhooks when the operator stops, which turns "operator down" into
-"every write allowed". ``render_configuration`` gives one configuration, rendered once
-(by the chart, the tests, the demo) with ``failurePolicy: Fail``, ``sideEffects:
-NoneOnDryRun``, a 5 s timeout, v1 reviews only and rules for group ichor.dev only.
+``AdmissionServer`` implements kopf's webhook server protocol. A body it cannot read, an
+unknown path, an exception in kopf or a handler: each becomes a denial with a sentence.
+kopf sees only a review a claim covers (``intake``), read within the memory budget
+(``budget``) over capped TLS connections (``connections``), and an allowed answer no
+handler judged is refused. The configuration the API server calls it by is
+``configuration``'s. Why a server of its own: docs/design/notes.md.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
-import hashlib
 import logging
-import ssl
-import time
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Collection, Mapping
-from dataclasses import dataclass
+from collections.abc import AsyncGenerator, Collection, Mapping
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict
+from typing import Any
 
 import aiohttp.web
 import kopf
@@ -45,64 +23,25 @@ import kopf
 from ichor.api import kinds
 from ichor.kube.clients import read_within
 from ichor.webhook import decisions, intake
+from ichor.webhook.budget import QUEUE_SECONDS, Budget, Busy, Full, OverBudget
+from ichor.webhook.connections import (
+    HANDSHAKE_SECONDS,
+    Connections,
+    TlsSite,
+    files_changed,
+    server_context,
+)
 from ichor.webhook.intake import CLAIMS, MAX_REVIEW_BYTES, REVIEW_VERSION, Claim, denial
 from ichor.webhook.readiness import Readiness
 
 _log = logging.getLogger(__name__)
 
-__all__ = [
-    "CLAIMS",
-    "MAX_REVIEW_BYTES",
-    "REVIEW_VERSION",
-    "AdmissionServer",
-    "Budget",
-    "Connections",
-    "Full",
-    "configure",
-    "denial",
-    "render_configuration",
-    "render_mutating_configuration",
-    "respond",
-]
-
-TIMEOUT_SECONDS = 5
 HANDLERS: tuple[str, ...] = tuple(claim.path for claim in CLAIMS)
-#: Memory the reviews being read and judged may take together (``intake.cost``). With
-#: the operator's own ~100 MiB and the connections' buffers (``MAX_CONNECTIONS`` of about
-#: 0.3 MiB) this stays under the chart's 256Mi limit.
-BUDGET_BYTES = 96 * 1024 * 1024
-#: Part of the budget only reviews costing at most ``SMALL_COST`` may use, so ordinary
-#: reviews are answered while large ones wait.
-SMALL_RESERVE = 16 * 1024 * 1024
-SMALL_COST = 4 * 1024 * 1024
-#: How long a review waits for room in the budget (the API server waits 5 s).
-QUEUE_SECONDS = 3.0
 #: How long a body may take to arrive once its room is held: the API server sends it at
 #: once and gives up after 5 s, so a slower sender only holds room others need.
 READ_SECONDS = 5.0
-#: Reviews that may wait for room at once. While it waits, a review's connection buffers
-#: what arrives of its body (TLS and HTTP buffers: about 1.2 MiB measured), so each one
-#: holds ``WAIT_COST`` of the budget while it waits; one more is refused at once.
-MAX_WAITING = 8
-WAIT_COST = 2 * 1024 * 1024
 #: How long the first bytes of a refused body are waited for, to name its uid.
 HEAD_SECONDS = 0.5
-#: How long a caller may take over its TLS handshake (the API server takes milliseconds;
-#: asyncio's default is 60 s). Each connection holds asyncio's 256 KiB TLS read buffer
-#: from its first moment, so one that never says hello must not stay long.
-HANDSHAKE_SECONDS = 3.0
-#: Connections held at once, and of them, connections in their TLS handshake (each
-#: holds asyncio's 256 KiB TLS buffer). A connection beyond the handshakes waits for a
-#: turn (a paused TCP connection holds no TLS buffer), or takes the turn of the oldest
-#: handshake running longer than ``HANDSHAKE_GRACE``: the API server keeps few idle
-#: connections per webhook and opens a new one for most reviews of a burst, whose
-#: handshakes take milliseconds and must not be dropped (a reset is a 500 for the
-#: write), while a caller that never says hello gives way. Beyond all the places a new
-#: connection takes the place of such a stalled handshake, or of the oldest one waiting,
-#: and is refused at once when every place is past its handshake.
-MAX_CONNECTIONS = 128
-MAX_HANDSHAKES = 32
-HANDSHAKE_GRACE = 0.5
 #: How long the unread rest of a refused body is read and thrown away before the
 #: connection closes (so the caller reads the denial, not a reset): aiohttp's 10 s let
 #: every refused slow body hold its connection's place that long.
@@ -119,14 +58,21 @@ MAX_PATCH_BYTES = 256 * 1024
 
 
 def _clean(
-    response: object, *, uid: str, mutating: bool = False, judged: bool = True
+    response: object,
+    *,
+    uid: str,
+    mutating: bool = False,
+    judged: bool = True,
+    overridable: bool = False,
 ) -> dict[str, Any]:
     """kopf's answer reduced to what a validating webhook may say: allowed, a status with
     a short message when not, and a few short warnings (never an echo). Only an allowed
     answer of a mutating path carries a patch, and only a JSONPatch of bounded size.
 
     ``judged``: whether the handler of the path judged the review. kopf allows a review
-    for which it finds no handler, so an allowed answer no handler gave is a denial."""
+    for which it finds no handler, so an allowed answer no handler gave is a denial.
+    ``overridable``: the handler said ``override: true`` would pass its denial, which the
+    status then names among its causes."""
     body = response.get("response") if isinstance(response, Mapping) else None
     if not isinstance(body, Mapping) or not isinstance(body.get("allowed"), bool):
         return denial(uid, f"{intake.PREFIX} gave no answer", code=decisions.Code.UNAVAILABLE)
@@ -140,36 +86,65 @@ def _clean(
             code=decisions.Code.FORBIDDEN,
         )
     out: dict[str, Any] = {"uid": uid, "allowed": allowed}
-    patch = body.get("patch")
-    if mutating and allowed and patch is not None:
-        if (
-            body.get("patchType") != "JSONPatch"
-            or not isinstance(patch, str)
-            or len(patch) > MAX_PATCH_BYTES
-        ):
+    if mutating and allowed and body.get("patch") is not None:
+        patch = _patch(body)
+        if patch is None:
             return denial(
                 uid,
                 f"{intake.PREFIX} made a patch it may not send; nothing was changed",
                 code=decisions.Code.UNAVAILABLE,
             )
-        out["patchType"] = "JSONPatch"
-        out["patch"] = patch
-    warnings = body.get("warnings")
-    if isinstance(warnings, list):
-        kept = [intake.clip(w, intake.MAX_WARNING) for w in warnings if isinstance(w, str) and w]
-        if kept:
-            out["warnings"] = kept[: intake.MAX_WARNINGS]
+        out.update(patch)
+    warnings = _warnings(body.get("warnings"))
+    if warnings:
+        out["warnings"] = warnings
     if not allowed:
-        status = body.get("status")
-        status = status if isinstance(status, Mapping) else {}
-        message = status.get("message")
-        if not isinstance(message, str) or not message.strip():
-            message = f"{intake.PREFIX} refused the write"
-        code = status.get("code")
-        if not isinstance(code, int) or isinstance(code, bool) or not 400 <= code <= 599:
-            code = int(decisions.Code.FORBIDDEN)
-        out["status"] = {"code": code, "message": intake.clip(message, intake.MAX_MESSAGE)}
+        out["status"] = _status(body.get("status"), overridable=overridable)
     return {"apiVersion": REVIEW_VERSION, "kind": "AdmissionReview", "response": out}
+
+
+def _patch(body: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The patch of an allowed mutating answer, or None when it may not be sent: only a
+    JSONPatch of at most ``MAX_PATCH_BYTES``."""
+    patch = body.get("patch")
+    if body.get("patchType") != "JSONPatch" or not isinstance(patch, str):
+        return None
+    if len(patch) > MAX_PATCH_BYTES:
+        return None
+    return {"patchType": "JSONPatch", "patch": patch}
+
+
+def _warnings(warnings: object) -> list[str]:
+    """A few short warnings, each clipped."""
+    if not isinstance(warnings, list):
+        return []
+    kept = [intake.clip(w, intake.MAX_WARNING) for w in warnings if isinstance(w, str) and w]
+    return kept[: intake.MAX_WARNINGS]
+
+
+#: The cause a denial carries when ``override: true`` would pass it (a StatusCause: its
+#: type is the JSON key ``reason``).
+_OVERRIDE_CAUSE = {
+    "reason": kinds.OVERRIDE_WOULD_PASS,
+    "field": "spec.override",
+    "message": "override: true, set by a holder of the override verb, passes this refusal",
+}
+
+
+def _status(status: object, *, overridable: bool) -> dict[str, Any]:
+    """A denial's status: an HTTP error code and a short message, and the cause of a
+    refusal ``override: true`` would pass."""
+    status = status if isinstance(status, Mapping) else {}
+    message = status.get("message")
+    if not isinstance(message, str) or not message.strip():
+        message = f"{intake.PREFIX} refused the write"
+    code = status.get("code")
+    if not isinstance(code, int) or isinstance(code, bool) or not 400 <= code <= 599:
+        code = int(decisions.Code.FORBIDDEN)
+    out: dict[str, Any] = {"code": code, "message": intake.clip(message, intake.MAX_MESSAGE)}
+    if overridable:
+        out["details"] = {"causes": [dict(_OVERRIDE_CAUSE)]}
+    return out
 
 
 async def respond(
@@ -197,7 +172,7 @@ async def respond(
         return denial(uid, refusal)
     assert isinstance(data, Mapping)  # admissible says so
     try:
-        with intake.judging() as judged:
+        with intake.judging() as judged, intake.overridable() as passable:
             response: Any = await fn(
                 intake.for_kopf(data),  # type: ignore[arg-type]
                 webhook=webhook,
@@ -218,138 +193,8 @@ async def respond(
         uid=uid,
         mutating=claim is not None and claim.mutating,
         judged=claim is not None and claim.path in judged,
+        overridable=claim is not None and claim.path in passable,
     )
-
-
-class OverBudget(Exception):
-    """A review would need more memory than the whole budget: it is never read."""
-
-
-class Busy(Exception):
-    """The budget stayed full for ``QUEUE_SECONDS``: the review was not read."""
-
-
-class Full(Busy):
-    """No room now, and ``MAX_WAITING`` reviews already wait: refused at once."""
-
-
-@dataclass
-class Hold:
-    """Bytes of the budget one review holds; ``shrink`` once its real cost is known."""
-
-    budget: Budget
-    cost: int
-    large: bool
-
-    async def shrink(self, cost: int) -> None:
-        if cost < self.cost:
-            await self.budget._release(self, self.cost - cost)
-
-
-class Budget:
-    """Memory the reviews being read and judged may take together, counted in
-    ``intake.cost`` bytes; a review waits for room, at most ``wait`` seconds.
-
-    Reviews costing more than ``small`` may use all but ``reserved`` of it, so an
-    ordinary review finds room while large ones wait. At most ``max_waiting`` reviews
-    wait at once, each counted as ``wait_cost`` meanwhile (what its connection buffers
-    while it waits; by default ``WAIT_COST`` scaled with ``total``); one more is refused
-    at once (``Full``). ``peak`` is the most reviews held at once, ``peak_total`` with
-    what the waiting ones count.
-    """
-
-    def __init__(
-        self,
-        *,
-        total: int = BUDGET_BYTES,
-        reserved: int = SMALL_RESERVE,
-        small: int = SMALL_COST,
-        max_waiting: int = MAX_WAITING,
-        wait_cost: int | None = None,
-    ) -> None:
-        self.total = total
-        self.reserved = reserved
-        self.small = small
-        self.max_waiting = max_waiting
-        self.wait_cost = WAIT_COST * total // BUDGET_BYTES if wait_cost is None else wait_cost
-        self.in_use = 0
-        self.large_in_use = 0
-        self.waiting = 0
-        self.peak = 0
-        self.peak_total = 0
-        self._changed: asyncio.Condition | None = None
-
-    @property
-    def waiting_bytes(self) -> int:
-        return self.waiting * self.wait_cost
-
-    def _condition(self) -> asyncio.Condition:
-        if self._changed is None:
-            self._changed = asyncio.Condition()
-        return self._changed
-
-    def _limit(self, cost: int) -> int:
-        return self.total if cost <= self.small else self.total - self.reserved
-
-    def _fits(self, cost: int, *, waited: int = 0) -> bool:
-        """Whether ``cost`` fits now; ``waited``: what the asking review counts while it
-        waits, given back when it takes its room."""
-        if self.in_use + self.waiting_bytes - waited + cost > self.total:
-            return False
-        return cost <= self.small or self.large_in_use + cost <= self._limit(cost)
-
-    def _take(self, cost: int) -> Hold:
-        held = Hold(self, cost, large=cost > self.small)
-        self.in_use += cost
-        if held.large:
-            self.large_in_use += cost
-        self.peak = max(self.peak, self.in_use)
-        self.peak_total = max(self.peak_total, self.in_use + self.waiting_bytes)
-        return held
-
-    async def _release(self, hold: Hold, amount: int) -> None:
-        async with self._condition():
-            hold.cost -= amount
-            self.in_use -= amount
-            if hold.large:
-                self.large_in_use -= amount
-            self._condition().notify_all()
-
-    async def _wait_for_room(self, cost: int, wait: float) -> Hold:
-        """Room for ``cost``, at once or after waiting at most ``wait`` seconds counted
-        as ``wait_cost``; raises ``Full`` or ``Busy``."""
-        changed = self._condition()
-        async with changed:
-            if self._fits(cost):
-                return self._take(cost)
-            if (
-                self.waiting >= self.max_waiting
-                or self.in_use + self.waiting_bytes + self.wait_cost > self.total
-            ):
-                raise Full(cost)
-            self.waiting += 1
-            self.peak_total = max(self.peak_total, self.in_use + self.waiting_bytes)
-            try:
-                async with asyncio.timeout(wait):
-                    await changed.wait_for(lambda: self._fits(cost, waited=self.wait_cost))
-            except TimeoutError:
-                raise Busy(cost) from None
-            finally:
-                self.waiting -= 1
-                changed.notify_all()
-            return self._take(cost)
-
-    @contextlib.asynccontextmanager
-    async def hold(self, cost: int, *, wait: float = QUEUE_SECONDS) -> AsyncIterator[Hold]:
-        """Hold ``cost`` bytes for the ``with`` block; raises ``OverBudget``, ``Full`` or
-        ``Busy``."""
-        if cost > self._limit(cost):
-            raise OverBudget(cost)
-        held = await self._wait_for_room(cost, wait)
-        try:
-            yield held
-        finally:
-            await self._release(held, held.cost)
 
 
 def _mib(size: int) -> str:
@@ -372,334 +217,6 @@ def _common_name(peer: Mapping[str, Any] | None) -> str | None:
             if key == "commonName":
                 return str(value)
     return None
-
-
-def _digest(paths: Collection[Path]) -> str:
-    hasher = hashlib.sha256()
-    for path in paths:
-        hasher.update(path.read_bytes())
-    return hasher.hexdigest()
-
-
-async def _changed(files: Collection[Path], *, interval: float) -> None:
-    """Return once the content of ``files`` differs from what it is now."""
-    initial = await asyncio.to_thread(_digest, files)
-    while True:
-        await asyncio.sleep(interval)
-        if await asyncio.to_thread(_digest, files) != initial:
-            return
-
-
-class Connections:
-    """The connections the endpoint holds: at most ``limit``; of those not yet past their
-    TLS handshake, at most ``handshakes`` run it (hold a turn), the others wait for one.
-
-    A connection beyond the places takes the place of the oldest handshake running longer
-    than ``grace``, else of the oldest connection waiting for a turn, else of the oldest
-    handshake (``dropped``): a caller stalled there gives way, so connections that never
-    say hello cannot keep the API server out. With every place taken by a connection past
-    its handshake, the new one is refused at once (``refused``). A turn goes at once to a
-    newcomer that finds one free, or finds the oldest handshake stalled past ``grace``
-    (that one is dropped); a turn given back goes to the newest connection waiting (after
-    a flood, the oldest waiting are the flood's).
-    """
-
-    def __init__(
-        self,
-        *,
-        limit: int = MAX_CONNECTIONS,
-        handshakes: int = MAX_HANDSHAKES,
-        grace: float = HANDSHAKE_GRACE,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self.limit = limit
-        self.handshakes = handshakes
-        self.grace = grace
-        self.clock = clock
-        #: Admitted, not yet past the handshake; oldest first.
-        self._handshaking: dict[_Connection, None] = {}
-        #: Of those, the ones holding a turn, with when they got it; oldest first.
-        self._turns: dict[_Connection, float] = {}
-        #: Of those, the ones waiting for a turn; first come first.
-        self._waiting: dict[_Connection, asyncio.Future[None]] = {}
-        self._established: set[_Connection] = set()
-        self.peak = 0
-        self.dropped = 0
-        self.refused = 0
-
-    @property
-    def open(self) -> int:
-        return len(self._handshaking) + len(self._established)
-
-    def _stalled(self) -> _Connection | None:
-        """The oldest handshake, when it has run longer than ``grace``."""
-        oldest = next(iter(self._turns.items()), None)
-        if oldest is not None and self.clock() - oldest[1] >= self.grace:
-            return oldest[0]
-        return None
-
-    def _drop(self, connection: _Connection) -> None:
-        self.release(connection)
-        self.dropped += 1
-        connection.abort()
-
-    def admit(self, connection: _Connection) -> bool:
-        """Whether ``connection`` gets a place (maybe a stalled or waiting one's)."""
-        while self._handshaking and self.open >= self.limit:
-            victim = (
-                self._stalled() or next(iter(self._waiting), None) or next(iter(self._handshaking))
-            )
-            self._drop(victim)
-        if self.open >= self.limit:
-            self.refused += 1
-            return False
-        self._handshaking[connection] = None
-        self.peak = max(self.peak, self.open)
-        return True
-
-    async def turn(self, connection: _Connection, *, within: float) -> None:
-        """Wait (at most ``within`` seconds: ``TimeoutError``) until ``connection`` may
-        run its handshake; ``release`` or ``established`` gives the turn back."""
-        if len(self._turns) >= self.handshakes:
-            stalled = self._stalled()
-            if stalled is not None:
-                self._drop(stalled)
-        if len(self._turns) < self.handshakes:
-            self._turns[connection] = self.clock()
-            return
-        loop = asyncio.get_running_loop()
-        waiter = loop.create_future()
-        self._waiting[connection] = waiter
-        deadline = loop.time() + within
-        try:
-            while not waiter.done():
-                # wake when the oldest handshake passes the grace, to drop it if it stalls
-                oldest = next(iter(self._turns.values()), None)
-                wake = deadline
-                if oldest is not None:
-                    wake = min(deadline, loop.time() + max(oldest + self.grace - self.clock(), 0))
-                try:
-                    async with asyncio.timeout_at(wake):
-                        await asyncio.shield(waiter)
-                except TimeoutError:
-                    if loop.time() >= deadline:
-                        raise
-                    stalled = self._stalled()
-                    if stalled is not None:
-                        self._drop(stalled)  # its turn goes to the newest waiting
-        finally:
-            self._waiting.pop(connection, None)
-        await waiter  # the turn given (or the cancellation of a connection dropped)
-
-    def _give_turns(self) -> None:
-        # the newest waiting first: after a flood of callers that never say hello, the
-        # oldest waiting are theirs, and the API server's connection is the newest
-        while len(self._turns) < self.handshakes and self._waiting:
-            connection, waiter = next(reversed(self._waiting.items()))
-            del self._waiting[connection]
-            if not waiter.done():
-                self._turns[connection] = self.clock()
-                waiter.set_result(None)
-
-    def established(self, connection: _Connection) -> bool:
-        """Its handshake is done: False when it lost its place meanwhile."""
-        if connection not in self._handshaking:
-            return False
-        del self._handshaking[connection]
-        self._turns.pop(connection, None)
-        self._established.add(connection)
-        self._give_turns()
-        return True
-
-    def release(self, connection: _Connection) -> None:
-        self._handshaking.pop(connection, None)
-        self._established.discard(connection)
-        waiter = self._waiting.pop(connection, None)
-        if waiter is not None and not waiter.done():
-            waiter.cancel()
-        if self._turns.pop(connection, None) is not None:
-            self._give_turns()
-
-    def close(self) -> None:
-        """Drop every connection still in its handshake (the listener is closing)."""
-        for connection in list(self._handshaking):
-            self.release(connection)
-            connection.abort()
-
-
-class _Connection(asyncio.Protocol):
-    """One accepted TCP connection: a place among ``Connections``, then TLS within
-    ``HANDSHAKE_SECONDS``, then aiohttp's request handler over it.
-
-    asyncio's own TLS server gives neither a cap nor a way to drop a handshake, so the
-    listener is plain TCP and the TLS is started here (``loop.start_tls``). Reading stays
-    paused until then, so no byte of the handshake is lost.
-    """
-
-    def __init__(
-        self,
-        *,
-        context: ssl.SSLContext,
-        handler: Callable[[], asyncio.Protocol],
-        connections: Connections,
-        tasks: set[asyncio.Task[None]],
-        handshake_seconds: float,
-    ) -> None:
-        self.context = context
-        self.handler = handler
-        self.connections = connections
-        self.tasks = tasks
-        self.handshake_seconds = handshake_seconds
-        self.raw: asyncio.Transport | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.raw = transport
-        transport.pause_reading()
-        if not self.connections.admit(self):
-            transport.abort()
-            return
-        task = asyncio.get_running_loop().create_task(self._secure(transport))
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        # Only before TLS takes the connection over (then ``_Handoff`` hears it).
-        self.connections.release(self)
-
-    def abort(self) -> None:
-        if self.raw is not None:
-            self.raw.abort()
-
-    async def _secure(self, raw: asyncio.Transport) -> None:
-        handoff = _Handoff(self)
-        try:
-            await self.connections.turn(self, within=self.handshake_seconds)
-            if raw.is_closing():
-                raise ConnectionAbortedError("closed before its handshake")
-            tls = await asyncio.get_running_loop().start_tls(
-                raw,
-                handoff,
-                self.context,
-                server_side=True,
-                ssl_handshake_timeout=self.handshake_seconds,
-                # a caller that never answers the closing alert does not keep its place
-                # for asyncio's 30 s
-                ssl_shutdown_timeout=self.handshake_seconds,
-            )
-        except Exception as error:
-            # A timeout, a caller without the client certificate, a reset, a place lost
-            _log.debug("webhook connection dropped in its TLS handshake: %r", error)
-            self.connections.release(self)
-            raw.abort()
-            return
-        except BaseException:
-            self.connections.release(self)
-            raw.abort()
-            raise
-        if tls is None or handoff.lost or not self.connections.established(self):
-            if tls is not None:
-                tls.abort()
-            return
-        handoff.attach(tls, self.handler())
-
-
-class _Handoff(asyncio.Protocol):
-    """The application side of one TLS connection: what arrives before aiohttp's handler
-    is attached is kept for it, and the end of the connection frees its place."""
-
-    def __init__(self, connection: _Connection) -> None:
-        self.connection = connection
-        self.handler: asyncio.Protocol | None = None
-        self.pending: list[bytes] = []
-        self.eof = False
-        self.lost = False
-
-    def attach(self, transport: asyncio.Transport, handler: asyncio.Protocol) -> None:
-        self.handler = handler
-        handler.connection_made(transport)
-        for data in self.pending:
-            handler.data_received(data)
-        self.pending.clear()
-        if self.eof:
-            handler.eof_received()
-
-    def data_received(self, data: bytes) -> None:
-        if self.handler is not None:
-            self.handler.data_received(data)
-        else:
-            self.pending.append(data)
-
-    def eof_received(self) -> bool | None:
-        if self.handler is not None:
-            return self.handler.eof_received()
-        self.eof = True
-        return None
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.lost = True
-        self.connection.connections.release(self.connection)
-        if self.handler is not None:
-            self.handler.connection_lost(exc)
-
-    def pause_writing(self) -> None:
-        if self.handler is not None:
-            self.handler.pause_writing()
-
-    def resume_writing(self) -> None:
-        if self.handler is not None:
-            self.handler.resume_writing()
-
-
-class _Site(aiohttp.web.BaseSite):
-    """aiohttp's site over ``_Connection``: a plain TCP listener whose connections start
-    their TLS themselves, within ``Connections``' caps and ``HANDSHAKE_SECONDS``."""
-
-    def __init__(
-        self,
-        runner: aiohttp.web.BaseRunner,
-        host: str,
-        port: int,
-        *,
-        context: ssl.SSLContext,
-        connections: Connections,
-        handshake_seconds: float,
-    ) -> None:
-        super().__init__(runner, ssl_context=context)
-        self.host = host
-        self.port = port
-        self.context = context
-        self.connections = connections
-        self.handshake_seconds = handshake_seconds
-        self.tasks: set[asyncio.Task[None]] = set()
-
-    @property
-    def name(self) -> str:
-        return f"https://{self.host}:{self.port}"
-
-    async def start(self) -> None:
-        await super().start()
-        handler = self._runner.server
-        assert handler is not None
-
-        def accepted() -> _Connection:
-            return _Connection(
-                context=self.context,
-                handler=handler,
-                connections=self.connections,
-                tasks=self.tasks,
-                handshake_seconds=self.handshake_seconds,
-            )
-
-        self._server = await asyncio.get_running_loop().create_server(
-            accepted, self.host, self.port, reuse_address=True
-        )
-
-    async def stop(self) -> None:
-        await super().stop()
-        self.connections.close()
-        for task in list(self.tasks):
-            task.cancel()
 
 
 class AdmissionServer:
@@ -761,17 +278,6 @@ class AdmissionServer:
 
     def ca_bundle(self) -> bytes:
         return (self.cafile or self.certfile).read_bytes()
-
-    def _context(self) -> ssl.SSLContext:
-        # Not create_default_context(CLIENT_AUTH): that trusts the system's CAs for
-        # client certificates too; only client_ca may sign a caller's certificate.
-        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(str(self.certfile), str(self.pkeyfile))
-        if self.client_ca is not None:
-            context.verify_mode = ssl.CERT_REQUIRED
-            context.load_verify_locations(cafile=str(self.client_ca))
-        return context
 
     async def answer(
         self, fn: kopf.WebhookFn, request: aiohttp.web.BaseRequest, *, path: str
@@ -877,11 +383,11 @@ class AdmissionServer:
             )
             await runner.setup()
             try:
-                site = _Site(
+                site = TlsSite(
                     runner,
                     self.addr,
                     self.port,
-                    context=self._context(),
+                    context=server_context(self.certfile, self.pkeyfile, self.client_ca),
                     connections=self.connections,
                     handshake_seconds=self.handshake_seconds,
                 )
@@ -897,7 +403,7 @@ class AdmissionServer:
                 yield kopf.WebhookClientConfig(
                     url=self.url, caBundle=base64.b64encode(self.ca_bundle()).decode("ascii")
                 )
-                await _changed(files, interval=self.file_check_interval)
+                await files_changed(files, interval=self.file_check_interval)
                 _log.info("admission webhook certificate changed: reopening the endpoint")
             finally:
                 if self.readiness is not None:
@@ -957,155 +463,3 @@ def configure(
     settings.admission.server = server
     settings.admission.managed = None
     return server
-
-
-class Rule(TypedDict):
-    apiGroups: list[str]
-    apiVersions: list[str]
-    operations: list[str]
-    resources: list[str]
-    scope: str
-
-
-class ClientConfig(TypedDict):
-    url: str
-    caBundle: str
-
-
-class MatchCondition(TypedDict):
-    name: str
-    expression: str
-
-
-class Webhook(TypedDict):
-    name: str
-    clientConfig: ClientConfig
-    rules: list[Rule]
-    failurePolicy: str
-    matchPolicy: str
-    sideEffects: str
-    timeoutSeconds: int
-    admissionReviewVersions: list[str]
-    matchConditions: NotRequired[list[MatchCondition]]
-
-
-class Metadata(TypedDict):
-    name: str
-    labels: NotRequired[dict[str, str]]
-
-
-class ValidatingWebhookConfiguration(TypedDict):
-    apiVersion: str
-    kind: str
-    metadata: Metadata
-    webhooks: list[Webhook]
-
-
-class MutatingWebhook(Webhook):
-    reinvocationPolicy: str
-
-
-class MutatingWebhookConfiguration(TypedDict):
-    apiVersion: str
-    kind: str
-    metadata: Metadata
-    webhooks: list[MutatingWebhook]
-
-
-#: The name of a claim's match condition (``Claim.match``).
-MATCH_CONDITION = "ichor-dev-keys"
-
-
-def _webhook(claim: Claim, *, base: str, bundle: str, timeout_seconds: int) -> Webhook:
-    hook = _hook(claim, base=base, bundle=bundle, timeout_seconds=timeout_seconds)
-    if claim.match is not None:
-        hook["matchConditions"] = [MatchCondition(name=MATCH_CONDITION, expression=claim.match)]
-    return hook
-
-
-def _hook(claim: Claim, *, base: str, bundle: str, timeout_seconds: int) -> Webhook:
-    return Webhook(
-        name=f"{claim.path}.{kinds.GROUP}",
-        clientConfig=ClientConfig(url=f"{base}/{claim.path}", caBundle=bundle),
-        rules=[
-            Rule(
-                apiGroups=[kinds.GROUP],
-                apiVersions=["*"],
-                operations=sorted(claim.operations),
-                resources=claim.resources(),
-                scope=claim.scope,
-            )
-        ],
-        failurePolicy="Fail",
-        matchPolicy="Equivalent",
-        sideEffects="NoneOnDryRun",
-        timeoutSeconds=timeout_seconds,
-        admissionReviewVersions=["v1"],
-    )
-
-
-def _metadata(name: str) -> Metadata:
-    return Metadata(
-        name=name,
-        labels={"app.kubernetes.io/name": "ichor", "app.kubernetes.io/component": "webhook"},
-    )
-
-
-def render_configuration(
-    *,
-    url: str,
-    ca_bundle: bytes,
-    name: str = "ichor-webhook",
-    timeout_seconds: int = TIMEOUT_SECONDS,
-) -> ValidatingWebhookConfiguration:
-    """The ValidatingWebhookConfiguration for a server at ``url`` whose CA is ``ca_bundle``.
-
-    One webhook per claim (path = kopf handler id), each matching only what its claim
-    covers in group ichor.dev (``intake.CLAIMS``), so the API server sends nothing the
-    endpoint would refuse as unclaimed. DELETE is not matched, so clusters and operations
-    can be removed while the operator is down.
-    """
-    base = url.rstrip("/")
-    bundle = base64.b64encode(ca_bundle).decode("ascii")
-    return ValidatingWebhookConfiguration(
-        apiVersion="admissionregistration.k8s.io/v1",
-        kind="ValidatingWebhookConfiguration",
-        metadata=_metadata(name),
-        webhooks=[
-            _webhook(claim, base=base, bundle=bundle, timeout_seconds=timeout_seconds)
-            for claim in CLAIMS
-            if not claim.mutating
-        ],
-    )
-
-
-def render_mutating_configuration(
-    *,
-    url: str,
-    ca_bundle: bytes,
-    name: str = "ichor-webhook",
-    timeout_seconds: int = TIMEOUT_SECONDS,
-) -> MutatingWebhookConfiguration:
-    """The MutatingWebhookConfiguration of the same server: the paths that write the
-    admission records (``ichor.api.records``) into the object under review.
-
-    It patches nothing but those annotations, and the validating half refuses an object
-    whose records are not exactly what it would have written, so a missing or reordered
-    mutating webhook fails closed. ``reinvocationPolicy: IfNeeded``: when a later mutating
-    webhook changes the object, the records are computed again for what is stored.
-    """
-    base = url.rstrip("/")
-    bundle = base64.b64encode(ca_bundle).decode("ascii")
-    return MutatingWebhookConfiguration(
-        apiVersion="admissionregistration.k8s.io/v1",
-        kind="MutatingWebhookConfiguration",
-        metadata=_metadata(name),
-        webhooks=[
-            MutatingWebhook(
-                **_webhook(claim, base=base, bundle=bundle, timeout_seconds=timeout_seconds),
-                reinvocationPolicy="IfNeeded",
-            )
-            for claim in CLAIMS
-            if claim.mutating
-        ],
-    )

@@ -40,7 +40,8 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from ichor.webhook import intake, judgement, server
+from ichor.webhook import intake, judgement
+from ichor.webhook.configuration import render_configuration, render_mutating_configuration
 from tests.benches._api import Endpoint, Profile, clusters_path, quantiles
 from tests.component.webhook import harness
 from tests.harness import account, certs, controlplane
@@ -244,11 +245,11 @@ def _measure(work: Path) -> list[str]:
         profile.start(child.pid)
         profiled: list[str] = []
         url = f"https://127.0.0.1:{port}"
-        validating = dict(server.render_configuration(
+        validating = dict(render_configuration(
             url=url, ca_bundle=files.ca.read_bytes(), name="ichor-webhook-bench"
         ))  # fmt: skip
         ichor = [
-            dict(server.render_mutating_configuration(
+            dict(render_mutating_configuration(
                 url=url, ca_bundle=files.ca.read_bytes(), name="ichor-webhook-bench"
             )),
             validating,

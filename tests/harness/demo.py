@@ -66,7 +66,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from ichor.api import kinds, records
 from ichor.api.talosoperation import STARTED_BY_LABEL, StartedBy
 from ichor.release.release_set import PINNED
-from ichor.webhook import server
+from ichor.webhook.configuration import render_configuration, render_mutating_configuration
 from tests.harness import (
     account,
     binaries,
@@ -81,7 +81,7 @@ from tests.harness import (
     workload,
 )
 from tests.harness import registry as test_registry
-from tests.support import credential_files
+from tests.support import credential_files, table
 
 T = TypeVar("T")
 
@@ -748,12 +748,12 @@ class Demo:
             env,
             netns_path=str(self.node_ready["netns"]) if on_node else None,
         )
-        configuration = server.render_configuration(
+        configuration = render_configuration(
             url=f"https://127.0.0.1:{port}",
             ca_bundle=files.ca.read_bytes(),
             name=self.webhook_name,
         )
-        mutating = server.render_mutating_configuration(
+        mutating = render_mutating_configuration(
             url=f"https://127.0.0.1:{port}",
             ca_bundle=files.ca.read_bytes(),
             name=self.webhook_name,
@@ -764,7 +764,7 @@ class Demo:
             "kind": kinds.Kind.TALOS_CLUSTER.value,
             "metadata": {"name": "probe", "namespace": NAMESPACE},
             "spec": {
-                "talosVersion": "v1.15.0",
+                "talosVersion": table.unknown_talos(),
                 "kubernetesVersion": "v1.36.6",
                 "versionContract": "v1.14",
             },
@@ -780,7 +780,8 @@ class Demo:
                 timeout=30,
                 check=False,
             )
-            return True if "Talos v1.15.0 is refused" in result.stderr else None
+            refused = f"Talos {table.unknown_talos()} is refused"
+            return True if refused in result.stderr else None
 
         _wait_for("the admission webhook's first answer", answering)
 

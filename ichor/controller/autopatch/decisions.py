@@ -2,42 +2,19 @@
 and the fleet's record come in; the status, the condition, the Events, at most one start
 and a halt for the fleet come out.
 
-The order of the checks is the order of the answer a person reads:
-
-1. off (no component or no window, from the cluster or the fleet): nothing, no condition;
-2. a setting that cannot be read: stop, quoting it;
-3. the newest operation auto-patch started for this cluster failed, and nobody resumed
-   (the annotation ``ichor.dev/auto-patch-resume`` names another operation, or none):
-   suspended, with one Warning Event saying what failed and how to resume; and when its
-   upgrade ran on the nodes and failed (``status.failure: UpgradeFailed``, never a
-   refusal, missing credentials or a Job that never started), a halt of that version
-   (``halt_until``: the rest of the window it started in, or when it failed after that
-   window closed, through the window open then or the next) for the clusters of its
-   namespace, or of the fleet when the namespace is trusted to halt it
-   (``fleetHaltNamespaces``), asked for at every look while suspended;
-4. ``suspended: true``;
-5. any operation of the cluster Pending or Running, whoever started it: wait;
-6. no window open now: wait for the next;
-7. for each component in order (Talos before Kubernetes), the newest **patch** of the
-   running minor that the upgrade choices offer (so the target rule accepts it; never a
-   next minor), not halted for the fleet, and listed for at least ``minReleaseAge``;
-8. the fleet runs ``maxConcurrentClusters`` auto-patch operations already: wait;
-9. the health gates: the cluster Ready, every Node Ready and on the spec's versions (so the
-   last operation has finished on every node), VersionsCompatible, the release list of
-   the component current, then (the only one that needs a request) the workload's
-   ``/readyz`` and the health checks a person declared (CEL over workload objects);
-10. start it.
-
-Nothing here remembers: a restart reads the same operations and decides the same start,
-and the deterministic name (``talosoperation.start_request``) turns a second create into
-the first operation.
+``decide`` is an ordered chain of small named steps (``CHAIN``), the order of the answer
+a person reads; the first step that stops answers. The static health gates are a chain of
+their own (``GATE_CHAIN``). The fleet's record of halts and seen releases is kept here
+too. Why this order, and why a failure halts what it halts: docs/autopatch.md and
+docs/design/notes.md ("Auto-patch decides in a chain of named steps").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import cached_property
 
 from ichor.api.autopatch import (
     EVERY_NAMESPACE,
@@ -295,6 +272,24 @@ class _Pick:
     wake_at: datetime | None = None
 
 
+@dataclass(frozen=True)
+class _Skipped:
+    """Why one component has no patch to start now: the notes and their reason."""
+
+    notes: tuple[str, ...] = ()
+    reason: Reason = Reason.UP_TO_DATE
+    wake_at: datetime | None = None
+
+
+#: The reasons of skipped components, the one that answers last.
+_RANK = (
+    Reason.UP_TO_DATE,
+    Reason.WAITING_FOR_RELEASE_AGE,
+    Reason.HALTED,
+    Reason.RELEASE_LIST_STALE,
+)
+
+
 def pick(
     *,
     policy: Policy,
@@ -305,49 +300,88 @@ def pick(
 ) -> _Pick:
     """The patch to start now for a cluster of ``namespace``: the first component in
     order with an eligible patch."""
-    notes: list[str] = []
-    wake: datetime | None = None
-    worst = Reason.UP_TO_DATE
+    skipped: list[_Skipped] = []
     for component in policy.components:
-        name = _NAMES[component]
-        group = choices.get(component)
-        if group is None or not group.available:
-            why = group.unavailable_reason if group and group.unavailable_reason else "not read"
-            notes.append(f"the {name} release list cannot be used: {why}")
-            worst = Reason.RELEASE_LIST_STALE
-            continue
-        young: list[str] = []
-        for version in group.patch:  # newest first, each accepted by the target rule
-            halt = active_halt(
-                fleet.halts, component=component, version=version, now=now, namespace=namespace
-            )
-            if halt is not None:
-                notes.append(
-                    f"{name} {version} is halted for {_whose(halt)} until "
-                    f"{_stamp(halt.until)}: it failed on {halt.cluster} ({halt.operation})"
-                )
-                if worst is not Reason.RELEASE_LIST_STALE:
-                    worst = Reason.HALTED
-                continue
-            seen = (fleet.seen or {}).get((component.value, version))
-            ripe = (seen or now) + policy.min_release_age
-            if seen is None or ripe > now:
-                young.append(
-                    f"{name} {version} (listed since {_stamp(seen or now)}, due {_stamp(ripe)})"
-                )
-                wake = ripe if wake is None else min(wake, ripe)
-                continue
-            return _Pick(component=component, version=version)
-        if young:
-            notes.append(
-                f"younger than minReleaseAge {_age(policy.min_release_age)}: " + ", ".join(young)
-            )
-            if worst is Reason.UP_TO_DATE:
-                worst = Reason.WAITING_FOR_RELEASE_AGE
+        found = _pick_component(
+            component,
+            choices.get(component),
+            policy=policy,
+            fleet=fleet,
+            now=now,
+            namespace=namespace,
+        )
+        if isinstance(found, _Pick):
+            return found
+        skipped.append(found)
+    notes = [note for skip in skipped for note in skip.notes]
     if not notes:
         names = " and ".join(_NAMES[c] for c in policy.components) or "no component"
         return _Pick(message=f"{names}: no newer patch of the running minor is offered")
-    return _Pick(reason=worst, message="; ".join(notes), wake_at=wake)
+    wakes = [skip.wake_at for skip in skipped if skip.wake_at is not None]
+    return _Pick(
+        reason=max((skip.reason for skip in skipped), key=_RANK.index),
+        message="; ".join(notes),
+        wake_at=min(wakes) if wakes else None,
+    )
+
+
+def _pick_component(
+    component: Component,
+    group: ChoiceGroup | None,
+    *,
+    policy: Policy,
+    fleet: Fleet,
+    now: datetime,
+    namespace: str,
+) -> _Pick | _Skipped:
+    """The newest patch of ``component`` offered, not halted and old enough, or why
+    there is none."""
+    name = _NAMES[component]
+    if group is None or not group.available:
+        why = group.unavailable_reason if group and group.unavailable_reason else "not read"
+        note = f"the {name} release list cannot be used: {why}"
+        return _Skipped((note,), Reason.RELEASE_LIST_STALE)
+    halted: list[str] = []
+    young: list[tuple[str, datetime, datetime]] = []
+    for version in group.patch:  # newest first, each accepted by the target rule
+        halt = active_halt(
+            fleet.halts, component=component, version=version, now=now, namespace=namespace
+        )
+        if halt is not None:
+            halted.append(
+                f"{name} {version} is halted for {_whose(halt)} until "
+                f"{_stamp(halt.until)}: it failed on {halt.cluster} ({halt.operation})"
+            )
+            continue
+        seen = (fleet.seen or {}).get((component.value, version))
+        ripe = (seen or now) + policy.min_release_age
+        if seen is not None and ripe <= now:
+            return _Pick(component=component, version=version)
+        young.append((version, seen or now, ripe))
+    return _skipped(name, halted=halted, young=young, age=policy.min_release_age)
+
+
+def _skipped(
+    name: str,
+    *,
+    halted: Sequence[str],
+    young: Sequence[tuple[str, datetime, datetime]],
+    age: timedelta,
+) -> _Skipped:
+    """A component's patches all halted or too young (``young``: each version, when it
+    was first listed and when it is due)."""
+    if not young:
+        return _Skipped(tuple(halted), Reason.HALTED if halted else Reason.UP_TO_DATE)
+    listed = ", ".join(
+        f"{name} {version} (listed since {_stamp(seen)}, due {_stamp(ripe)})"
+        for version, seen, ripe in young
+    )
+    note = f"younger than minReleaseAge {_age(age)}: {listed}"
+    return _Skipped(
+        (*halted, note),
+        Reason.HALTED if halted else Reason.WAITING_FOR_RELEASE_AGE,
+        min(ripe for _, _, ripe in young),
+    )
 
 
 def _age(age: timedelta) -> str:
@@ -356,27 +390,52 @@ def _age(age: timedelta) -> str:
     return (f"{hours}h" if hours else "") + (f"{rest}m" if rest or not hours else "")
 
 
-def _gates(cluster: Cluster, component: Component) -> tuple[Reason, str] | None:
-    """The first static health gate that fails, or None."""
+#: One health gate: the reason and the sentence when it is shut, None when it is open.
+Gate = Callable[[Cluster, Component], "tuple[Reason, str] | None"]
+
+
+def gate_cluster_ready(cluster: Cluster, component: Component) -> tuple[Reason, str] | None:
+    """The cluster's Ready condition is True."""
+    ready = conditions.find(cluster.status.conditions, ClusterConditionType.READY)
+    if ready is not None and ready.status == ConditionStatus.TRUE:
+        return None
+    said = ready.message if ready and ready.message else "not observed yet"
+    return Reason.CLUSTER_NOT_READY, f"the cluster is not Ready: {said}"
+
+
+def gate_nodes_read(cluster: Cluster, component: Component) -> tuple[Reason, str] | None:
+    """The workload cluster's Nodes have been read."""
+    nodes = cluster.status.nodes
+    if cluster.not_ready is not None and nodes and nodes.count:
+        return None
+    return Reason.NODES_NOT_READY, "no Node of the workload cluster has been read"
+
+
+def gate_nodes_ready(cluster: Cluster, component: Component) -> tuple[Reason, str] | None:
+    """Every Node is Ready."""
+    if not cluster.not_ready:
+        return None
+    return Reason.NODES_NOT_READY, "Nodes not Ready: " + ", ".join(cluster.not_ready)
+
+
+def gate_nodes_agree(cluster: Cluster, component: Component) -> tuple[Reason, str] | None:
+    """The Nodes run one version of each component."""
+    nodes = cluster.status.nodes
+    if nodes is None or not nodes.differ:
+        return None
+    return (
+        Reason.NODES_DIFFER,
+        "the Nodes run more than one version (Talos "
+        + ", ".join(nodes.talos_versions or ())
+        + "; Kubernetes "
+        + ", ".join(nodes.kubernetes_versions or ())
+        + ")",
+    )
+
+
+def gate_nodes_on_spec(cluster: Cluster, component: Component) -> tuple[Reason, str] | None:
+    """The Nodes run the spec's versions: the last upgrade reached every node."""
     status, spec = cluster.status, cluster.spec
-    ready = conditions.find(status.conditions, ClusterConditionType.READY)
-    if ready is None or ready.status != ConditionStatus.TRUE:
-        said = ready.message if ready and ready.message else "not observed yet"
-        return Reason.CLUSTER_NOT_READY, f"the cluster is not Ready: {said}"
-    nodes = status.nodes
-    if cluster.not_ready is None or not nodes or not nodes.count:
-        return Reason.NODES_NOT_READY, "no Node of the workload cluster has been read"
-    if cluster.not_ready:
-        return Reason.NODES_NOT_READY, "Nodes not Ready: " + ", ".join(cluster.not_ready)
-    if nodes.differ:
-        return (
-            Reason.NODES_DIFFER,
-            "the Nodes run more than one version (Talos "
-            + ", ".join(nodes.talos_versions or ())
-            + "; Kubernetes "
-            + ", ".join(nodes.kubernetes_versions or ())
-            + ")",
-        )
     for name, want, runs in (
         ("Talos", spec.talos_version, status.talos_version),
         ("Kubernetes", spec.kubernetes_version, status.kubernetes_version),
@@ -387,20 +446,52 @@ def _gates(cluster: Cluster, component: Component) -> tuple[Reason, str] | None:
                 f"the Nodes run {name} {runs}, the spec says {want}: the last upgrade has "
                 "not reached every node",
             )
-    compatible = conditions.find(status.conditions, ClusterConditionType.VERSIONS_COMPATIBLE)
-    if compatible is None or compatible.status != ConditionStatus.TRUE:
-        said = compatible.message if compatible else "not judged yet"
-        return Reason.VERSIONS_INCOMPATIBLE, f"VersionsCompatible is not True: {said}"
-    group = choice_groups(status).get(component)
-    if group is None or not group.available or group.unavailable_reason:
-        # A list recorded once stays offered to a person after its listing failed
-        # (``available``, with the reason); a start waits for a list that is current.
-        why = group.unavailable_reason if group and group.unavailable_reason else "not read"
-        return (
-            Reason.RELEASE_LIST_STALE,
-            f"the {_NAMES[component]} release list is not current: {why}",
-        )
     return None
+
+
+def gate_versions_compatible(cluster: Cluster, component: Component) -> tuple[Reason, str] | None:
+    """The cluster's VersionsCompatible condition is True."""
+    compatible = conditions.find(
+        cluster.status.conditions, ClusterConditionType.VERSIONS_COMPATIBLE
+    )
+    if compatible is not None and compatible.status == ConditionStatus.TRUE:
+        return None
+    said = compatible.message if compatible else "not judged yet"
+    return Reason.VERSIONS_INCOMPATIBLE, f"VersionsCompatible is not True: {said}"
+
+
+def gate_release_list_current(cluster: Cluster, component: Component) -> tuple[Reason, str] | None:
+    """The component's release list is current.
+
+    A list recorded once stays offered to a person after its listing failed
+    (``available``, with the reason); a start waits for a list that is current."""
+    group = choice_groups(cluster.status).get(component)
+    if group is not None and group.available and not group.unavailable_reason:
+        return None
+    why = group.unavailable_reason if group and group.unavailable_reason else "not read"
+    return (
+        Reason.RELEASE_LIST_STALE,
+        f"the {_NAMES[component]} release list is not current: {why}",
+    )
+
+
+#: The static health gates, in the order they are read; the first shut one answers.
+GATE_CHAIN: tuple[Gate, ...] = (
+    gate_cluster_ready,
+    gate_nodes_read,
+    gate_nodes_ready,
+    gate_nodes_agree,
+    gate_nodes_on_spec,
+    gate_versions_compatible,
+    gate_release_list_current,
+)
+
+
+def _gates(cluster: Cluster, component: Component) -> tuple[Reason, str] | None:
+    """The first static health gate that is shut, or None."""
+    return next(
+        (shut for gate in GATE_CHAIN if (shut := gate(cluster, component)) is not None), None
+    )
 
 
 def choice_groups(status: TalosClusterStatus) -> dict[Component, ChoiceGroup | None]:
@@ -409,6 +500,336 @@ def choice_groups(status: TalosClusterStatus) -> dict[Component, ChoiceGroup | N
         Component.TALOS: choices.talos if choices else None,
         Component.KUBERNETES: choices.kubernetes if choices else None,
     }
+
+
+@dataclass(frozen=True)
+class Look:
+    """One look at a cluster: everything the steps of ``decide`` read."""
+
+    cluster: Cluster
+    policy: Policy
+    runs: Sequence[Run]
+    fleet: Fleet
+    now: datetime
+    readyz: Probe | None = None
+    health: Sequence[Verdict] | None = None
+
+    @cached_property
+    def opened(self) -> Interval | None:
+        """The window open now."""
+        return self.policy.windows.open_at(self.now) if not self.policy.problems else None
+
+    @cached_property
+    def upcoming(self) -> Interval | None:
+        """The next window, while none is open."""
+        if self.opened or self.policy.problems:
+            return None
+        return self.policy.windows.next_after(self.now)
+
+    @cached_property
+    def base(self) -> AutoPatchStatus:
+        """The status before the cluster's operations are read."""
+        return AutoPatchStatus(
+            enabled=self.policy.enabled,
+            window_open=self.opened is not None,
+            next_window=_times(self.opened or self.upcoming),
+        )
+
+    @cached_property
+    def last(self) -> Run | None:
+        return latest_run(self.runs)
+
+    @cached_property
+    def status(self) -> AutoPatchStatus:
+        """``base`` with the last run auto-patch started."""
+        last = self.last
+        if last is None:
+            return self.base
+        run = LastRun(
+            operation=last.name,
+            component=last.type,
+            version=last.version,
+            result=_result(last),
+            time=last.created,
+        )
+        return self.base.model_copy(update={"last_run": run})
+
+    @property
+    def previous(self) -> AutoPatchStatus | None:
+        return self.cluster.status.auto_patch
+
+    @cached_property
+    def chosen(self) -> _Pick:
+        return pick(
+            policy=self.policy,
+            choices=choice_groups(self.cluster.status),
+            fleet=self.fleet,
+            now=self.now,
+            namespace=self.cluster.namespace,
+        )
+
+    @property
+    def what(self) -> str:
+        """The picked patch, as a person names it."""
+        assert self.chosen.component is not None
+        return f"{_NAMES[self.chosen.component]} {self.chosen.version}"
+
+
+@dataclass(frozen=True)
+class Stop:
+    """The answer of the step that decides. ``reason`` None: nothing is written (not
+    configured, or a start that waits only for ``/readyz``: ``needs_probe``)."""
+
+    reason: Reason | None
+    message: str = ""
+    #: None: the look's status (with its last run).
+    status: AutoPatchStatus | None = None
+    events: tuple[PlannedEvent, ...] = ()
+    start: Start | None = None
+    halt: Halt | None = None
+    keep_halt: Halt | None = None
+    needs_probe: bool = False
+    wake_at: datetime | None = None
+
+
+#: One step of ``decide``: its answer, or None to pass the look to the next step.
+Step = Callable[[Look], "Stop | None"]
+
+
+def step_not_configured(look: Look) -> Stop | None:
+    """No auto-patch setting on the cluster or the fleet: no status, no condition."""
+    return None if look.policy.configured else Stop(reason=None)
+
+
+def step_off(look: Look) -> Stop | None:
+    """No component or no window, from the cluster or the fleet."""
+    if look.policy.enabled:
+        return None
+    return Stop(
+        Reason.DISABLED,
+        "auto-patch is off: it needs a component (talos or kubernetes) and a window, "
+        "on the TalosCluster or the IchorInstallation",
+        status=look.base,
+    )
+
+
+def step_invalid_settings(look: Look) -> Stop | None:
+    """A setting that cannot be read: stop, quoting it."""
+    if not look.policy.problems:
+        return None
+    return Stop(Reason.INVALID_SETTINGS, "; ".join(look.policy.problems), status=look.base)
+
+
+def step_failed(look: Look) -> Stop | None:
+    """The newest operation auto-patch started failed and nobody resumed it: suspended,
+    one Warning Event, and a halt of its version when its upgrade ran and failed."""
+    last, cluster = look.last, look.cluster
+    if last is None or last.phase is not Phase.FAILED or cluster.resume == last.name:
+        return None
+    previous = look.previous.suspension if look.previous else None
+    said = last.message or "no message"
+    suspension = Suspension(
+        operation=last.name,
+        component=last.type,
+        version=last.version,
+        reason=said,
+        time=previous.time if previous and previous.operation == last.name else look.now,
+    )
+    what = f"{_NAMES.get(Component(last.type), last.type)} {last.version}"
+    kept = _failure_halt(look, last, suspension, said=said)
+    resume = (
+        f"resume with: ichor autopatch resume {cluster.name} -n {cluster.namespace} (or "
+        f"kubectl annotate taloscluster {cluster.name} -n {cluster.namespace} "
+        f"{RESUME_ANNOTATION}={last.name} --overwrite)"
+    )
+    message = (
+        f"auto-patch is suspended: TalosOperation {last.name} ({what}) failed: {said}; "
+        + _halt_note(last, kept, what=what)
+        + resume
+    )
+    first = previous is None or previous.operation != last.name
+    return Stop(
+        Reason.FAILED,
+        message,
+        status=look.status.model_copy(update={"suspension": suspension}),
+        events=(PlannedEvent(EventType.WARNING, AutoPatchEventReason.FAILED, message),)
+        if first
+        else (),
+        halt=kept if first else None,
+        keep_halt=None if last.halt_recorded else kept,
+    )
+
+
+def _failure_halt(look: Look, last: Run, suspension: Suspension, *, said: str) -> Halt | None:
+    """The halt a failed run asks for: only an upgrade that ran and failed, until the
+    window it counts in ends (``halt_until``), and only while that is ahead."""
+    until = halt_until(look.policy, last, failed_at=last.finished or suspension.time)
+    if not last.upgrade_failed or until is None or until <= look.now:
+        return None
+    return Halt(
+        component=last.type,
+        version=last.version,
+        cluster=look.cluster.key,
+        operation=last.name,
+        reason=said[:1024],
+        time=suspension.time,
+        until=until,
+        scope=look.fleet.scope_of(look.cluster.namespace),
+    )
+
+
+def step_suspended(look: Look) -> Stop | None:
+    """``spec.autoPatch.suspended: true``."""
+    if not look.policy.suspended:
+        return None
+    cluster = look.cluster
+    return Stop(
+        Reason.SUSPENDED,
+        "auto-patch is suspended (spec.autoPatch.suspended); resume with: ichor "
+        f"autopatch resume {cluster.name} -n {cluster.namespace}",
+    )
+
+
+def step_operation_running(look: Look) -> Stop | None:
+    """Any operation of the cluster Pending or Running, whoever started it: wait."""
+    active = [r for r in look.runs if r.active]
+    if not active:
+        return None
+    names = ", ".join(sorted(f"{r.name} ({r.type} to {r.version or 'chart'})" for r in active))
+    return Stop(Reason.OPERATION_RUNNING, f"waits for TalosOperation {names} to finish")
+
+
+def step_window_closed(look: Look) -> Stop | None:
+    """No window open now: wait for the next."""
+    if look.opened is not None:
+        return None
+    upcoming = look.upcoming
+    message = (
+        f"no window is open; the next is {_describe(upcoming)}"
+        if upcoming
+        else "no window is open and none of the schedules names a coming date"
+    )
+    return Stop(Reason.WINDOW_CLOSED, message)
+
+
+def step_nothing_eligible(look: Look) -> Stop | None:
+    """No component has a newer patch of its running minor that is offered, not halted
+    and listed for at least ``minReleaseAge`` (``pick``)."""
+    chosen = look.chosen
+    if chosen.version is not None and chosen.component is not None:
+        return None
+    return Stop(chosen.reason, chosen.message, wake_at=chosen.wake_at)
+
+
+def step_fleet_uncounted(look: Look) -> Stop | None:
+    """The fleet's operations could not be counted: nothing starts on a guess."""
+    if not look.fleet.uncounted:
+        return None
+    return Stop(
+        Reason.FLEET_BUSY,
+        f"{look.what} waits: the fleet's auto-patch operations and halts could not be read "
+        "afresh, so its running operations could not be counted (maxConcurrentClusters); "
+        "it is tried again at the next check",
+    )
+
+
+def step_fleet_busy(look: Look) -> Stop | None:
+    """The fleet runs ``maxConcurrentClusters`` auto-patch operations already: wait."""
+    fleet = look.fleet
+    others = fleet.busy - {look.cluster.key}
+    if len(others) < fleet.max_concurrent:
+        return None
+    named = sorted(others)
+    shown = ", ".join(named[:5]) + (f" and {len(named) - 5} more" if len(named) > 5 else "")
+    return Stop(
+        Reason.FLEET_BUSY,
+        f"{look.what} waits: {len(others)} cluster(s) of the fleet run an auto-patch "
+        f"operation ({shown}) and maxConcurrentClusters is {fleet.max_concurrent}",
+    )
+
+
+def step_health_gate(look: Look) -> Stop | None:
+    """The static health gates (``GATE_CHAIN``), the first one shut."""
+    assert look.chosen.component is not None
+    gate = _gates(look.cluster, look.chosen.component)
+    if gate is None:
+        return None
+    reason, said = gate
+    return Stop(reason, f"{look.what} waits for a health gate: {said}")
+
+
+def step_readyz_unasked(look: Look) -> Stop | None:
+    """Only the workload's ``/readyz`` is left to ask: probe, then decide again."""
+    return Stop(reason=None, needs_probe=True) if look.readyz is None else None
+
+
+def step_readyz_failing(look: Look) -> Stop | None:
+    """The workload's ``/readyz`` did not answer ok."""
+    if look.readyz is None or look.readyz.ok:
+        return None
+    return Stop(
+        Reason.WORKLOAD_NOT_READY,
+        f"{look.what} waits for a health gate: the workload cluster's /readyz "
+        f"{look.readyz.message}",
+    )
+
+
+def step_health_check_failing(look: Look) -> Stop | None:
+    """A health check a person declared (CEL over workload objects) fails."""
+    failing = next((v for v in look.health or () if not v.ok), None)
+    if failing is None:
+        return None
+    return Stop(
+        Reason.HEALTH_CHECK_FAILED,
+        f"{look.what} waits for a health gate: {failing.message}; it is checked again at "
+        "the next check",
+    )
+
+
+def step_start(look: Look) -> Stop | None:
+    """Every step passed: start the picked patch in the window open now."""
+    chosen, opened = look.chosen, look.opened
+    assert chosen.component is not None
+    assert chosen.version is not None
+    assert opened is not None
+    sentence = (
+        f"auto-patch: {look.what}, the newest patch of the running minor, in the window "
+        f"open {_describe(opened)}"
+    )
+    start = Start(
+        component=chosen.component,
+        version=chosen.version,
+        attempt=look.cluster.resume or FIRST_ATTEMPT,
+        window=opened,
+        reason=sentence,
+    )
+    return Stop(Reason.STARTED, sentence, start=start)
+
+
+#: The steps of ``decide`` in the order of the answer a person reads; the first step
+#: that stops answers. Nothing here remembers: a restart reads the same operations and
+#: decides the same start, and its deterministic name turns a second create into the
+#: first operation.
+CHAIN: tuple[Step, ...] = (
+    step_not_configured,
+    step_off,
+    step_invalid_settings,
+    step_failed,
+    step_suspended,
+    step_operation_running,
+    step_window_closed,
+    step_nothing_eligible,
+    step_fleet_uncounted,
+    step_fleet_busy,
+    step_health_gate,
+    step_readyz_unasked,
+    step_readyz_failing,
+    step_health_check_failing,
+    step_start,
+)
+
+#: The reasons given before the failure check passes: no "resumed" Event with them.
+_BEFORE_RESUME = frozenset({Reason.DISABLED, Reason.INVALID_SETTINGS, Reason.FAILED})
 
 
 def decide(
@@ -421,232 +842,81 @@ def decide(
     readyz: Probe | None = None,
     health: Sequence[Verdict] | None = None,
 ) -> Decision:
-    """The whole decision for ``cluster`` at ``now``.
+    """The whole decision for ``cluster`` at ``now``: the answer of the first step of
+    ``CHAIN`` that stops.
 
     ``readyz``: the answer of the workload's ``/readyz``, None while it was not asked
     (then a start that waits only for it comes back with ``needs_probe``); ``health``:
     the verdicts of ``policy.health``, asked together with ``readyz``.
     """
-    previous = cluster.status.auto_patch
-    old_condition = conditions.find(cluster.status.conditions, READY)
-    if not policy.configured:
-        return Decision(status=None, condition=None)
-    opened = policy.windows.open_at(now) if not policy.problems else None
-    upcoming = None if opened or policy.problems else policy.windows.next_after(now)
-    window = opened or upcoming
-    base = AutoPatchStatus(
-        enabled=policy.enabled,
-        window_open=opened is not None,
-        next_window=_times(window),
-    )
-    events: list[PlannedEvent] = []
-    wake = opened.end if opened else (upcoming.start if upcoming else None)
-
-    def finish(
-        reason: Reason,
-        message: str,
-        *,
-        status: AutoPatchStatus | None = None,
-        start: Start | None = None,
-        halt: Halt | None = None,
-        keep_halt: Halt | None = None,
-        needs_probe: bool = False,
-        wake_at: datetime | None = None,
-    ) -> Decision:
-        written = (status or base).model_copy(update={"reason": reason.value, "message": message})
-        condition = Condition(
-            type=READY,
-            status=ConditionStatus.FALSE if reason in _STOPPED else ConditionStatus.TRUE,
-            reason=reason.value,
-            message=message,
-            observed_generation=None,
-            last_transition_time=now,
-        )
-        if (
-            reason in _STOPPED
-            and reason not in (Reason.FAILED, Reason.DISABLED)
-            and (old_condition is None or old_condition.reason != reason.value)
-        ):
-            events.append(PlannedEvent(EventType.WARNING, AutoPatchEventReason.BLOCKED, message))
-        moments = [m for m in (wake, wake_at) if m is not None and m > now]
-        return Decision(
-            status=written,
-            condition=condition,
-            events=tuple(events),
-            start=start,
-            halt=halt,
-            keep_halt=keep_halt,
-            needs_probe=needs_probe,
-            wake_at=min(moments) if moments else None,
-        )
-
-    if not policy.enabled:
-        return finish(
-            Reason.DISABLED,
-            "auto-patch is off: it needs a component (talos or kubernetes) and a window, "
-            "on the TalosCluster or the IchorInstallation",
-        )
-    if policy.problems:
-        return finish(Reason.INVALID_SETTINGS, "; ".join(policy.problems))
-
-    last = latest_run(runs)
-    status = base
-    if last is not None:
-        status = status.model_copy(
-            update={
-                "last_run": LastRun(
-                    operation=last.name,
-                    component=last.type,
-                    version=last.version,
-                    result=_result(last),
-                    time=last.created,
-                )
-            }
-        )
-    halt: Halt | None = None
-    if last is not None and last.phase is Phase.FAILED and cluster.resume != last.name:
-        what = f"{_NAMES.get(Component(last.type), last.type)} {last.version}"
-        said = last.message or "no message"
-        suspension = Suspension(
-            operation=last.name,
-            component=last.type,
-            version=last.version,
-            reason=said,
-            time=previous.suspension.time
-            if previous and previous.suspension and previous.suspension.operation == last.name
-            else now,
-        )
-        status = status.model_copy(update={"suspension": suspension})
-        resume = (
-            f"resume with: ichor autopatch resume {cluster.name} -n {cluster.namespace} (or "
-            f"kubectl annotate taloscluster {cluster.name} -n {cluster.namespace} "
-            f"{RESUME_ANNOTATION}={last.name} --overwrite)"
-        )
-        recorded = previous.suspension if previous else None
-        until = halt_until(policy, last, failed_at=last.finished or suspension.time)
-        scope = fleet.scope_of(cluster.namespace)
-        kept = (
-            Halt(
-                component=last.type,
-                version=last.version,
-                cluster=cluster.key,
-                operation=last.name,
-                reason=said[:1024],
-                time=suspension.time,
-                until=until,
-                scope=scope,
-            )
-            if last.upgrade_failed and until is not None and until > now
-            else None
-        )
-        message = (
-            f"auto-patch is suspended: TalosOperation {last.name} ({what}) failed: {said}; "
-            + _halt_note(last, kept, what=what)
-            + resume
-        )
-        if recorded is None or recorded.operation != last.name:
-            events.append(PlannedEvent(EventType.WARNING, AutoPatchEventReason.FAILED, message))
-            halt = kept
-        keep = None if last.halt_recorded else kept
-        return finish(Reason.FAILED, message, status=status, halt=halt, keep_halt=keep)
-    if previous and previous.suspension:
-        events.append(
-            PlannedEvent(
-                EventType.NORMAL,
-                AutoPatchEventReason.RESUMED,
-                f"auto-patch resumed after TalosOperation {previous.suspension.operation} "
-                f"({previous.suspension.component} {previous.suspension.version}) failed",
-            )
-        )
-    if policy.suspended:
-        return finish(
-            Reason.SUSPENDED,
-            "auto-patch is suspended (spec.autoPatch.suspended); resume with: ichor "
-            f"autopatch resume {cluster.name} -n {cluster.namespace}",
-            status=status,
-        )
-    active = [r for r in runs if r.active]
-    if active:
-        names = ", ".join(sorted(f"{r.name} ({r.type} to {r.version or 'chart'})" for r in active))
-        return finish(
-            Reason.OPERATION_RUNNING,
-            f"waits for TalosOperation {names} to finish",
-            status=status,
-        )
-    if opened is None:
-        message = (
-            f"no window is open; the next is {_describe(upcoming)}"
-            if upcoming
-            else "no window is open and none of the schedules names a coming date"
-        )
-        return finish(Reason.WINDOW_CLOSED, message, status=status)
-
-    chosen = pick(
+    look = Look(
+        cluster=cluster,
         policy=policy,
-        choices=choice_groups(cluster.status),
+        runs=runs,
         fleet=fleet,
         now=now,
-        namespace=cluster.namespace,
+        readyz=readyz,
+        health=health,
     )
-    if chosen.version is None or chosen.component is None:
-        return finish(chosen.reason, chosen.message, status=status, wake_at=chosen.wake_at)
-    component, version = chosen.component, chosen.version
-    what = f"{_NAMES[component]} {version}"
-    others = fleet.busy - {cluster.key}
-    if fleet.uncounted:
-        return finish(
-            Reason.FLEET_BUSY,
-            f"{what} waits: the fleet's auto-patch operations and halts could not be read "
-            "afresh, so its running operations could not be counted (maxConcurrentClusters); "
-            "it is tried again at the next check",
-            status=status,
-        )
-    if len(others) >= fleet.max_concurrent:
-        named = sorted(others)
-        shown = ", ".join(named[:5]) + (f" and {len(named) - 5} more" if len(named) > 5 else "")
-        return finish(
-            Reason.FLEET_BUSY,
-            f"{what} waits: {len(others)} cluster(s) of the fleet run an auto-patch "
-            f"operation ({shown}) and maxConcurrentClusters is {fleet.max_concurrent}",
-            status=status,
-        )
-    gate = _gates(cluster, component)
-    if gate is not None:
-        reason, said = gate
-        return finish(reason, f"{what} waits for a health gate: {said}", status=status)
-    if readyz is None:
-        return Decision(status=None, condition=None, needs_probe=True)
-    if not readyz.ok:
-        return finish(
-            Reason.WORKLOAD_NOT_READY,
-            f"{what} waits for a health gate: the workload cluster's /readyz {readyz.message}",
-            status=status,
-        )
-    failing = next((v for v in health or () if not v.ok), None)
-    if failing is not None:
-        return finish(
-            Reason.HEALTH_CHECK_FAILED,
-            f"{what} waits for a health gate: {failing.message}; it is checked again at the "
-            "next check",
-            status=status,
-        )
-    attempt = cluster.resume or FIRST_ATTEMPT
-    sentence = (
-        f"auto-patch: {what}, the newest patch of the running minor, in the window open "
-        f"{_describe(opened)}"
+    stop = next((stop for step in CHAIN if (stop := step(look)) is not None), None)
+    if stop is None:
+        raise AssertionError("no step of the auto-patch chain answered")
+    return _decision(look, stop)
+
+
+def _decision(look: Look, stop: Stop) -> Decision:
+    """The status, condition and Events that say ``stop``."""
+    if stop.reason is None:
+        return Decision(status=None, condition=None, needs_probe=stop.needs_probe)
+    reason, now = stop.reason, look.now
+    status = (stop.status or look.status).model_copy(
+        update={"reason": reason.value, "message": stop.message}
     )
-    return finish(
-        Reason.STARTED,
-        sentence,
+    condition = Condition(
+        type=READY,
+        status=ConditionStatus.FALSE if reason in _STOPPED else ConditionStatus.TRUE,
+        reason=reason.value,
+        message=stop.message,
+        observed_generation=None,
+        last_transition_time=now,
+    )
+    events = [*_resumed(look, reason), *stop.events, *_blocked(look, reason, stop.message)]
+    opened, upcoming = look.opened, look.upcoming
+    wake = opened.end if opened else (upcoming.start if upcoming else None)
+    moments = [m for m in (wake, stop.wake_at) if m is not None and m > now]
+    return Decision(
         status=status,
-        start=Start(
-            component=component,
-            version=version,
-            attempt=attempt,
-            window=opened,
-            reason=sentence,
-        ),
+        condition=condition,
+        events=tuple(events),
+        start=stop.start,
+        halt=stop.halt,
+        keep_halt=stop.keep_halt,
+        needs_probe=stop.needs_probe,
+        wake_at=min(moments) if moments else None,
     )
+
+
+def _resumed(look: Look, reason: Reason) -> tuple[PlannedEvent, ...]:
+    """The Event of a suspension lifted: the record holds one and the failure check
+    passed."""
+    suspension = look.previous.suspension if look.previous else None
+    if suspension is None or reason in _BEFORE_RESUME:
+        return ()
+    message = (
+        f"auto-patch resumed after TalosOperation {suspension.operation} "
+        f"({suspension.component} {suspension.version}) failed"
+    )
+    return (PlannedEvent(EventType.NORMAL, AutoPatchEventReason.RESUMED, message),)
+
+
+def _blocked(look: Look, reason: Reason, message: str) -> tuple[PlannedEvent, ...]:
+    """One Warning Event when auto-patch stops for a new reason (a failure has its own)."""
+    old = conditions.find(look.cluster.status.conditions, READY)
+    if reason not in _STOPPED or reason in (Reason.FAILED, Reason.DISABLED):
+        return ()
+    if old is not None and old.reason == reason.value:
+        return ()
+    return (PlannedEvent(EventType.WARNING, AutoPatchEventReason.BLOCKED, message),)
 
 
 def _halt_note(run: Run, halt: Halt | None, *, what: str) -> str:

@@ -54,7 +54,8 @@ from ichor.api.autopatch import (
 )
 from ichor.api.conditions import Condition
 from ichor.api.events import AutoPatchEventReason
-from ichor.api.ichorinstallation import UpgradeTargets
+from ichor.api.ichorinstallation import read_status
+from ichor.api.reading import read_whole
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus
 from ichor.api.talosoperation import (
     STARTED_BY_LABEL,
@@ -67,7 +68,7 @@ from ichor.controller.autopatch import decisions, health
 from ichor.controller.autopatch.evaluator import Evaluator
 from ichor.controller.autopatch.policy import Policy, effective, max_concurrent
 from ichor.controller.talosoperation import creating, start_request
-from ichor.kube import bodies, errors, events, metrics, objects, patching, untrusted
+from ichor.kube import bodies, clock, errors, events, metrics, objects, patching, untrusted
 from ichor.upgrade.rule import Component
 
 logger = logging.getLogger(__name__)
@@ -88,17 +89,9 @@ HEALTH_LOOK_TIME = 10.0
 HEALTH_RETRY_AFTER = 300.0
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
-
-
-def _read(model: Any, raw: object) -> Any:
-    if not isinstance(raw, Mapping):
-        return None
-    try:
-        return model.model_validate(raw)
-    except ValidationError:
-        return None
+def _fleet_record(installation: Mapping[str, Any] | None) -> FleetAutoPatchStatus:
+    """The fleet's record of halts and seen releases in ``installation``'s status."""
+    return read_status((installation or {}).get("status")).auto_patch or FleetAutoPatchStatus()
 
 
 async def _read_bounded(stream: Any, limit: int) -> bytes:
@@ -275,7 +268,7 @@ class AutoPatcher:
         *,
         api: ApiClient,
         health_resources: Sequence[str] = DEFAULT_HEALTH_CHECK_RESOURCES,
-        clock: Callable[[], datetime] = _now,
+        clock: Callable[[], datetime] = clock.now,
         ask_timeout: float = ASK_TIMEOUT,
         evaluator: Evaluator | None = None,
     ) -> None:
@@ -377,8 +370,8 @@ class AutoPatcher:
         worker process: what the executor asks between the nodes of a Talos operation,
         for a person's operation as for auto-patch's."""
         meta: Mapping[str, Any] = body.get("metadata") or {}
-        own = _read(AutoPatchSpec, (body.get("spec") or {}).get("autoPatch"))
-        fleet_spec = _read(
+        own = read_whole(AutoPatchSpec, (body.get("spec") or {}).get("autoPatch"))
+        fleet_spec = read_whole(
             FleetAutoPatchSpec, ((installation or {}).get("spec") or {}).get("autoPatch")
         )
         policy = effective(cluster=own, fleet=fleet_spec, health_resources=self.health_resources)
@@ -462,8 +455,8 @@ class AutoPatcher:
         meta: Mapping[str, Any] = body.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
         raw_spec: Mapping[str, Any] = body.get("spec") or {}
-        own = _read(AutoPatchSpec, raw_spec.get("autoPatch"))
-        fleet_spec = _read(
+        own = read_whole(AutoPatchSpec, raw_spec.get("autoPatch"))
+        fleet_spec = read_whole(
             FleetAutoPatchSpec, ((installation or {}).get("spec") or {}).get("autoPatch")
         )
         policy = effective(cluster=own, fleet=fleet_spec, health_resources=self.health_resources)
@@ -490,10 +483,7 @@ class AutoPatcher:
             logger.warning("auto-patch of %s/%s: operations not listed: %s", namespace, name, error)
             return Result(status=status.auto_patch, condition=previous_condition)
 
-        fleet_status = (
-            _read(FleetAutoPatchStatus, ((installation or {}).get("status") or {}).get("autoPatch"))
-            or FleetAutoPatchStatus()
-        )
+        fleet_status = _fleet_record(installation)
         fleet = decisions.Fleet(
             halts=decisions.live_halts(fleet_status.halts, now=now),
             seen=decisions.seen_map(fleet_status.seen),
@@ -594,13 +584,8 @@ class AutoPatcher:
                 fleet = replace(fleet, halts=decisions.live_halts(fleet.halts, now=now),
                                 uncounted=True)  # fmt: skip
             else:
-                recorded = (
-                    _read(
-                        FleetAutoPatchStatus, ((fresh or {}).get("status") or {}).get("autoPatch")
-                    )
-                    or FleetAutoPatchStatus()
-                )
-                fleet_spec = _read(
+                recorded = _fleet_record(fresh)
+                fleet_spec = read_whole(
                     FleetAutoPatchSpec, ((fresh or {}).get("spec") or {}).get("autoPatch")
                 )
                 trusted = _trusted(fleet_spec)
@@ -649,7 +634,7 @@ class AutoPatcher:
         fleet: decisions.Fleet,
         now: datetime,
     ) -> tuple[FleetAutoPatchStatus, decisions.Fleet]:
-        targets = _read(UpgradeTargets, (installation.get("status") or {}).get("upgradeTargets"))
+        targets = read_status(installation.get("status")).upgrade_targets
         listed: dict[Component, Sequence[str] | None] = {
             Component.TALOS: targets.talos if targets else None,
             Component.KUBERNETES: targets.kubernetes if targets else None,
@@ -661,10 +646,7 @@ class AutoPatcher:
             fresh = await self._installation_or_none()
             if fresh is None:
                 return fleet_status, fleet
-            current = (
-                _read(FleetAutoPatchStatus, (fresh.get("status") or {}).get("autoPatch"))
-                or FleetAutoPatchStatus()
-            )
+            current = _fleet_record(fresh)
             seen = decisions.record_seen(current.seen, listed=listed, now=now)
             if seen is None:
                 return current, replace(fleet, seen=decisions.seen_map(current.seen))
@@ -689,10 +671,7 @@ class AutoPatcher:
                 fresh = await self._installation_or_none()
                 if fresh is None:
                     return False
-                current = (
-                    _read(FleetAutoPatchStatus, (fresh.get("status") or {}).get("autoPatch"))
-                    or FleetAutoPatchStatus()
-                )
+                current = _fleet_record(fresh)
                 if _names(current, halt):
                     return True
                 updated = decisions.fleet_record(current, now=self.clock(), halt=halt)
@@ -810,10 +789,7 @@ async def lift_halts(
         fresh = await objects.get_installation(api)
         if fresh is None:
             return ()
-        current = (
-            _read(FleetAutoPatchStatus, (fresh.get("status") or {}).get("autoPatch"))
-            or FleetAutoPatchStatus()
-        )
+        current = _fleet_record(fresh)
         halts, lifted = decisions.lift(current.halts, request=request, user=user, now=now)
         if halts == current.halts:
             return lifted

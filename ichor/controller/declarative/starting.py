@@ -14,7 +14,7 @@ from ichor.api.conditions import SpecReachedReason
 from ichor.api.talosoperation import StartedBy
 from ichor.controller.declarative.decisions import Decision, Target
 from ichor.controller.talosoperation import creating, start_request
-from ichor.kube import errors
+from ichor.kube import bodies, errors
 
 logger = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ TRY_LATER = frozenset({404, 429})
 def request(*, cluster: Mapping[str, Any], target: Target) -> start_request.StartRequest:
     """The start for ``target``; its attempt is the spec generation, so the same spec
     never starts the same upgrade twice, and the next spec change may."""
-    generation = (cluster.get("metadata") or {}).get("generation")
+    generation = bodies.generation(cluster)
     return start_request.StartRequest(
         cluster=start_request.ClusterTarget.from_body(cluster),
         type=target.type,

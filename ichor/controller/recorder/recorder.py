@@ -35,7 +35,7 @@ from ichor.api.autopatch import UNHALT_ANNOTATION, Halt, HaltScope, parse_unhalt
 from ichor.api.events import AutoPatchEventReason, RecordEventReason
 from ichor.controller.autopatch import runner as autopatch
 from ichor.controller.queue import WorkQueue
-from ichor.kube import bodies, errors, events, objects, patching
+from ichor.kube import bodies, clock, errors, events, objects, patching
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +56,6 @@ REASONS: Mapping[records.RecordKind, str] = {
 }
 
 _KINDS: Mapping[kinds.Plural, kinds.Kind] = {plural: kind for kind, plural in kinds.PLURALS.items()}
-
-
-def _now() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
 
 
 def _stamp(moment: datetime) -> str:
@@ -215,5 +211,7 @@ class Recorder:
             request = parse_unhalt(record.detail)
         except ValueError:
             return unhalt_message(record, None)
-        lifted = await autopatch.lift_halts(self.api, request=request, user=record.user, now=_now())
+        lifted = await autopatch.lift_halts(
+            self.api, request=request, user=record.user, now=clock.now()
+        )
         return unhalt_message(record, lifted)

@@ -60,9 +60,8 @@ from ichor import registry
 from ichor.api import kinds
 from ichor.api.ichorinstallation import (
     IchorInstallationSpec,
-    LatestRelease,
     PullSecretRef,
-    UpgradeTargets,
+    read_status,
 )
 from ichor.controller.releasecheck.decisions import (
     Failed,
@@ -72,9 +71,8 @@ from ichor.controller.releasecheck.decisions import (
     due_in,
     next_status,
     parse_interval,
-    read_model,
 )
-from ichor.kube import bodies, errors, events, metrics, objects, patching
+from ichor.kube import bodies, clock, errors, events, metrics, objects, patching
 from ichor.kube.bodies import PlannedEvent
 from ichor.kube.clients import KubeconfigError, read_secret_key
 from ichor.settings import ReleaseCheckSettings
@@ -98,18 +96,9 @@ class _Attempt:
     write_failed: bool
 
 
-def _generation(body: Mapping[str, Any]) -> int | None:
-    value = (body.get("metadata") or {}).get("generation")
-    return int(value) if value is not None else None
-
-
 def _checked_at(body: Mapping[str, Any]) -> datetime | None:
-    targets = read_model(UpgradeTargets, (body.get("status") or {}).get("upgradeTargets"))
+    targets = read_status(body.get("status")).upgrade_targets
     return targets.checked_at if targets is not None else None
-
-
-def _utcnow() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
 
 
 class ReleaseCheck:
@@ -157,7 +146,7 @@ class ReleaseCheck:
         body = self.body
         if body is None:
             return None
-        generation = _generation(body)
+        generation = bodies.generation(body)
         try:
             spec = IchorInstallationSpec.model_validate(body.get("spec") or {}).release_check
             interval = parse_interval(spec.interval)
@@ -170,15 +159,14 @@ class ReleaseCheck:
             return None
         if self.settings.max_interval is not None:
             interval = min(interval, self.settings.max_interval)
-        status: Mapping[str, Any] = body.get("status") or {}
-        targets = read_model(UpgradeTargets, status.get("upgradeTargets"))
-        latest = read_model(LatestRelease, status.get("latestRelease"))
+        status = read_status(body.get("status"))
+        targets, latest = status.upgrade_targets, status.latest_release
         checked_at = targets.checked_at if targets is not None else None
         failed = bool(
             (targets is not None and (targets.talos_error or targets.kubernetes_error))
             or (latest is not None and latest.error)
         )
-        observed = status.get("observedGeneration")
+        observed = status.observed_generation
         spec_changed = generation is not None and generation != observed
         attempt = self._attempt
         retry = self.settings.retry_failed
@@ -203,7 +191,7 @@ class ReleaseCheck:
     async def _run(self) -> None:
         while not self._stopping:
             self._wake.clear()
-            delay = self.delay(_utcnow())
+            delay = self.delay(clock.now())
             if delay is not None and delay <= 0:
                 if not await self._still_due():
                     continue
@@ -215,8 +203,8 @@ class ReleaseCheck:
                 except Exception:
                     logger.exception("release check failed unexpectedly")
                     self._attempt = _Attempt(
-                        at=_utcnow(),
-                        generation=_generation(body) if body is not None else None,
+                        at=clock.now(),
+                        generation=bodies.generation(body) if body is not None else None,
                         listing_failed=True,
                         write_failed=True,
                     )
@@ -242,7 +230,7 @@ class ReleaseCheck:
             )
         else:
             self.body = fresh
-        delay = self.delay(_utcnow())
+        delay = self.delay(clock.now())
         return delay is not None and delay <= 0
 
     # --- one check --------------------------------------------------------------------
@@ -286,7 +274,7 @@ class ReleaseCheck:
         body = self.body
         if body is None:
             return
-        generation = _generation(body)
+        generation = bodies.generation(body)
         try:
             spec = IchorInstallationSpec.model_validate(body.get("spec") or {}).release_check
         except ValidationError:
@@ -311,7 +299,7 @@ class ReleaseCheck:
         metrics.lists_checked(
             {k: len(r.tags) if isinstance(r, Listed) else None for k, r in results.items()}
         )
-        now = _utcnow()
+        now = clock.now()
         self.checks += 1
         listing_failed = any(isinstance(result, Failed) for result in results.values())
         for _ in range(3):
@@ -338,7 +326,7 @@ class ReleaseCheck:
                     self.body = fresh
                     self._attempt = _Attempt(
                         at=recorded,
-                        generation=_generation(fresh),
+                        generation=bodies.generation(fresh),
                         listing_failed=listing_failed,
                         write_failed=False,
                     )

@@ -11,9 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any, TypeVar
-
-from pydantic import BaseModel, ValidationError
+from typing import Any
 
 from ichor.api.conditions import (
     Condition,
@@ -25,14 +23,13 @@ from ichor.api.events import ReleaseCheckEventReason
 from ichor.api.ichorinstallation import (
     LatestRelease,
     UpgradeTargets,
+    read_status,
 )
+from ichor.api.reading import read_model
 from ichor.kube import conditions as kube_conditions
 from ichor.kube.bodies import EventType, PlannedEvent, merge_patch
 from ichor.release.versions import Version, VersionError, parse
 from ichor.upgrade.choices import finals
-
-M = TypeVar("M", bound=BaseModel)
-
 
 # --- what a listing gave ------------------------------------------------------------------
 
@@ -112,29 +109,6 @@ def due_in(
 
 
 # --- merging a listing into the recorded status ------------------------------------------
-
-
-def read_model(model: type[M], raw: object) -> M | None:
-    """``raw`` as ``model``; when the whole does not load, the fields that do (a bad field
-    costs that field only). None when ``raw`` is absent, not an object, or lacks a
-    required field."""
-    if not isinstance(raw, Mapping):
-        return None
-    try:
-        return model.model_validate(raw)
-    except ValidationError:
-        pass
-    good: dict[str, Any] = {}
-    for key, value in raw.items():
-        try:
-            model.model_validate({key: value})
-        except ValidationError:
-            continue
-        good[key] = value
-    try:
-        return model.model_validate(good)
-    except ValidationError:
-        return None
 
 
 def release_tags(tags: Sequence[str]) -> tuple[str, ...]:
@@ -386,8 +360,8 @@ def next_status(
 ) -> Step:
     """The whole decision of one check, pure: merge the listings into the recorded status,
     and plan the Events of the lists that newly failed or recovered."""
-    previous_targets = read_model(UpgradeTargets, raw_status.get("upgradeTargets"))
-    previous_latest = read_model(LatestRelease, raw_status.get("latestRelease"))
+    previous = read_status(raw_status)
+    previous_targets, previous_latest = previous.upgrade_targets, previous.latest_release
     targets = merge_targets(
         previous_targets,
         talos=results[ListKind.TALOS],

@@ -12,8 +12,10 @@ namespace on at most ``group_workers`` of them (``queue``):
 2. compute the status with ``status.evaluate`` (pure);
 3. write the difference through the status subresource, then post the Events.
 
-A changed ``upgradeTargets`` recomputes every cluster from the observations in memory,
-without reading the workload clusters again. A spec the model cannot read is reported
+A changed ``upgradeTargets`` or site policy (``spec.policy``) recomputes every cluster
+from the observations in memory, without reading the workload clusters again; once every
+cluster was judged with the current policy, the count of clusters each entry acts on is
+written to the IchorInstallation's ``status.sitePolicy``. A spec the model cannot read is reported
 once and left alone until it changes; nothing a single object holds stops the others.
 """
 
@@ -23,15 +25,15 @@ import asyncio
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
-from pydantic import ValidationError
 
 from ichor.api import kinds
-from ichor.api.conditions import ClusterConditionType, ClusterReason, SpecReachedReason
+from ichor.api.conditions import ClusterReason, SpecReachedReason
+from ichor.api.reading import read_model
 from ichor.api.taloscluster import (
     DEFAULT_KUBECONFIG_KEY,
     DETECTED_CILIUM,
@@ -55,9 +57,11 @@ from ichor.controller.taloscluster.status import (
     Failure,
     Installation,
     evaluate,
+    policy_tally,
     read_spec,
+    with_auto_patch,
 )
-from ichor.kube import accounts, bodies, conditions, errors, events, metrics, objects, untrusted
+from ichor.kube import accounts, bodies, clock, errors, events, metrics, objects, untrusted
 from ichor.kube.accounts import ServiceAccount, Unnamed
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
@@ -69,6 +73,7 @@ from ichor.kube.clients import (
 )
 from ichor.kube.impersonation import ReadRefused, impersonating, refusal, refused_message
 from ichor.kube.patching import patch_status
+from ichor.release.policy import SitePolicy
 from ichor.settings import ControllerSettings, CredentialSettings, TenantSettings
 
 logger = logging.getLogger(__name__)
@@ -82,6 +87,9 @@ logger = logging.getLogger(__name__)
 #: fleet observed at R clusters a second holds some R x 1.5 x 0.25 of them besides those
 #: in use: with 2 s, a thousand clusters held up to 238 open (58 MiB of buffers).
 WORKLOAD_IDLE_SECONDS = 0.25
+#: Seconds the count of ``status.sitePolicy`` waits before it is written, so a policy
+#: change that recomputes every cluster is one write, not one per cluster.
+SITE_POLICY_SETTLE = 1.0
 
 Key = tuple[str, str]  # (namespace, name)
 SecretKey = tuple[str, str, str]  # (namespace, secret name, data key)
@@ -107,6 +115,8 @@ class _Cluster:
     declared: dict[tuple[int | None, str, str], Decision] = field(default_factory=dict)
     #: Declarative: starts deferred in a row (5xx, 429, a race), for the backoff.
     deferrals: int = 0
+    #: The site policy this cluster was last judged with, and its entries that act on it.
+    site: tuple[SitePolicy, frozenset[str]] | None = None
 
 
 class _NotRead(Exception):
@@ -132,14 +142,10 @@ def _unexpected(error: BaseException) -> str:
     )
 
 
-def _generation(body: Mapping[str, Any]) -> int | None:
-    value = body.get("metadata", {}).get("generation")
-    return int(value) if value is not None else None
-
-
-def _observed_generation(body: Mapping[str, Any]) -> int | None:
-    value = (body.get("status") or {}).get("observedGeneration")
-    return int(value) if value is not None else None
+def _site_status(body: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """``status.sitePolicy`` as stored (None: none)."""
+    found = ((body or {}).get("status") or {}).get("sitePolicy")
+    return dict(found) if isinstance(found, Mapping) else None
 
 
 def _auto_patch_parts(body: Mapping[str, Any] | None) -> tuple[object, object]:
@@ -183,6 +189,11 @@ class ClusterController:
         #: Pending or Running operations by (namespace, operation name): their cluster
         #: and what they do, for the cluster's ``Reconciling`` condition.
         self.operations: dict[Key, tuple[str, ActiveOperation]] = {}
+        #: ``status.sitePolicy`` as last written (or read), the one waiting to be written,
+        #: and the task writing it.
+        self._site_written: dict[str, Any] | None = None
+        self._site_wanted: dict[str, Any] | None = None
+        self._site_writer: asyncio.Task[None] | None = None
 
     def start(self) -> None:
         self.queue.start()
@@ -199,8 +210,12 @@ class ClusterController:
             return
         self.installation = Installation.from_body(body)
         self.installation_body = body
+        self._site_written = _site_status(body)
 
     async def stop(self) -> None:
+        if self._site_writer is not None:
+            self._site_writer.cancel()
+            await asyncio.gather(self._site_writer, return_exceptions=True)
         await self.queue.stop()
         await self.autopatch.close()
         for _, workload in self._workload.values():
@@ -217,6 +232,7 @@ class ClusterController:
             self.clusters.pop(key, None)
             self.queue.forget(key)
             metrics.cluster_forgotten(key)
+            self._tally_site()
             return
         known = self.clusters.get(key)
         if known is None:
@@ -224,8 +240,8 @@ class ClusterController:
             self.queue.add(key)
             return
         known.body = body
-        generation = _generation(body)
-        if generation != _observed_generation(body) and generation != known.parked_generation:
+        generation = bodies.generation(body)
+        if generation != bodies.observed_generation(body) and generation != known.parked_generation:
             self.queue.add(key)
 
     def operation_event(self, event_type: str | None, body: Mapping[str, Any]) -> None:
@@ -264,6 +280,7 @@ class ClusterController:
         before = _auto_patch_parts(self.installation_body)
         fleet_account = accounts.fleet_default(self.installation_body)
         self.installation_body = raw
+        self._site_written = _site_status(raw)
         if (
             installation == self.installation
             and before == _auto_patch_parts(raw)
@@ -280,99 +297,179 @@ class ClusterController:
         cluster = self.clusters.get(key)
         if cluster is None:
             return
-        namespace, name = key
         body = cluster.body
-        generation = _generation(body)
+        generation = bodies.generation(body)
         spec, _ = read_spec(body.get("spec") or {})
-        loop = asyncio.get_running_loop()
         if spec is not None:
-            ref = spec.kubeconfig_secret_ref
-            source = (namespace, ref.name, ref.key or DEFAULT_KUBECONFIG_KEY) if ref else None
-            account = None if ref else self._account(namespace, spec)
-            first = cluster.observation is None and cluster.failure is None
-            moved = source != cluster.source or account != cluster.account
-            if first or loop.time() >= cluster.next_observe or moved:
-                await self._observe(cluster, source, account)
-
+            await self._observe_when_due(key, cluster, spec)
         decided = await self._declare(key, cluster, spec) if spec is not None else None
-
+        now = clock.now()  # the one clock of this look
         raw_status: Mapping[str, Any] = body.get("status") or {}
-        try:
-            previous = TalosClusterStatus.model_validate(raw_status)
-        except ValidationError:
-            previous = TalosClusterStatus()
         outcome = evaluate(
             spec=body.get("spec") or {},
             generation=generation,
-            previous=previous,
+            previous=read_model(TalosClusterStatus, raw_status) or TalosClusterStatus(),
             observation=cluster.observation,
             failure=cluster.failure,
             installation=self.installation,
-            now=datetime.now(UTC).replace(microsecond=0),
+            now=now,
             active=self.active_operations(key),
             declared=decided.declared() if decided is not None else None,
         )
-        now = datetime.now(UTC).replace(microsecond=0)
-        new_status = outcome.status
-        auto = autopatch.Result(status=new_status.auto_patch, condition=None)
+        cluster.site = (self.installation.policy, outcome.site_entries)
+        self._tally_site()
         # Declarative: the spec is the desired state and only its bump starts an upgrade;
         # an auto-patch would move the Nodes past a spec nobody writes.
+        auto = None
         if spec is not None and decided is None:
-            auto = await self.autopatch.reconcile(
-                body=body,
-                status=new_status,
-                not_ready=cluster.observation.nodes.not_ready if cluster.observation else None,
-                workload=self._cached_workload(cluster),
-                installation=self.installation_body,
+            auto = await self._auto_patch(cluster, outcome.status, now=now)
+        new_status = (
+            outcome.status
+            if auto is None
+            else with_auto_patch(
+                outcome.status,
+                auto_patch=auto.status,
+                condition=auto.condition,
+                generation=generation,
                 now=now,
             )
-            kept = tuple(
-                c for c in new_status.conditions if c.type != ClusterConditionType.AUTO_PATCH_READY
-            )
-            merged = (
-                kept
-                if auto.condition is None
-                else conditions.merge(
-                    new_status.conditions,
-                    [auto.condition.model_copy(update={"observed_generation": generation})],
-                    now=now,
-                )
-            )
-            new_status = new_status.model_copy(
-                update={"auto_patch": auto.status, "conditions": merged}
-            )
-        patch = merge_patch(raw_status, new_status.to_api())
-        metrics.upgrades_available(
-            namespace=namespace, cluster=name, choices=outcome.status.upgrade_choices
         )
-        if patch:
+        metrics.upgrades_available(
+            namespace=key[0], cluster=key[1], choices=outcome.status.upgrade_choices
+        )
+        written = await self._write(key, cluster, raw_status, new_status)
+        if written is None:
+            return
+        if written:
+            await self._post(body, outcome.events)
+            await autopatch.post(self.api, body, auto.events if auto else ())
+        self._again(key, cluster, spec, generation, wake_at=auto.wake_at if auto else None, now=now)
+
+    async def _observe_when_due(self, key: Key, cluster: _Cluster, spec: TalosClusterSpec) -> None:
+        """Read the workload cluster when its observation is due, or its source moved."""
+        namespace = key[0]
+        ref = spec.kubeconfig_secret_ref
+        source = (namespace, ref.name, ref.key or DEFAULT_KUBECONFIG_KEY) if ref else None
+        account = None if ref else self._account(namespace, spec)
+        first = cluster.observation is None and cluster.failure is None
+        moved = source != cluster.source or account != cluster.account
+        if first or moved or asyncio.get_running_loop().time() >= cluster.next_observe:
+            await self._observe(cluster, source, account)
+
+    async def _auto_patch(
+        self, cluster: _Cluster, status: TalosClusterStatus, *, now: datetime
+    ) -> autopatch.Result:
+        return await self.autopatch.reconcile(
+            body=cluster.body,
+            status=status,
+            not_ready=cluster.observation.nodes.not_ready if cluster.observation else None,
+            workload=self._cached_workload(cluster),
+            installation=self.installation_body,
+            now=now,
+        )
+
+    async def _write(
+        self,
+        key: Key,
+        cluster: _Cluster,
+        raw_status: Mapping[str, Any],
+        status: TalosClusterStatus,
+    ) -> bool | None:
+        """Write what differs from ``raw_status``: True when written, False when nothing
+        differs, None when the write failed (retried after the backoff) or the cluster
+        went."""
+        patch = merge_patch(raw_status, status.to_api())
+        if not patch:
+            return False
+        namespace, name = key
+        try:
+            written = await patch_status(
+                self.api,
+                kind=kinds.Kind.TALOS_CLUSTER,
+                name=name,
+                namespace=namespace,
+                status_patch=patch,
+            )
+        except errors.NotFound:
+            return None  # deleted meanwhile; the watch says so next
+        except errors.FAILED as error:
+            logger.warning("status of %s/%s not written: %s", namespace, name, error)
+            self.queue.add_after(key, self.settings.backoff_initial)
+            return None
+        if self.clusters.get(key) is cluster:
+            cluster.body = bodies.without_managed_fields(written)
+        return True
+
+    def _again(
+        self,
+        key: Key,
+        cluster: _Cluster,
+        spec: TalosClusterSpec | None,
+        generation: int | None,
+        *,
+        wake_at: datetime | None,
+        now: datetime,
+    ) -> None:
+        """When to look again: the next observation, or sooner when auto-patch wakes; a
+        spec the model cannot read is left alone until it changes."""
+        if spec is None:
+            cluster.parked_generation = generation
+            return
+        cluster.parked_generation = None
+        delay = cluster.next_observe - asyncio.get_running_loop().time()
+        if wake_at is not None:
+            delay = min(delay, max((wake_at - now).total_seconds(), 1.0))
+        self.queue.add_after(key, delay)
+
+    # --- the site policy's count ----------------------------------------------------------
+
+    def _tally_site(self) -> None:
+        """Count the clusters each policy entry acts on, once every cluster was judged
+        with the current policy, and have the count written when it changed."""
+        body = self.installation_body
+        policy = self.installation.policy
+        if body is None or (policy.empty and self._site_written is None):
+            return  # no installation, or no policy now nor a count of an earlier one
+        judged = [cluster.site for cluster in self.clusters.values()]
+        acting = [site[1] for site in judged if site is not None and site[0] == policy]
+        if len(acting) != len(judged):
+            return  # some cluster is still judged with the previous policy
+        generation = (body.get("metadata") or {}).get("generation")
+        tally = policy_tally(
+            policy=policy,
+            generation=generation if isinstance(generation, int) else None,
+            acting=acting,
+        ).to_api()
+        if tally == self._site_written or tally == self._site_wanted:
+            return
+        self._site_wanted = tally
+        if self._site_writer is None or self._site_writer.done():
+            self._site_writer = asyncio.create_task(self._write_site())
+
+    async def _write_site(self) -> None:
+        """Write the wanted count (one write for a burst of reconciles), again after a
+        failure, until what is written is what is wanted."""
+        failures = 0
+        while self._site_wanted is not None and self._site_wanted != self._site_written:
+            await asyncio.sleep(SITE_POLICY_SETTLE)
+            wanted = self._site_wanted
+            patch = merge_patch({"sitePolicy": self._site_written or {}}, {"sitePolicy": wanted})
             try:
-                written = await patch_status(
+                await patch_status(
                     self.api,
-                    kind=kinds.Kind.TALOS_CLUSTER,
-                    name=name,
-                    namespace=namespace,
+                    kind=kinds.Kind.ICHOR_INSTALLATION,
+                    name=kinds.INSTALLATION_NAME,
+                    namespace=None,
                     status_patch=patch,
                 )
             except errors.NotFound:
-                return  # deleted meanwhile; the watch says so next
+                return  # no installation: nothing to count for
             except errors.FAILED as error:
-                logger.warning("status of %s/%s not written: %s", namespace, name, error)
-                self.queue.add_after(key, self.settings.backoff_initial)
-                return
-            if self.clusters.get(key) is cluster:
-                cluster.body = bodies.without_managed_fields(written)
-            await self._post(body, outcome.events)
-            await autopatch.post(self.api, body, auto.events)
-
-        if spec is None:
-            cluster.parked_generation = generation
-            return  # left alone until the spec changes
-        cluster.parked_generation = None
-        delay = cluster.next_observe - loop.time()
-        if auto.wake_at is not None:
-            delay = min(delay, max((auto.wake_at - now).total_seconds(), 1.0))
-        self.queue.add_after(key, delay)
+                failures += 1
+                logger.warning("status.sitePolicy of the IchorInstallation not written: %s", error)
+                await asyncio.sleep(self.settings.backoff(failures))
+                continue
+            self._site_written = wanted
 
     async def _declare(
         self, key: Key, cluster: _Cluster, spec: TalosClusterSpec
@@ -391,7 +488,7 @@ class ClusterController:
         )
         if decided is None or decided.start is None:
             return decided
-        generation = _generation(cluster.body)
+        generation = bodies.generation(cluster.body)
         for stale in [k for k in cluster.declared if k[0] != generation]:
             del cluster.declared[stale]
         memo = (generation, decided.start.type.value, decided.start.version)

@@ -20,7 +20,8 @@ What it judges:
   cleared once the chart reaches it).
 - ``UpgradesBlocked`` and ``status.blockedReleases``: the recorded newer Talos and
   Kubernetes releases that are not offered (``ichor.upgrade.blocked``, the CLI's "Not
-  offered"). True with reason ``ReleasesNotOffered`` and a message a person reads in
+  offered"), a release the site's policy denies among them ("denied by this site: ...").
+  True with reason ``ReleasesNotOffered`` and a message a person reads in
   ``kubectl describe``: how many, and the nearest one of each component with why and the
   step that unblocks it (``3 recorded newer releases are not offered; nearest:
   Kubernetes v1.37.1: Cilium 1.20.4 runs Kubernetes 1.33 to 1.36; a newer Ichor release
@@ -33,7 +34,8 @@ conditions saying what is wrong; nothing here raises for a bad object.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -41,6 +43,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ichor.api import ichorinstallation, taloscluster
+from ichor.api.autopatch import AutoPatchStatus
 from ichor.api.conditions import ClusterConditionType, ClusterReason, Condition, ConditionStatus
 from ichor.api.events import ClusterEventReason, RecordEventReason
 from ichor.api.taloscluster import (
@@ -60,10 +63,11 @@ from ichor.kube import conditions
 from ichor.kube.bodies import EventType, PlannedEvent
 from ichor.release import steps
 from ichor.release.observed import Unreadable
+from ichor.release.policy import SitePolicy
 from ichor.release.refusals import Refusal, Rule
 from ichor.release.release_set import PINNED
 from ichor.release.versions import VersionError, check_contract, check_spec_version
-from ichor.upgrade import blocked
+from ichor.upgrade import blocked, site
 from ichor.upgrade import choices as upgrade_choices
 from ichor.upgrade.rule import Component
 
@@ -87,6 +91,9 @@ Installation = ichorinstallation.Installation
 class Outcome:
     status: TalosClusterStatus
     events: tuple[PlannedEvent, ...]
+    #: The site policy entries that act on the cluster (``ichor.upgrade.site``), for the
+    #: IchorInstallation's count; empty while no list can be judged.
+    site_entries: frozenset[str] = frozenset()
 
 
 def read_spec(raw: Mapping[str, Any]) -> tuple[TalosClusterSpec | None, tuple[str, ...]]:
@@ -301,8 +308,11 @@ def _upgrades(
     cni: CNIStatus,
     installation: Installation,
 ) -> tuple[UpgradeChoices, list[blocked.BlockedRelease] | None]:
-    """The choices, and the blocked lines of the lists that can be used (None: none can)."""
-    cluster = taloscluster.cluster_versions(spec=spec, cni=cni)
+    """The choices, and the blocked lines of the lists that can be used (None: none can).
+
+    The site's policy is read with the table: a release it denies is not offered (the
+    default moves to the next one), and a policy that cannot be read offers nothing."""
+    cluster = taloscluster.cluster_versions(spec=spec, cni=cni, policy=installation.policy)
     groups: dict[str, ChoiceGroup] = {}
     lines: list[blocked.BlockedRelease] | None = None
     for name, type_, component in (
@@ -334,6 +344,15 @@ def _upgrades(
             choices = upgrade_choices.kubernetes_choices(cluster=cluster, releases=releases or ())
         groups[name] = _group(choices, availability)
         stale = f" ({availability.reason})" if availability.reason else ""
+        if installation.policy.unreadable is not None:
+            builder.add(
+                type_,
+                U,
+                Reason.SITE_POLICY_UNREADABLE,
+                f"no {name} is offered: this site's policy (IchorInstallation ichor, "
+                f"spec.policy) cannot be read ({installation.policy.unreadable}); correct it",
+            )
+            continue
         if choices.offered:
             builder.add(type_, T, Reason.UPGRADE_AVAILABLE, _offer_message(name, choices) + stale)
         else:
@@ -471,6 +490,7 @@ def evaluate(
     failure, so the status keeps what was last seen); ``failure`` the current failure;
     ``active`` the cluster's operations that are Pending or Running; ``declared``
     where a ``Declarative`` cluster stands against its spec (None in ``Operations``).
+    Auto-patch's part is added by ``with_auto_patch``, at the same ``now``.
 
     Under ``Declarative``, ``Ready`` is True only once the Nodes run the spec's
     versions: ``kubectl wait --for=condition=Ready`` after a spec bump waits for it.
@@ -483,46 +503,12 @@ def evaluate(
         observation=observation,
         failure=failure,
     )
-
-    if observation is not None:
-        nodes = observation.nodes
-        talos_version = nodes.talos
-        kubernetes_version = nodes.kubernetes
-        node_versions: NodeVersions | None = NodeVersions(
-            count=nodes.count,
-            talos_versions=nodes.talos_versions,
-            kubernetes_versions=nodes.kubernetes_versions,
-            differ=nodes.differ,
-            unreadable=nodes.unreadable or None,
-        )
-        detected, detected_version = observation.cni.detected, observation.cni.version
-        unreadable = observation.cni.unreadable
-    else:
-        talos_version, kubernetes_version = previous.talos_version, previous.kubernetes_version
-        node_versions = previous.nodes
-        old_cni = previous.cni or CNIStatus()
-        detected, detected_version = old_cni.detected, old_cni.detected_version
-        unreadable = old_cni.unreadable
-    recorded_override = previous.cni.image_override if previous.cni else None
-    kept_override, frozen = _frozen_patch(recorded_override)
-    cni = CNIStatus(
-        detected=detected,
-        detected_version=detected_version,
-        image_override=kept_override,
-        unreadable=unreadable if steps.is_cilium(detected) and not detected_version else None,
-    )
-
-    upgrade_choices: UpgradeChoices | None
-    blocked_releases: BlockedReleases | None
+    kept_override, frozen = _frozen_patch(previous.cni.image_override if previous.cni else None)
+    seen = _seen(observation, previous, image_override=kept_override)
+    cni = seen.cni
+    site_entries: frozenset[str] = frozenset()
     if cluster_spec is None or problems:
-        message = "; ".join(problems)
-        builder.add(Type.VERSIONS_COMPATIBLE, F, Reason.INVALID_SPEC, message)
-        for type_ in (
-            Type.TALOS_UPGRADE_AVAILABLE,
-            Type.KUBERNETES_UPGRADE_AVAILABLE,
-            Type.UPGRADES_BLOCKED,
-        ):
-            builder.add(type_, U, Reason.INVALID_SPEC, message)
+        _unjudged(builder, problems)
         upgrade_choices, blocked_releases = None, None
     else:
         _compatible(builder, spec=cluster_spec, cni=cni)
@@ -530,14 +516,11 @@ def evaluate(
             builder, spec=cluster_spec, cni=cni, installation=installation
         )
         blocked_releases = _blocked(builder, lines)
+        site_entries = _site_entries(spec=cluster_spec, cni=cni, installation=installation)
     _cilium(builder, spec=cluster_spec, cni=cni, frozen=frozen)
-
     if declared is not None:
         _declared(builder, declared)
-    merged = conditions.merge(previous.conditions, builder.items, now=now)
-    if declared is None:  # back in Operations: the mode's own condition goes
-        merged = tuple(c for c in merged if c.type != Type.SPEC_REACHED)
-    reconciling, stalled = _progress(
+    progress = _progress(
         declared=declared,
         generation=generation,
         problems=problems or (("the spec cannot be read",) if cluster_spec is None else ()),
@@ -545,28 +528,157 @@ def evaluate(
         observation=observation,
         active=active,
     )
+    status = TalosClusterStatus(
+        observed_generation=generation,
+        talos_version=seen.talos,
+        kubernetes_version=seen.kubernetes,
+        nodes=seen.nodes,
+        cni=cni,
+        upgrade_choices=upgrade_choices,
+        blocked_releases=blocked_releases,
+        # auto-patch's own: ``with_auto_patch`` writes its part (Operations mode only)
+        auto_patch=previous.auto_patch if declared is None else None,
+        # the Talos operations' read writes it; carried over unchanged
+        node_images=previous.node_images,
+        conditions=_conditions(previous, builder, progress, declared=declared, now=now),
+    )
+    return Outcome(
+        status=status, events=tuple(_events(previous, status)), site_entries=site_entries
+    )
+
+
+def policy_tally(
+    *, policy: SitePolicy, generation: int | None, acting: Sequence[frozenset[str]]
+) -> ichorinstallation.SitePolicyStatus:
+    """``IchorInstallation.status.sitePolicy``: each entry of ``policy`` and how many of the
+    judged clusters it acts on (``acting``: one set of entry names per cluster)."""
+    counts = Counter(name for names in acting for name in names)
+    return ichorinstallation.SitePolicyStatus(
+        observed_generation=generation,
+        clusters=len(acting),
+        entries=tuple(
+            ichorinstallation.PolicyEntryStatus(
+                name=entry.name,
+                kind=entry.kind.value,
+                component=entry.component.value,
+                clusters=counts[entry.name],
+            )
+            for entry in policy.entries
+        ),
+        unreadable=policy.unreadable,
+    )
+
+
+def _site_entries(
+    *, spec: TalosClusterSpec, cni: CNIStatus, installation: Installation
+) -> frozenset[str]:
+    """The policy entries that act on the cluster, over the lists that can be used."""
+    listed = {
+        component: installation.recorded(component)
+        for component in (Component.TALOS, Component.KUBERNETES)
+    }
+    return site.acting_entries(
+        cluster=taloscluster.cluster_versions(spec=spec, cni=cni, policy=installation.policy),
+        talos_releases=listed[Component.TALOS].releases or (),
+        kubernetes_releases=listed[Component.KUBERNETES].releases or (),
+    )
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """What the workload cluster was last seen to run."""
+
+    talos: str | None
+    kubernetes: str | None
+    nodes: NodeVersions | None
+    cni: CNIStatus
+
+
+def _seen(
+    observation: Observation | None, previous: TalosClusterStatus, *, image_override: str | None
+) -> _Seen:
+    """The observation's versions, or without one the last status's; ``image_override``:
+    the Cilium image patch kept (``_frozen_patch``)."""
+    if observation is None:
+        old = previous.cni or CNIStatus()
+        detected, version, unreadable = old.detected, old.detected_version, old.unreadable
+        talos, kubernetes, nodes = (
+            previous.talos_version,
+            previous.kubernetes_version,
+            previous.nodes,
+        )
+    else:
+        read = observation.nodes
+        talos, kubernetes = read.talos, read.kubernetes
+        nodes = NodeVersions(
+            count=read.count,
+            talos_versions=read.talos_versions,
+            kubernetes_versions=read.kubernetes_versions,
+            differ=read.differ,
+            unreadable=read.unreadable or None,
+        )
+        detected, version = observation.cni.detected, observation.cni.version
+        unreadable = observation.cni.unreadable
+    cni = CNIStatus(
+        detected=detected,
+        detected_version=version,
+        image_override=image_override,
+        unreadable=unreadable if steps.is_cilium(detected) and not version else None,
+    )
+    return _Seen(talos=talos, kubernetes=kubernetes, nodes=nodes, cni=cni)
+
+
+def _unjudged(builder: _Builder, problems: Sequence[str]) -> None:
+    """A spec no rule can read: every judged condition says what is wrong with it."""
+    message = "; ".join(problems)
+    builder.add(Type.VERSIONS_COMPATIBLE, F, Reason.INVALID_SPEC, message)
+    for type_ in (
+        Type.TALOS_UPGRADE_AVAILABLE,
+        Type.KUBERNETES_UPGRADE_AVAILABLE,
+        Type.UPGRADES_BLOCKED,
+    ):
+        builder.add(type_, U, Reason.INVALID_SPEC, message)
+
+
+def _conditions(
+    previous: TalosClusterStatus,
+    builder: _Builder,
+    progress: tuple[Condition | None, Condition | None],
+    *,
+    declared: Declared | None,
+    now: datetime,
+) -> tuple[Condition, ...]:
+    """The conditions built now merged over the previous ones, with ``Reconciling`` and
+    ``Stalled`` present only while True."""
+    merged = conditions.merge(previous.conditions, builder.items, now=now)
+    if declared is None:  # back in Operations: the mode's own condition goes
+        merged = tuple(c for c in merged if c.type != Type.SPEC_REACHED)
+    reconciling, stalled = progress
     merged = conditions.while_true(merged, Type.RECONCILING, reconciling, now=now)
     merged = conditions.while_true(merged, Type.STALLED, stalled, now=now)
     if declared is not None:
         # Declarative: auto-patch does not run, so nothing of it is shown (what the
         # Operations mode wrote would stay at its generation, saying what no longer holds)
         merged = tuple(c for c in merged if c.type != Type.AUTO_PATCH_READY)
-    status = TalosClusterStatus(
-        observed_generation=generation,
-        talos_version=talos_version,
-        kubernetes_version=kubernetes_version,
-        nodes=node_versions,
-        cni=cni,
-        upgrade_choices=upgrade_choices,
-        blocked_releases=blocked_releases,
-        # auto-patch's own; the cluster controller writes the result of both at once
-        auto_patch=previous.auto_patch if declared is None else None,
-        # the Talos operations' read writes it; carried over unchanged
-        node_images=previous.node_images,
-        conditions=merged,
-    )
-    events = _events(previous, status)
-    return Outcome(status=status, events=tuple(events))
+    return merged
+
+
+def with_auto_patch(
+    status: TalosClusterStatus,
+    *,
+    auto_patch: AutoPatchStatus | None,
+    condition: Condition | None,
+    generation: int | None,
+    now: datetime,
+) -> TalosClusterStatus:
+    """``status`` (``evaluate``'s, at the same ``now``) with what auto-patch decided:
+    its status, and its condition at this generation (None: the condition goes)."""
+    if condition is None:
+        merged = tuple(c for c in status.conditions if c.type != Type.AUTO_PATCH_READY)
+    else:
+        update = condition.model_copy(update={"observed_generation": generation})
+        merged = conditions.merge(status.conditions, [update], now=now)
+    return status.model_copy(update={"auto_patch": auto_patch, "conditions": merged})
 
 
 def _declared(builder: _Builder, declared: Declared) -> None:
@@ -636,71 +748,6 @@ _WARNING_READY = {
 }
 
 
-def _events(previous: TalosClusterStatus, current: TalosClusterStatus) -> list[PlannedEvent]:
-    """Events for the changes a person should see; none when nothing changed."""
-    events: list[PlannedEvent] = []
-    warn, normal = EventType.WARNING, EventType.NORMAL
-    for old, new in conditions.transitions(previous.conditions, current.conditions):
-        if new.type == Type.READY:
-            if new.reason in _WARNING_READY:
-                events.append(
-                    PlannedEvent(warn, _WARNING_READY[ClusterReason(new.reason)], new.message)
-                )
-            elif new.reason == Reason.NODES_DIFFER:
-                events.append(PlannedEvent(normal, ClusterEventReason.NODES_DIFFER, new.message))
-            elif new.status == T and (old is None or old.status != T):
-                events.append(PlannedEvent(normal, ClusterEventReason.OBSERVED, new.message))
-        elif new.type == Type.VERSIONS_COMPATIBLE:
-            if new.reason == Reason.UNMANAGED_CILIUM:
-                events.append(
-                    PlannedEvent(normal, ClusterEventReason.UNMANAGED_CILIUM, new.message)
-                )
-            elif new.reason == Reason.CILIUM_VERSION_UNREADABLE:
-                events.append(
-                    PlannedEvent(warn, ClusterEventReason.CILIUM_VERSION_UNREADABLE, new.message)
-                )
-            elif new.status == F:
-                reason = (
-                    ClusterEventReason.INVALID_SPEC
-                    if new.reason == Reason.INVALID_SPEC
-                    else ClusterEventReason.INCOMPATIBLE
-                )
-                events.append(PlannedEvent(warn, reason, new.message))
-            elif new.status == T and old is not None and old.status == F:
-                events.append(PlannedEvent(normal, ClusterEventReason.COMPATIBLE, new.message))
-        elif new.type == Type.SPEC_REACHED:
-            events.extend(_declared_event(old, new))
-        elif new.type == Type.CILIUM_UPGRADE_AVAILABLE and new.status == T:
-            events.append(PlannedEvent(normal, ClusterEventReason.CILIUM_UPGRADE, new.message))
-    # A start refused again for a new spec generation is judged afresh: one more Event.
-    old_spec = conditions.find(previous.conditions, Type.SPEC_REACHED)
-    new_spec = conditions.find(current.conditions, Type.SPEC_REACHED)
-    if (
-        old_spec is not None
-        and new_spec is not None
-        and (old_spec.status, old_spec.reason) == (new_spec.status, new_spec.reason)
-        and old_spec.observed_generation != new_spec.observed_generation
-    ):
-        events.extend(_declared_event(None, new_spec))
-    for name, reason, before, after in _defaults(previous, current):
-        if after is not None and after != before:
-            message = f"{name} {after} is available (the default upgrade choice)"
-            events.append(PlannedEvent(normal, reason, message))
-    for name, before, after in (
-        ("Talos", previous.talos_version, current.talos_version),
-        ("Kubernetes", previous.kubernetes_version, current.kubernetes_version),
-        (
-            "Cilium",
-            previous.cni.detected_version if previous.cni else None,
-            current.cni.detected_version if current.cni else None,
-        ),
-    ):
-        if before is not None and after is not None and before != after:
-            message = f"the cluster now runs {name} {after} (was {before})"
-            events.append(PlannedEvent(normal, ClusterEventReason.VERSION_CHANGED, message))
-    return events
-
-
 #: SpecReached reasons that post a Warning (the cluster is Stalled under them).
 _DECLARED_WARNINGS = {
     "Refused": ClusterEventReason.UPGRADE_REFUSED,
@@ -710,12 +757,143 @@ _DECLARED_WARNINGS = {
 }
 
 
-def _declared_event(old: Condition | None, new: Condition) -> list[PlannedEvent]:
+def ready_events(old: Condition | None, new: Condition) -> list[PlannedEvent]:
+    """``Ready`` changed: a Warning for a read that failed, the Nodes found to differ, or
+    the cluster observed again."""
+    if new.reason in _WARNING_READY:
+        reason = _WARNING_READY[ClusterReason(new.reason)]
+        return [PlannedEvent(EventType.WARNING, reason, new.message)]
+    if new.reason == Reason.NODES_DIFFER:
+        return [PlannedEvent(EventType.NORMAL, ClusterEventReason.NODES_DIFFER, new.message)]
+    if new.status == T and (old is None or old.status != T):
+        return [PlannedEvent(EventType.NORMAL, ClusterEventReason.OBSERVED, new.message)]
+    return []
+
+
+def compatibility_events(old: Condition | None, new: Condition) -> list[PlannedEvent]:
+    """``VersionsCompatible`` changed: a Cilium shown and not judged, one that cannot be
+    read, a pair refused, or compatible again."""
+    if new.reason == Reason.UNMANAGED_CILIUM:
+        return [PlannedEvent(EventType.NORMAL, ClusterEventReason.UNMANAGED_CILIUM, new.message)]
+    if new.reason == Reason.CILIUM_VERSION_UNREADABLE:
+        reason = ClusterEventReason.CILIUM_VERSION_UNREADABLE
+        return [PlannedEvent(EventType.WARNING, reason, new.message)]
+    if new.status == F:
+        reason = (
+            ClusterEventReason.INVALID_SPEC
+            if new.reason == Reason.INVALID_SPEC
+            else ClusterEventReason.INCOMPATIBLE
+        )
+        return [PlannedEvent(EventType.WARNING, reason, new.message)]
+    if new.status == T and old is not None and old.status == F:
+        return [PlannedEvent(EventType.NORMAL, ClusterEventReason.COMPATIBLE, new.message)]
+    return []
+
+
+def spec_reached_events(old: Condition | None, new: Condition) -> list[PlannedEvent]:
+    """``SpecReached`` changed (Declarative): a Warning while it cannot be reached, a
+    Normal Event once it is."""
     if new.reason in _DECLARED_WARNINGS:
         return [PlannedEvent(EventType.WARNING, _DECLARED_WARNINGS[new.reason], new.message)]
     if new.status == T and old is not None and old.status != T:
         return [PlannedEvent(EventType.NORMAL, ClusterEventReason.SPEC_REACHED, new.message)]
     return []
+
+
+def cilium_upgrade_events(old: Condition | None, new: Condition) -> list[PlannedEvent]:
+    """``CiliumUpgradeAvailable`` became True: the embedded chart is newer."""
+    if new.status != T:
+        return []
+    return [PlannedEvent(EventType.NORMAL, ClusterEventReason.CILIUM_UPGRADE, new.message)]
+
+
+#: The Events of one condition's change (``conditions.transitions``), by its type.
+Transition = Callable[[Condition | None, Condition], list[PlannedEvent]]
+TRANSITION_EVENTS: Mapping[str, Transition] = {
+    Type.READY: ready_events,
+    Type.VERSIONS_COMPATIBLE: compatibility_events,
+    Type.SPEC_REACHED: spec_reached_events,
+    Type.CILIUM_UPGRADE_AVAILABLE: cilium_upgrade_events,
+}
+
+
+def transition_events(
+    previous: TalosClusterStatus, current: TalosClusterStatus
+) -> list[PlannedEvent]:
+    """The Events of each condition that changed, in the order of the conditions."""
+    return [
+        event
+        for old, new in conditions.transitions(previous.conditions, current.conditions)
+        if new.type in TRANSITION_EVENTS
+        for event in TRANSITION_EVENTS[new.type](old, new)
+    ]
+
+
+def spec_refused_again_events(
+    previous: TalosClusterStatus, current: TalosClusterStatus
+) -> list[PlannedEvent]:
+    """A start refused again for a new spec generation is judged afresh: one more Event
+    though ``SpecReached`` did not change."""
+    old = conditions.find(previous.conditions, Type.SPEC_REACHED)
+    new = conditions.find(current.conditions, Type.SPEC_REACHED)
+    if old is None or new is None:
+        return []
+    if (old.status, old.reason) != (new.status, new.reason):
+        return []  # a change: ``transition_events`` posts it
+    if old.observed_generation == new.observed_generation:
+        return []
+    return spec_reached_events(None, new)
+
+
+def default_choice_events(
+    previous: TalosClusterStatus, current: TalosClusterStatus
+) -> list[PlannedEvent]:
+    """A new default upgrade choice of Talos or Kubernetes."""
+    return [
+        PlannedEvent(
+            EventType.NORMAL, reason, f"{name} {after} is available (the default upgrade choice)"
+        )
+        for name, reason, before, after in _defaults(previous, current)
+        if after is not None and after != before
+    ]
+
+
+def version_change_events(
+    previous: TalosClusterStatus, current: TalosClusterStatus
+) -> list[PlannedEvent]:
+    """What the cluster runs changed: Talos, Kubernetes or Cilium."""
+    return [
+        PlannedEvent(
+            EventType.NORMAL,
+            ClusterEventReason.VERSION_CHANGED,
+            f"the cluster now runs {name} {after} (was {before})",
+        )
+        for name, before, after in (
+            ("Talos", previous.talos_version, current.talos_version),
+            ("Kubernetes", previous.kubernetes_version, current.kubernetes_version),
+            (
+                "Cilium",
+                previous.cni.detected_version if previous.cni else None,
+                current.cni.detected_version if current.cni else None,
+            ),
+        )
+        if before is not None and after is not None and before != after
+    ]
+
+
+#: Where the Events of a status change come from, in the order they are posted.
+EventStep = Callable[[TalosClusterStatus, TalosClusterStatus], list[PlannedEvent]]
+EVENT_CHAIN: tuple[EventStep, ...] = (
+    transition_events,
+    spec_refused_again_events,
+    default_choice_events,
+    version_change_events,
+)
+
+
+def _events(previous: TalosClusterStatus, current: TalosClusterStatus) -> list[PlannedEvent]:
+    """Events for the changes a person should see; none when nothing changed."""
+    return [event for step in EVENT_CHAIN for event in step(previous, current)]
 
 
 def _defaults(

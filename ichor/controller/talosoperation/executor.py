@@ -47,7 +47,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, cast
 
 from kubernetes_asyncio import client
@@ -57,6 +57,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ichor.api import kinds
 from ichor.api.conditions import OperationReason
 from ichor.api.events import OperationEventReason
+from ichor.api.ichorinstallation import Installation
 from ichor.api.taloscluster import (
     DEFAULT_KUBECONFIG_KEY,
     DEFAULT_TALOSCONFIG_KEY,
@@ -84,6 +85,7 @@ from ichor.kube import (
     accounts,
     batch,
     bodies,
+    clock,
     credentials,
     errors,
     events,
@@ -100,6 +102,7 @@ from ichor.kube.clients import (
     read_secret_key,
 )
 from ichor.kube.impersonation import ReadRefused, impersonating, refusal, refused_message
+from ichor.release.policy import SitePolicy
 from ichor.settings import CredentialSettings, OperationSettings, TenantSettings
 from ichor.upgrade import node_images
 from ichor.upgrade.node_images import NodeReading
@@ -144,8 +147,7 @@ def _namespace(key: Key) -> str:
     return key[0]
 
 
-def _now() -> datetime:
-    return datetime.now(UTC).replace(microsecond=0)
+_now = clock.now
 
 
 def _raw(api: ApiClient, model: Any) -> dict[str, Any]:
@@ -323,7 +325,8 @@ class OperationController:
             )
             return await self._refuse(op, OperationReason.CLUSTER_NOT_FOUND, message), None
         try:
-            cluster = ClusterState.from_body(cluster_body)
+            # the site's policy as it is now: a change since the plan is in force
+            cluster = ClusterState.from_body(cluster_body, policy=await self._site_policy())
         except ValueError as error:
             message = f"the spec of TalosCluster {op.spec.cluster_ref.name} cannot be read: {error}"
             return await self._refuse(op, OperationReason.INVALID_OPERATION, message), None
@@ -1616,6 +1619,11 @@ class OperationController:
             # whole step, as every other call of the step does.
             logger.info("pods of Job %s/%s not read: %s", namespace, job, error)
             return []
+
+    async def _site_policy(self) -> SitePolicy:
+        """The site's policy (the IchorInstallation's ``spec.policy``), read the way the
+        webhook and the TalosCluster controller read it."""
+        return Installation.from_body(await objects.get_installation(self.api)).policy
 
     async def _read_cluster(self, op: Operation) -> dict[str, Any] | None:
         return await objects.get(

@@ -53,9 +53,10 @@ from ichor.api.talosoperation import (
     TalosOperationSpec,
     TalosOperationStatus,
 )
-from ichor.kube import conditions
+from ichor.kube import bodies, conditions
 from ichor.release import observed
 from ichor.release.observed import Unreadable
+from ichor.release.policy import NO_POLICY, SitePolicy
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
 from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, VersionError, parse
@@ -128,13 +129,12 @@ class Operation:
             status = TalosOperationStatus.model_validate(raw_status)
         except ValidationError:
             status = TalosOperationStatus()
-        generation = meta.get("generation")
         return cls(
             namespace=str(meta.get("namespace", "")),
             name=str(meta.get("name", "")),
             uid=str(meta.get("uid", "")),
             created=str(meta.get("creationTimestamp", "")),
-            generation=int(generation) if generation is not None else None,
+            generation=bodies.generation(body),
             resource_version=str(meta.get("resourceVersion", "")),
             deleting=bool(meta.get("deletionTimestamp")),
             finalizers=tuple(meta.get("finalizers") or ()),
@@ -224,14 +224,16 @@ def past_queue(order: Sequence[Operation], *, most: int) -> list[Operation]:
 
 @dataclass(frozen=True)
 class ClusterState:
-    """A TalosCluster as the executor judges it: its spec and what was last observed."""
+    """A TalosCluster as the executor judges it: its spec and what was last observed, with
+    the site's policy (the IchorInstallation's ``spec.policy``, read at execution)."""
 
     name: str
     spec: TalosClusterSpec
     status: TalosClusterStatus
+    policy: SitePolicy = NO_POLICY
 
     @classmethod
-    def from_body(cls, body: Mapping[str, Any]) -> ClusterState:
+    def from_body(cls, body: Mapping[str, Any], *, policy: SitePolicy = NO_POLICY) -> ClusterState:
         """Raises ``ValueError`` for a spec the model cannot read."""
         try:
             spec = TalosClusterSpec.model_validate(body.get("spec") or {})
@@ -241,11 +243,18 @@ class ClusterState:
             status = TalosClusterStatus.model_validate(body.get("status") or {})
         except ValidationError:
             status = TalosClusterStatus()
-        return cls(name=str((body.get("metadata") or {}).get("name", "")), spec=spec, status=status)
+        return cls(
+            name=str((body.get("metadata") or {}).get("name", "")),
+            spec=spec,
+            status=status,
+            policy=policy,
+        )
 
     @property
     def versions(self) -> ClusterVersions:
-        return taloscluster.cluster_versions(spec=self.spec, cni=self.status.cni)
+        return taloscluster.cluster_versions(
+            spec=self.spec, cni=self.status.cni, policy=self.policy
+        )
 
     @property
     def declarative(self) -> bool:

@@ -22,7 +22,7 @@ from pathlib import Path
 import yaml
 
 from tests.component.chart import helm, readme
-from tests.harness import controlplane
+from tests.harness import account, controlplane
 
 
 @dataclass(frozen=True)
@@ -77,6 +77,24 @@ def _clear_leftover_installation(plane: controlplane.ControlPlane) -> None:
             plane.kubectl("delete", "ichorinstallation", "ichor", "--wait=true")
 
 
+def _hand_reader_role_to(plane: controlplane.ControlPlane, namespace: str) -> None:
+    """The chart's ``ichor-tenant-reader``, applied by a test that bound it to a tenant
+    (tests/harness/account.py) and not Helm's, would make the install fail: it is marked
+    as this release's, so Helm adopts it and removes it at uninstall."""
+    found = plane.kubectl("get", "clusterrole", account.TENANT_READER, "-o", "json", check=False)
+    if found.returncode != 0:
+        return
+    labels = json.loads(found.stdout)["metadata"].get("labels") or {}
+    if labels.get("app.kubernetes.io/managed-by") == "Helm":
+        return
+    role = ["clusterrole", account.TENANT_READER]
+    plane.kubectl("label", *role, "--overwrite", "app.kubernetes.io/managed-by=Helm")
+    plane.kubectl(
+        "annotate", *role, "--overwrite",
+        f"meta.helm.sh/release-name={helm.RELEASE}", f"meta.helm.sh/release-namespace={namespace}",
+    )  # fmt: skip
+
+
 #: The install page's command that turns on mutual TLS for the webhook (docs/install.md).
 MUTUAL_TLS = "helm upgrade ichor charts/ichor"
 
@@ -122,6 +140,7 @@ def installed(
     webhook require the API server's client certificate (``client_ca_files``)."""
     namespace = f"ichor-system-{uuid.uuid4().hex[:6]}"
     _clear_leftover_installation(plane)
+    _hand_reader_role_to(plane, namespace)
     values = {
         "webhook": {"url": f"https://127.0.0.1:{webhook_port}"},
         # No internet here: the check fails at once on a closed loopback port instead.

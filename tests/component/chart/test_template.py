@@ -13,7 +13,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, padding, rsa
 
-from ichor.webhook import server
+from ichor.webhook.configuration import render_configuration, render_mutating_configuration
 from tests.component.chart import helm
 from tests.component.chart.helm import Object
 
@@ -255,8 +255,8 @@ def _webhooks(objects: list[Object]) -> list[dict[str, Any]]:
 def test_webhook_configuration_is_the_webhooks_own(rendered: dict[str, list[Object]]) -> None:
     """Everything but the client configuration is what render_configuration gives."""
     own: list[Any] = [
-        *server.render_configuration(url="https://x", ca_bundle=b"x")["webhooks"],
-        *server.render_mutating_configuration(url="https://x", ca_bundle=b"x")["webhooks"],
+        *render_configuration(url="https://x", ca_bundle=b"x")["webhooks"],
+        *render_mutating_configuration(url="https://x", ca_bundle=b"x")["webhooks"],
     ]
     chart = _webhooks(rendered["defaults"])
 

@@ -27,7 +27,7 @@ import aiohttp
 import pytest
 import yaml
 
-from ichor.webhook import intake, server
+from ichor.webhook import budget, connections, intake
 from tests.component.chart import helm
 from tests.component.chart.conftest import Installed, start_operator, stop_operator
 from tests.fixtures.fuzzing import figure
@@ -49,7 +49,7 @@ HOSTILE_GROWTH = 64 * 1024 * 1024
 #: budget, and every place's TLS buffer (asyncio's 256 KiB) and request buffers. (These
 #: callers handshake as quickly as the API server, so none of them is dropped for it: a
 #: burst of the API server's own new connections must be answered.)
-SLOW_GROWTH = server.BUDGET_BYTES + server.MAX_CONNECTIONS * 384 * 1024
+SLOW_GROWTH = budget.BUDGET_BYTES + connections.MAX_CONNECTIONS * 384 * 1024
 #: A connection that never starts its TLS handshake is closed by the server within this.
 CLOSED_WITHIN = 6.0
 #: The API server waits this long for an answer (the chart's webhook.timeoutSeconds).

@@ -25,7 +25,7 @@ from ichor.cli.main import main
 from tests.component.webhook import harness
 from tests.component.webhook.conftest import records_pending
 from tests.harness import account, controlplane
-from tests.support import rbac
+from tests.support import rbac, table
 
 PLAIN = "nadia"
 HOLDER = "olivia"
@@ -37,9 +37,9 @@ TALOS_TAGS = [
     *(f"v1.13.{p}" for p in range(10)),
     *(f"v1.14.{p}" for p in range(6)),
     "v1.14.0-rc.1",
-    "v1.15.0-alpha.0",
+    f"{table.unknown_talos()}-alpha.0",
     "1.14.5",
-    "v1.15.0",
+    table.unknown_talos(),  # the first minor this build does not know
 ]
 KUBERNETES_TAGS = [
     *(f"v1.33.{p}" for p in range(9)),

@@ -18,7 +18,7 @@ from ichor.cli.main import main
 from ichor.release.release_set import PINNED
 from tests.component.cli.conftest import PLAIN, Cli
 from tests.harness import controlplane
-from tests.support import nodes
+from tests.support import nodes, table
 
 pytestmark = pytest.mark.component
 
@@ -202,7 +202,7 @@ def test_adopt_of_a_cluster_newer_than_the_set_is_no_reason_to_refuse(
     ("talos", "kubelet", "reason"),
     [
         ("v1.11.6", "v1.34.2", "Ichor adopts Talos 1.12 or newer"),
-        ("v1.15.0", "v1.36.6", "v1.15.0"),
+        (table.unknown_talos(), "v1.36.6", table.unknown_talos()),
         ("v1.14.3", "v1.99.0", "v1.99.0"),
     ],
     ids=["below-the-floor", "unknown-talos", "unknown-kubernetes"],
@@ -282,10 +282,10 @@ def test_adopt_of_an_incompatible_pair_works_for_a_user_without_the_verb(
 
 
 def test_an_unknown_version_is_refused_for_an_adoption_too(cli: Cli, workload: Workload) -> None:
-    workload.node("w1", talos="v1.15.0", kubelet="v1.36.6")
+    workload.node("w1", talos=table.unknown_talos(), kubelet="v1.36.6")
     result = cli("adopt", "edge", "--workload-kubeconfig", str(cli.plane.kubeconfig), user=PLAIN)
     assert result.code == 1, result.out
-    assert "Talos v1.15.0 is refused" in result.err + result.out
+    assert f"Talos {table.unknown_talos()} is refused" in result.err + result.out
     assert cli.get("taloscluster", "edge") is None
 
 

@@ -551,7 +551,9 @@ def test_ctrl_c_while_waiting_exits_130_and_the_operation_goes_on(cli: Cli, reco
         assert process.stdout is not None
         line = process.stdout.readline()
         assert "created" in line, line
-        time.sleep(1.0)  # in the polling loop now
+        # the first phase the loop prints: it is following now, whatever the load
+        phase = process.stdout.readline()
+        assert phase.strip().startswith("Pending"), phase
         assert process.poll() is None, "the command ended before it was interrupted"
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=30)

@@ -13,6 +13,7 @@ import pytest
 from ichor.upgrade import blocked, choices, path_plan
 from ichor.upgrade.rule import ClusterVersions, Component
 from tests.component.cli.conftest import HOLDER, KUBERNETES_TAGS, PLAIN, TALOS_TAGS, Cli
+from tests.support import table
 
 pytestmark = pytest.mark.component
 
@@ -202,7 +203,7 @@ def test_a_dry_run_override_records_no_event(cli: Cli, recorded: Any) -> None:
 @pytest.mark.parametrize(
     ("component", "version", "reason"),
     [
-        ("talos", "v1.15.0", "Talos v1.15.0 is refused"),
+        ("talos", table.unknown_talos(), f"Talos {table.unknown_talos()} is refused"),
         ("talos", "v1.14.0-rc.1", "is not a final release"),
         ("kubernetes", "v1.36.5", "moves only to a newer version"),
         ("kubernetes", "v1.38.0", "v1.38.0"),

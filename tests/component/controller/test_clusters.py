@@ -22,11 +22,13 @@ from tests.component.controller.conftest import (
     eventually,
 )
 from tests.harness import controlplane
+from tests.support import table
 from tests.support.operator import CRDS
 
 pytestmark = pytest.mark.component
 
-TALOS = ["v1.13.2", "v1.14.3", "v1.14.4", "v1.15.0", "1.14.9", "v1.14.5-beta.0"]
+# a release of the first minor this build does not know among them
+TALOS = ["v1.13.2", "v1.14.3", "v1.14.4", table.unknown_talos(), "1.14.9", "v1.14.5-beta.0"]
 KUBERNETES = ["v1.35.2", "v1.36.6", "v1.36.7", "v1.37.1"]
 TARGETS = {"checkedAt": "2026-12-03T07:00:00Z", "talos": TALOS, "kubernetes": KUBERNETES}
 

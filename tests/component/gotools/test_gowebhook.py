@@ -26,7 +26,7 @@ import yaml
 from ichor.api import kinds
 from tests.differential import admission_cases
 from tests.harness import certs, controlplane
-from tests.support import gotools, gowebhook
+from tests.support import gotools, gowebhook, table
 
 READY_TIMEOUT = 30.0
 
@@ -61,7 +61,7 @@ def registered(
             # The API server picks a new configuration up within a moment: bounded wait.
             deadline = time.monotonic() + READY_TIMEOUT
             while "(rule UnknownVersion)" not in _create(
-                plane, namespace, "probe", talos="v1.15.0", dry_run=True
+                plane, namespace, "probe", talos=table.unknown_talos(), dry_run=True
             ):
                 if time.monotonic() > deadline:
                     raise AssertionError(
@@ -92,7 +92,7 @@ def test_the_api_server_shows_the_go_webhooks_refusals_and_passes_the_rest(
     control_plane: controlplane.ControlPlane, registered: gowebhook.GoWebhook, namespace: str
 ) -> None:
     plane = control_plane
-    refused = _create(plane, namespace, "next", talos="v1.15.0")
+    refused = _create(plane, namespace, "next", talos=table.unknown_talos())
     assert 'admission webhook "taloscluster.gowebhook.ichor.dev" denied the request' in refused
     assert f"TalosCluster {namespace}/next is refused (rule UnknownVersion)" in refused
 
@@ -106,7 +106,7 @@ def test_the_api_server_shows_the_go_webhooks_refusals_and_passes_the_rest(
     assert "(rule Downgrade)" in patch.stderr
     patch = plane.kubectl(
         "patch", plural, "prod", "-n", namespace, "--type=merge",
-        "-p", json.dumps({"spec": {"talosVersion": "v1.15.1"}}), check=False,
+        "-p", json.dumps({"spec": {"talosVersion": table.unknown_talos(1)}}), check=False,
     )  # fmt: skip
     assert "(rule UnknownVersion)" in patch.stderr
 
@@ -118,7 +118,7 @@ def test_the_configuration_reaches_only_the_namespaces_it_names(
     other = f"other-{uuid.uuid4().hex[:6]}"
     plane.kubectl("create", "namespace", other)
     try:
-        assert _create(plane, other, "next", talos="v1.15.0", dry_run=True) == ""
+        assert _create(plane, other, "next", talos=table.unknown_talos(), dry_run=True) == ""
     finally:
         plane.kubectl("delete", "namespace", other, "--wait=false")
 

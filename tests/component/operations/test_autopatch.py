@@ -35,14 +35,14 @@ from tests.component.operations.conftest import (
 from tests.component.operations.test_through_webhook import cilium, webhook  # noqa: F401
 from tests.component.webhook import harness
 from tests.harness import account, controlplane
-from tests.support import nodes
+from tests.support import nodes, table
 from tests.support.operator import apply_installation
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
 
 OPEN = {"schedule": "* * * * *", "duration": "2h"}
 TARGETS = {
-    "talos": ["v1.15.0", "v1.14.5", "v1.14.4", "v1.14.3"],
+    "talos": [table.unknown_talos(), "v1.14.5", "v1.14.4", "v1.14.3"],
     "kubernetes": ["v1.37.1", "v1.36.7", "v1.36.6"],
 }
 
@@ -264,7 +264,7 @@ async def test_nothing_starts_during_another_operation(
 async def test_a_refused_or_unknown_version_starts_nothing(
     fleet: Fleet, operator: Operator, ready: Workload, objects: Objects
 ) -> None:
-    """The list holds Talos v1.15.0 (unknown to this build) and Kubernetes v1.37.1
+    """The list holds a Talos unknown to this build and Kubernetes v1.37.1
     (Cilium 1.20 does not run it): on the newest patches, nothing is left to take.
 
     And a refused *patch*: a cluster adopted on Kubernetes v1.32 (Talos machinery let it

@@ -39,7 +39,7 @@ from tests.component.operations.conftest import (
 )
 from tests.component.webhook import harness
 from tests.harness import account, binaries, controlplane
-from tests.support import kstatus, nodes, rbac
+from tests.support import kstatus, nodes, rbac, table
 from tests.support.kstatus import Ref, Status
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
@@ -266,16 +266,17 @@ async def test_a_bump_the_webhook_refuses_fails_the_server_side_apply_with_its_s
     plane, namespace = control_plane, objects.namespace
     assert apply(plane, namespace).returncode == 0
     await settled(objects)
-    refused = apply(plane, namespace, kubernetesVersion="v1.38.0")
+    unknown = table.unknown_kubernetes()
+    refused = apply(plane, namespace, kubernetesVersion=unknown)
     assert refused.returncode == 1
     assert 'admission webhook "' in refused.stderr, refused.stderr
     assert "denied the request" in refused.stderr
-    assert "kubernetesVersion v1.38.0" in refused.stderr or "v1.38" in refused.stderr
-    # the rule's own sentence, whole: Kubernetes 1.38 is newer than any this Ichor knows
+    assert f"kubernetesVersion {unknown}" in refused.stderr or unknown[:-2] in refused.stderr
+    # the rule's own sentence, whole: newer than any Kubernetes this Ichor knows
     assert (
-        "denied the request: Kubernetes v1.38.0 is refused: this Ichor knows Kubernetes 1.23 "
-        "to 1.37 (Talos machinery and its compatibility table), so a newer Ichor release is "
-        "needed; no override passes an unknown version."
+        f"denied the request: Kubernetes {unknown} is refused: this Ichor knows Kubernetes "
+        f"{table.KNOWN_KUBERNETES} (Talos machinery and its compatibility table), so a newer "
+        "Ichor release is needed; no override passes an unknown version."
     ) in refused.stderr, refused.stderr
     stored = await objects.cluster()
     assert stored["spec"]["kubernetesVersion"] == "v1.36.6"

@@ -26,7 +26,7 @@ from tests.component.operations.conftest import (
 )
 from tests.component.webhook import harness
 from tests.harness import account, controlplane
-from tests.support import rbac
+from tests.support import rbac, table
 
 pytestmark = [pytest.mark.component, pytest.mark.asyncio(loop_scope="session")]
 
@@ -294,9 +294,9 @@ async def test_an_adopted_incompatible_pair_is_stored_as_it_runs_and_shown_incom
     # an unknown version is refused for an adoption too
     unknown = json.loads(json.dumps(body))
     unknown["metadata"]["name"] = "newer"
-    unknown["spec"]["talosVersion"] = "v1.15.0"
+    unknown["spec"]["talosVersion"] = table.unknown_talos()
     refused = control_plane.kubectl(
         "create", "-f", "-", input=json.dumps(unknown), as_user=adopter, check=False
     )
     assert refused.returncode != 0
-    assert "Talos v1.15.0 is refused" in refused.stderr
+    assert f"Talos {table.unknown_talos()} is refused" in refused.stderr

@@ -31,12 +31,20 @@ from ichor.controller.recorder import wiring as recorder_wiring
 from ichor.settings import Settings
 from ichor.webhook import handlers, kubeapi, server
 from ichor.webhook import wiring as webhook_wiring
+from ichor.webhook.configuration import (
+    MutatingWebhookConfiguration,
+    ValidatingWebhookConfiguration,
+    render_configuration,
+    render_mutating_configuration,
+)
 from tests.harness import account, certs, controlplane
 from tests.support import operator as support
+from tests.support import table
 
 READY_TIMEOUT = 60.0
-#: A create every webhook build refuses (Talos 1.15 is unknown), used to see it answer.
-PROBE_REFUSAL = "Talos v1.15.0 is refused"
+#: A create every webhook build refuses (the first Talos minor past the table is unknown),
+#: used to see it answer.
+PROBE_REFUSAL = f"Talos {table.unknown_talos()} is refused"
 
 
 def install_crds(plane: controlplane.ControlPlane) -> None:
@@ -65,7 +73,7 @@ def cluster_manifest(
 
 
 def _probe(plane: controlplane.ControlPlane) -> str:
-    body = cluster_manifest(f"probe-{uuid.uuid4().hex[:6]}", "default", talos="v1.15.0")
+    body = cluster_manifest(f"probe-{uuid.uuid4().hex[:6]}", "default", talos=table.unknown_talos())
     result = plane.kubectl(
         "create", "--dry-run=server", "-f", "-", input=json.dumps(body), check=False
     )
@@ -277,7 +285,7 @@ def serve(
 
 def apply_configuration(
     plane: controlplane.ControlPlane,
-    configuration: server.ValidatingWebhookConfiguration | server.MutatingWebhookConfiguration,
+    configuration: ValidatingWebhookConfiguration | MutatingWebhookConfiguration,
 ) -> None:
     plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(dict(configuration)))
 
@@ -325,13 +333,13 @@ class Webhook:
             self.registry, settings=self.settings, memo=memo, name=self.name
         )
 
-    def configuration(self) -> server.ValidatingWebhookConfiguration:
-        return server.render_configuration(
+    def configuration(self) -> ValidatingWebhookConfiguration:
+        return render_configuration(
             url=self.server.url, ca_bundle=self.files.ca.read_bytes(), name=self.name
         )
 
-    def mutating_configuration(self) -> server.MutatingWebhookConfiguration:
-        return server.render_mutating_configuration(
+    def mutating_configuration(self) -> MutatingWebhookConfiguration:
+        return render_mutating_configuration(
             url=self.server.url, ca_bundle=self.files.ca.read_bytes(), name=self.name
         )
 

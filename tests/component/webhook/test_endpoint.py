@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from ichor.webhook import server
+from ichor.webhook import intake, server
 from tests.component.webhook import rawhttp
 from tests.harness import certs, controlplane
 
@@ -70,7 +70,7 @@ async def refuse_everything(request: Any, **kwargs: Any) -> Any:
         ("taloscluster", b'{"a":' * 5_000 + b"1" + b"}" * 5_000, "deeper than 64 levels"),
         (
             "taloscluster",
-            b'{"request": {"uid": "u-9"}, "pad": "' + b"x" * server.MAX_REVIEW_BYTES + b'"}',
+            b'{"request": {"uid": "u-9"}, "pad": "' + b"x" * intake.MAX_REVIEW_BYTES + b'"}',
             "more than the 8,388,608",
         ),
     ],

@@ -11,6 +11,7 @@ import pytest
 
 from tests.component.webhook import harness
 from tests.component.webhook.conftest import HOLDER, PLAIN, Api
+from tests.support import table
 
 pytestmark = pytest.mark.component
 
@@ -71,11 +72,13 @@ CASES = {
         overridable=False,
         words="expected the full form vX.Y.Z",
     ),
-    "unknown-talos-1.15": Case(
+    "unknown-talos": Case(
         base={},
-        spec={"talosVersion": "v1.15.0"},
+        spec={"talosVersion": table.unknown_talos()},
         overridable=False,
-        words="Talos v1.15.0 is refused: this Ichor knows Talos 1.2 to 1.14",
+        words=(
+            f"Talos {table.unknown_talos()} is refused: this Ichor knows Talos {table.KNOWN_TALOS}"
+        ),
     ),
     "cilium-order": Case(
         base={"kubernetes": "v1.35.4"},
@@ -102,10 +105,10 @@ CASES = {
     ),
     "release-an-unknown-cilium": Case(
         base={},
-        cilium="1.21.0",
+        cilium=table.unknown_cilium(),
         spec={"cni": {"preset": "unmanaged"}},
         overridable=False,
-        words="Cilium 1.21.0 is refused",
+        words=f"Cilium {table.unknown_cilium()} is refused",
     ),
 }
 OVERRIDABLE = {name: case for name, case in CASES.items() if case.overridable}
@@ -188,21 +191,21 @@ def test_an_edit_that_leaves_an_incompatible_pair_alone_is_not_blocked(api: Api)
     assert result.returncode == 0, result.stderr
 
 
-UNKNOWN_CILIUM = "Cilium 1.21.0 is refused"
+UNKNOWN_CILIUM = f"Cilium {table.unknown_cilium()} is refused"
 
 
 @pytest.mark.parametrize(("user", "groups"), HOLDERS.values(), ids=HOLDERS.keys())
 def test_an_unknown_cilium_behind_an_overridable_pair_is_refused_for_the_holder(
     api: Api, user: str, groups: tuple[str, ...]
 ) -> None:
-    """Talos v1.14.3 and Kubernetes v1.31.5 (stored under override), Cilium 1.21.0 seen:
+    """Talos v1.14.3 and Kubernetes v1.31.5 (stored under override), an unknown Cilium seen:
     moving Kubernetes to v1.32.0 is a pair refusal the verb passes, but no override
     passes a Cilium this build does not know, so the holder is refused too."""
     stored = api.create(
         harness.cluster_manifest(NAME, api.namespace, kubernetes="v1.31.5"), user=None
     )
     assert stored.returncode == 0, stored.stderr
-    api.set_cilium(NAME, "1.21.0")
+    api.set_cilium(NAME, table.unknown_cilium())
     before = api.cluster(NAME)
     events = len(api.override_events(NAME))
     for dry_run in (True, False):

@@ -8,6 +8,7 @@ import pytest
 
 from tests.component.webhook import harness
 from tests.component.webhook.conftest import HOLDER, PLAIN, Api
+from tests.support import table
 
 pytestmark = pytest.mark.component
 
@@ -43,10 +44,14 @@ REFUSALS = {
     "pre-release": (operation("talos", "v1.14.0-rc.1"), "is not a final release vX.Y.Z"),
     "shorthand-is-not-a-version": (operation("talos", "v1.14"), "expected the full form vX.Y.Z"),
     "not-newer": (operation("talos", "v1.13.1"), "choose one newer than v1.13.2"),
-    "unknown-talos-1.15": (operation("talos", "v1.15.0"), "this Ichor knows Talos 1.2 to 1.14"),
-    "unknown-talos-1.15-in-machinerys-words": (
-        operation("talos", "v1.15.0"),
-        "Talos v1.15.0 is refused: upgrades to version 1.15.0 are not supported (Talos machinery)",
+    "unknown-talos": (
+        operation("talos", table.unknown_talos()),
+        f"this Ichor knows Talos {table.KNOWN_TALOS}",
+    ),
+    "unknown-talos-in-machinerys-words": (
+        operation("talos", table.unknown_talos()),
+        f"Talos {table.unknown_talos()} is refused: upgrades to version "
+        f"{table.unknown_talos(v=False)} are not supported (Talos machinery)",
     ),
     "talos-path": (
         operation("talos", "v1.14.3", cluster="old"),
@@ -133,7 +138,7 @@ def test_the_override_is_a_warning_on_the_dry_run_and_an_event_on_the_create(
 
 
 def test_an_unknown_version_is_refused_even_with_override_and_the_verb(running: Api) -> None:
-    result = running.create(operation("talos", "v1.15.0", override=True), user=HOLDER)
+    result = running.create(operation("talos", table.unknown_talos(), override=True), user=HOLDER)
     assert result.returncode != 0
     assert "never overridable" in result.stderr
     assert running.override_events(CLUSTER) == []
@@ -142,19 +147,20 @@ def test_an_unknown_version_is_refused_even_with_override_and_the_verb(running: 
 def test_an_unknown_cilium_behind_an_overridable_pair_is_refused_with_override_and_the_verb(
     api: Api,
 ) -> None:
-    """The plan of the reproduction: Talos v1.14.3, Kubernetes v1.31.5, Cilium 1.21.0; a
-    Kubernetes v1.32.0 operation with override: true by a holder of the verb is refused."""
+    """The plan of the reproduction: Talos v1.14.3, Kubernetes v1.31.5, a Cilium no table
+    knows; a Kubernetes v1.32.0 operation with override: true by a holder of the verb is
+    refused."""
     created = api.create(
         harness.cluster_manifest("odd", api.namespace, kubernetes="v1.31.5"), user=None
     )
     assert created.returncode == 0, created.stderr
-    api.set_cilium("odd", "1.21.0")
+    api.set_cilium("odd", table.unknown_cilium())
     events = len(api.override_events("odd"))
     body = operation("kubernetes", "v1.32.0", override=True, cluster="odd")
     for dry_run in (True, False):
         result = api.create(body, user=HOLDER, dry_run=dry_run)
         assert result.returncode != 0, result.stdout
-        assert "Cilium 1.21.0 is refused" in result.stderr
+        assert f"Cilium {table.unknown_cilium()} is refused" in result.stderr
         assert "never overridable" in result.stderr
     assert len(api.override_events("odd")) == events
     listed = api.plane.kubectl("get", "talosoperations", "-n", api.namespace, "-o", "name")

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from ichor.release import observed
+from ichor.release import observed, policy
 from ichor.release.refusals import Rule
 from ichor.release.release_set import PINNED
 from ichor.release.versions import Version, parse
@@ -23,10 +23,17 @@ from ichor.upgrade.blocked import (
 )
 from ichor.upgrade.choices import finals, kubernetes_choices, talos_choices
 from ichor.upgrade.rule import ClusterVersions, Component, check_target_version
+from tests.support import table
 from tests.unit.plan.lists import KUBERNETES_TAGS, TALOS_TAGS
 
 TALOS = Component.TALOS
 KUBERNETES = Component.KUBERNETES
+
+#: The newest Talos and the newest Kubernetes minor it runs; the next Kubernetes minor no
+#: Talos this build knows runs.
+NEWEST = table.newest_talos(3)
+NEWEST_RUNS = table.NEWEST_TALOS_KUBERNETES_MINOR
+PAST_NEWEST = table.release(table.after(NEWEST_RUNS))
 
 
 def messages(component: Component, cluster: ClusterVersions, tags: tuple[str, ...]) -> list[str]:
@@ -51,20 +58,24 @@ def messages(component: Component, cluster: ClusterVersions, tags: tuple[str, ..
         ),
         pytest.param(
             KUBERNETES,
-            ClusterVersions("v1.14.3", "v1.37.0", None, "flannel"),
-            ("v1.37.1", "v1.38.0"),
+            ClusterVersions(NEWEST, table.release(NEWEST_RUNS), None, "flannel"),
+            (table.release(NEWEST_RUNS, 1), PAST_NEWEST),
             [
-                "Kubernetes v1.38.0: Talos v1.14.3 supports Kubernetes up to 1.37; "
+                f"Kubernetes {PAST_NEWEST}: Talos {NEWEST} supports Kubernetes up to "
+                f"{NEWEST_RUNS[0]}.{NEWEST_RUNS[1]}; "
                 "upgrade Talos first (no Talos known to this build supports it)"
             ],
-            id="no-talos-known-runs-1-38",
+            id="no-talos-known-runs-the-next-kubernetes",
         ),
         pytest.param(
             TALOS,
             ClusterVersions("v1.14.3", "v1.36.2", "1.20.4", "cilium"),
-            ("v1.14.4", "v1.15.0"),
-            ["Talos v1.15.0: unknown to this build; a newer Ichor release is needed"],
-            id="talos-1-15-is-unknown",
+            ("v1.14.4", table.unknown_talos()),
+            [
+                f"Talos {table.unknown_talos()}: unknown to this build; a newer Ichor release "
+                "is needed"
+            ],
+            id="an-unknown-talos",
         ),
         pytest.param(
             KUBERNETES,
@@ -183,11 +194,11 @@ def messages(component: Component, cluster: ClusterVersions, tags: tuple[str, ..
         ),
         pytest.param(
             KUBERNETES,
-            ClusterVersions("v1.15.0", "v1.36.2", "1.20.4", "cilium"),
+            ClusterVersions(table.unknown_talos(), "v1.36.2", "1.20.4", "cilium"),
             ("v1.36.6",),
             [
-                "Kubernetes v1.36.6: the cluster's Talos v1.15.0 is unknown to this build; "
-                "a newer Ichor release is needed"
+                f"Kubernetes v1.36.6: the cluster's Talos {table.unknown_talos()} is unknown to "
+                "this build; a newer Ichor release is needed"
             ],
             id="the-cluster-runs-an-unknown-talos",
         ),
@@ -289,12 +300,36 @@ def test_the_summary_counts_the_releases_and_names_the_nearest_blocker_of_each_c
 
 # Over a grid of clusters: the lines agree with the choices and the target rule, and each
 # step, taken, removes the blocker it names.
-GRID_TALOS = tuple(f"v1.{minor}.{patch}" for minor in range(10, 16) for patch in (0, 2, 5))
-GRID_KUBERNETES = tuple(f"v1.{minor}.{patch}" for minor in range(29, 39) for patch in (0, 3))
+# Talos from 1.10 and Kubernetes from 1.29, each up to the first minor this build does not
+# know, so the grid meets an unknown version of each.
+_TALOS_GRID = range(10, table.UNKNOWN_TALOS_MINOR[1] + 1)
+_KUBERNETES_GRID = range(29, table.UNKNOWN_KUBERNETES_MINOR[1] + 1)
+GRID_TALOS = tuple(f"v1.{minor}.{patch}" for minor in _TALOS_GRID for patch in (0, 2, 5))
+GRID_KUBERNETES = tuple(f"v1.{minor}.{patch}" for minor in _KUBERNETES_GRID for patch in (0, 3))
+# A site's policy over part of the grid: a denied Talos patch, Kubernetes held at 1.34, a
+# pair its tests failed; and one that cannot be read.
+SITE = policy.read(
+    {
+        "deny": [
+            {"name": "nic", "component": "talos", "versions": ["v1.13.5"], "reason": "NIC"},
+            {
+                "name": "pair",
+                "component": "kubernetes",
+                "range": {"from": "v1.33.0", "to": "v1.33.3"},
+                "with": {"component": "cilium", "range": {"from": "1.20.0"}},
+                "reason": "conformance",
+            },
+        ],
+        "highestMinor": [
+            {"name": "hold", "component": "kubernetes", "minor": "1.34", "reason": "validation"}
+        ],
+    }
+)
+UNREADABLE_SITE = policy.SitePolicy(unreadable="spec.policy is not an object")
 GRID = [
     ClusterVersions(f"v1.{talos}.1", f"v1.{kubernetes}.1", cilium, kind)
-    for talos in range(10, 16)
-    for kubernetes in range(29, 39)
+    for talos in _TALOS_GRID
+    for kubernetes in _KUBERNETES_GRID
     for cilium, kind in (
         ("1.18.7", "cilium"),
         ("1.19.10", "cilium"),
@@ -304,6 +339,12 @@ GRID = [
         (None, "flannel"),
         (None, None),
     )
+] + [
+    ClusterVersions(f"v1.{talos}.1", f"v1.{kubernetes}.1", cilium, "cilium", policy=site)
+    for talos in (12, 13)
+    for kubernetes in (32, 33)
+    for cilium in ("1.19.10", "1.20.4")
+    for site in (SITE, UNREADABLE_SITE)
 ]
 _RULES = {
     Blocker.TALOS: {Rule.TALOS_KUBERNETES, Rule.UNKNOWN_VERSION},
@@ -313,6 +354,8 @@ _RULES = {
     Blocker.KUBERNETES_SKEW: {Rule.KUBERNETES_SKEW},
     Blocker.UNKNOWN: {Rule.UNKNOWN_VERSION},
     Blocker.UNREADABLE: {Rule.UNREADABLE_VERSION},
+    Blocker.SITE_POLICY: {Rule.SITE_POLICY},
+    Blocker.SITE_POLICY_UNREADABLE: {Rule.SITE_POLICY_UNREADABLE},
 }
 
 
@@ -394,14 +437,15 @@ def test_over_a_grid_every_line_agrees_with_the_choices_and_the_rule_and_its_ste
 
 
 def test_a_release_blocked_by_an_unknown_cilium_behind_a_pair_is_not_overridable() -> None:
-    cluster = ClusterVersions(talos="v1.14.3", kubernetes="v1.31.5", cilium="1.21.0", cni="cilium")
+    unknown = table.unknown_cilium()
+    cluster = ClusterVersions(talos="v1.14.3", kubernetes="v1.31.5", cilium=unknown, cni="cilium")
     line = explain(component=KUBERNETES, version=parse("v1.32.0"), cluster=cluster)
     assert line is not None
     assert line.refusal is not None
     assert line.refusal.rule is Rule.UNKNOWN_VERSION
     assert not line.overridable
     assert line.needs_newer_ichor
-    assert "Cilium 1.21.0 is unknown to this build" in line.message
+    assert f"Cilium {unknown} is unknown to this build" in line.message
 
 
 def test_a_release_blocked_by_a_cilium_whose_release_cannot_be_read_names_it() -> None:

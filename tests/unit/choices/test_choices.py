@@ -7,6 +7,7 @@ import pytest
 from ichor.release.versions import Version, parse
 from ichor.upgrade.choices import Choices, finals, kubernetes_choices, talos_choices
 from ichor.upgrade.rule import ClusterVersions
+from tests.support import table
 
 TALOS_TAGS = [
     "v1.12.9",
@@ -20,8 +21,8 @@ TALOS_TAGS = [
     "v1.14.4",
     "v1.14.5-rc.1",
     "1.14.6",
-    "v1.15.0",
-    "v1.15.1",
+    table.unknown_talos(0),  # the first minor this build does not know
+    table.unknown_talos(1),
 ]
 KUBERNETES_TAGS = [
     "v1.34.5",
@@ -34,7 +35,7 @@ KUBERNETES_TAGS = [
     "v1.37.0",
     "v1.37.1",
     "v1.37.2-rc.0",
-    "v1.38.0",
+    table.unknown_kubernetes(),
 ]
 
 
@@ -45,8 +46,8 @@ def versions(*texts: str) -> list[Version]:
 def test_finals_keep_v_prefixed_releases_once_newest_first() -> None:
     tags = [*TALOS_TAGS, "v1.14", "v01.14.2", "latest", "sha256-abc.sig", "v1.14.3+b", ""]
     assert finals(tags) == versions(
-        "1.15.1",
-        "1.15.0",
+        table.unknown_talos(1),
+        table.unknown_talos(0),
         "1.14.4",
         "1.14.3",
         "1.14.0",
@@ -146,10 +147,12 @@ def test_a_cluster_on_cilium_1_19_is_offered_kubernetes_up_to_1_35() -> None:
 
 
 def test_kubernetes_moves_at_most_one_minor_and_never_to_an_unknown_one() -> None:
-    cluster = ClusterVersions("v1.14.3", "v1.37.0", None, "flannel")
-    choices = kubernetes_choices(cluster=cluster, releases=KUBERNETES_TAGS)
-    assert choices.patch == versions("1.37.1")
-    assert choices.next_minor == []  # 1.38 is unknown to this build
+    newest = table.NEWEST_TALOS_KUBERNETES_MINOR  # the newest Talos runs up to it
+    cluster = ClusterVersions(table.newest_talos(3), table.release(newest), None, "flannel")
+    tags = [table.release(newest), table.release(newest, 1), table.release(table.after(newest))]
+    choices = kubernetes_choices(cluster=cluster, releases=tags)
+    assert choices.patch == versions(table.release(newest, 1))
+    assert choices.next_minor == []  # no Talos this build knows runs the next minor
 
 
 def test_a_cluster_spec_that_does_not_parse_is_offered_nothing() -> None:

@@ -7,6 +7,7 @@ import pytest
 from ichor.release import compat
 from ichor.release.refusals import Rule
 from ichor.release.versions import parse
+from tests.support import table
 
 CASES = [
     # Cilium 1.18.16: 1.30 to 1.33
@@ -44,7 +45,9 @@ def test_cilium_kubernetes_table_lookups(cilium: str, kubernetes: str, runs: boo
     assert "Cilium CI matrix" in refusal.message
 
 
-@pytest.mark.parametrize("cilium", ["1.17.9", "1.21.0", "0.28.9", "2.0.0", "banana", "", "1.20-rc"])
+@pytest.mark.parametrize(
+    "cilium", ["1.17.9", table.unknown_cilium(), "0.28.9", "2.0.0", "banana", "", "1.20-rc"]
+)
 def test_a_cilium_minor_not_in_the_table_is_unknown_and_never_overridable(cilium: str) -> None:
     refusal = compat.cilium_kubernetes_error(cilium=cilium, kubernetes="v1.34.0")
     assert refusal is not None
@@ -53,7 +56,7 @@ def test_a_cilium_minor_not_in_the_table_is_unknown_and_never_overridable(cilium
     assert "no override passes an unknown version" in refusal.message
 
 
-@pytest.mark.parametrize("kubernetes", ["v1.38.0", "v1.22.5", "v2.0.0"])
+@pytest.mark.parametrize("kubernetes", [table.unknown_kubernetes(), "v1.22.5", "v2.0.0"])
 def test_a_kubernetes_minor_no_table_mentions_is_unknown_for_cilium(kubernetes: str) -> None:
     refusal = compat.cilium_kubernetes_error(cilium="1.20.4", kubernetes=kubernetes)
     assert refusal is not None

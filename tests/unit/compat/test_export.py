@@ -43,11 +43,16 @@ def _edited(edit: Any) -> str:
     "edit",
     [
         pytest.param(
-            lambda d: d["cilium_kubernetes"][-1]["high"].__setitem__(1, 37), id="cilium-high"
+            lambda d: d["cilium_kubernetes"][-1]["high"].__setitem__(
+                1, d["cilium_kubernetes"][-1]["high"][1] + 1
+            ),
+            id="cilium-high",
         ),
         pytest.param(lambda d: d["talos_kubernetes"][0]["low"].__setitem__(1, 32), id="talos-low"),
         pytest.param(
-            lambda d: d["machinery"]["rows"][-1].__setitem__("max_kubernetes", "1.38.99"),
+            lambda d: d["machinery"]["rows"][-1].__setitem__(
+                "max_kubernetes", d["machinery"]["rows"][-1]["max_kubernetes"] + "9"
+            ),
             id="machinery-max",
         ),
         pytest.param(lambda d: d["machinery"]["rows"].pop(), id="row-dropped"),

@@ -8,17 +8,29 @@ from ichor.release.refusals import NEVER_OVERRIDABLE, Refusal, Refused, Rule, re
 
 
 @pytest.mark.parametrize("rule", list(Rule))
-def test_a_refusal_is_overridable_only_for_a_compatibility_rule(rule: Rule) -> None:
+def test_a_refusal_is_overridable_only_for_a_compatibility_rule_or_the_sites_own(
+    rule: Rule,
+) -> None:
     # CniPreset releases an observed Cilium from its pair for every later step: the
-    # Cilium pair, passed once for all (ichor.release.steps.cni_preset_step).
+    # Cilium pair, passed once for all (ichor.release.steps.cni_preset_step). SitePolicy
+    # is a site's own refusal (spec.policy), which the verb passes as every safety guard.
     compatibility = rule in {Rule.TALOS_KUBERNETES, Rule.CILIUM_KUBERNETES, Rule.CNI_PRESET}
-    assert refuse(rule, "x").overridable is compatibility
-    assert (rule in NEVER_OVERRIDABLE) is not compatibility
+    passable = compatibility or rule is Rule.SITE_POLICY
+    assert refuse(rule, "x").overridable is passable
+    assert (rule in NEVER_OVERRIDABLE) is not passable
 
 
 @pytest.mark.parametrize(
     "rule",
-    [Rule.UNKNOWN_VERSION, Rule.FORM, Rule.FINAL, Rule.DOWNGRADE, Rule.NOT_NEWER],
+    [
+        Rule.UNKNOWN_VERSION,
+        Rule.FORM,
+        Rule.FINAL,
+        Rule.DOWNGRADE,
+        Rule.NOT_NEWER,
+        Rule.SITE_POLICY_UNREADABLE,
+        Rule.UNREADABLE_VERSION,
+    ],
 )
 def test_a_never_overridable_refusal_cannot_be_built_overridable(rule: Rule) -> None:
     with pytest.raises(ValueError, match="never overridable"):

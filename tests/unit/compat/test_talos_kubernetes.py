@@ -7,6 +7,7 @@ import pytest
 
 from ichor.release import compat
 from ichor.release.refusals import Refusal, Rule
+from tests.support import table
 
 CASES = [
     # Talos 1.14 is in the table: the support matrix's 1.33 to 1.37, narrower than machinery
@@ -23,11 +24,11 @@ CASES = [
     ("v1.13.2", "v1.30.9", Rule.TALOS_KUBERNETES),
     ("v1.13.2", "v1.37.0", Rule.TALOS_KUBERNETES),
     ("v1.12.4", "v1.30.0", None),
-    # unknown to machinery and table
-    ("v1.15.0", "v1.36.0", Rule.UNKNOWN_VERSION),
+    # unknown to machinery and table: the first minor past what this build knows
+    (table.unknown_talos(), "v1.36.0", Rule.UNKNOWN_VERSION),
     ("v1.1.0", "v1.24.0", Rule.UNKNOWN_VERSION),
     ("v2.0.0", "v1.36.0", Rule.UNKNOWN_VERSION),
-    ("v1.14.3", "v1.38.0", Rule.UNKNOWN_VERSION),
+    ("v1.14.3", table.unknown_kubernetes(), Rule.UNKNOWN_VERSION),
     ("v1.14.3", "v1.22.9", Rule.UNKNOWN_VERSION),
 ]
 
@@ -68,8 +69,16 @@ def test_a_machinery_refusal_quotes_machinery_and_its_bounds() -> None:
 @pytest.mark.parametrize(
     ("talos", "kubernetes", "names"),
     [
-        ("v1.15.0", "v1.36.0", "Talos v1.15.0 is refused: this Ichor knows Talos 1.2 to 1.14"),
-        ("v1.14.3", "v1.38.0", "Kubernetes v1.38.0 is refused: this Ichor knows Kubernetes 1.23"),
+        (
+            table.unknown_talos(),
+            "v1.36.0",
+            f"Talos {table.unknown_talos()} is refused: this Ichor knows Talos {table.KNOWN_TALOS}",
+        ),
+        (
+            "v1.14.3",
+            table.unknown_kubernetes(),
+            f"Kubernetes {table.unknown_kubernetes()} is refused: this Ichor knows Kubernetes 1.23",
+        ),
     ],
 )
 def test_an_unknown_version_says_a_newer_ichor_is_needed(

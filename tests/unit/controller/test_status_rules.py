@@ -21,12 +21,14 @@ from ichor.controller.taloscluster.status import (
     evaluate,
 )
 from ichor.kube.bodies import EventType
+from tests.support import table
 
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
 LATER = datetime(2026, 12, 3, 9, 0, tzinfo=UTC)
 
-TALOS = ("v1.13.2", "v1.14.3", "v1.14.4", "v1.14.5", "v1.15.0")
-KUBERNETES = ("v1.35.2", "v1.36.6", "v1.36.7", "v1.37.1", "v1.38.0")
+# each list ends with a release of the first minor this build does not know
+TALOS = ("v1.13.2", "v1.14.3", "v1.14.4", "v1.14.5", table.unknown_talos())
+KUBERNETES = ("v1.35.2", "v1.36.6", "v1.36.7", "v1.37.1", table.unknown_kubernetes())
 LISTED = Installation(
     present=True,
     targets=UpgradeTargets(checked_at=NOW, talos=TALOS, kubernetes=KUBERNETES),
@@ -147,8 +149,8 @@ def test_a_malformed_spec_gets_invalid_spec_conditions_and_no_choices(
         (spec(talosVersion="v1.99.0"), "1.20.4", Reason.UNKNOWN_VERSION),
         (spec(), "1.18.5", Reason.CILIUM_KUBERNETES_INCOMPATIBLE),
         (spec(), "1.99.0", Reason.UNKNOWN_VERSION),
-        # the pair refuses first, and Cilium 1.21 is unknown: the unknown version is named
-        (spec(kubernetesVersion="v1.32.0"), "1.21.0", Reason.UNKNOWN_VERSION),
+        # the pair refuses first, and the Cilium is unknown: the unknown version is named
+        (spec(kubernetesVersion="v1.32.0"), table.unknown_cilium(), Reason.UNKNOWN_VERSION),
     ],
 )
 def test_an_incompatible_set_names_the_rule(

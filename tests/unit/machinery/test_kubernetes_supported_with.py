@@ -7,6 +7,7 @@ import pytest
 from ichor.release import machinery
 from ichor.release.machinery_rows import ROWS, MachineryRow
 from ichor.release.versions import VersionError, parse
+from tests.support import table
 
 UPSTREAM = [
     ("1.32.1", "1.14.0", None),
@@ -22,7 +23,12 @@ UPSTREAM = [
     ("1.31.1", "1.14.0", "version of Kubernetes 1.31.1 is too old to be used with Talos 1.14.0"),
     ("1.30.0", "1.16.0-alpha.0", "compatibility with version 1.16.0-alpha.0 is not supported"),
     ("1.30.0", "1.1.0", "compatibility with version 1.1.0 is not supported"),
-    ("1.33.0", "1.15.0", "compatibility with version 1.15.0 is not supported"),
+    # this build's: the first Talos minor past its rows
+    (
+        "1.33.0",
+        table.unknown_talos(v=False),
+        f"compatibility with version {table.unknown_talos(v=False)} is not supported",
+    ),
 ]
 
 

@@ -7,6 +7,7 @@ import pytest
 from ichor.release import machinery
 from ichor.release.machinery_rows import ROWS, MachineryRow
 from ichor.release.versions import VersionError, parse
+from tests.support import table
 
 # Every case of upstream's ``talos_version_test.go``, with the answer of this build (Talos 1.14's
 # machinery, where 1.15 is not a known target).
@@ -68,7 +69,16 @@ def test_each_row_bounds_its_hosts_on_the_core_triple(row: MachineryRow) -> None
 
 
 @pytest.mark.parametrize(
-    "target", ["1.0.0", "1.1.9", "0.14.0", "1.15.0", "1.16.2", "2.0.0", "2.14.0"]
+    "target",
+    [
+        "1.0.0",
+        "1.1.9",
+        "0.14.0",
+        table.unknown_talos(v=False),  # the first minor past the rows
+        table.release(table.after(table.UNKNOWN_TALOS_MINOR), 2, v=False),
+        "2.0.0",
+        "2.14.0",
+    ],
 )
 def test_a_target_minor_without_a_row_is_not_supported(target: str) -> None:
     assert machinery.upgradeable_from(target=target, host="1.13.0") == (

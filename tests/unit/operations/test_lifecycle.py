@@ -17,6 +17,7 @@ from ichor.controller.talosoperation.lifecycle import ClusterState, JobState, Op
 from ichor.release.refusals import Rule
 from ichor.release.release_set import PINNED
 from ichor.release.versions import parse
+from tests.support import table
 
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)
 LATER = datetime(2026, 12, 3, 8, 5, tzinfo=UTC)
@@ -434,9 +435,10 @@ def test_the_spec_only_moves_forward(current: str, target: str, moves: bool) -> 
 
 
 def test_the_executor_refuses_an_unknown_cilium_behind_an_overridden_pair() -> None:
-    """The reproduction at execution: the pair is overridden, Cilium 1.21 never is."""
+    """The reproduction at execution: the pair is overridden, an unknown Cilium never is."""
     op = operation(type_="kubernetes", version="v1.32.0", override=True)
-    state = cluster(kubernetes="v1.31.5", cni={"detected": "cilium", "detectedVersion": "1.21.0"})
+    unknown = {"detected": "cilium", "detectedVersion": table.unknown_cilium()}
+    state = cluster(kubernetes="v1.31.5", cni=unknown)
     refusal = lifecycle.check_execution(op, state)
     assert refusal is not None
     assert refusal.rule is Rule.UNKNOWN_VERSION
@@ -581,7 +583,7 @@ def test_job_finished_at_reads_the_completion_time_or_the_condition() -> None:
     ("observed", "rule", "words"),
     [
         ("v1.37.2", Rule.CILIUM_KUBERNETES, "a newer Ichor release is needed"),
-        ("v1.38.0", Rule.UNKNOWN_VERSION, "no override passes"),
+        (table.unknown_kubernetes(), Rule.UNKNOWN_VERSION, "no override passes"),
     ],
     ids=["chart-does-not-run-the-observed-kubernetes", "observed-kubernetes-unknown"],
 )

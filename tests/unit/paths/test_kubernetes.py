@@ -7,6 +7,7 @@ import pytest
 from ichor.release.refusals import Rule
 from ichor.release.release_set import PINNED
 from ichor.upgrade.paths import kubernetes_pairing, kubernetes_skew
+from tests.support import table
 
 
 @pytest.mark.parametrize(
@@ -44,7 +45,8 @@ def test_a_skipped_minor_names_the_minor_to_reach_first() -> None:
         ("v1.37.1", None),
         ("v1.32.0", None),  # machinery accepts it; the table's refusal is compat's
         ("v1.31.9", Rule.TALOS_KUBERNETES),
-        ("v1.38.0", Rule.UNKNOWN_VERSION),  # not supported by the pinned Talos, and unknown
+        # unknown to this build, so not supported by the pinned Talos either
+        (table.unknown_kubernetes(), Rule.UNKNOWN_VERSION),
     ],
 )
 def test_kubernetes_pairing_is_machinery_on_the_pinned_talos(
@@ -55,7 +57,7 @@ def test_kubernetes_pairing_is_machinery_on_the_pinned_talos(
 
 
 def test_a_pairing_with_an_unknown_talos_is_unknown() -> None:
-    refusal = kubernetes_pairing(target="v1.36.0", talos="v1.15.0")
+    refusal = kubernetes_pairing(target="v1.36.0", talos=table.unknown_talos())
     assert refusal is not None
     assert refusal.rule is Rule.UNKNOWN_VERSION
 
@@ -65,7 +67,8 @@ def test_a_pairing_with_an_unknown_talos_is_unknown() -> None:
     [
         ("v1.36.2", "v1.37.1", None),
         ("v1.35.0", "v1.37.1", Rule.KUBERNETES_SKEW),  # two minors
-        ("v1.37.1", "v1.38.0", Rule.UNKNOWN_VERSION),  # not supported by the pinned Talos
+        # the next minor is unknown to this build, so not supported by the pinned Talos
+        (table.newest_kubernetes(1), table.unknown_kubernetes(), Rule.UNKNOWN_VERSION),
     ],
 )
 def test_kubernetes_skew_and_pairing_on_the_pinned_talos(

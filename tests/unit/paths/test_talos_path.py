@@ -7,6 +7,9 @@ import pytest
 from ichor.release.refusals import Rule
 from ichor.release.versions import VersionError
 from ichor.upgrade.paths import talos_path
+from tests.support import table
+
+UNKNOWN = table.unknown_talos()  # the first Talos minor past what this build knows
 
 
 @pytest.mark.parametrize(
@@ -16,7 +19,7 @@ from ichor.upgrade.paths import talos_path
         ("v1.13.2", "v1.14.3", None),  # adjacent minor
         ("v1.12.4", "v1.14.3", None),  # skips 1.13, within the bounds
         ("v1.14.3", "v1.14.4", None),  # patch
-        ("v1.14.3", "v1.15.0", Rule.UNKNOWN_VERSION),  # a minor machinery does not know
+        ("v1.14.3", UNKNOWN, Rule.UNKNOWN_VERSION),  # a minor machinery does not know
         ("v1.16.0-alpha.0", "v1.14.3", Rule.TALOS_PATH),  # too new to downgrade
         ("v1.12.0-alpha.0", "v1.14.0", None),  # pre-release counts as its core
     ],
@@ -39,7 +42,7 @@ def test_a_host_below_the_minimum_is_told_which_talos_to_reach_first() -> None:
 
 
 def test_an_unknown_target_minor_says_a_newer_ichor_is_needed() -> None:
-    refusal = talos_path(running="v1.14.3", target="v1.15.0")
+    refusal = talos_path(running="v1.14.3", target=UNKNOWN)
     assert refusal is not None
     assert "a newer Ichor release is needed" in refusal.message
 
@@ -50,12 +53,12 @@ def test_an_unparsable_version_raises_the_typed_error() -> None:
 
 
 def test_an_unknown_target_minor_is_refused_in_machinerys_words_then_the_step() -> None:
-    refusal = talos_path(running="v1.14.3", target="v1.15.0")
+    refusal = talos_path(running="v1.14.3", target=UNKNOWN)
     assert refusal is not None
     assert refusal.rule is Rule.UNKNOWN_VERSION
     assert not refusal.overridable
     assert refusal.message == (
-        "Talos v1.15.0 is refused: upgrades to version 1.15.0 are not supported (Talos "
-        "machinery); this Ichor knows Talos 1.2 to 1.14, so a newer Ichor release is needed; "
-        "no override passes an unknown version."
+        f"Talos {UNKNOWN} is refused: upgrades to version {UNKNOWN[1:]} are not supported "
+        f"(Talos machinery); this Ichor knows Talos {table.KNOWN_TALOS}, so a newer Ichor "
+        "release is needed; no override passes an unknown version."
     )

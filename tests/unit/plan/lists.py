@@ -2,9 +2,10 @@
 
 ``TALOS_TAGS`` and ``KUBERNETES_TAGS`` look like ``ghcr.io/siderolabs/installer-base``
 and ``ghcr.io/siderolabs/kubelet`` as of this build: every patch of each minor, the
-alpha/beta/rc tags of each minor, a next minor only as pre-releases, and the odd
-non-release tags a registry holds. ``execute`` and ``shortest`` apply the rule functions
-directly, so the plan is checked against the rules, not against itself.
+alpha/beta/rc tags of each minor, the first minor this build does not know only as
+pre-releases, and the odd non-release tags a registry holds. ``execute`` and
+``shortest`` apply the rule functions directly, so the plan is checked against the rules,
+not against itself.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ichor.release.versions import Version, parse
 from ichor.upgrade.choices import finals
 from ichor.upgrade.path_plan import PathPlan, PlanStep
 from ichor.upgrade.rule import ClusterVersions, Component, check_target
+from tests.support import table
 
 
 def _minor_tags(minor: str, newest_patch: int) -> list[str]:
@@ -32,8 +34,8 @@ TALOS_TAGS: tuple[str, ...] = tuple(
         *_minor_tags("1.12", 7),
         *_minor_tags("1.13", 5),
         *_minor_tags("1.14", 4),
-        "v1.15.0-alpha.0",
-        "v1.15.0-alpha.1",
+        f"{table.unknown_talos()}-alpha.0",
+        f"{table.unknown_talos()}-alpha.1",
         "latest",
         "sha256-4f1c0ea1b2.sig",
     ]
@@ -49,8 +51,8 @@ KUBERNETES_TAGS: tuple[str, ...] = tuple(
         *_minor_tags("1.35", 6),
         *_minor_tags("1.36", 7),
         *_minor_tags("1.37", 2),
-        "v1.38.0-alpha.2",
-        "v1.38.0-rc.0",
+        f"{table.unknown_kubernetes()}-alpha.2",
+        f"{table.unknown_kubernetes()}-rc.0",
         "1.36.7",
     ]
 )

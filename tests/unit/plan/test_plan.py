@@ -9,9 +9,14 @@ from ichor.upgrade.blocked import Blocker
 from ichor.upgrade.choices import availability
 from ichor.upgrade.path_plan import Goal, PathPlan, PlanOutcome, plan_path
 from ichor.upgrade.rule import ClusterVersions, Component
+from tests.support import table
 from tests.unit.plan.lists import KUBERNETES_TAGS, TALOS_TAGS, execute, shortest
 
 ON_1_12 = ClusterVersions("v1.12.4", "v1.33.5", "1.19.10", "cilium")
+#: The newest Kubernetes minor the newest Talos runs, and a release of the minor after it,
+#: which no Talos this build knows runs.
+NEWEST_RUNS = table.NEWEST_TALOS_KUBERNETES_MINOR
+PAST_NEWEST = table.release(table.after(NEWEST_RUNS), 1)
 
 
 def plan(
@@ -176,25 +181,32 @@ def minors_to_cross(cluster: ClusterVersions, goal: Goal) -> int:
     ("cluster", "talos", "kubernetes", "extra", "says", "blocker"),
     [
         pytest.param(
-            ClusterVersions("v1.14.2", "v1.36.5", "1.20.4", "cilium"),
-            "v1.15.1",
+            ClusterVersions(table.newest_talos(2), "v1.36.5", "1.20.4", "cilium"),
+            table.unknown_talos(1),
             None,
-            ("v1.15.1",),
-            "Talos v1.15.1 is not reachable with this build: unknown to this build; "
-            "a newer Ichor release is needed",
+            (table.unknown_talos(1),),
+            f"Talos {table.unknown_talos(1)} is not reachable with this build: unknown to this "
+            "build; a newer Ichor release is needed",
             Blocker.UNKNOWN,
-            id="talos-1-15-is-unknown",
+            id="an-unknown-talos",
         ),
         pytest.param(
-            ClusterVersions("v1.14.2", "v1.36.5", None, "flannel"),
+            ClusterVersions(
+                table.newest_talos(2),
+                table.release(table.after(NEWEST_RUNS, -1), 5),
+                None,
+                "flannel",
+            ),
             None,
-            "v1.38.1",
-            ("v1.38.1",),
-            "Kubernetes v1.38.1 is not reachable with this build: Talos v1.14.4 supports "
-            "Kubernetes up to 1.37; upgrade Talos first (no Talos known to this build supports "
-            "it) (the furthest the rules reach is Talos v1.14.4, Kubernetes v1.37.2).",
+            PAST_NEWEST,
+            (table.newest_talos(4), table.release(NEWEST_RUNS, 2), PAST_NEWEST),
+            f"Kubernetes {PAST_NEWEST} is not reachable with this build: Talos "
+            f"{table.newest_talos(4)} supports Kubernetes up to {NEWEST_RUNS[0]}.{NEWEST_RUNS[1]}; "
+            "upgrade Talos first (no Talos known to this build supports it) (the furthest the "
+            f"rules reach is Talos {table.newest_talos(4)}, Kubernetes "
+            f"{table.release(NEWEST_RUNS, 2)}).",
             Blocker.TALOS,
-            id="kubernetes-1-38-after-1-37",
+            id="the-kubernetes-after-what-the-newest-talos-runs",
         ),
         pytest.param(
             ClusterVersions("v1.14.2", "v1.35.5", "1.20.4", "cilium"),

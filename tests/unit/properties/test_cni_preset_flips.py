@@ -11,9 +11,9 @@ the webhook's plan and then by the executor at execution; what is admitted is st
 Whatever the sequence, every Kubernetes version the cluster is moved to (by a spec write
 or by an operation the executor runs) is one the Cilium that was observed runs: the
 rule's "managed and observed" (docs/design/decisions.md) is decided by the spec, so the
-spec's preset must not be a way around the table. The reproduction (Cilium 1.21.0,
-unknown: flip to unmanaged, run a Kubernetes operation, flip back) is an explicit
-example, with the other sequences tried by hand.
+spec's preset must not be a way around the table. The reproduction (a Cilium of the first
+minor past the table, unknown: flip to unmanaged, run a Kubernetes operation, flip back)
+is an explicit example, with the other sequences tried by hand.
 """
 
 from __future__ import annotations
@@ -31,13 +31,15 @@ from ichor.controller.talosoperation import lifecycle
 from ichor.release import compat
 from ichor.webhook import decisions, reviews
 from ichor.webhook.reviews import NamespacedName, OperationSpec, Requester
+from tests.support import table
 
 MALLORY = Requester(username="mallory", groups=("dev",))
 REF = NamespacedName("team-a", "prod")
 
 # Talos v1.14.3 runs Kubernetes 1.33 to 1.37; Cilium 1.20 runs 1.33 to 1.36, 1.19 runs
-# 1.32 to 1.35, and 1.21 is in no table.
-CILIUMS = ["1.20.4", "1.19.10", "1.21.0"]
+# 1.32 to 1.35, and the first minor past the table is in no table.
+UNKNOWN_CILIUM = table.unknown_cilium()
+CILIUMS = ["1.20.4", "1.19.10", UNKNOWN_CILIUM]
 STARTS = ["v1.35.4", "v1.36.6"]
 TARGETS = ["v1.35.9", "v1.36.6", "v1.36.9", "v1.37.0", "v1.37.2", "v1.32.0"]
 PRESETS = ["cilium", "unmanaged"]
@@ -143,7 +145,7 @@ writes = st.one_of(
     st.tuples(st.just("operation"), st.none(), st.sampled_from(TARGETS), st.booleans()),
 )
 
-#: The brief's sequences, on an unknown Cilium 1.21.0 and on a Cilium 1.20.4 that does not
+#: The brief's sequences, on an unknown Cilium and on a Cilium 1.20.4 that does not
 #: run Kubernetes 1.37.
 FLIP_ALONE: list[Write] = [
     ("preset", "unmanaged", None, False),
@@ -167,10 +169,10 @@ FLIP_BACK: list[Write] = [
     database=None, deadline=None, max_examples=300, suppress_health_check=[HealthCheck.too_slow]
 )
 @given(st.sampled_from(CILIUMS), st.sampled_from(STARTS), st.lists(writes, max_size=6))
-@example("1.21.0", "v1.36.6", FLIP_ALONE)
-@example("1.21.0", "v1.36.6", FLIP_AND_MOVE)
-@example("1.21.0", "v1.36.6", FLIP_THEN_OPERATION)
-@example("1.21.0", "v1.36.6", FLIP_BACK)
+@example(UNKNOWN_CILIUM, "v1.36.6", FLIP_ALONE)
+@example(UNKNOWN_CILIUM, "v1.36.6", FLIP_AND_MOVE)
+@example(UNKNOWN_CILIUM, "v1.36.6", FLIP_THEN_OPERATION)
+@example(UNKNOWN_CILIUM, "v1.36.6", FLIP_BACK)
 @example("1.20.4", "v1.36.6", FLIP_THEN_OPERATION)
 @example("1.20.4", "v1.36.6", FLIP_BACK)
 def test_no_sequence_of_writes_without_the_verb_passes_the_observed_cilium(

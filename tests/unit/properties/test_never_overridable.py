@@ -39,6 +39,7 @@ from ichor.release.observed import Unreadable
 from ichor.release.refusals import Refusal, Rule, Verdict
 from ichor.release.release_set import (
     ADOPT_MIN_TALOS,
+    PINNED,
     ReleaseSet,
     check_adopt_compat,
     check_init_compat,
@@ -50,6 +51,7 @@ from ichor.upgrade.rule import ClusterVersions, Component, check_target
 from ichor.webhook import decisions
 from ichor.webhook.reviews import ClusterObject, NamespacedName, OperationSpec, Requester
 from tests.fixtures.fuzzing import figure
+from tests.support import table
 
 EXAMPLES = 400
 pure = settings(
@@ -110,16 +112,24 @@ def of(refusal: Refusal | None) -> Class:
 
 # --- generated clusters -------------------------------------------------------------------
 
-# Minors around what this build knows: Talos 1.15 and Cilium 1.17/1.21 are unknown, and
-# Kubernetes 1.38+ is known to no row.
+# Minors around what this build knows, up to two past the newest of each (unknown), and
+# Cilium 1.16/1.17 below the table (unknown too).
 talos_tag = st.builds(
-    lambda minor, patch: f"v1.{minor}.{patch}", st.integers(10, 16), st.integers(0, 6)
+    lambda minor, patch: f"v1.{minor}.{patch}",
+    st.integers(10, table.UNKNOWN_TALOS_MINOR[1] + 1),
+    st.integers(0, 6),
 )
 kubernetes_tag = st.builds(
-    lambda minor, patch: f"v1.{minor}.{patch}", st.integers(28, 39), st.integers(0, 9)
+    lambda minor, patch: f"v1.{minor}.{patch}",
+    st.integers(28, table.UNKNOWN_KUBERNETES_MINOR[1] + 1),
+    st.integers(0, 9),
 )
 some_cilium = st.one_of(
-    st.builds(lambda minor, patch: f"1.{minor}.{patch}", st.integers(16, 22), st.integers(0, 12)),
+    st.builds(
+        lambda minor, patch: f"1.{minor}.{patch}",
+        st.integers(16, table.UNKNOWN_CILIUM_MINOR[1] + 1),
+        st.integers(0, 12),
+    ),
     st.sampled_from(["unknown", "v1.20.4", "1.20"]),
 )
 cilium_release = st.one_of(st.none(), some_cilium, some_cilium)
@@ -180,9 +190,10 @@ def scenes(draw: st.DrawFn) -> Scene:
 
 
 #: Minors this build does not know: behind an overridable pair, no override passes them.
+_UNKNOWN_CILIUM = table.UNKNOWN_CILIUM_MINOR[1]
 unknown_cilium = st.one_of(
-    st.builds(lambda minor, patch: f"1.{minor}.{patch}", st.sampled_from([16, 17, 21, 22]),
-              st.integers(0, 12)),
+    st.builds(lambda minor, patch: f"1.{minor}.{patch}",
+              st.sampled_from([16, 17, _UNKNOWN_CILIUM, _UNKNOWN_CILIUM + 1]), st.integers(0, 12)),
     st.just("unknown"),
 )  # fmt: skip
 
@@ -223,7 +234,7 @@ def layered_scenes(draw: st.DrawFn) -> Scene:
         if parse(target) <= parse(kubernetes):
             target = _tag((major, minor, patch + 1))
         return Scene(cluster, Component.KUBERNETES, target, None, observed_kubernetes)
-    kubernetes = draw(st.sampled_from(["v1.31.5", "v1.32.4", "v1.38.0"]))
+    kubernetes = draw(st.sampled_from(["v1.31.5", "v1.32.4", table.unknown_kubernetes()]))
     cluster = ClusterVersions(
         talos=draw(st.sampled_from(["v1.13.2", "v1.14.0", "v1.14.3"])),
         kubernetes=kubernetes,
@@ -244,9 +255,11 @@ def layered_scenes(draw: st.DrawFn) -> Scene:
 aimed_scenes = st.one_of(scenes(), layered_scenes(), layered_scenes())
 
 
-#: The reproduction: an admin passes the Talos pair refusal, and Cilium 1.21 is unknown.
+#: The reproduction: an admin passes the Talos pair refusal, and the Cilium is unknown.
 UNKNOWN_CILIUM = Scene(
-    cluster=ClusterVersions(talos="v1.14.3", kubernetes="v1.31.5", cilium="1.21.0", cni="cilium"),
+    cluster=ClusterVersions(
+        talos="v1.14.3", kubernetes="v1.31.5", cilium=table.unknown_cilium(), cni="cilium"
+    ),
     component=Component.KUBERNETES,
     target="v1.32.0",
     observed_talos=None,
@@ -336,7 +349,7 @@ def target_rules(
 
 def observed_state(scene: Scene) -> ClusterVersions | None:
     """What the Nodes run, when it differs from the spec (the executor judges it too)."""
-    moved = {}
+    moved: dict[str, Any] = {}
     if scene.observed_talos not in (None, scene.cluster.talos):
         moved["talos"] = scene.observed_talos
     if scene.observed_kubernetes not in (None, scene.cluster.kubernetes):
@@ -545,7 +558,9 @@ def test_adopt_refuses_whenever_a_rule_that_no_override_passes_refuses(
         compat.talos_kubernetes_error(talos=talos, kubernetes=kubernetes),
     ]
     if managed:
-        answers.append(compat.cilium_kubernetes_error(cilium="1.20.4", kubernetes=kubernetes))
+        answers.append(
+            compat.cilium_kubernetes_error(cilium=PINNED.cilium_chart, kubernetes=kubernetes)
+        )
     want = classify(answers)
     event(f"verdict: {want.value}")
     verdict = check_adopt_compat(talos=talos, kubernetes=kubernetes, managed_cni=managed)
@@ -559,7 +574,7 @@ def test_adopt_refuses_whenever_a_rule_that_no_override_passes_refuses(
 
 @pure
 @given(talos_tag, kubernetes_tag, some_cilium)
-@example("v1.14.3", "v1.32.0", "1.21.0")
+@example("v1.14.3", "v1.32.0", table.unknown_cilium())
 def test_init_names_the_unknown_version_whenever_one_rule_answers_it(
     talos: str, kubernetes: str, cilium: str
 ) -> None:

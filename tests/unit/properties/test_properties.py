@@ -16,6 +16,7 @@ from ichor.release.versions import VersionError, parse
 from ichor.upgrade import paths
 from ichor.upgrade.choices import availability, finals, kubernetes_choices, talos_choices
 from ichor.upgrade.rule import ClusterVersions, Component, check_target
+from tests.support import table
 
 # No example database on disk: unit tests do no I/O.
 pure = settings(database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -158,11 +159,13 @@ def test_a_target_offered_by_the_choices_always_passes_the_target_rule(
 
 
 def test_every_offer_over_a_grid_of_clusters_passes_the_target_rule() -> None:
-    tags = [f"v1.{minor}.{patch}" for minor in range(10, 39) for patch in range(0, 8)]
+    # up to the first minor this build does not know, of Talos, Kubernetes and Cilium
+    last_talos, last_kubernetes = table.UNKNOWN_TALOS_MINOR[1], table.UNKNOWN_KUBERNETES_MINOR[1]
+    tags = [f"v1.{minor}.{patch}" for minor in range(10, last_kubernetes + 1) for patch in range(8)]
     offers = 0
-    for talos_minor in range(10, 16):
-        for kubernetes_minor in range(29, 39):
-            for cilium in (None, "1.18.16", "1.19.10", "1.20.4", "1.21.0"):
+    for talos_minor in range(10, last_talos + 1):
+        for kubernetes_minor in range(29, last_kubernetes + 1):
+            for cilium in (None, "1.18.16", "1.19.10", "1.20.4", table.unknown_cilium()):
                 for kind in (None, "cilium", "flannel"):
                     cluster = ClusterVersions(
                         f"v1.{talos_minor}.2", f"v1.{kubernetes_minor}.3", cilium, kind

@@ -7,6 +7,7 @@ import pytest
 
 from ichor.release.refusals import Refusal, Rule
 from ichor.release.release_set import adopt_contract, check_adopt_compat
+from tests.support import table
 
 
 @pytest.mark.parametrize(
@@ -62,9 +63,9 @@ def test_check_adopt_compat_judges_no_cilium_of_an_unmanaged_adopt() -> None:
 @pytest.mark.parametrize(
     ("talos", "kubernetes", "rule"),
     [
-        ("v1.15.0", "v1.36.0", Rule.UNKNOWN_VERSION),
+        (table.unknown_talos(), "v1.36.0", Rule.UNKNOWN_VERSION),
         ("v2.0.0", "v1.36.0", Rule.UNKNOWN_VERSION),
-        ("v1.14.3", "v1.38.1", Rule.UNKNOWN_VERSION),
+        ("v1.14.3", table.unknown_kubernetes(1), Rule.UNKNOWN_VERSION),
         ("v1.11.5", "v1.33.0", Rule.ADOPT_FLOOR),
         ("v1.12.0-alpha.0", "v1.33.0", None),  # the 1.12 line is at the floor
         ("v1.0.0", "v1.23.0", Rule.ADOPT_FLOOR),

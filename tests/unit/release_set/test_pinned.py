@@ -16,6 +16,7 @@ from ichor.release.release_set import (
     check_pinned_flags,
 )
 from ichor.release.versions import check_contract, check_spec_version, parse
+from tests.support import table
 
 
 def test_the_pinned_set_is_talos_1_14_3_kubernetes_1_36_6_and_cilium_1_20_4() -> None:
@@ -80,9 +81,12 @@ def test_init_refuses_any_other_version_naming_the_flag(flags: dict[str, str], f
         ({"kubernetes": "v1.32.0"}, Rule.TALOS_KUBERNETES),  # table range of Talos 1.14
         ({"kubernetes": "v1.37.1"}, Rule.CILIUM_KUBERNETES),  # Cilium 1.20 runs up to 1.36
         ({"cilium_chart": "1.19.10"}, Rule.CILIUM_KUBERNETES),  # 1.19 runs up to 1.35
-        ({"talos": "v1.15.0", "contract": "v1.15"}, Rule.UNKNOWN_VERSION),
-        ({"cilium_chart": "1.21.0"}, Rule.UNKNOWN_VERSION),
-        ({"kubernetes": "v1.38.0"}, Rule.UNKNOWN_VERSION),
+        (
+            {"talos": table.unknown_talos(), "contract": table.unknown_talos_contract()},
+            Rule.UNKNOWN_VERSION,
+        ),
+        ({"cilium_chart": table.unknown_cilium()}, Rule.UNKNOWN_VERSION),
+        ({"kubernetes": table.unknown_kubernetes()}, Rule.UNKNOWN_VERSION),
         ({"contract": "v1.15"}, Rule.PINNED),  # a contract newer than the Talos
         ({"contract": "1.14"}, Rule.FORM),
     ],
@@ -97,7 +101,12 @@ def test_check_init_compat_refuses_an_incompatible_set(change: dict[str, str], r
 
 def test_init_names_an_unknown_cilium_even_when_the_talos_pair_refuses_too() -> None:
     refusal = check_init_compat(
-        ReleaseSet(talos="v1.14.3", kubernetes="v1.32.0", contract="v1.14", cilium_chart="1.21.0")
+        ReleaseSet(
+            talos="v1.14.3",
+            kubernetes="v1.32.0",
+            contract="v1.14",
+            cilium_chart=table.unknown_cilium(),
+        )
     )
     assert refusal is not None
     assert refusal.rule is Rule.UNKNOWN_VERSION

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from ichor.api.ichorinstallation import LatestRelease, UpgradeTargets
+from ichor.api.reading import read_model
 from ichor.controller.releasecheck.decisions import (
     Failed,
     Listed,
@@ -18,7 +19,6 @@ from ichor.controller.releasecheck.decisions import (
     merge_targets,
     next_status,
     previous_error,
-    read_model,
 )
 
 NOW = datetime(2026, 12, 3, 8, 0, tzinfo=UTC)

@@ -9,6 +9,7 @@ from ichor.release.observed import Unreadable
 from ichor.release.refusals import Rule
 from ichor.release.steps import check_kubernetes_step, cilium_release, kubernetes_step
 from ichor.release.versions import VersionError
+from tests.support import table
 
 TALOS = "v1.14.3"
 
@@ -137,9 +138,10 @@ def test_a_step_to_an_unparsable_kubernetes_raises_the_typed_error() -> None:
 
 def test_an_unknown_cilium_is_refused_even_when_the_talos_pair_refuses_first() -> None:
     """The pair refusal is overridable; the unknown Cilium behind it must still be met."""
-    refusal = check_kubernetes_step(talos=TALOS, kubernetes="v1.32.0", cilium="1.21.0")
+    unknown = table.unknown_cilium()
+    refusal = check_kubernetes_step(talos=TALOS, kubernetes="v1.32.0", cilium=unknown)
     assert refusal is not None
     assert refusal.rule is Rule.UNKNOWN_VERSION
     assert not refusal.overridable
-    assert "Cilium 1.21.0 is refused" in refusal.message
+    assert f"Cilium {unknown} is refused" in refusal.message
     assert "no override passes an unknown version" in refusal.message

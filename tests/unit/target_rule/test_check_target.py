@@ -6,6 +6,7 @@ import pytest
 
 from ichor.release.refusals import Rule
 from ichor.upgrade.rule import ClusterVersions, Component, check_target
+from tests.support import table
 
 PINNED_CLUSTER = ClusterVersions(
     talos="v1.14.3", kubernetes="v1.36.2", cilium="1.20.4", cni="cilium"
@@ -16,7 +17,10 @@ OLD_TALOS = ClusterVersions(talos="v1.13.2", kubernetes="v1.32.3", cilium="1.19.
 SKIPPER = ClusterVersions(talos="v1.12.4", kubernetes="v1.33.1", cilium="1.20.4", cni="cilium")
 LOW = ClusterVersions(talos="v1.11.5", kubernetes="v1.33.0", cilium="1.20.4", cni="cilium")
 K8S_135 = ClusterVersions(talos="v1.14.3", kubernetes="v1.35.0", cilium="1.20.4", cni="cilium")
-K8S_137 = ClusterVersions(talos="v1.14.3", kubernetes="v1.37.1", cilium=None, cni="flannel")
+# on the newest Kubernetes minor this build knows: the next one is unknown
+K8S_NEWEST = ClusterVersions(
+    talos="v1.14.3", kubernetes=table.newest_kubernetes(1), cilium=None, cni="flannel"
+)
 
 CASES = [
     # form and final
@@ -35,13 +39,13 @@ CASES = [
     (Component.TALOS, "v1.14.3", ClusterVersions("v1.13.2", "v1.34.1", None, "flannel"), None),
     (Component.TALOS, "v1.14.3", SKIPPER, None),
     (Component.TALOS, "v1.14.4", PINNED_CLUSTER, None),
-    (Component.TALOS, "v1.15.0", PINNED_CLUSTER, Rule.UNKNOWN_VERSION),
+    (Component.TALOS, table.unknown_talos(), PINNED_CLUSTER, Rule.UNKNOWN_VERSION),
     # the Kubernetes pairing of a Talos target
     (Component.TALOS, "v1.14.3", OLD_TALOS, Rule.TALOS_KUBERNETES),
     # Kubernetes skew and pairing on the pinned Talos
     (Component.KUBERNETES, "v1.37.1", FLANNEL, None),
     (Component.KUBERNETES, "v1.37.1", K8S_135, Rule.KUBERNETES_SKEW),
-    (Component.KUBERNETES, "v1.38.0", K8S_137, Rule.UNKNOWN_VERSION),
+    (Component.KUBERNETES, table.unknown_kubernetes(), K8S_NEWEST, Rule.UNKNOWN_VERSION),
     # the Cilium step, for a Cilium CNI only
     (Component.KUBERNETES, "v1.37.1", PINNED_CLUSTER, Rule.CILIUM_KUBERNETES),
     (Component.KUBERNETES, "v1.36.6", PINNED_CLUSTER, None),
@@ -124,11 +128,12 @@ def test_a_cluster_on_an_unmanaged_flannel_is_never_judged_by_cilium() -> None:
 
 
 def test_an_unknown_cilium_is_refused_behind_an_overridable_talos_pair() -> None:
-    """Talos v1.14.3, Kubernetes v1.31.5 -> v1.32.0 under Cilium 1.21.0: the plan of an
-    admin with the override verb must not pass it, because no override passes Cilium 1.21."""
-    cluster = ClusterVersions(talos="v1.14.3", kubernetes="v1.31.5", cilium="1.21.0", cni="cilium")
+    """Talos v1.14.3, Kubernetes v1.31.5 -> v1.32.0 under a Cilium no table knows: the plan
+    of an admin with the override verb must not pass it, because no override passes it."""
+    unknown = table.unknown_cilium()
+    cluster = ClusterVersions(talos="v1.14.3", kubernetes="v1.31.5", cilium=unknown, cni="cilium")
     refusal = check_target(component=Component.KUBERNETES, target="v1.32.0", cluster=cluster)
     assert refusal is not None
     assert refusal.rule is Rule.UNKNOWN_VERSION
     assert not refusal.overridable
-    assert "Cilium 1.21.0" in refusal.message
+    assert f"Cilium {unknown}" in refusal.message

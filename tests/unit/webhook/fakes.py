@@ -28,6 +28,9 @@ class FakeBackend:
     #: Events the webhook wrote: it has no call that writes one (the operator posts the
     #: Events of what it admitted once the object is stored), so this stays empty.
     events: list[tuple[NamespacedName, str, str | None]] = field(default_factory=list)
+    #: The IchorInstallation (None: there is none); ``installation_reads`` counts reads.
+    installation: Mapping[str, Any] | None = None
+    installation_reads: int = 0
 
     def _check(self) -> None:
         if self.fail:
@@ -51,6 +54,11 @@ class FakeBackend:
         self._check()
         self.reviews.append((requester, ref))
         return requester.username in self.holders
+
+    async def read_installation(self) -> Mapping[str, Any] | None:
+        self._check()
+        self.installation_reads += 1
+        return self.installation
 
     async def may_read_secret(self, requester: Requester, ref: NamespacedName) -> bool:
         self._check()

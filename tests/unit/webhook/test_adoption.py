@@ -13,6 +13,7 @@ from ichor.api import records
 from ichor.release.refusals import Rule
 from ichor.webhook import decisions
 from ichor.webhook.reviews import ClusterObject, NamespacedName, Requester
+from tests.support import table
 
 REF = NamespacedName("team-a", "prod")
 PAT = Requester(username="pat", groups=("dev",))
@@ -82,8 +83,8 @@ def test_the_adoption_marker_on_an_update_is_judged_as_a_normal_update() -> None
 @pytest.mark.parametrize(
     ("talos", "kubernetes", "words"),
     [
-        ("v1.15.0", "v1.33.2", "Talos v1.15.0 is refused"),
-        ("v1.14.3", "v1.38.0", "no override passes"),
+        (table.unknown_talos(), "v1.33.2", f"Talos {table.unknown_talos()} is refused"),
+        ("v1.14.3", table.unknown_kubernetes(), "no override passes"),
     ],
     ids=["unknown-talos", "unknown-kubernetes"],
 )

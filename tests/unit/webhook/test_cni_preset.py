@@ -21,6 +21,7 @@ import pytest
 from ichor.release.refusals import Rule
 from ichor.webhook import decisions
 from ichor.webhook.reviews import ClusterObject, NamespacedName, Requester
+from tests.support import table
 
 REF = NamespacedName("team-a", "prod")
 MALLORY = Requester(username="mallory", groups=("dev",))
@@ -78,8 +79,8 @@ def test_releasing_an_observed_cilium_needs_the_verb() -> None:
 
 
 def test_an_unknown_cilium_is_never_released() -> None:
-    """Cilium 1.21.0 is in no table: releasing it would pass UnknownVersion in two writes."""
-    old = cluster(cilium="1.21.0")
+    """A Cilium in no table: releasing it would pass UnknownVersion in two writes."""
+    old = cluster(cilium=table.unknown_cilium())
     new = dataclasses.replace(old, cni_preset="unmanaged")
     verdict = decisions.review_cluster(new=new, old=old)
     assert verdict.blocking is not None
@@ -92,12 +93,12 @@ def test_an_unknown_cilium_is_never_released() -> None:
     [("cilium", "unmanaged"), ("unmanaged", "cilium")],
     ids=["release", "take-over"],
 )
-@pytest.mark.parametrize("cilium", ["1.20.4", "1.21.0"])
+@pytest.mark.parametrize("cilium", ["1.20.4", table.unknown_cilium()])
 def test_a_flip_with_a_kubernetes_move_is_judged_with_the_cilium_half(
     old_preset: str, new_preset: str, cilium: str
 ) -> None:
     """One update flips the preset and moves Kubernetes to v1.37.1 (Cilium 1.20 runs up to
-    1.36, 1.21 is unknown): the Cilium half judges the move whichever side is managed."""
+    1.36, the other is unknown): the Cilium half judges the move whichever side is managed."""
     old = cluster(preset=old_preset, cilium=cilium)
     new = cluster("v1.37.1", preset=new_preset, cilium=cilium)
     verdict = decisions.review_cluster(new=new, old=old)
@@ -119,7 +120,7 @@ def test_taking_over_an_observed_cilium_is_judged_against_the_kubernetes_it_runs
         new=dataclasses.replace(beyond, cni_preset="cilium"), old=beyond
     )
     assert [r.rule for r in verdict.overridable] == [Rule.CILIUM_KUBERNETES]
-    unknown = cluster(preset="unmanaged", cilium="1.21.0")
+    unknown = cluster(preset="unmanaged", cilium=table.unknown_cilium())
     verdict = decisions.review_cluster(
         new=dataclasses.replace(unknown, cni_preset="cilium"), old=unknown
     )

@@ -17,6 +17,7 @@ from ichor.webhook.reviews import (
     StoredOperation,
     stored_operation,
 )
+from tests.support import table
 
 REF = NamespacedName("team-a", "prod")
 ALICE = Requester(username="alice", groups=("ops",))
@@ -68,8 +69,20 @@ def operation(
         ),
         (cluster(talos="v1.14.2"), cluster(), Rule.DOWNGRADE, False, "older than v1.14.3"),
         (cluster(contract="v1.13"), cluster(), Rule.DOWNGRADE, False, "versionContract"),
-        (cluster(talos="v1.15.0"), None, Rule.UNKNOWN_VERSION, False, "Talos 1.2 to 1.14"),
-        (cluster(talos="v1.15.0"), cluster(), Rule.UNKNOWN_VERSION, False, "newer Ichor"),
+        (
+            cluster(talos=table.unknown_talos()),
+            None,
+            Rule.UNKNOWN_VERSION,
+            False,
+            f"Talos {table.KNOWN_TALOS}",
+        ),
+        (
+            cluster(talos=table.unknown_talos()),
+            cluster(),
+            Rule.UNKNOWN_VERSION,
+            False,
+            "newer Ichor",
+        ),
         (cluster(kubernetes="1.36.6"), None, Rule.FORM, False, "vX.Y.Z"),
         (cluster(talos="v1.14"), None, Rule.FORM, False, "spec.talosVersion"),
         (cluster(contract="1.14"), None, Rule.FORM, False, "vX.Y"),
@@ -94,8 +107,8 @@ def operation(
         "kubernetes-downgrade",
         "talos-downgrade",
         "contract-downgrade",
-        "unknown-talos-1.15-create",
-        "unknown-talos-1.15-update",
+        "unknown-talos-create",
+        "unknown-talos-update",
         "kubernetes-without-v",
         "talos-short-form",
         "contract-without-v",
@@ -186,7 +199,7 @@ def test_an_overridable_cluster_refusal_passes_only_for_the_holder(
 
 
 def test_an_unknown_version_is_refused_even_for_the_holder() -> None:
-    verdict = decisions.review_cluster(new=cluster(talos="v1.15.0"), old=None)
+    verdict = decisions.review_cluster(new=cluster(talos=table.unknown_talos()), old=None)
     assert not decisions.needs_access_review(verdict, override_requested=True)
     answer = decisions.answer_cluster(
         verdict, requester=ALICE, cluster=REF, holds_verb=True, operation="CREATE"
@@ -205,7 +218,7 @@ RUNNING = cluster(talos="v1.13.2", kubernetes="v1.35.4", contract="v1.13", ciliu
         (operation("talos", "v1.14.0-rc.1"), Rule.FINAL, False, "final release"),
         (operation("talos", "v1.13.1"), Rule.NOT_NEWER, False, "newer than v1.13.2"),
         (operation("talos", "v1.13.2"), Rule.NOT_NEWER, False, "newer than v1.13.2"),
-        (operation("talos", "v1.15.0"), Rule.UNKNOWN_VERSION, False, "newer Ichor"),
+        (operation("talos", table.unknown_talos()), Rule.UNKNOWN_VERSION, False, "newer Ichor"),
         (operation("kubernetes", "v1.37.1"), Rule.KUBERNETES_SKEW, False, "one minor"),
         (operation("kubernetes", "v1.36.2"), Rule.CILIUM_KUBERNETES, True, "Cilium to 1.20.4"),
         (operation("talos", None), Rule.FORM, False, "spec.version"),
@@ -297,7 +310,7 @@ def test_an_operation_override_needs_the_flag_and_the_verb(
 
 
 def test_override_true_does_not_pass_a_rule_that_is_never_overridable() -> None:
-    spec = operation("talos", "v1.15.0", override=True)
+    spec = operation("talos", table.unknown_talos(), override=True)
     verdict = decisions.review_operation(spec=spec, cluster=RUNNING)
     answer = decisions.answer_operation(verdict, spec=spec, requester=ALICE, holds_verb=True)
     assert not answer.allowed
@@ -311,9 +324,9 @@ def test_a_missing_cluster_is_named() -> None:
 
 
 def test_an_unknown_cilium_behind_a_pair_refusal_is_refused_for_the_holder() -> None:
-    """The update an admin would pass: the pair is overridable, Cilium 1.21 is not."""
-    old = cluster(kubernetes="v1.31.5", cilium="1.21.0")
-    new = cluster(kubernetes="v1.32.0", cilium="1.21.0")
+    """The update an admin would pass: the pair is overridable, an unknown Cilium is not."""
+    old = cluster(kubernetes="v1.31.5", cilium=table.unknown_cilium())
+    new = cluster(kubernetes="v1.32.0", cilium=table.unknown_cilium())
     verdict = decisions.review_cluster(new=new, old=old)
     assert verdict.blocking is not None
     assert verdict.blocking.rule is Rule.UNKNOWN_VERSION
@@ -323,11 +336,11 @@ def test_an_unknown_cilium_behind_a_pair_refusal_is_refused_for_the_holder() -> 
     )
     assert not answer.allowed
     assert answer.record is None
-    assert "Cilium 1.21.0 is refused" in answer.message
+    assert f"Cilium {table.unknown_cilium()} is refused" in answer.message
 
 
 def test_an_unknown_cilium_behind_a_pair_refusal_is_refused_in_the_plan_under_override() -> None:
-    running = cluster(kubernetes="v1.31.5", cilium="1.21.0")
+    running = cluster(kubernetes="v1.31.5", cilium=table.unknown_cilium())
     spec = operation("kubernetes", "v1.32.0", override=True)
     verdict = decisions.review_operation(spec=spec, cluster=running)
     assert verdict.blocking is not None

@@ -13,6 +13,7 @@ from ichor.controller.recorder import recorder
 from ichor.kube import bodies
 from ichor.webhook import decisions, handlers, judgement, kubeapi
 from ichor.webhook.reviews import NamespacedName, Requester
+from tests.support import table
 from tests.unit.webhook.fakes import (
     FakeBackend,
     stamped,
@@ -145,7 +146,7 @@ async def test_the_kopf_handler_raises_an_admission_error_with_the_message() -> 
     with pytest.raises(kopf.AdmissionError) as raised:
         await handlers.validate_taloscluster(
             memo=memo,
-            new=taloscluster(talos="v1.15.0"),
+            new=taloscluster(talos=table.unknown_talos()),
             old=None,
             userinfo=userinfo(),
             operation="CREATE",
@@ -153,7 +154,7 @@ async def test_the_kopf_handler_raises_an_admission_error_with_the_message() -> 
             warnings=warnings,
         )
     assert raised.value.code == 403
-    assert "Talos v1.15.0 is refused" in str(raised.value)
+    assert f"Talos {table.unknown_talos()} is refused" in str(raised.value)
 
 
 def test_the_access_review_carries_the_whole_identity() -> None:
@@ -271,7 +272,7 @@ async def test_auto_patch_on_a_declarative_cluster_is_admitted_with_a_warning() 
         assert answer.warnings == ()
     # a refused write stays refused, with its own sentence only
     refused = copy.deepcopy(with_auto)
-    refused["spec"]["kubernetesVersion"] = "v1.38.0"
+    refused["spec"]["kubernetesVersion"] = table.unknown_kubernetes()
     answer = await judgement.cluster_answer(
         new=refused, old=declarative, userinfo=userinfo(), operation="UPDATE", dryrun=False,
         backend=backend,

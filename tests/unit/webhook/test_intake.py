@@ -7,7 +7,6 @@ everything and records what it was given.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -265,48 +264,6 @@ def test_the_cost_covers_what_parsing_takes(payload: bytes) -> None:
     assert problem is None
     assert data is not None
     assert peak <= intake.cost(payload) <= intake.cost_bound(len(payload))
-
-
-async def test_the_budget_queues_large_reviews_and_keeps_room_for_small_ones() -> None:
-    budget = server.Budget(total=100, reserved=20, small=10)
-    async with budget.hold(80):
-        # a second large review waits, and is told the budget is full
-        with pytest.raises(server.Busy):
-            async with budget.hold(11, wait=0.05):
-                pass
-        async with budget.hold(10, wait=0.05), budget.hold(10, wait=0.05):
-            assert budget.in_use == 100
-    assert budget.in_use == 0
-    with pytest.raises(server.OverBudget):
-        async with budget.hold(81):
-            pass
-
-
-async def test_a_waiting_review_gets_room_once_another_shrinks() -> None:
-    budget = server.Budget(total=100, reserved=0, small=0)
-    order: list[str] = []
-
-    async def second() -> None:
-        async with budget.hold(60, wait=2.0):
-            order.append("second")
-
-    async with budget.hold(90) as first:
-        task = asyncio.create_task(second())
-        await asyncio.sleep(0.05)
-        assert order == []
-        await first.shrink(30)
-        await asyncio.wait_for(task, 1.0)
-        order.append("first done")
-    assert order == ["second", "first done"]
-    assert budget.in_use == 0
-    assert budget.peak == 90
-
-
-def test_a_review_of_the_largest_size_can_be_read_within_the_budget() -> None:
-    budget = server.Budget()
-    bound = intake.cost_bound(intake.MAX_REVIEW_BYTES)
-    assert bound > budget.small
-    assert bound <= budget.total - budget.reserved
 
 
 @pytest.mark.parametrize("field", ["talosVersion", "kubernetesVersion", "versionContract"], ids=str)

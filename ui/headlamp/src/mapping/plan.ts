@@ -3,15 +3,20 @@
  * (ichor/cli/kube.py and upgrades.py).
  *
  * A denial by Ichor's webhook (``admission webhook "<name>.ichor.dev" denied the request:
- * ...``) is a refusal of the rules and is shown as the server worded it; the server's own
- * sentence says whether ``override: true`` would pass it, and that sentence alone makes
- * the override checkbox appear. Admission warnings (``Warning: 299 - "..."``) go with an
+ * ...``) is a refusal of the rules and is shown as the server worded it. The denial names
+ * a refusal ``override: true`` would pass among its Status causes, which the CLI reads;
+ * Headlamp's request layer keeps only the Status message, so the plugin reads the fixed
+ * words the webhook says it in (``OVERRIDABLE_MARK``), and they alone make the override
+ * checkbox appear. Admission warnings (``Warning: 299 - "..."``) go with an
  * accepted plan. Anything else is an error of the request, shown as one.
  */
 
 import { API_VERSION, Component } from '../api-types';
 
-/** The webhook's words when the override verb would pass a refusal (decisions.py). */
+/**
+ * The webhook's words when the override verb would pass a refusal: ichor/api/kinds.py's
+ * OVERRIDE_WOULD_PASS_WORDS, kept equal by tests/unit/webhook/test_override_cause.py.
+ */
 export const OVERRIDABLE_MARK = '`override: true` on the TalosOperation would pass';
 
 export type PlanAnswer =
