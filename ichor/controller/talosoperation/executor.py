@@ -368,8 +368,10 @@ class OperationController:
             manifest, detail = await self._manifest(op, cluster, cluster_body, planned=planned)
             detail += checked
         except _Refused as error:
-            op = await self._refuse(op, error.reason, error.message, kind=Failure.REFUSED)
+            # the read Job goes first, so a Failed operation has none left; a restart
+            # between the two reads again and refuses the same way
             await self._drop_read(op)
+            op = await self._refuse(op, error.reason, error.message, kind=Failure.REFUSED)
             return op, None
         except _Unrunnable as error:
             return await self._refuse(op, error.reason, error.message), None
