@@ -12,17 +12,19 @@ STAMP := $(VENV)/.installed
 
 .PHONY: help venv lint typecheck imports check unit component e2e test testenv oracle printable \
         bench demo demo-down cluster-up cluster-down image image-base clean node compat-json \
-        runtime-deps configuration chart-readme ui ui-unit ui-package ui-screenshots
+        runtime-deps configuration chart-readme ui ui-unit ui-package ui-screenshots docs \
+        hooks complexity
 
 help:
 	@echo "The two commands:"
 	@echo "  make demo          the whole upgrade story, its Jobs run on a one-node Kubernetes (make demo-down stops it)"
 	@echo "  make test          make check, then every test tier (builds the test binaries once)"
 	@echo "Checks and test tiers:"
-	@echo "  make check         lint, typecheck and imports"
+	@echo "  make check         lint, typecheck, imports and complexity"
 	@echo "  make lint          ruff check and ruff format --check"
 	@echo "  make typecheck     mypy --strict"
 	@echo "  make imports       import-linter's layer contracts"
+	@echo "  make complexity    no function in ichor/ above cyclomatic complexity 15 (radon)"
 	@echo "  make unit          the pure tests only (seconds, no I/O)"
 	@echo "  make component     kopf, the chart and the lister against a real API server and registry"
 	@echo "  make e2e           make demo's script end to end"
@@ -37,6 +39,7 @@ help:
 	@echo "  make printable     rewrite ichor/release/go_printable.py from the oracle"
 	@echo "  make compat-json   rewrite tests/gotools/compat.json (the table the Go webhook reads)"
 	@echo "  make configuration rewrite docs/configuration.md's tables from ichor/settings.py"
+	@echo "  make docs          rewrite every generated page: troubleshooting, compatibility, metrics, settings"
 	@echo "  make chart-readme  rewrite charts/ichor/README.md from the chart's values schema"
 	@echo "  make image         the operator image (Docker engine or buildah; IMAGE_OUTPUT=, IMAGE_PUSH=)"
 	@echo "  make image-base    the image tools and the Debian base the image test builds on"
@@ -49,6 +52,7 @@ help:
 	@echo "For a person:"
 	@echo "  make cluster-up    a local control plane named dev (make cluster-down stops it)"
 	@echo "  make venv          the virtual environment .venv"
+	@echo "  make hooks         the git hooks of hack/hooks for this clone (commit-msg: subject <= 72)"
 	@echo "  make clean         remove .venv and the caches of the tools"
 	@echo "  make help          this list"
 
@@ -60,6 +64,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# The project's git hooks (hack/hooks; commit-msg checks the subject and the blank line).
+# core.hooksPath is relative, so every worktree of the clone runs its own checkout's hooks.
+hooks:
+	git config core.hooksPath hack/hooks
+	@echo "git runs hack/hooks now (git config --unset core.hooksPath to stop)"
+
 lint: $(STAMP)
 	$(BIN)/ruff check ichor tests
 	$(BIN)/ruff format --check ichor tests
@@ -70,7 +80,12 @@ typecheck: $(STAMP)
 imports: $(STAMP)
 	$(BIN)/lint-imports
 
-check: lint typecheck imports
+# Every function of ichor/ at cyclomatic complexity 15 or less, but for the listed ones
+# (tests/support/complexity.py), which may not grow.
+complexity: $(STAMP)
+	$(BIN)/python -m tests.support.complexity
+
+check: lint typecheck imports complexity
 
 unit: $(STAMP)
 	$(BIN)/pytest -q -rs tests/unit
@@ -128,6 +143,10 @@ bench: $(STAMP) testenv oracle
 configuration: $(STAMP)
 	$(BIN)/python -m tests.support.configuration docs/configuration.md
 
+# Every generated part of docs/ (the reasons, the compatibility table, the metrics, the
+# settings), from the code; the unit tests of tests/unit/docs keep each equal.
+docs: $(STAMP)
+	$(BIN)/python -m tests.support.pages
 # charts/ichor/README.md, from values.schema.json's descriptions and values.yaml's defaults
 # (a unit test keeps them equal).
 chart-readme: $(STAMP)

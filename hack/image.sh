@@ -51,7 +51,7 @@ CACHE_KEEP=${CACHE_KEEP:-4}
 # The files that go into the image: what the Dockerfile COPYs, as .dockerignore lets in.
 # Python's byte code is left out by both, and by the key.
 source_files() {
-  (cd "$ROOT" && find pyproject.toml README.md ichor -type f \
+  (cd "$ROOT" && find pyproject.toml README.md LICENSE ichor -type f \
     ! -path '*/__pycache__/*' ! -name '*.pyc' | LC_ALL=C sort)
 }
 

@@ -11,7 +11,7 @@ source ./lib.sh
 start=$SECONDS
 figures=()
 # debian.sh first: it installs jq, which kube.sh, gotools.sh and talosctl.sh use
-for script in debian.sh kube.sh gotools.sh etcd.sh helm.sh crane.sh registry.sh containerd.sh pause.sh talosctl.sh; do
+for script in debian.sh kube.sh gotools.sh etcd.sh helm.sh crane.sh registry.sh promtool.sh containerd.sh pause.sh talosctl.sh; do
   [[ -f $script ]] || continue
   step=$SECONDS
   bash "$script"

@@ -1,24 +1,12 @@
 """The operator process: every controller and the admission webhook in one kopf run.
 
-``python -m ichor.operator`` (or ``run()``) reads the settings once (``Settings.from_env``:
-the chart's Deployment sets them; docs/configuration.md lists each), registers the
-TalosCluster controller, the TalosOperation controller, the admission recorder, the
-release check and the webhook into kopf's default registry, and runs kopf for the whole
-cluster. It decides nothing itself; it only puts the parts together.
+``python -m ichor.operator`` (or ``run()``) reads the settings once (``Settings.from_env``),
+registers every part into kopf's default registry (``build_registry``) and runs kopf for
+the whole cluster. It decides nothing itself. Without a certificate the webhook is not
+served; with ``ICHOR_PEERING`` one replica runs the handlers and every replica serves the
+webhook. After SIGTERM the process ends within ``EXIT_TIMEOUT`` seconds.
 
-Without a certificate (``ICHOR_WEBHOOK_CERT``/``ICHOR_WEBHOOK_KEY``) the webhook is not
-served (a local run of the controllers alone). Without ``ICHOR_PEERING`` it runs
-standalone as one replica; with it (the name of a ClusterKopfPeering, which the chart
-creates when ``replicas`` > 1) kopf's peering lets one replica run the handlers while every
-replica serves the webhook, each with a random priority so that two never tie.
-
-kopf names the process in its peering by ``POD_ID`` (the chart sets the Pod's name), else
-after its user; a user with no name (a uid without a passwd entry and no ``USER``, as an
-arbitrary ``runAsUser`` gives) is named ``uid<N>`` rather than ending the process at start.
-
-On SIGTERM kopf stops the controllers (their cleanup kills the health checks' worker
-process); whatever is left after ``EXIT_TIMEOUT`` seconds, kopf ends the process with
-SIGKILL, within the Pod's termination grace period, and the worker dies with it.
+More in docs/design/notes.md, "ichor/operator.py".
 """
 
 from __future__ import annotations

@@ -79,6 +79,12 @@ class UpgradeTargets(ApiModel):
     cilium: tuple[str, ...] | None = None
     #: Deprecated, unused.
     cilium_error: str | None = None
+    #: The last check that listed each list whole (alerts read how long ago that was).
+    talos_listed_at: datetime | None = None
+    kubernetes_listed_at: datetime | None = None
+    #: The first check of each list's current run of failures; gone once it lists again.
+    talos_failing_since: datetime | None = None
+    kubernetes_failing_since: datetime | None = None
 
 
 class LatestRelease(ApiModel):
@@ -90,6 +96,10 @@ class LatestRelease(ApiModel):
     running: str | None = None
     newer: bool | None = None
     error: str | None = None
+    #: The last check that listed the chart repository whole.
+    listed_at: datetime | None = None
+    #: The first check of the chart listing's current run of failures.
+    failing_since: datetime | None = None
 
 
 class PolicyEntryStatus(ApiModel):

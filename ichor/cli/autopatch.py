@@ -1,20 +1,12 @@
 """``ichor autopatch suspend|resume CLUSTER``: stop and restart a cluster's auto-patch;
 ``ichor autopatch unhalt COMPONENT VERSION | --all``: lift the fleet's halts early.
 
-Both write the TalosCluster itself (one merge patch, judged by the webhook like any
-update; the status stays the operator's): ``suspend`` sets ``spec.autoPatch.suspended:
-true``; ``resume`` removes the cluster's own ``suspended`` (null, so the fleet's setting
-decides again: a false would beat a fleet-wide suspension for ever) and, when auto-patch
-stopped after a failed operation (``status.autoPatch.suspension``), sets the annotation
-``ichor.dev/auto-patch-resume`` to that operation's name, which is how a person says "I
-looked at this failure" (the operator then clears the suspension record). It says when
-the fleet is still suspended. The kubectl equivalents are printed in docs/autopatch.md.
+``suspend`` and ``resume`` write the TalosCluster's spec with one merge patch (``resume``
+also names the failed operation it looked at, ``ichor.dev/auto-patch-resume``).
+``unhalt`` annotates the IchorInstallation (``ichor.dev/unhalt``), waits for the operator
+to lift the halts, and says what was lifted.
 
-``unhalt`` updates the IchorInstallation (the verb ``update`` on it) with the annotation
-``ichor.dev/unhalt: <component>/<version>`` (or ``all``); the webhook records who asked,
-the operator lifts the halts in ``status.autoPatch.halts`` (status stays the operator's),
-posts an Event naming that person and removes the annotation. The command waits for that
-and says what was lifted.
+More in docs/design/notes.md, "ichor/cli/autopatch.py".
 """
 
 from __future__ import annotations
@@ -166,13 +158,7 @@ def unhalt(
     """Lift the fleet's halt of COMPONENT VERSION (talos|kubernetes vX.Y.Z), or --all.
 
     Needs the verb update on the IchorInstallation; recorded as an Event naming you."""
-    if everything == bool(component or version):
-        raise click.UsageError("name COMPONENT VERSION (kubernetes v1.36.7), or --all")
-    value = UNHALT_ALL if everything else f"{component}/{version}"
-    try:
-        request = parse_unhalt(value)
-    except ValueError as error:
-        raise click.UsageError(str(error)) from None
+    request = _unhalt_request(component, version, everything=everything)
     target = common.target(ctx)
     installation = kube.get_installation(target)
     if installation is None:
@@ -192,6 +178,24 @@ def unhalt(
             f"it posts an Event on IchorInstallation {kinds.INSTALLATION_NAME} naming you."
         )
         return
+    click.echo(_lifted(_acted_on(target, what=what), halted, what=what, of=of))
+
+
+def _unhalt_request(component: str | None, version: str | None, *, everything: bool) -> Unhalt:
+    """The request ``unhalt``'s arguments make, or a usage error: COMPONENT VERSION or
+    --all, never both nor neither."""
+    if everything == bool(component or version):
+        raise click.UsageError("name COMPONENT VERSION (kubernetes v1.36.7), or --all")
+    value = UNHALT_ALL if everything else f"{component}/{version}"
+    try:
+        return parse_unhalt(value)
+    except ValueError as error:
+        raise click.UsageError(str(error)) from None
+
+
+def _acted_on(target: kube.Target, *, what: str) -> dict[str, Any] | None:
+    """The IchorInstallation once the operator removed the request annotation, within
+    ``UNHALT_WAIT`` seconds; else the error that says the request stays."""
     deadline = time.monotonic() + UNHALT_WAIT
     while True:
         now = kube.get_installation(target)
@@ -199,7 +203,7 @@ def unhalt(
             UNHALT_ANNOTATION
         )
         if pending is None:
-            break
+            return now
         if time.monotonic() >= deadline:
             raise kube.CliError(
                 f"asked to lift {what}, but the operator has not acted within "
@@ -207,12 +211,15 @@ def unhalt(
                 f"{kinds.INSTALLATION_NAME} ({UNHALT_ANNOTATION}) and is acted on when it runs"
             )
         time.sleep(0.5)
+
+
+def _lifted(now: dict[str, Any] | None, halted: list[Halt], *, what: str, of: str) -> str:
+    """The sentence for the halts the operator lifted, of those that were in force."""
     ids = {h.operation for h in halted}
     lifted = [h for h in _halts(now) if h.operation in ids and h.lifted_by]
     if not lifted:
-        click.echo(f"No auto-patch halt{of} was in force any more: nothing was lifted.")
-        return
-    click.echo(
+        return f"No auto-patch halt{of} was in force any more: nothing was lifted."
+    return (
         f"Lifted {what}: {'; '.join(_describe(h) for h in lifted)}; lifted by "
         f"{lifted[0].lifted_by}, recorded as an Event on IchorInstallation "
         f"{kinds.INSTALLATION_NAME}. Those versions may start in the next open window."

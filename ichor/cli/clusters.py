@@ -466,26 +466,9 @@ def _stored_kubeconfig(path: Path, context: str | None) -> bytes:
     operator would refuse (an ``exec`` user, a ``tokenFile``) is refused here, before
     anything is written. Proxy and insecure TLS are left to the operator's settings."""
     what = f"the kubeconfig {path}"
-    try:
-        whole: Any = yaml.safe_load(path.read_text())
-        chosen = context or whole["current-context"]
-        (ctx,) = [c for c in whole["contexts"] if c["name"] == chosen]
-        (cluster,) = [c for c in whole["clusters"] if c["name"] == ctx["context"]["cluster"]]
-        (user,) = [u for u in whole["users"] if u["name"] == ctx["context"]["user"]]
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
-        raise kube.CliError(
-            f"{what} cannot be stored: its context {context or '(current)'} does not name "
-            "one cluster and one user"
-        ) from None
-    for entry, part in ((cluster, "cluster"), (user, "user")):
-        fields = entry.get(part) or {}
-        for file_field, data_field in _INLINED.items():
-            if isinstance(fields.get(file_field), str):
-                named = path.parent / fields.pop(file_field)
-                try:
-                    fields[data_field] = base64.b64encode(named.read_bytes()).decode()
-                except OSError as error:
-                    raise kube.CliError(f"{what}: {file_field} {named}: {error}") from None
+    ctx, cluster, user = _context_entries(path, context, what=what)
+    _inline_files(path, cluster, "cluster", what=what)
+    _inline_files(path, user, "user", what=what)
     minified = {
         "apiVersion": "v1",
         "kind": "Config",
@@ -502,6 +485,36 @@ def _stored_kubeconfig(path: Path, context: str | None) -> bytes:
     except credentials.Refused as error:
         common.refused(f"{error}. Nothing was written.")
     return text
+
+
+def _context_entries(path: Path, context: str | None, *, what: str) -> tuple[Any, Any, Any]:
+    """The context (``context``, else the current one) of the kubeconfig ``path``, and the
+    one cluster and one user it names; an error naming the context otherwise."""
+    try:
+        whole: Any = yaml.safe_load(path.read_text())
+        chosen = context or whole["current-context"]
+        (ctx,) = [c for c in whole["contexts"] if c["name"] == chosen]
+        (cluster,) = [c for c in whole["clusters"] if c["name"] == ctx["context"]["cluster"]]
+        (user,) = [u for u in whole["users"] if u["name"] == ctx["context"]["user"]]
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError):
+        raise kube.CliError(
+            f"{what} cannot be stored: its context {context or '(current)'} does not name "
+            "one cluster and one user"
+        ) from None
+    return ctx, cluster, user
+
+
+def _inline_files(path: Path, entry: Any, part: str, *, what: str) -> None:
+    """Replace each file ``entry[part]`` names (``_INLINED``, relative to the kubeconfig's
+    folder) by its content, base64-encoded, as ``--flatten`` does."""
+    fields = entry.get(part) or {}
+    for file_field, data_field in _INLINED.items():
+        if isinstance(fields.get(file_field), str):
+            named = path.parent / fields.pop(file_field)
+            try:
+                fields[data_field] = base64.b64encode(named.read_bytes()).decode()
+            except OSError as error:
+                raise kube.CliError(f"{what}: {file_field} {named}: {error}") from None
 
 
 # --- status -------------------------------------------------------------------------------

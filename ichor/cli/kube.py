@@ -1,17 +1,12 @@
 """The CLI's connection to the cluster Ichor runs in, found like kubectl finds it.
 
-``--kubeconfig`` (else ``$KUBECONFIG``, else ``~/.kube/config``), ``--context`` and
-``-n/--namespace`` (else the context's namespace, else ``default``); ``--as`` and
-``--as-group`` (else the kubeconfig user's ``as:``/``as-groups:``, which the Python client
-alone would ignore) impersonate a user on every call, as kubectl does (the API server
-checks the caller's ``impersonate`` verb). The CLI is a short synchronous program, so it uses the
-synchronous ``kubernetes`` client, which it loads on the first connection only.
+``--kubeconfig``, ``--context``, ``-n``, ``--as`` and ``--as-group`` as kubectl reads them
+(the kubeconfig user's ``as:`` too), with the synchronous ``kubernetes`` client loaded on
+the first connection only. Every failure of the API becomes ``CliError`` with one
+sentence; a denial by Ichor's webhook is kept apart (``Denied``): a refusal of the rules,
+exit code 1, with the ``--override`` hint where the server says an override would pass.
 
-Every failure of the API becomes ``CliError`` with one sentence (what failed, and the
-API server's own reason), never a stack trace. A denial by Ichor's admission webhook is
-kept apart (``Denied``): it is a refusal of the rules, not an error of the connection,
-and the commands turn it into exit code 1 with the reason and, where the server says an
-override would pass it, the hint to use ``--override``.
+More in docs/design/notes.md, "ichor/cli/kube.py".
 """
 
 from __future__ import annotations
@@ -231,6 +226,21 @@ def warnings_of(headers: Any) -> list[str]:
 
 def get_cluster(target: Target, name: str) -> dict[str, Any]:
     """The TalosCluster ``name`` in the target namespace; a missing one is a CliError."""
+    return _get_own(
+        target,
+        kinds.Plural.TALOS_CLUSTERS,
+        "TalosCluster",
+        name,
+        lister="ichor status",
+        kind_plural="clusters",
+    )
+
+
+def _get_own(
+    target: Target, plural: kinds.Plural, kind: str, name: str, *, lister: str, kind_plural: str
+) -> dict[str, Any]:
+    """The object ``name`` of one of Ichor's kinds in the target namespace; a missing one
+    is a CliError naming the command (``lister``) that lists them there."""
 
     def read() -> dict[str, Any]:
         return cast(
@@ -239,28 +249,39 @@ def get_cluster(target: Target, name: str) -> dict[str, Any]:
                 kinds.GROUP,
                 kinds.VERSION,
                 target.namespace,
-                kinds.Plural.TALOS_CLUSTERS,
+                plural,
                 name,
                 _request_timeout=REQUEST_TIMEOUT,
             ),
         )
 
-    found = call(target, f"reading TalosCluster {target.namespace}/{name}", _or_none(read))
+    found = call(target, f"reading {kind} {target.namespace}/{name}", _or_none(read))
     if found is None:
         raise CliError(
-            f"TalosCluster {target.namespace}/{name} does not exist "
-            f"(ichor status -n {target.namespace} lists the clusters there)"
+            f"{kind} {target.namespace}/{name} does not exist "
+            f"({lister} -n {target.namespace} lists the {kind_plural} there)"
         )
     return found
 
 
 def list_clusters(target: Target, *, all_namespaces: bool) -> list[dict[str, Any]]:
+    """The TalosClusters of the target namespace (or of every namespace)."""
+    return _list_own(
+        target, kinds.Plural.TALOS_CLUSTERS, "TalosClusters", all_namespaces=all_namespaces
+    )
+
+
+def _list_own(
+    target: Target, plural: kinds.Plural, kinds_name: str, *, all_namespaces: bool
+) -> list[dict[str, Any]]:
+    """The objects of one of Ichor's kinds in the target namespace, or in every one."""
+
     def read() -> list[dict[str, Any]]:
         if all_namespaces:
             found = target.custom.list_cluster_custom_object(
                 kinds.GROUP,
                 kinds.VERSION,
-                kinds.Plural.TALOS_CLUSTERS,
+                plural,
                 _request_timeout=REQUEST_TIMEOUT,
             )
         else:
@@ -268,12 +289,12 @@ def list_clusters(target: Target, *, all_namespaces: bool) -> list[dict[str, Any
                 kinds.GROUP,
                 kinds.VERSION,
                 target.namespace,
-                kinds.Plural.TALOS_CLUSTERS,
+                plural,
                 _request_timeout=REQUEST_TIMEOUT,
             )
         return list(cast(dict[str, Any], found).get("items") or [])
 
-    return call(target, "listing TalosClusters", read)
+    return call(target, f"listing {kinds_name}", read)
 
 
 def get_installation(target: Target) -> dict[str, Any] | None:
@@ -400,51 +421,21 @@ def annotate_installation(target: Target, key: str, value: str) -> dict[str, Any
 
 def list_operations(target: Target, *, all_namespaces: bool) -> list[dict[str, Any]]:
     """The TalosOperations of the target namespace (or of every namespace)."""
-
-    def read() -> list[dict[str, Any]]:
-        if all_namespaces:
-            found = target.custom.list_cluster_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                kinds.Plural.TALOS_OPERATIONS,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        else:
-            found = target.custom.list_namespaced_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                target.namespace,
-                kinds.Plural.TALOS_OPERATIONS,
-                _request_timeout=REQUEST_TIMEOUT,
-            )
-        return list(cast(dict[str, Any], found).get("items") or [])
-
-    return call(target, "listing TalosOperations", read)
+    return _list_own(
+        target, kinds.Plural.TALOS_OPERATIONS, "TalosOperations", all_namespaces=all_namespaces
+    )
 
 
 def get_operation(target: Target, name: str) -> dict[str, Any]:
     """The TalosOperation ``name`` in the target namespace; a missing one is a CliError."""
-
-    def read() -> dict[str, Any]:
-        return cast(
-            dict[str, Any],
-            target.custom.get_namespaced_custom_object(
-                kinds.GROUP,
-                kinds.VERSION,
-                target.namespace,
-                kinds.Plural.TALOS_OPERATIONS,
-                name,
-                _request_timeout=REQUEST_TIMEOUT,
-            ),
-        )
-
-    found = call(target, f"reading TalosOperation {target.namespace}/{name}", _or_none(read))
-    if found is None:
-        raise CliError(
-            f"TalosOperation {target.namespace}/{name} does not exist "
-            f"(ichor operations -n {target.namespace} lists the operations there)"
-        )
-    return found
+    return _get_own(
+        target,
+        kinds.Plural.TALOS_OPERATIONS,
+        "TalosOperation",
+        name,
+        lister="ichor operations",
+        kind_plural="operations",
+    )
 
 
 def job_pods(target: Target, job: str) -> list[dict[str, Any]]:

@@ -1,15 +1,12 @@
 """The ``ichor`` command (and ``kubectl ichor``): the entry point that puts the commands
 together.
 
-``main()`` runs the click group and turns every outcome into an exit code: 0 done,
-1 refused or failed (one sentence on stderr), 2 usage, 130 interrupted (Ctrl-C). It
-refuses to show a stack trace: an exception nobody expected becomes one sentence naming
-it, and ``ICHOR_DEBUG=1`` raises it instead for whoever is debugging.
+``main()`` turns every outcome into an exit code: 0 done, 1 refused or failed (one
+sentence on stderr), 2 usage, 130 interrupted; never a stack trace unless
+``ICHOR_DEBUG=1``. The commands are loaded when called (``COMMANDS``), so ``ichor
+version`` and ``ichor --help`` load no API client; each gets the global options.
 
-The commands are loaded when called (``COMMANDS``: module, attribute, the line ``--help``
-shows), so ``ichor version`` and ``ichor --help`` load no API client and no registry
-client; a unit test keeps each line equal to its command's own help. Every command gets
-the global options (``common.add_global_options``), in either place.
+More in docs/design/notes.md, "ichor/cli/main.py".
 """
 
 from __future__ import annotations

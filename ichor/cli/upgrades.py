@@ -193,16 +193,22 @@ def _read_operation(target: kube.Target, name: str) -> dict[str, Any] | None:
 def _choices(
     target: kube.Target, cluster: str, component: Component
 ) -> tuple[views.Cluster, views.ChoiceList]:
-    body = kube.get_cluster(target, cluster)
-    try:
-        seen = views.Cluster.of(body)
-    except ValueError as error:
-        raise kube.CliError(str(error)) from None
+    seen = _read_cluster(target, cluster)
     installation = kube.get_installation(target)
     releases = views.release_list(installation, component)
     return seen, views.choice_list(
         seen, component, releases, policy=views.site_policy(installation)
     )
+
+
+def _read_cluster(target: kube.Target, name: str) -> views.Cluster:
+    """The TalosCluster ``name`` as the CLI reads it; one the model cannot read is a
+    CliError with the model's sentence."""
+    body = kube.get_cluster(target, name)
+    try:
+        return views.Cluster.of(body)
+    except ValueError as error:
+        raise kube.CliError(str(error)) from None
 
 
 def _form(version: str, *, hint: str = "VERSION") -> str:
@@ -327,11 +333,7 @@ def plan_command(
         if given is not None:
             _form(given, hint=hint)
     target = common.target(ctx)
-    body = kube.get_cluster(target, cluster)
-    try:
-        seen = views.Cluster.of(body)
-    except ValueError as error:
-        raise kube.CliError(str(error)) from None
+    seen = _read_cluster(target, cluster)
     installation = kube.get_installation(target)
     result = views.path_plan(
         seen,

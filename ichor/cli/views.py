@@ -22,7 +22,13 @@ from pydantic import ValidationError
 
 from ichor.api import ichorinstallation, taloscluster
 from ichor.api.reading import read_model
-from ichor.api.taloscluster import NodeImages, TalosClusterSpec, TalosClusterStatus
+from ichor.api.taloscluster import (
+    ChoiceGroup,
+    CNIStatus,
+    NodeImages,
+    TalosClusterSpec,
+    TalosClusterStatus,
+)
 from ichor.release import steps
 from ichor.release.policy import NO_POLICY, SitePolicy
 from ichor.upgrade import blocked
@@ -309,36 +315,21 @@ def status_row(cluster: Cluster) -> StatusRow:
     """What runs, whether it holds together and what it can move to, from the status the
     controller wrote (the choices are ``status.upgradeChoices``)."""
     status = cluster.status
-    cni = status.cni
-    if cni is None or not cni.detected:
-        cilium = "-"
-    elif steps.is_cilium(cni.detected):
-        cilium = cni.detected_version or "cilium (version unread)"
-    else:
-        cilium = f"({cni.detected})"
     compatible = cluster.condition("VersionsCompatible")
     ready = cluster.condition("Ready")
     choices = status.upgrade_choices
-    talos_choice = choices.talos if choices else None
-    kube_choice = choices.kubernetes if choices else None
-    message = ""
-    if compatible is not None and compatible[0] != "True":
-        message = compatible[1]
-    elif ready is not None and ready[0] != "True":
-        message = ready[1]
     auto_cell, auto_json, auto_message = auto_patch_cell(cluster)
-    message = message or auto_message
     return StatusRow(
         namespace=cluster.namespace,
         name=cluster.name,
         talos=_running(cluster.spec.talos_version, status.talos_version),
         kubernetes=_running(cluster.spec.kubernetes_version, status.kubernetes_version),
-        cilium=cilium,
+        cilium=_cilium_cell(status.cni),
         compatible=compatible[0] if compatible else "Unknown",
-        talos_upgrade=(talos_choice.default if talos_choice and talos_choice.default else "-"),
-        kubernetes_upgrade=(kube_choice.default if kube_choice and kube_choice.default else "-"),
+        talos_upgrade=_default_cell(choices.talos if choices else None),
+        kubernetes_upgrade=_default_cell(choices.kubernetes if choices else None),
         ready=ready[0] if ready else "Unknown",
-        message=message,
+        message=_status_message(compatible, ready) or auto_message,
         auto_patch=auto_cell,
         auto_patch_json=auto_json,
         **_images(status.node_images),
@@ -367,6 +358,29 @@ def _images(recorded: NodeImages | None) -> dict[str, Any]:
         "images_json": recorded.to_api(),
         "image_lines": tuple(lines),
     }
+
+
+def _cilium_cell(cni: CNIStatus | None) -> str:
+    """The CILIUM cell: its version, ``-`` when no CNI was seen, another CNI in brackets."""
+    if cni is None or not cni.detected:
+        return "-"
+    if steps.is_cilium(cni.detected):
+        return cni.detected_version or "cilium (version unread)"
+    return f"({cni.detected})"
+
+
+def _default_cell(choice: ChoiceGroup | None) -> str:
+    """An UPGRADE cell: the default choice of the component, else ``-``."""
+    return choice.default if choice and choice.default else "-"
+
+
+def _status_message(compatible: tuple[str, str] | None, ready: tuple[str, str] | None) -> str:
+    """The MESSAGE of a cluster: why it is not compatible, else why it is not ready."""
+    if compatible is not None and compatible[0] != "True":
+        return compatible[1]
+    if ready is not None and ready[0] != "True":
+        return ready[1]
+    return ""
 
 
 def status_rows(bodies: Sequence[Mapping[str, Any]]) -> list[StatusRow]:
@@ -469,31 +483,35 @@ def operation_rows(
 ) -> list[OperationRow]:
     """The operations (of ``cluster`` alone when given), oldest first, as read: an
     unset field is ``-``; nothing is judged."""
-    rows: list[tuple[datetime, OperationRow]] = []
-    for body in bodies:
-        meta = body.get("metadata") or {}
-        spec = body.get("spec") or {}
-        status = body.get("status") or {}
-        target = str((spec.get("clusterRef") or {}).get("name") or "")
-        if cluster is not None and target != cluster:
-            continue
-        created = _created(body)
-        rows.append(
-            (
-                created or datetime.min.replace(tzinfo=UTC),
-                OperationRow(
-                    namespace=str(meta.get("namespace", "")),
-                    name=str(meta.get("name", "")),
-                    cluster=target or "-",
-                    type=str(spec.get("type") or "-"),
-                    version=str(spec.get("version") or ""),
-                    phase=str(status.get("phase") or "Pending"),
-                    age=age(created, now) if created else "-",
-                    created=str(meta.get("creationTimestamp") or ""),
-                    job=str(status.get("jobName") or ""),
-                    message=str(status.get("message") or ""),
-                ),
-            )
-        )
+    rows = [
+        (_created(body) or datetime.min.replace(tzinfo=UTC), _operation_row(body, now=now))
+        for body in bodies
+        if cluster is None or _target(body) == cluster
+    ]
     rows.sort(key=lambda pair: (pair[0], pair[1].namespace, pair[1].name))
     return [row for _, row in rows]
+
+
+def _target(body: Mapping[str, Any]) -> str:
+    """The name of the cluster an operation names, or ``""``."""
+    return str(((body.get("spec") or {}).get("clusterRef") or {}).get("name") or "")
+
+
+def _operation_row(body: Mapping[str, Any], *, now: datetime) -> OperationRow:
+    """One operation as read: an unset field is ``-`` (or empty in JSON)."""
+    meta = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    created = _created(body)
+    return OperationRow(
+        namespace=str(meta.get("namespace", "")),
+        name=str(meta.get("name", "")),
+        cluster=_target(body) or "-",
+        type=str(spec.get("type") or "-"),
+        version=str(spec.get("version") or ""),
+        phase=str(status.get("phase") or "Pending"),
+        age=age(created, now) if created else "-",
+        created=str(meta.get("creationTimestamp") or ""),
+        job=str(status.get("jobName") or ""),
+        message=str(status.get("message") or ""),
+    )

@@ -1,21 +1,12 @@
 """The process's C allocator: large buffers given back when freed, not kept in its heap.
 
-Every TLS connection, the clients' to workload clusters and the webhook's from the API
-server alike, holds asyncio's 256 KiB read buffer (``asyncio.sslproto.SSLProtocol``) for
-as long as it is open, and the operator opens one per workload cluster per observation.
-glibc serves an allocation of 128 KiB or more with a mapping of its own, given back on
-free, but once such a mapping is freed it raises that threshold above the size freed
-(its "dynamic mmap threshold"), so every later 256 KiB buffer is cut from the heap, small
-long-lived objects settle between them, and the heap cannot shrink past them: at 1,000
-clusters malloc held 139 MiB of which 73 MiB was free, and the operator's RSS was 264 to
-321 MiB under the chart's 256 MiB limit. Setting the threshold (mallopt(3),
-``M_MMAP_THRESHOLD``) to glibc's own starting value stops it moving: each buffer is a
-mapping again, gone from the RSS when its connection closes (the same run: 206 MiB, 7
-MiB free in malloc). Costs two system calls per connection, next to its TLS handshake.
+Every TLS connection holds asyncio's 256 KiB read buffer; glibc's moving mmap threshold
+would cut later ones from the heap, which then cannot shrink. Setting the threshold
+(``M_MMAP_THRESHOLD``) to glibc's starting value keeps each buffer a mapping of its own,
+returned when its connection closes. A threshold the environment sets is left as it is;
+on a C library other than glibc nothing is done.
 
-A threshold the environment sets (``MALLOC_MMAP_THRESHOLD_``, which glibc reads itself and
-the settings report as ``Settings.malloc_mmap_threshold``) is left as it is; on a C library
-other than glibc nothing is done.
+More in docs/design/notes.md, "ichor/kube/allocator.py".
 """
 
 from __future__ import annotations

@@ -1,15 +1,12 @@
 """Credentials a user stores in a Secret (a kubeconfig, a talosconfig), read as data; pure.
 
-The operator builds a workload client from a TalosCluster's kubeconfig and mounts it and
-the talosconfig into the Jobs that run helm and talosctl. Both formats can make their
-reader run a command (``exec``, ``auth-provider``), read a file of its own
-(``tokenFile``, every ``*-file`` path, Talos's SideroV1 keys) or send its requests
-elsewhere (``proxy-url``). So a Secret's text is accepted only as one cluster, one user
-and one context with inline credentials: every field is on a whitelist, anything else is
-refused (``Refused``) with a sentence naming the field. The YAML is bounded before it is
-built (size, events, nesting, no alias, tag, merge key or repeated key, one document),
-so the reader here and the Go readers in the Jobs read the same few fields. No sentence
-quotes the text: a field is named only from the formats' own vocabulary.
+Both formats can make their reader run a command, read a file or send requests elsewhere.
+So a Secret's text is accepted only as one cluster, one user and one context with inline
+credentials, every field on a whitelist, anything else refused (``Refused``) naming the
+field. The YAML is bounded before it is built (size, events, nesting, no alias, tag,
+merge key or repeated key, one document). No sentence quotes the text.
+
+More in docs/design/notes.md, "ichor/kube/credentials.py".
 """
 
 from __future__ import annotations
@@ -17,7 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -163,52 +160,96 @@ def _text(raw: bytes | str, *, what: str) -> str:
 def _scan(text: str, *, what: str) -> None:
     """Refuse, before anything is built, a document larger, deeper or stranger than a
     credential file is: aliases, anchors, tags, merge keys, repeated keys, two documents.
-    Go's readers (helm, talosctl) and this one would not read those alike."""
-
-    def refuse(why: str) -> Refused:
-        return Refused(f"{what} is refused: {why}; {_KIND_STEP}")
-
-    events = 0
-    documents = 0
-    # per open mapping: the keys seen, and whether the next scalar is a key
-    frames: list[tuple[set[str], list[bool]] | None] = []
+    Go's readers (helm, talosctl) and this one would not read those alike. Every YAML
+    event passes each of ``_SCAN_STEPS`` in order; the first reason found refuses."""
+    state = _ScanState()
     try:
         for event in yaml.parse(text, Loader=SAFE_LOADER):
-            events += 1
-            if events > MAX_EVENTS:
-                raise refuse(f"it holds over {MAX_EVENTS:,} YAML values")
-            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
-                raise refuse("it uses a YAML anchor or alias")
-            if isinstance(event, yaml.DocumentStartEvent):
-                documents += 1
-                if documents > 1:
-                    raise refuse("it holds more than one YAML document")
-            if isinstance(event, yaml.NodeEvent) and _explicit_tag(event):
-                raise refuse("it uses a YAML tag")
-            top = frames[-1] if frames else None
-            keyed = False
-            if top is not None and not isinstance(event, yaml.MappingEndEvent):
-                keyed = top[1][0]
-                top[1][0] = not keyed  # a key, then its value
-            if keyed:
-                if not isinstance(event, yaml.ScalarEvent):
-                    raise refuse("a key of a mapping is not a plain value")
-                assert top is not None
-                if event.value == "<<":
-                    raise refuse("it uses a YAML merge key")
-                if event.value in top[0]:
-                    raise refuse("a mapping repeats a key")
-                top[0].add(event.value)
-            if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
-                frames.append(
-                    (set(), [True]) if isinstance(event, yaml.MappingStartEvent) else None
-                )
-                if len(frames) > MAX_DEPTH:
-                    raise refuse(f"it nests deeper than {MAX_DEPTH} levels")
-            elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
-                frames.pop()
+            for step in _SCAN_STEPS:
+                why = step(state, event)
+                if why is not None:
+                    raise Refused(f"{what} is refused: {why}; {_KIND_STEP}")
     except yaml.YAMLError as error:
         raise Refused(f"{what} is refused: it is not YAML{_where(error)}") from None
+
+
+@dataclass
+class _ScanState:
+    """What ``_scan`` has seen so far of one text."""
+
+    events: int = 0
+    documents: int = 0
+    #: per open collection: for a mapping, the keys seen and whether the next scalar is
+    #: a key; None for a sequence
+    frames: list[tuple[set[str], list[bool]] | None] = field(default_factory=list)
+
+
+def _scan_count(state: _ScanState, event: Any) -> str | None:
+    state.events += 1
+    if state.events > MAX_EVENTS:
+        return f"it holds over {MAX_EVENTS:,} YAML values"
+    return None
+
+
+def _scan_alias(state: _ScanState, event: Any) -> str | None:
+    if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+        return "it uses a YAML anchor or alias"
+    return None
+
+
+def _scan_documents(state: _ScanState, event: Any) -> str | None:
+    if isinstance(event, yaml.DocumentStartEvent):
+        state.documents += 1
+        if state.documents > 1:
+            return "it holds more than one YAML document"
+    return None
+
+
+def _scan_tag(state: _ScanState, event: Any) -> str | None:
+    if isinstance(event, yaml.NodeEvent) and _explicit_tag(event):
+        return "it uses a YAML tag"
+    return None
+
+
+def _scan_key(state: _ScanState, event: Any) -> str | None:
+    """Inside a mapping, every other event is a key: a plain scalar, no merge key, and
+    none twice."""
+    top = state.frames[-1] if state.frames else None
+    if top is None or isinstance(event, yaml.MappingEndEvent):
+        return None
+    keyed = top[1][0]
+    top[1][0] = not keyed  # a key, then its value
+    if not keyed:
+        return None
+    if not isinstance(event, yaml.ScalarEvent):
+        return "a key of a mapping is not a plain value"
+    if event.value == "<<":
+        return "it uses a YAML merge key"
+    if event.value in top[0]:
+        return "a mapping repeats a key"
+    top[0].add(event.value)
+    return None
+
+
+def _scan_depth(state: _ScanState, event: Any) -> str | None:
+    if isinstance(event, yaml.MappingStartEvent | yaml.SequenceStartEvent):
+        state.frames.append((set(), [True]) if isinstance(event, yaml.MappingStartEvent) else None)
+        if len(state.frames) > MAX_DEPTH:
+            return f"it nests deeper than {MAX_DEPTH} levels"
+    elif isinstance(event, yaml.MappingEndEvent | yaml.SequenceEndEvent):
+        state.frames.pop()
+    return None
+
+
+#: The checks of each YAML event, in the order ``_scan`` asks them.
+_SCAN_STEPS: tuple[Callable[[_ScanState, Any], str | None], ...] = (
+    _scan_count,
+    _scan_alias,
+    _scan_documents,
+    _scan_tag,
+    _scan_key,
+    _scan_depth,
+)
 
 
 _KIND_STEP = "a credential file is one plain mapping of names and values"
@@ -353,10 +394,36 @@ def read_kubeconfig(
     raw: bytes | str, *, what: str, policy: CredentialSettings | None = None
 ) -> Kubeconfig:
     """The kubeconfig ``raw`` as the operator uses it, or ``Refused``; ``what`` names it
-    in the sentence (``the kubeconfig in key 'kubeconfig' of Secret team-a/prod``)."""
+    in the sentence (``the kubeconfig in key 'kubeconfig' of Secret team-a/prod``).
+    The steps, in order: the top level, the one entry of each list, the names that tie
+    them, the server, the TLS settings, the user's credentials, then the values."""
     policy = policy or CredentialSettings()
     reader = _Reader(what=what, words=_KUBE_WORDS, refused=_KUBE_REFUSED, step=_INLINE)
     top = _load(raw, what=what)
+    _kube_top(reader, top)
+    parts = _kube_parts(reader, top)
+    _kube_names(reader, top, parts)
+    server = _server(reader, parts.cluster.get("server"))
+    insecure = _kube_insecure(reader, parts.cluster, policy)
+    token = _kube_token(reader, parts.user)
+    _kube_client_pair(reader, parts.user)
+    return _kube_values(reader, parts, server=server, insecure=insecure, token=token, policy=policy)
+
+
+@dataclass(frozen=True)
+class _KubeParts:
+    """The one cluster, user and context of a kubeconfig: each named entry and its body."""
+
+    named_cluster: Mapping[Any, Any]
+    named_user: Mapping[Any, Any]
+    named_context: Mapping[Any, Any]
+    cluster: Mapping[Any, Any]
+    user: Mapping[Any, Any]
+    context: Mapping[Any, Any]
+
+
+def _kube_top(reader: _Reader, top: Mapping[str, Any]) -> None:
+    """Only the top-level fields the operator reads, at the values it reads them with."""
     reader.only(
         top,
         "",
@@ -370,6 +437,9 @@ def read_kubeconfig(
     if preferences not in (None, {}):
         raise reader.refuse("preferences", "is not empty", "remove it")
 
+
+def _kube_parts(reader: _Reader, top: Mapping[str, Any]) -> _KubeParts:
+    """One entry in each list, each holding only the fields the operator reads."""
     named_cluster = _one(reader, top.get("clusters"), "clusters")
     named_user = _one(reader, top.get("users"), "users")
     named_context = _one(reader, top.get("contexts"), "contexts")
@@ -395,24 +465,30 @@ def read_kubeconfig(
     )
     reader.only(user, "users[0].user", ("token", "client-certificate-data", "client-key-data"))
     reader.only(context, "contexts[0].context", ("cluster", "user", "namespace"))
+    return _KubeParts(named_cluster, named_user, named_context, cluster, user, context)
 
-    # the context and current-context name the one cluster, user and context
+
+def _kube_names(reader: _Reader, top: Mapping[str, Any], parts: _KubeParts) -> None:
+    """The context and current-context name the one cluster, user and context."""
     names = {
-        "clusters[0].name": reader.string(named_cluster.get("name"), "clusters[0].name"),
-        "users[0].name": reader.string(named_user.get("name"), "users[0].name"),
-        "contexts[0].name": reader.string(named_context.get("name"), "contexts[0].name"),
+        "clusters[0].name": reader.string(parts.named_cluster.get("name"), "clusters[0].name"),
+        "users[0].name": reader.string(parts.named_user.get("name"), "users[0].name"),
+        "contexts[0].name": reader.string(parts.named_context.get("name"), "contexts[0].name"),
     }
     for path, ref, named in (
-        ("contexts[0].context.cluster", context.get("cluster"), "clusters[0].name"),
-        ("contexts[0].context.user", context.get("user"), "users[0].name"),
+        ("contexts[0].context.cluster", parts.context.get("cluster"), "clusters[0].name"),
+        ("contexts[0].context.user", parts.context.get("user"), "users[0].name"),
         ("current-context", top.get("current-context"), "contexts[0].name"),
     ):
         if reader.string(ref, path) != names[named]:
             raise reader.refuse(path, f"does not name {named}", "name the one entry there")
-    if "namespace" in context:
-        reader.string(context["namespace"], "contexts[0].context.namespace")
+    if "namespace" in parts.context:
+        reader.string(parts.context["namespace"], "contexts[0].context.namespace")
 
-    server = _server(reader, cluster.get("server"))
+
+def _kube_insecure(reader: _Reader, cluster: Mapping[Any, Any], policy: CredentialSettings) -> bool:
+    """``insecure-skip-tls-verify``: a boolean, only where the policy allows it, and
+    never together with a CA."""
     insecure = cluster.get("insecure-skip-tls-verify", False)
     if not isinstance(insecure, bool):
         raise reader.refuse("clusters[0].cluster.insecure-skip-tls-verify", "is not a boolean")
@@ -424,26 +500,49 @@ def read_kubeconfig(
             "store the cluster's CA in certificate-authority-data, or ask the operator's "
             f"administrator to set {INSECURE_SETTING}=true",
         )
-    ca = cluster.get("certificate-authority-data")
-    if insecure and ca is not None:
+    if insecure and cluster.get("certificate-authority-data") is not None:
         raise reader.refuse(
             "clusters[0].cluster.insecure-skip-tls-verify",
             "is set together with certificate-authority-data",
             "keep one of them",
         )
-    proxy = cluster.get("proxy-url")
+    return insecure
 
+
+def _kube_token(reader: _Reader, user: Mapping[Any, Any]) -> str | None:
+    """The user's bearer token, if any: printable ASCII without spaces, bounded."""
     token = user.get("token")
-    if token is not None:
-        token = reader.string(token, "users[0].user.token", limit=MAX_TOKEN)
-        if not all("\x21" <= c <= "\x7e" for c in token):
-            raise reader.refuse(
-                "users[0].user.token", "holds a character a token may not", "fix it"
-            )
+    if token is None:
+        return None
+    token = reader.string(token, "users[0].user.token", limit=MAX_TOKEN)
+    if not all("\x21" <= c <= "\x7e" for c in token):
+        raise reader.refuse("users[0].user.token", "holds a character a token may not", "fix it")
+    return token
+
+
+def _kube_client_pair(reader: _Reader, user: Mapping[Any, Any]) -> None:
+    """A client certificate and its key come together or not at all."""
     cert, key = user.get("client-certificate-data"), user.get("client-key-data")
     if (cert is None) != (key is None):
         missing = "client-key-data" if key is None else "client-certificate-data"
         raise reader.refuse(f"users[0].user.{missing}", "is missing", "store both or neither")
+
+
+def _kube_values(
+    reader: _Reader,
+    parts: _KubeParts,
+    *,
+    server: str,
+    insecure: bool,
+    token: str | None,
+    policy: CredentialSettings,
+) -> Kubeconfig:
+    """The values read in the order of ``Kubeconfig``'s fields: the PEM blocks, the TLS
+    server name, the proxy (each only when given)."""
+    cluster, user = parts.cluster, parts.user
+    ca = cluster.get("certificate-authority-data")
+    cert, key = user.get("client-certificate-data"), user.get("client-key-data")
+    proxy = cluster.get("proxy-url")
     return Kubeconfig(
         server=server,
         ca_pem=(

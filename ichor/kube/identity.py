@@ -1,17 +1,12 @@
 """Who the operator is to the API server: the username its own writes carry.
 
-The webhook lets only the operator write the status of Ichor's kinds, and judges the
-operator's own follow-up spec writes apart from a person's. For that it needs the exact
-``userInfo.username`` the API server puts in the reviews of the operator's requests.
-It asks the API server once, with a SelfSubjectReview (``authentication.k8s.io/v1``) made
-with the operator's own credentials: the answer is the identity those credentials
-authenticate as, whatever the Pod, the chart values or a kubeconfig say, so no setting
-can name the wrong account. Every authenticated user may create a SelfSubjectReview
-(the default ``system:basic-user`` binding); the chart's ClusterRole grants it as well,
-so the operator does not rely on that default.
+The webhook lets only the operator write the status of Ichor's kinds, so it needs the
+exact ``userInfo.username`` of the operator's requests. It asks the API server once, with
+a SelfSubjectReview made with the operator's own credentials, so no setting can name the
+wrong account. Without an answer there is no identity, and callers treat a status write
+as undecided (denied, retry) rather than allowed.
 
-This module refuses to guess: without an answer there is no identity, and the callers
-treat a status write as undecided (denied, retry) rather than allowed.
+More in docs/design/notes.md, "ichor/kube/identity.py".
 """
 
 from __future__ import annotations

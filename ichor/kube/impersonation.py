@@ -1,16 +1,12 @@
 """Requests the API server judges as a tenant's ServiceAccount, not as the operator.
 
-``impersonating(api, account)`` is the operator's client with one more header on every
-request, ``Impersonate-User: system:serviceaccount:<namespace>:<name>``: the API server
-checks that the operator may impersonate that account, then judges the request as the
-account, whose groups it adds itself (``system:serviceaccounts``, the namespace's, and
-``system:authenticated``). No ``Impersonate-Group`` is sent, so the operator needs
-``impersonate`` on ``serviceaccounts`` and never on ``groups``, which would let it claim
-any group. The client shares the operator's configuration and connection pool: it
-costs no connection of its own, and there is nothing to close.
+``impersonating(api, account)`` is the operator's client with ``Impersonate-User:
+system:serviceaccount:<namespace>:<name>`` on every request, and no ``Impersonate-Group``,
+so the operator needs ``impersonate`` on ``serviceaccounts`` only. It shares the
+operator's connection pool. A read refused as the account is raised as ``ReadRefused``
+(``refusal``); ``refused_message`` words it for a status.
 
-A read refused as the account is raised as ``ReadRefused`` naming the read
-(``refusal``); ``refused_message`` words it for a status (``accounts.refused``).
+More in docs/design/notes.md, "ichor/kube/impersonation.py".
 """
 
 from __future__ import annotations

@@ -1,23 +1,12 @@
 """List every tag of an OCI repository, anonymously and within bounds, for the release check.
 
-``GET /v2/<name>/tags/list?n=<page>``, then the ``Link: <...>; rel="next"`` target (resolved
-against the response URL) until there is none; every tag is kept as listed (``v1.14.3``,
-``1.14.3``, pre-releases): choosing the final releases is the rules' job
-(``ichor.upgrade.choices.finals``). Authentication is ghcr.io's anonymous bearer flow: a 401
-with ``WWW-Authenticate: Bearer realm=..,service=..,scope=..`` leads to one token request to
-the realm, the token is cached per (registry, scope, user) until it expires, and a later
-401 re-fetches it once. Optional credentials (a private mirror) go to the realm, or to the
-registry itself when it asks for HTTP basic.
+``GET /v2/<name>/tags/list`` and its ``Link`` pages, every tag kept as listed; ghcr.io's
+anonymous bearer flow, a token cached per registry, scope and user. Bounded: a total time,
+caps on pages, tags and page size, a few retries (429 and 5xx only), and a ``Link`` that
+loops or leaves the registry is an error. Every failure is a ``ListingError`` naming the
+repository and the cause.
 
-What it refuses to do: run unbounded. A listing has a total time bound, a cap on pages,
-tags and page size, at most a few retries (429 and 5xx only, jittered exponential backoff,
-``Retry-After`` honoured when it fits in the bound), and never retries 401/403/404, so a
-repository named wrong fails in one round trip. A ``Link`` that loops, or leaves the
-registry (where our token would follow it), is an error, not something to follow. Memory is
-the tags plus one page: bodies are dropped once parsed. Every failure is a typed
-``ListingError`` whose message names the repository and the cause.
-
-Why plain aiohttp and not oras-py: docs/design/notes.md, "Why the tag lister is plain aiohttp".
+More in docs/design/notes.md, "ichor/registry/lister.py".
 """
 
 from __future__ import annotations
@@ -379,34 +368,9 @@ class TagLister:
         )
 
     async def _fetch_token(self, listing: _Listing, challenge: header_parsing.Challenge) -> None:
-        realm_text = challenge.realm or ""
-        try:
-            realm = URL(realm_text)
-        except ValueError:
-            realm = URL()
-        if realm.scheme not in ("http", "https") or not realm.host:
-            raise GarbageResponse(
-                listing.name, f"the token realm {realm_text[:120]!r} is not a URL"
-            )
-        if references.is_internal(realm.host) and not references.is_internal(
-            listing.repository.host
-        ):
-            # a registry on the internet does not get to point us at an internal address
-            # (cloud metadata, cluster services); a mirror on an internal address may
-            raise AccessRefused(
-                listing.name,
-                f"the token realm {realm.origin()} is an internal address and the registry "
-                "is not: it is not followed",
-            )
-        if (
-            realm.scheme == "http"
-            and listing.credentials is not None
-            and not references.is_loopback(realm.host)
-        ):
-            raise AccessRefused(
-                listing.name,
-                f"the token realm {realm} is plain http: credentials are not sent there",
-            )
+        """One token from the challenge's realm, cached: the realm checked, then asked
+        (with the credentials, if any), then its answer read."""
+        realm = _token_realm(listing, challenge)
         query: dict[str, str] = {}
         if "service" in challenge.params:
             query["service"] = challenge.params["service"]
@@ -418,27 +382,7 @@ class TagLister:
         reply = await self._request(
             listing, realm.update_query(query), headers=headers, what="the token realm"
         )
-        if reply.status in (401, 403):
-            raise AccessRefused(
-                listing.name,
-                f"the token realm {realm.origin()} refused "
-                + ("the credentials" if listing.credentials else "an anonymous token")
-                + f" ({_status(reply)})",
-            )
-        if reply.status != 200:
-            raise GarbageResponse(
-                listing.name, f"the token realm {realm.origin()} answered {_status(reply)}"
-            )
-        try:
-            document = json.loads(reply.body)
-            value = document.get("token") or document.get("access_token")
-            lifetime = int(document.get("expires_in") or DEFAULT_TOKEN_LIFETIME_S)
-        except (ValueError, TypeError, AttributeError):
-            value, lifetime = None, 0
-        if not isinstance(value, str) or not value:
-            raise GarbageResponse(
-                listing.name, f"the token realm {realm.origin()} answered without a token"
-            )
+        value, lifetime = _token_answer(listing, realm, reply)
         self._tokens[listing.cache_key] = _Token(
             value=value, expires_at=time.monotonic() + max(lifetime - 10, 5)
         )
@@ -557,3 +501,59 @@ async def list_tags(
     """One listing with a session of its own (the bench and one-off callers use this)."""
     async with TagLister(limits=limits) as lister:
         return await lister.list_tags(reference, credentials=credentials)
+
+
+def _token_realm(listing: _Listing, challenge: header_parsing.Challenge) -> URL:
+    """The realm a challenge names, if it may be asked: a URL; internal only for a
+    registry that is internal too; plain http with credentials only on loopback."""
+    realm_text = challenge.realm or ""
+    try:
+        realm = URL(realm_text)
+    except ValueError:
+        realm = URL()
+    if realm.scheme not in ("http", "https") or not realm.host:
+        raise GarbageResponse(listing.name, f"the token realm {realm_text[:120]!r} is not a URL")
+    if references.is_internal(realm.host) and not references.is_internal(listing.repository.host):
+        # a registry on the internet does not get to point us at an internal address
+        # (cloud metadata, cluster services); a mirror on an internal address may
+        raise AccessRefused(
+            listing.name,
+            f"the token realm {realm.origin()} is an internal address and the registry "
+            "is not: it is not followed",
+        )
+    if (
+        realm.scheme == "http"
+        and listing.credentials is not None
+        and not references.is_loopback(realm.host)
+    ):
+        raise AccessRefused(
+            listing.name,
+            f"the token realm {realm} is plain http: credentials are not sent there",
+        )
+    return realm
+
+
+def _token_answer(listing: _Listing, realm: URL, reply: _Reply) -> tuple[str, int]:
+    """The token and its lifetime in seconds from the realm's answer, or the error."""
+    if reply.status in (401, 403):
+        raise AccessRefused(
+            listing.name,
+            f"the token realm {realm.origin()} refused "
+            + ("the credentials" if listing.credentials else "an anonymous token")
+            + f" ({_status(reply)})",
+        )
+    if reply.status != 200:
+        raise GarbageResponse(
+            listing.name, f"the token realm {realm.origin()} answered {_status(reply)}"
+        )
+    try:
+        document = json.loads(reply.body)
+        value = document.get("token") or document.get("access_token")
+        lifetime = int(document.get("expires_in") or DEFAULT_TOKEN_LIFETIME_S)
+    except (ValueError, TypeError, AttributeError):
+        value, lifetime = None, 0
+    if not isinstance(value, str) or not value:
+        raise GarbageResponse(
+            listing.name, f"the token realm {realm.origin()} answered without a token"
+        )
+    return value, lifetime

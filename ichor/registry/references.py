@@ -1,16 +1,11 @@
 """Repository references the release check lists, and how each picks its scheme.
 
-A reference is ``[scheme://]host[:port]/name``: ``ghcr.io/siderolabs/installer-base``,
-``mirror.example.com:5000/siderolabs/kubelet``, or ``http://127.0.0.1:5000/test/talos``.
+A reference is ``[scheme://]host[:port]/name``. HTTPS unless it says ``http://``, which is
+accepted for a loopback host only; no guessing from the port, no fallback to HTTP. It
+refuses a reference without a registry host, with a tag or digest, or with a name the
+distribution spec does not allow, before any I/O.
 
-Scheme: HTTPS unless the reference says ``http://``, and ``http://`` is accepted only for a
-loopback host (127.0.0.0/8, ::1, ``localhost``), which is what a test registry is. There is
-no guessing from the port and no fallback from HTTPS to HTTP: a listing that would send
-credentials or trust tags over plain HTTP across a network is refused here, before any I/O.
-
-It refuses a reference without a registry host (Docker Hub's short names such as
-``siderolabs/installer`` are not resolved), with a tag or digest, or with a name the
-distribution spec does not allow, so a repository named wrong fails at once.
+More in docs/design/notes.md, "ichor/registry/references.py".
 """
 
 from __future__ import annotations
@@ -87,30 +82,50 @@ def is_internal(host: str) -> bool:
 
 def parse(reference: str) -> Repository:
     """Parse ``[http(s)://]host[:port]/name``; raise InvalidReference naming the problem."""
-    text = reference.strip()
-    expected = "expected host/name such as ghcr.io/siderolabs/installer-base"
-    scheme = "https"
-    lowered = text.lower()
-    if lowered.startswith("https://"):
-        text = text[len("https://") :]
-    elif lowered.startswith("http://"):
-        scheme = "http"
-        text = text[len("http://") :]
-    elif "://" in text:
-        raise InvalidReference(
-            reference, "the reference is not a repository (only https://, or http:// on loopback)"
-        )
+    scheme, text = _scheme(reference, reference.strip())
     host, slash, name = text.partition("/")
     name = name.rstrip("/")
     if not slash or not name:
-        raise InvalidReference(reference, f"the reference names no repository: {expected}")
+        raise InvalidReference(reference, f"the reference names no repository: {_EXPECTED}")
     if not _HOST.fullmatch(host) or not ("." in host or ":" in host or host.lower() == "localhost"):
         raise InvalidReference(
-            reference, f"the reference does not start with a registry host ({host!r}): {expected}"
+            reference, f"the reference does not start with a registry host ({host!r}): {_EXPECTED}"
         )
+    _check_name(reference, name)
+    if scheme == "http" and not is_loopback(host):
+        raise InvalidReference(
+            reference,
+            "plain http:// is allowed only on a loopback host; "
+            "a registry or mirror on the network is listed over https://",
+        )
+    return Repository(scheme=scheme, host=host.lower(), name=name)
+
+
+_EXPECTED = "expected host/name such as ghcr.io/siderolabs/installer-base"
+
+
+def _scheme(reference: str, text: str) -> tuple[str, str]:
+    """The scheme ``text`` names (https unless it says http://) and the text after it;
+    any other scheme is refused."""
+    lowered = text.lower()
+    if lowered.startswith("https://"):
+        return "https", text[len("https://") :]
+    if lowered.startswith("http://"):
+        return "http", text[len("http://") :]
+    if "://" in text:
+        raise InvalidReference(
+            reference, "the reference is not a repository (only https://, or http:// on loopback)"
+        )
+    return "https", text
+
+
+def _check_name(reference: str, name: str) -> None:
+    """A repository name alone: no tag or digest, within the length, each part of the
+    distribution spec's form."""
     if "@" in name or ":" in name:
         raise InvalidReference(
-            reference, f"the reference holds a tag or digest: name the repository only ({expected})"
+            reference,
+            f"the reference holds a tag or digest: name the repository only ({_EXPECTED})",
         )
     if len(name) > MAX_NAME_LENGTH or not all(
         _COMPONENT.fullmatch(part) for part in name.split("/")
@@ -120,10 +135,3 @@ def parse(reference: str) -> Repository:
             f"{name!r} is not a repository name (lower-case letters and digits, "
             "with . _ - between them, in /-separated parts)",
         )
-    if scheme == "http" and not is_loopback(host):
-        raise InvalidReference(
-            reference,
-            "plain http:// is allowed only on a loopback host; "
-            "a registry or mirror on the network is listed over https://",
-        )
-    return Repository(scheme=scheme, host=host.lower(), name=name)

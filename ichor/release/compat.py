@@ -1,21 +1,12 @@
 """The compatibility table: which Kubernetes minors each Talos and Cilium minor runs.
 
-Every path (webhook, plan, executors, CLI, adopt, choices) asks this module whether a
-pair can run together, so they cannot disagree. The table is data with a source per
-entry; the two functions below are the only readers.
+Every path (webhook, plan, executors, CLI, adopt, choices) asks this module whether a pair
+can run together, so they cannot disagree. The table is data with a source per entry
+(``CILIUM_KUBERNETES``, ``TALOS_KUBERNETES``); a minor it does not know is an
+``UNKNOWN_VERSION`` refusal, which no override passes. Adding a minor: docs/development.md,
+"Adding a Talos or Cilium minor".
 
-- ``CILIUM_KUBERNETES``: the Kubernetes minors each Cilium minor's CI tests, read from
-  the release tag's ``.github/actions/ginkgo/main-k8s-versions.yaml``: the CI matrix
-  decides, not the requirements page, which has been stale (docs/design/decisions.md).
-- ``TALOS_KUBERNETES``: the Talos support matrix. Where it holds a Talos minor it decides
-  the pair and machinery must still accept it; machinery alone decides the other minors.
-
-It refuses what it does not know: a Talos minor in neither machinery nor the table, a
-Cilium minor not in the table, or a Kubernetes minor that no machinery row and no table
-range mentions is an ``UNKNOWN_VERSION`` refusal, which no override passes.
-
-Adding a Cilium or Talos minor is adding one entry below with its source URL and its
-cases in ``tests/unit/compat`` (docs/development.md, "Adding a Talos or Cilium minor").
+More in docs/design/notes.md, "ichor/release/compat.py".
 """
 
 from __future__ import annotations

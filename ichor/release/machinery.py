@@ -1,16 +1,12 @@
 """Talos machinery's two compatibility rules, ported with their exact error wordings.
 
-Talos itself refuses an installer whose minor does not accept the running host, and a
-Kubernetes its minor does not support. Ichor asks the same questions before it starts a
-Job, so these functions must answer exactly as ``pkg/machinery/compatibility`` v1.14
-does (``UpgradeableFrom`` in ``talos_version.go``, ``SupportedWith`` in
-``kubernetes_version.go``, Talos's ``release-1.14`` branch): same order of checks, same
-bounds (core triple only, pre-release ignored), same messages, and the same parse
-(``versions.parse``). The rows live apart in ``machinery_rows``; this module holds only
-the logic that reads them.
+These functions answer exactly as ``pkg/machinery/compatibility`` v1.14 does
+(``UpgradeableFrom``, ``SupportedWith``): same order of checks, same bounds, same
+messages, the same parse (``versions.parse``). The rows live apart in
+``machinery_rows``. No direction check besides the bounds (a same-minor downgrade
+passes, as upstream), and no knowledge of minors outside the rows.
 
-It refuses to be clever: no direction check besides the bounds (a same-minor downgrade
-passes, as upstream), and no knowledge of minors outside the rows (1.15 is unknown).
+More in docs/design/notes.md, "ichor/release/machinery.py".
 """
 
 from __future__ import annotations

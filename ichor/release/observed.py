@@ -1,16 +1,12 @@
 """A component seen running whose release cannot be read: a value of its own, never None.
 
-None says "not there" (no Cilium, another CNI, nothing observed yet), and a rule skips
-what is not there. A Cilium whose image is pinned by digest only and that no deployed
-Helm release names, or Nodes whose osImage or kubelet version is not a version, are
-there: what they run is unknown. So the readers of an observation (``steps.cilium_release``,
-the executor's running versions, the webhook's plan of a Declarative cluster) give
-``Unreadable`` for them, mypy makes every path that would judge the release handle it,
-and each refuses with ``refusal``: rule ``UnreadableVersion``, which no override passes,
-like an unknown version.
+None says "not there", and a rule skips what is not there. A Cilium pinned by digest that
+no Helm release names, or Nodes whose versions are not versions, are there but unknown:
+their readers give ``Unreadable``, mypy makes every rule handle it, and each refuses with
+``refusal`` (rule ``UnreadableVersion``, which no override passes). The sentence is the
+controller's own, never a value a workload cluster sent.
 
-The sentence is the controller's own (``status.cni.unreadable``, ``status.nodes.unreadable``),
-never a value a workload cluster sent; without one, a generic sentence names the fields.
+More in docs/design/notes.md, "ichor/release/observed.py".
 """
 
 from __future__ import annotations

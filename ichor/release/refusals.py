@@ -1,18 +1,12 @@
 """The one answer every rule gives when it says no: a typed refusal.
 
-The webhook, the plan, the executors, the CLI and adopt each turn a refusal into their
-own answer (a denial, an admission warning under override, an exit code), so a rule
-returns data rather than raising: which rule refused, one sentence for a person, and
-whether the override verb may pass it. Whether a refusal is overridable is decided here,
-by its rule, and nowhere else: a caller cannot make an unknown version overridable.
+A rule returns data rather than raising: which rule refused, one sentence for a person,
+and whether the override verb may pass it (decided here, by its rule, and nowhere else).
+``judge`` reads the answers of a path's rules in order into one ``Verdict``, past the
+overridable ones, so a refusal no override passes always wins. Every path composes its
+rules with ``judge``, never with ``or``.
 
-How refusals combine is decided here too. A path asks several rules (form, final, newer,
-path or skew, the pairs) and ``judge`` reads their answers in that order into one
-``Verdict``: it keeps going past a refusal the override verb may pass, so a rule that no
-override passes (an unknown version, above all) is always asked before a path concludes
-that only overridable refusals remain, and it wins whenever one exists. Every path (the
-webhook, the plan, the executors, adopt, init, the choices, the blocked lines and the
-path plans) composes its rules with ``judge``, never with ``or``.
+More in docs/design/notes.md, "ichor/release/refusals.py".
 """
 
 from __future__ import annotations
@@ -27,29 +21,64 @@ __all__ = ["NEVER_OVERRIDABLE", "Refusal", "Refused", "Rule", "Verdict", "judge"
 class Rule(StrEnum):
     """Which rule refused. Values are CamelCase so they serve as condition reasons."""
 
-    FORM = "Form"  # not a version in the form the field expects
-    FINAL = "Final"  # an upgrade target with a pre-release, build or the vX.Y shorthand
-    NOT_NEWER = "NotNewer"  # an upgrade target that is not newer than what runs
-    DOWNGRADE = "Downgrade"  # a spec version moved back
-    TALOS_PATH = "TalosPath"  # machinery's UpgradeableFrom bounds
-    KUBERNETES_SKEW = "KubernetesSkew"  # more than one minor up, another major, or back
-    TALOS_KUBERNETES = "TalosKubernetes"  # the Talos/Kubernetes pair (machinery + table)
-    CILIUM_KUBERNETES = "CiliumKubernetes"  # the Cilium/Kubernetes pair (table)
-    UNKNOWN_VERSION = "UnknownVersion"  # neither machinery nor the table knows it
-    PINNED = "Pinned"  # a first install with versions other than the release set
-    ADOPT_FLOOR = "AdoptFloor"  # adopt of a Talos below v1.12
-    CONTRACT = "VersionContract"  # a version contract the running Talos does not take
-    CNI_VERSION = "CniVersion"  # a Cilium version other than the embedded chart
-    NOT_CILIUM = "NotCilium"  # a cni operation for a CNI Ichor does not run (unmanaged, other)
-    CNI_PRESET = "CniPreset"  # spec.cni.preset releases an observed Cilium from its table
-    UNREADABLE_VERSION = "UnreadableVersion"  # seen running, its release cannot be read
+    #: A version is not in the form its field expects (``vX.Y.Z``, a contract ``vX.Y``). Step: write
+    #: it in that form.
+    FORM = "Form"
+    #: An upgrade target with a pre-release, build metadata or the ``vX.Y`` shorthand. Step: name a
+    #: final ``vX.Y.Z``.
+    FINAL = "Final"
+    #: An upgrade target that is not newer than what runs. Step: none, it runs already; or name a
+    #: newer version.
+    NOT_NEWER = "NotNewer"
+    #: A spec version moved back; Ichor never downgrades. Step: keep the version, or move it
+    #: forward.
+    DOWNGRADE = "Downgrade"
+    #: Talos machinery's bounds: the running Talos cannot install the target directly. Step: upgrade
+    #: through the minor the message names (``ichor upgrade plan CLUSTER``).
+    TALOS_PATH = "TalosPath"
+    #: Kubernetes more than one minor up, another major, or back. Step: upgrade one minor at a time.
+    KUBERNETES_SKEW = "KubernetesSkew"
+    #: The Talos/Kubernetes pair is refused (machinery and the table); overridable. Step: the order
+    #: the message names, or an override by a holder of the verb.
+    TALOS_KUBERNETES = "TalosKubernetes"
+    #: The Cilium/Kubernetes pair is refused (the table); overridable. Step: ``ichor cni upgrade
+    #: CLUSTER`` first, or a newer Ichor when the message says so.
+    CILIUM_KUBERNETES = "CiliumKubernetes"
+    #: Neither machinery nor the table knows the version; never overridable. Step: upgrade Ichor
+    #: (docs/upgrading.md).
+    UNKNOWN_VERSION = "UnknownVersion"
+    #: A first install with versions other than the release set. Step: install with the set (``ichor
+    #: version``), then upgrade.
+    PINNED = "Pinned"
+    #: Adopt of a Talos below v1.12. Step: upgrade the cluster to v1.12 or newer with talosctl
+    #: first.
+    ADOPT_FLOOR = "AdoptFloor"
+    #: A version contract the running Talos does not take. Step: set ``versionContract`` to the
+    #: running Talos minor or an older one.
+    CONTRACT = "VersionContract"
+    #: A Cilium version other than the embedded chart was asked for. Step: delete the operation and
+    #: run ``ichor cni upgrade CLUSTER`` again.
+    CNI_VERSION = "CniVersion"
+    #: A cni operation for a CNI Ichor does not run (``unmanaged``, or another CNI observed). Step:
+    #: none; upgrade that CNI yourself.
+    NOT_CILIUM = "NotCilium"
+    #: ``spec.cni.preset`` would release an observed Cilium from its table; overridable. Step: keep
+    #: ``cilium``, or an override by a holder of the verb.
+    CNI_PRESET = "CniPreset"
+    #: A version seen running whose release cannot be read (a Node's osImage, a Cilium image
+    #: without a version): unknown, so every step it would judge is refused; never
+    #: overridable. Step: fix what the cluster's ``Ready`` or ``CiliumUpgradeAvailable``
+    #: reason names, so the version can be read.
+    UNREADABLE_VERSION = "UnreadableVersion"
     #: A version this site's policy refuses (IchorInstallation ``spec.policy``): an entry
     #: denies it, alone or with another component's version, or holds its component at a
     #: lower minor. The message names the entry and the reason a person wrote; only the
-    #: override verb passes it, and the Override Event names the entry.
+    #: override verb passes it, and the Override Event names the entry. Step: another
+    #: version, or an override by a holder of the verb.
     SITE_POLICY = "SitePolicy"
     #: This site's policy cannot be read, so what it denies is unknown: every step it would
-    #: judge is refused, and no override passes it; correct ``spec.policy``.
+    #: judge is refused, and no override passes it. Step: correct the IchorInstallation's
+    #: ``spec.policy``.
     SITE_POLICY_UNREADABLE = "SitePolicyUnreadable"
 
 

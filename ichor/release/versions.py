@@ -1,15 +1,12 @@
 """Versions as Talos machinery reads them, and the forms Ichor accepts in its fields.
 
-Every rule compares versions, so they must all read a version the same way Talos does:
-``parse`` reproduces the tolerant parse of blang/semver v4.0.0 that machinery uses
-(``v4/semver.go``: whitespace trimmed, one leading ``v`` removed, leading zeros stripped,
-short forms padded, pre-release and build kept). A string it would reject is rejected
-here with the same reason, so the machinery port cannot accept what Talos refuses.
+``parse`` reproduces blang/semver v4.0.0's tolerant parse that machinery uses, and
+rejects what it rejects with the same reason. The form checks are stricter on purpose: a
+spec field is written in full (``vX.Y.Z``, contract ``vX.Y``) and an upgrade target is a
+final release. Anything that is not a version raises ``VersionError`` quoting the input
+and naming the form expected.
 
-The form checks are stricter on purpose: a spec field must be written in full
-(``vX.Y.Z``, contract ``vX.Y``) and an upgrade target must be a final release. This
-module refuses to guess: any input that is not a version raises ``VersionError``, which
-quotes the input and names the form expected; nothing here returns a half-parsed value.
+More in docs/design/notes.md, "ichor/release/versions.py".
 """
 
 from __future__ import annotations
@@ -217,7 +214,17 @@ def _strict(text: str) -> Version:
         raise _Reject("No Major.Minor.Patch elements found")
     major = _uint(parts[0], "major")
     minor = _uint(parts[1], "minor")
-    rest = parts[2]
+    rest, pre, build = _split_meta(parts[2])
+    patch = _uint(rest, "patch")
+    _check_prerelease(pre)
+    _check_build(build)
+    return Version(major, minor, patch, tuple(pre), tuple(build))
+
+
+def _split_meta(rest: str) -> tuple[str, list[str], list[str]]:
+    """The patch text, the pre-release and the build identifiers of ``rest`` (what
+    follows the minor): the build after the first ``+``, the pre-release after the first
+    ``-`` before it."""
     build: list[str] = []
     pre: list[str] = []
     plus = rest.find("+")
@@ -228,7 +235,12 @@ def _strict(text: str) -> Version:
     if dash != -1:
         pre = rest[dash + 1 :].split(".")
         rest = rest[:dash]
-    patch = _uint(rest, "patch")
+    return rest, pre, build
+
+
+def _check_prerelease(pre: list[str]) -> None:
+    """blang's checks of the pre-release identifiers: none empty, numeric ones without a
+    leading zero and within uint64, the others alphanumeric or ``-``."""
     for ident in pre:
         if not ident:
             raise _Reject("Prerelease is empty")
@@ -241,12 +253,15 @@ def _strict(text: str) -> Version:
                 raise _Reject(f"strconv.ParseUint: parsing {_goquote(ident)}: value out of range")
         elif any(c not in _ALPHANUM for c in ident):
             raise _Reject(f"Invalid character(s) found in prerelease {_goquote(ident)}")
+
+
+def _check_build(build: list[str]) -> None:
+    """blang's checks of the build identifiers: none empty, each alphanumeric or ``-``."""
     for ident in build:
         if not ident:
             raise _Reject("Build meta data is empty")
         if any(c not in _ALPHANUM for c in ident):
             raise _Reject(f"Invalid character(s) found in build meta data {_goquote(ident)}")
-    return Version(major, minor, patch, tuple(pre), tuple(build))
 
 
 def blang_parse_tolerant(text: str) -> Version:

@@ -1,20 +1,12 @@
 """The upgrade choices of one cluster: the published releases the target rule accepts.
 
-The release check records every published Talos and Kubernetes tag; this module turns
-that list into what a person picks from, grouped newest first:
+The recorded Talos and Kubernetes tags become what a person picks from, newest first:
+*Recommended* (the release set's version), *Patch* (newer patches of the running minor)
+and *Next minor* (the adjacent minor only). Each passes ``target.check_target_version``,
+so the choices never offer what the plan refuses. No Kubernetes is offered while the
+Cilium is unknown. Tags are parsed once per list and indexed by minor.
 
-- *Recommended*: the release set's version, only when listed, newer and valid;
-- *Patch*: the newer patches of the running minor;
-- *Next minor*: the adjacent minor only (Talos may skip a minor by the path rule, and a
-  typed skip still passes the plan, but the offer is the tested path).
-
-Each offered version passes ``target.check_target_version`` (the plan's rule), so the
-choices never offer what the plan would refuse. It refuses to guess a Cilium: a cluster
-whose CNI is not observed yet, or is Cilium with no release seen, is offered no
-Kubernetes at all; another CNI is bounded by the Talos pairing alone.
-
-Speed: tags are parsed once per list (cached by the list's content) and indexed by minor,
-so a cluster only looks at two minors and the set's version, whatever the list's length.
+More in docs/design/notes.md, "ichor/upgrade/choices.py".
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """A short, bounded memory of SubjectAccessReview answers.
 
-A burst of writes by one user (a script adopting a hundred clusters, a controller
-retrying) would otherwise send the API server one SubjectAccessReview per review. An
-answer is kept for ``ttl`` seconds under everything the review was built from: the
-requester exactly as the API server authenticated them (user name, uid, groups, extra),
-the verb and the cluster (namespace and name, since RBAC may grant by resource name).
-So a cached answer never serves another user, another uid of the same name, another
-set of groups or another cluster, and never outlives ``ttl``: a verb revoked is refused
-at most ``ttl`` seconds later (the API server's own webhook authorizer keeps its allowed
-answers five minutes by default). At most ``size`` answers are kept; the oldest go first.
-Pure: the clock is given.
+An answer is kept ``ttl`` seconds under everything its review was built from: the
+requester as authenticated (name, uid, groups, extra), the verb and the cluster. So it
+never serves another user or cluster, and a revoked verb is refused at most ``ttl``
+seconds later. At most ``size`` answers; the oldest go first. Pure: the clock is given.
+
+More in docs/design/notes.md, "ichor/webhook/access_cache.py".
 """
 
 from __future__ import annotations

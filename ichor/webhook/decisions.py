@@ -72,6 +72,8 @@ class Answer:
     cluster: NamespacedName | None = field(default=None)
     admitted: records.Record | None = None
     traced: records.Record | None = None
+    #: Why a denial denies, for the metrics: the rule, or a name of ``metrics.DENIAL_REASONS``.
+    reason: str = ""
     #: A denial ``override: true`` would pass for a holder of the verb: the endpoint
     #: names it in the answer's causes (``talosoperation.OVERRIDE_WOULD_PASS``).
     overridable: bool = False
@@ -585,6 +587,7 @@ def answer_cluster(
             ),
             code=Code.FORBIDDEN,
             cluster=cluster,
+            reason="Adoption",
         )
     if verdict.blocking is not None:
         return Answer(
@@ -592,6 +595,7 @@ def answer_cluster(
             message=verdict.blocking.message,
             code=Code.FORBIDDEN,
             cluster=cluster,
+            reason=str(verdict.blocking.rule),
         )
     if not verdict.overridable:
         return Answer(allowed=True, cluster=cluster)
@@ -621,6 +625,7 @@ def answer_cluster(
         ),
         code=Code.FORBIDDEN,
         cluster=cluster,
+        reason=str(first.rule),
     )
 
 
@@ -640,7 +645,13 @@ def answer_operation(
                 f" `override: true` does not pass it: the {verdict.blocking.rule} rule is "
                 "never overridable."
             )
-        return Answer(allowed=False, message=message, code=Code.FORBIDDEN, cluster=cluster)
+        return Answer(
+            allowed=False,
+            message=message,
+            code=Code.FORBIDDEN,
+            cluster=cluster,
+            reason=str(verdict.blocking.rule),
+        )
     if not verdict.overridable:
         if spec.override:
             return _clean_override(spec=spec, requester=requester, holds_verb=holds_verb)
@@ -655,6 +666,7 @@ def answer_operation(
             ),
             code=Code.FORBIDDEN,
             cluster=cluster,
+            reason=str(first.rule),
             overridable=True,
         )
     if not holds_verb:
@@ -666,6 +678,7 @@ def answer_operation(
             ),
             code=Code.FORBIDDEN,
             cluster=cluster,
+            reason=str(first.rule),
         )
     return _passed(
         verdict,
@@ -692,6 +705,7 @@ def policy_refused(what: str, problems: Sequence[str]) -> Answer:
             f"highestMinor entries, each with a reason); correct the entries and write it again"
         ),
         code=Code.FORBIDDEN,
+        reason=str(Rule.SITE_POLICY_UNREADABLE),
     )
 
 
@@ -726,6 +740,7 @@ def answer_status(
             f"change the spec instead, or let the operator write the status"
         ),
         code=Code.FORBIDDEN,
+        reason="StatusWrite",
     )
 
 
@@ -752,6 +767,7 @@ def _clean_override(
             ),
             code=Code.FORBIDDEN,
             cluster=cluster,
+            reason="OverrideVerb",
         )
     warning = (
         f"override: true set by {requester.username}: the plan refuses nothing now; a "
@@ -782,6 +798,7 @@ def missing_cluster(spec: OperationSpec) -> Answer:
             f"in namespace {spec.namespace!r}."
         ),
         code=Code.FORBIDDEN,
+        reason="ClusterNotFound",
     )
 
 
@@ -791,6 +808,7 @@ def malformed(reason: str) -> Answer:
         allowed=False,
         message=f"the ichor admission webhook cannot read this request: {reason}",
         code=Code.BAD_REQUEST,
+        reason="Unreadable",
     )
 
 
@@ -803,6 +821,7 @@ def undecided(reason: str) -> Answer:
             "nothing was changed, retry the write"
         ),
         code=Code.UNAVAILABLE,
+        reason="Undecided",
     )
 
 
@@ -814,6 +833,7 @@ def queue_full(spec: OperationSpec, *, most: int) -> Answer:
             namespace=spec.namespace, name=spec.name, cluster=spec.cluster, most=most
         ),
         code=Code.FORBIDDEN,
+        reason="QueueFull",
     )
 
 
@@ -851,6 +871,7 @@ def unreadable_secret(ref: SecretRef, *, cluster: NamespacedName, requester: Req
         ),
         code=Code.FORBIDDEN,
         cluster=cluster,
+        reason="SecretNotReadable",
     )
 
 
@@ -872,6 +893,7 @@ def health_check_refusal(new: ClusterObject, old: ClusterObject | None) -> Answe
             ),
             code=Code.FORBIDDEN,
             cluster=new.ref,
+            reason="HealthCheckBudget",
         )
     for name, expression in new.health_checks:
         if (name, expression) in before:
@@ -891,6 +913,7 @@ def health_check_refusal(new: ClusterObject, old: ClusterObject | None) -> Answe
             ),
             code=Code.FORBIDDEN,
             cluster=new.ref,
+            reason="HealthCheckBudget",
         )
     return None
 

@@ -51,6 +51,7 @@ def deliver(answer: decisions.Answer, warnings: list[str], *, path: str) -> None
     warnings.extend(answer.warnings)
     metrics.webhook_decided(allowed=answer.allowed, overridden=answer.record is not None)
     if not answer.allowed:
+        intake.denied_for(answer.reason)
         if answer.overridable:
             intake.override_passes(path)
         raise kopf.AdmissionError(answer.message, code=int(answer.code))

@@ -1,27 +1,13 @@
 """What the endpoint accepts before kopf sees a review: its claims and its limits, pure.
 
-The HTTPS endpoint (``server``) hands a review to kopf only when this module says it may.
-Two kinds of check, both without I/O so they are tested without a server:
+The HTTPS endpoint (``server``) hands a review to kopf only when this module says it may:
+the path's claim covers the review's kind, operation and subresource (``CLAIMS``); the
+body is within its memory budget, size, count of values and nesting (``cost_bound``,
+``cost``, ``parse``); and an ``allowed`` answer carries the mark of the path's own handler
+(``judging``, ``judged``). Every refusal is a denial with a sentence (``denial``). It
+judges no object: the rules do, through ``judgement``.
 
-* **Claims.** Each path answers for one kind, some operations and some subresources
-  (``CLAIMS``). kopf allows a review for which it finds no handler, so a review that no
-  claim covers (a TalosCluster review sent to ``/talosoperation``, a DELETE, any
-  subresource not claimed) is denied here: not claimed means denied.
-* **Limits.** A body is read only within a memory budget, and a body is parsed only
-  when its size, its number of JSON values and its nesting are those of a real object:
-  ``cost_bound`` (before reading, from the declared length) and ``cost`` (after) say
-  how much memory reading and parsing it may take; ``parse`` refuses a body nested too
-  deep or with too many values, and never lets Python's own limits (recursion, the
-  digits of an int) escape as an exception.
-
-* **Judged.** kopf matches handlers by comparisons of its own, so a review a claim covers
-  could still find no handler in kopf, and kopf allows what no handler takes. While the
-  endpoint answers a review (``judging``), each handler marks its path (``judged``); an
-  ``allowed`` answer without the mark of the path's own handler is refused by the
-  endpoint, so any mismatch between the claims and kopf fails closed.
-
-Every refusal is an AdmissionReview denial with a sentence (``denial``). This module
-refuses to judge an object: the rules do that, through ``judgement``.
+More in docs/design/notes.md, "ichor/webhook/intake.py".
 """
 
 from __future__ import annotations
@@ -29,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -305,7 +291,8 @@ def uid_of(data: object) -> str:
 
 
 def shape_problem(data: object) -> str | None:
-    """What makes ``data`` not an AdmissionReview v1 request kopf can dispatch, if anything."""
+    """What makes ``data`` not an AdmissionReview v1 request kopf can dispatch, if anything:
+    the envelope, then each of ``REQUEST_CHECKS`` in order, the first problem found."""
     if not isinstance(data, Mapping):
         return "the body is not a JSON object"
     if data.get("apiVersion") != REVIEW_VERSION or data.get("kind") != "AdmissionReview":
@@ -313,25 +300,51 @@ def shape_problem(data: object) -> str | None:
     request = data.get("request")
     if not isinstance(request, Mapping):
         return "request is missing or not an object"
+    for check in REQUEST_CHECKS:
+        problem = check(request)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _names_strings(value: object, keys: tuple[str, ...]) -> bool:
+    return isinstance(value, Mapping) and all(isinstance(value.get(key), str) for key in keys)
+
+
+def _uid_problem(request: Mapping[str, Any]) -> str | None:
     uid = request.get("uid")
     if not isinstance(uid, str) or not uid:
         return "request.uid is missing"
     if len(uid) > MAX_UID:
         return f"request.uid has {len(uid):,} characters, more than the {MAX_UID} of a UID"
-    resource = request.get("resource")
-    if not isinstance(resource, Mapping) or not all(
-        isinstance(resource.get(key), str) for key in ("group", "version", "resource")
-    ):
+    return None
+
+
+def _resource_problem(request: Mapping[str, Any]) -> str | None:
+    if not _names_strings(request.get("resource"), ("group", "version", "resource")):
         return "request.resource must name group, version and resource"
-    gvk = request.get("kind")
-    if not isinstance(gvk, Mapping) or not all(
-        isinstance(gvk.get(key), str) for key in ("group", "version", "kind")
-    ):
+    return None
+
+
+def _kind_problem(request: Mapping[str, Any]) -> str | None:
+    if not _names_strings(request.get("kind"), ("group", "version", "kind")):
         return "request.kind must name group, version and kind"
+    return None
+
+
+def _operation_problem(request: Mapping[str, Any]) -> str | None:
     if not isinstance(request.get("operation"), str):
         return "request.operation is missing"
+    return None
+
+
+def _user_problem(request: Mapping[str, Any]) -> str | None:
     if not isinstance(request.get("userInfo"), Mapping):
         return "request.userInfo is missing"
+    return None
+
+
+def _bodies_problem(request: Mapping[str, Any]) -> str | None:
     bodies = {key: request.get(key) for key in ("object", "oldObject")}
     if all(body is None for body in bodies.values()):
         return "request.object and request.oldObject are both missing"
@@ -339,6 +352,10 @@ def shape_problem(data: object) -> str | None:
         problem = _body_problem(body, where=f"request.{key}")
         if problem is not None:
             return problem
+    return None
+
+
+def _subresource_problem(request: Mapping[str, Any]) -> str | None:
     sub = request.get("subResource")
     if sub is not None and not isinstance(sub, str):
         return "request.subResource must be a string"
@@ -347,6 +364,18 @@ def shape_problem(data: object) -> str | None:
         # subresource no handler names, finds none and would allow the review.
         return "request.subResource is empty (the API server leaves it out for the object itself)"
     return None
+
+
+#: The checks of a review's ``request``, in the order ``shape_problem`` asks them.
+REQUEST_CHECKS: tuple[Callable[[Mapping[str, Any]], str | None], ...] = (
+    _uid_problem,
+    _resource_problem,
+    _kind_problem,
+    _operation_problem,
+    _user_problem,
+    _bodies_problem,
+    _subresource_problem,
+)
 
 
 def _body_problem(body: object, *, where: str) -> str | None:
@@ -481,6 +510,30 @@ _PASSABLE = _Marks("ichor_webhook_passable")
 def judging() -> contextlib.AbstractContextManager[set[str]]:
     """The paths whose handler judged the review answered inside the block."""
     return _JUDGED.collect()
+
+
+_DENIED: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "ichor_webhook_denied", default=None
+)
+
+
+@contextlib.contextmanager
+def denials() -> Iterator[list[str]]:
+    """The reasons of the denials given inside the block (the endpoint counts them in its
+    metrics, with the answer's HTTP code when no handler named one)."""
+    given: list[str] = []
+    token = _DENIED.set(given)
+    try:
+        yield given
+    finally:
+        _DENIED.reset(token)
+
+
+def denied_for(reason: str) -> None:
+    """Name the reason of the denial being given (nothing outside ``denials``)."""
+    given = _DENIED.get()
+    if given is not None and reason:
+        given.append(reason)
 
 
 def judged(path: str) -> None:

@@ -79,7 +79,11 @@ def _marked(
     )
     if said is None:
         return None
-    return Judged(decisions.Answer(allowed=False, message=said, code=decisions.Code.FORBIDDEN))
+    return Judged(
+        decisions.Answer(
+            allowed=False, message=said, code=decisions.Code.FORBIDDEN, reason="OperatorMark"
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -372,6 +376,7 @@ async def judge_installation(
                     message=f"{_what(kind, new)} is refused: {error}; ichor autopatch unhalt "
                     "COMPONENT VERSION (or --all) writes it",
                     code=decisions.Code.FORBIDDEN,
+                    reason="UnhaltRequest",
                 )
             )
         admitted = records.Record(
@@ -409,7 +414,9 @@ def _checked(
         stamp, _annotations(new), what=what
     )
     if problem is not None:
-        return decisions.Answer(allowed=False, message=problem, code=decisions.Code.FORBIDDEN)
+        return decisions.Answer(
+            allowed=False, message=problem, code=decisions.Code.FORBIDDEN, reason="Stamp"
+        )
     for admitted in (answer.admitted, answer.traced):
         if admitted is not None:
             logger.warning("%s", _admitted_log(admitted, what=what, dryrun=dryrun))

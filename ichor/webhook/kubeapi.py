@@ -1,17 +1,13 @@
 """The API calls the webhook makes: who the operator is, read a cluster, list its
 operations, read the IchorInstallation (the site's policy), ask for the verb. It writes
-nothing: a review never causes a write (the operator posts the Events of what was
-admitted, once the object is stored).
+nothing: a review never causes a write.
 
-Kept behind the small ``Backend`` protocol so the handlers are tested (and fuzzed) with a
-fake, and the real one is async (kubernetes_asyncio) so a call never blocks the event loop
-that also answers the API server. Every call carries a short timeout: the API server waits
-at most the configuration's ``timeoutSeconds`` for the whole answer.
+Behind the small ``Backend`` protocol, so the handlers are tested with a fake; async, with
+a short timeout on every call. The verb (and ``get`` on a Secret a TalosCluster names) is
+asked with a SubjectAccessReview built from the request's userInfo, so the answer is the
+requester's, never the service account's.
 
-This module refuses to answer for the user from the webhook's own rights: the verb (and
-``get`` on a Secret a TalosCluster names) is asked with a SubjectAccessReview built from
-the request's userInfo (user, uid, groups, extra), so the answer is the requester's,
-never the service account's.
+More in docs/design/notes.md, "ichor/webhook/kubeapi.py".
 """
 
 from __future__ import annotations

@@ -1,18 +1,12 @@
 """The readiness endpoint: a Pod is Ready only while its webhook can answer a review.
 
-kopf's liveness endpoint answers as soon as the operator runs, before the webhook's
-listener is open (kopf opens it once the API's resources are scanned); used for
-readiness, it let a rolling update send reviews to a Pod that refused the connection,
-and with ``failurePolicy: Fail`` those writes were refused. This endpoint answers 200
-only while the listener serves (``AdmissionServer`` says when it opens and closes it),
-or at once when no webhook is configured (a run of the controllers alone).
+It answers 200 only while the webhook's listener serves (``AdmissionServer`` says when),
+or at once when no webhook is configured. ``drain`` (SIGUSR1, the chart's preStop) makes
+it answer 503 and every review's connection close after its answer, so no kept-alive
+connection carries reviews to a Pod the Service dropped. Only a process in the container
+can drain it. Liveness stays kopf's.
 
-Draining (``drain``, which the operator calls on SIGUSR1, the chart's preStop) makes the
-endpoint answer 503 and every review's connection close after its answer: the API
-server keeps connections alive, and a kept one would carry reviews to this Pod after the
-Service dropped it. The preStop then waits, and SIGTERM closes the listener with no
-review in flight. It offers nothing over the network that changes its answer: only a
-process in the container can drain it. Liveness stays kopf's.
+More in docs/design/notes.md, "ichor/webhook/readiness.py".
 """
 
 from __future__ import annotations

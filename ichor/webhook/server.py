@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import time
 from collections.abc import AsyncGenerator, Collection, Mapping
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ import aiohttp.web
 import kopf
 
 from ichor.api import kinds
+from ichor.kube import metrics
 from ichor.kube.clients import read_within
 from ichor.webhook import decisions, intake
 from ichor.webhook.budget import QUEUE_SECONDS, Budget, Busy, Full, OverBudget
@@ -288,6 +290,7 @@ class AdmissionServer:
         peer = peer if isinstance(peer, Mapping) else None
         if self.client_names and _common_name(peer) not in self.client_names:
             # The CA signed it (the handshake checked), but it is not the API server's.
+            intake.denied_for("NotApiServer")
             head = await _head(request.content)
             return denial(
                 intake.peek_uid(head),
@@ -356,7 +359,11 @@ class AdmissionServer:
     async def reply(self, fn: kopf.WebhookFn, request: aiohttp.web.Request) -> aiohttp.web.Response:
         """The HTTP response to one request, its body encoded: the whole of what the
         endpoint does between aiohttp handing over a request and sending the answer."""
-        answer, close = await self.answer(fn, request, path=request.match_info.get("id", ""))
+        started = time.monotonic()
+        path = request.match_info.get("id", "")
+        with intake.denials() as reasons:
+            answer, close = await self.answer(fn, request, path=path)
+        _count(answer, path=path, seconds=time.monotonic() - started, reasons=reasons)
         response = aiohttp.web.json_response(answer)
         if close or (self.readiness is not None and self.readiness.draining):
             # draining: the caller's next review opens a new connection, which the
@@ -409,6 +416,18 @@ class AdmissionServer:
                 if self.readiness is not None:
                     self.readiness.closed()
                 await runner.cleanup()
+
+
+def _count(answer: Mapping[str, Any], *, path: str, seconds: float, reasons: list[str]) -> None:
+    """The metrics of one answer: its latency, and the reason of a denial."""
+    metrics.webhook_answered(webhook=path, seconds=seconds, known=(claim.path for claim in CLAIMS))
+    response = answer.get("response")
+    if isinstance(response, Mapping) and response.get("allowed") is not True:
+        status = response.get("status")
+        code = status.get("code") if isinstance(status, Mapping) else None
+        metrics.webhook_denied(
+            reason=reasons[-1] if reasons else None, code=code if isinstance(code, int) else 403
+        )
 
 
 class RefusalsAreAnswers(logging.Filter):

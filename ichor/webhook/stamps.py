@@ -2,21 +2,11 @@
 
 The mutating half writes them (``ichor.dev/admission-records``, and on an operation
 ``ichor.dev/override-by``); the validating half refuses an object that does not carry
-exactly what this module computes, so a user can neither add, change nor drop a record,
-nor imitate the stamp, whether or not the mutating half ran. Both halves compute the
-same ``Stamp`` from the same review.
+exactly what this module computes (``Stamp``), so a user can neither add, change nor drop
+a record, nor imitate the stamp. Only the operator may drop the records at the front of
+the list, once it has posted them as Events.
 
-What a write must leave:
-
-* the records of the object before the write (from ``oldObject``), and after them the
-  record this write adds, if it passes something that needs one;
-* except that the operator, and only the operator, may drop the records at the front of
-  the list, which it does once it has posted them as Events;
-* on a TalosOperation, ``override-by`` is the creating user when it was created with
-  ``override: true`` (absent otherwise), and never changes afterwards.
-
-Records an object holds that no reader can parse (written before this webhook ran) are
-replaced by the ones computed from nothing: they never were a record.
+More in docs/design/notes.md, "ichor/webhook/stamps.py".
 """
 
 from __future__ import annotations

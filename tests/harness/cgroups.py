@@ -74,9 +74,14 @@ class CgroupTree:
         for top in self.dirs():
             if not top.is_dir():
                 continue
-            for procs in top.rglob("cgroup.procs"):
+            # os.walk, not rglob: the kubelet removes a Pod's cgroup while this walks, and
+            # rglob raises on a folder gone between its listing and its scan
+            for folder, _, files in os.walk(top):
+                if "cgroup.procs" not in files:
+                    continue
                 with contextlib.suppress(OSError, ValueError):
-                    found.update(int(p) for p in procs.read_text().split())
+                    text = (Path(folder) / "cgroup.procs").read_text()
+                    found.update(int(p) for p in text.split())
         return found
 
     def kill_all(self) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 from tests.harness import binaries, checkout
 
 #: What the image build copies (the Dockerfile's COPY lines, .dockerignore's allow list).
-SOURCES = ("pyproject.toml", "README.md", "ichor")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "ichor")
 
 
 def declared_dependencies() -> list[str]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -27,6 +28,7 @@ SHIPPED = {
     "py.typed",
     "operator.py",
     "settings.py",
+    "crds.py",  # the chart's CRD upgrade hook runs it in the operator's image
     "api",
     "cli",
     "controller",
@@ -62,6 +64,22 @@ def test_the_wheel_holds_only_the_operator_the_webhook_the_cli_and_the_rules(
     assert "ichor/operator.py" in members
     assert "ichor/webhook/server.py" in members
     assert "ichor/cli/main.py" in members
+
+
+def test_the_wheel_carries_its_license_text_and_names_it(installed: Installed) -> None:
+    """A legal review reads the wheel it installs: the Apache-2.0 text is in it, and its
+    metadata names the licence as an SPDX expression (PEP 639)."""
+    with zipfile.ZipFile(installed.file) as archive:
+        names = archive.namelist()
+        (metadata,) = (n for n in names if n.endswith(".dist-info/METADATA"))
+        text = archive.read(metadata).decode()
+        licenses = [n for n in names if ".dist-info/licenses/" in n]
+        assert [n.rsplit("/", 1)[1] for n in licenses] == ["LICENSE"]
+        carried = archive.read(licenses[0]).decode()
+    assert carried == (checkout.ROOT / "LICENSE").read_text()
+    assert "Apache License" in carried
+    assert "Version 2.0, January 2004" in carried
+    assert "License-Expression: Apache-2.0" in text.splitlines()
 
 
 def test_the_wheel_requires_what_pyproject_declares_for_running_and_nothing_of_dev(

@@ -1,16 +1,12 @@
 """Where the health checks run: one worker process (``celworker``), reused while it
 answers, killed at a check's deadline and replaced at the next check.
 
-A thread cannot be stopped, so an expression that runs away is given a process: SIGKILL
-ends it at once, whatever it does, and the operator's own CPU never runs CEL. The worker
-is started with ``sys.executable -I`` (no environment, no user site), an empty
-environment, no open file but its pipes, and ``/`` as its directory: it needs nothing of
-the operator's and gets nothing (no token, no kubeconfig, no socket). It limits its own
-memory and CPU (``celworker``), and dies with the operator.
+A thread cannot be stopped, so a runaway expression gets a process that SIGKILL ends. The
+worker starts isolated (``-I``, an empty environment, no file but its pipes, ``/``), limits
+its own memory and CPU, and dies with the operator. One check at a time for the whole
+operator (a wait of at most ``WAIT_TIMEOUT``), so every tenant's checks take one core.
 
-One check at a time, for the whole operator: a cluster waits for the worker while
-another's check runs (at most ``WAIT_TIMEOUT``), so the checks of every tenant together
-take at most one core.
+More in docs/design/notes.md, "ichor/controller/autopatch/evaluator.py".
 """
 
 from __future__ import annotations

@@ -1,27 +1,19 @@
 """The health checks a person declares (``spec.autoPatch.healthChecks``): CEL expressions
-over objects of the workload cluster, compiled and evaluated here. Pure: the objects come
-in (the runner lists them), a verdict comes out.
+over objects of the workload cluster, compiled and evaluated here. Pure.
 
-The library is cel-python (module ``celpy``): pure Python, so the image and the wheel need
-nothing compiled, and it implements the CEL standard (macros ``all``, ``exists``,
-``filter``, ``map``, ``size``, ``has``) that Kubernetes' own validation rules use.
+cel-python (``celpy``): pure Python, the CEL standard Kubernetes' own rules use. A verdict
+never quotes the objects; a check may read only the resources the settings allow, never
+Secrets (``NEVER_CHECKED``), within ``ichor.api.celbudget``'s cost. ``run`` is what the
+worker process calls (``celworker``); ``verdict`` turns its ``Outcome`` into a sentence.
 
-A verdict never quotes the objects: who may write the spec must not read the workload's
-data through a message. It names the check, its expression and the kind of failure only.
-Even so a verdict is one bit its author reads, so what a check may read is bounded: never
-Secrets (``NEVER_CHECKED``), and only the resources the operator's settings allow
-(``ICHOR_HEALTH_CHECK_RESOURCES``); a check over anything else is a problem, never listed.
-
-A check costs what ``ichor.api.celbudget`` estimates, or it is a problem too; ``run``
-counts the same steps and stops at the budget. ``run`` is what the evaluator's worker
-process calls (``celworker``); ``verdict`` turns its ``Outcome`` into the sentence.
+More in docs/design/notes.md, "ichor/controller/autopatch/health.py".
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -108,54 +100,91 @@ def compile_checks(
             )
             continue
         seen.add(check.name)
-        if not _API_VERSION.match(check.api_version) or not _RESOURCE.match(check.resource):
-            problems.append(
-                f'health check "{check.name}": apiVersion {check.api_version[:64]!r} and '
-                f"resource {check.resource[:64]!r} must name a resource such as apps/v1 "
-                f"deployments; {fix}"
-            )
-            continue
-        if check.resource in NEVER_CHECKED:
-            problems.append(
-                f'health check "{check.name}": resource {check.resource} is refused: a '
-                "check's verdict would let whoever writes the spec test the workload's "
-                "secret values; gate on the workloads that use them (their Pods or "
-                f"Deployments) instead; {fix}"
-            )
-            continue
-        if check.resource_key not in permitted:
-            problems.append(
-                f'health check "{check.name}": {check.resource_key} is not a resource this '
-                f"operator lets a health check read ({', '.join(sorted(permitted))}); use one "
-                "of them, or ask the operator's admin to add it to the chart's "
-                f"autoPatchHealthCheckResources (ICHOR_HEALTH_CHECK_RESOURCES); {fix}"
-            )
-            continue
-        if check.namespace is not None and not _NAME.match(check.namespace):
-            problems.append(
-                f'health check "{check.name}": namespace {check.namespace[:64]!r} is not a '
-                f"namespace name; {fix}"
-            )
-            continue
-        if len(check.expression) > MAX_EXPRESSION_LENGTH or not check.expression.strip():
-            problems.append(
-                f'health check "{check.name}": the expression must hold 1 to '
-                f"{MAX_EXPRESSION_LENGTH} characters; {fix}"
-            )
-            continue
-        try:
-            tree = env.compile(check.expression)
-        except Exception as error:  # celpy raises parse and lark errors of many classes
-            first = str(error).strip().splitlines()
-            said = first[0][:200] if first else type(error).__name__
-            problems.append(f"{_quoted(check)} does not compile: {said}; {fix}")
-            continue
-        costly = celbudget.problem(celbudget.estimate(tree))
-        if costly is not None:
-            problems.append(f"{_quoted(check)} {costly}; {fix}")
-            continue
-        compiled.append(Compiled(check=check, program=env.program(tree)))
+        problem = next(
+            (found for rule in CHECK_RULES if (found := rule(check, permitted)) is not None),
+            None,
+        )
+        result = _compiled(env, check) if problem is None else problem
+        if isinstance(result, str):
+            problems.append(f"{result}; {fix}")
+        else:
+            compiled.append(result)
     return tuple(compiled), tuple(problems)
+
+
+def _resource_form(check: HealthCheck, permitted: frozenset[str]) -> str | None:
+    if not _API_VERSION.match(check.api_version) or not _RESOURCE.match(check.resource):
+        return (
+            f'health check "{check.name}": apiVersion {check.api_version[:64]!r} and '
+            f"resource {check.resource[:64]!r} must name a resource such as apps/v1 "
+            "deployments"
+        )
+    return None
+
+
+def _never_checked(check: HealthCheck, permitted: frozenset[str]) -> str | None:
+    if check.resource in NEVER_CHECKED:
+        return (
+            f'health check "{check.name}": resource {check.resource} is refused: a '
+            "check's verdict would let whoever writes the spec test the workload's "
+            "secret values; gate on the workloads that use them (their Pods or "
+            "Deployments) instead"
+        )
+    return None
+
+
+def _permitted(check: HealthCheck, permitted: frozenset[str]) -> str | None:
+    if check.resource_key not in permitted:
+        return (
+            f'health check "{check.name}": {check.resource_key} is not a resource this '
+            f"operator lets a health check read ({', '.join(sorted(permitted))}); use one "
+            "of them, or ask the operator's admin to add it to the chart's "
+            "autoPatchHealthCheckResources (ICHOR_HEALTH_CHECK_RESOURCES)"
+        )
+    return None
+
+
+def _namespace_form(check: HealthCheck, permitted: frozenset[str]) -> str | None:
+    if check.namespace is not None and not _NAME.match(check.namespace):
+        return (
+            f'health check "{check.name}": namespace {check.namespace[:64]!r} is not a '
+            "namespace name"
+        )
+    return None
+
+
+def _expression_length(check: HealthCheck, permitted: frozenset[str]) -> str | None:
+    if len(check.expression) > MAX_EXPRESSION_LENGTH or not check.expression.strip():
+        return (
+            f'health check "{check.name}": the expression must hold 1 to '
+            f"{MAX_EXPRESSION_LENGTH} characters"
+        )
+    return None
+
+
+#: What a check with a unique name must pass before it is compiled, in order: each rule
+#: gives the problem (``compile_checks`` adds the fix) or None.
+CHECK_RULES: tuple[Callable[[HealthCheck, frozenset[str]], str | None], ...] = (
+    _resource_form,
+    _never_checked,
+    _permitted,
+    _namespace_form,
+    _expression_length,
+)
+
+
+def _compiled(env: celpy.Environment, check: HealthCheck) -> Compiled | str:
+    """The check compiled, or why it is not: it does not compile, or costs too much."""
+    try:
+        tree = env.compile(check.expression)
+    except Exception as error:  # celpy raises parse and lark errors of many classes
+        first = str(error).strip().splitlines()
+        said = first[0][:200] if first else type(error).__name__
+        return f"{_quoted(check)} does not compile: {said}"
+    costly = celbudget.problem(celbudget.estimate(tree))
+    if costly is not None:
+        return f"{_quoted(check)} {costly}"
+    return Compiled(check=check, program=env.program(tree))
 
 
 def evaluate(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import TypeVar
 
 from ichor.api.autopatch import (
     DEFAULT_HEALTH_CHECK_RESOURCES,
@@ -18,6 +19,8 @@ from ichor.api.autopatch import (
 from ichor.controller.autopatch.health import Compiled, compile_checks
 from ichor.controller.autopatch.windows import WindowError, Windows, parse_duration
 from ichor.upgrade.rule import Component
+
+_T = TypeVar("_T")
 
 #: The order components are patched in: Talos before Kubernetes. Cilium selects nothing.
 ORDER: tuple[tuple[AutoPatchComponent, Component], ...] = (
@@ -55,19 +58,13 @@ def effective(
     may read (the operator's settings)."""
     own = cluster or AutoPatchSpec()
     base = fleet or FleetAutoPatchSpec()
-    chosen = own.components if own.components is not None else base.components
-    windows: tuple[Window, ...] = own.windows if own.windows is not None else (base.windows or ())
-    age_text = own.min_release_age if own.min_release_age is not None else base.min_release_age
-    suspended = own.suspended if own.suspended is not None else base.suspended
-    problems: list[str] = []
-    try:
-        age = parse_duration(age_text or DEFAULT_MIN_RELEASE_AGE, field="minReleaseAge")
-    except WindowError as error:
-        problems.append(str(error))
-        age = parse_duration(DEFAULT_MIN_RELEASE_AGE, field="minReleaseAge")
+    chosen = _own_or_fleet(own.components, base.components)
+    windows: tuple[Window, ...] = _own_or_fleet(own.windows, base.windows) or ()
+    suspended = _own_or_fleet(own.suspended, base.suspended)
+    age, problems = _min_release_age(_own_or_fleet(own.min_release_age, base.min_release_age))
     read = Windows.read(windows)
     problems.extend(read.problems)
-    checks = own.health_checks if own.health_checks is not None else base.health_checks
+    checks = _own_or_fleet(own.health_checks, base.health_checks)
     health, unreadable = compile_checks(checks or (), allowed=health_resources)
     problems.extend(unreadable)
     selected = set(chosen or ())
@@ -80,6 +77,20 @@ def effective(
         configured=bool(chosen) or bool(windows),
         health=health,
     )
+
+
+def _own_or_fleet(own: _T | None, fleet: _T | None) -> _T | None:
+    """A cluster's own setting where it sets one (even empty), else the fleet's."""
+    return own if own is not None else fleet
+
+
+def _min_release_age(text: str | None) -> tuple[timedelta, list[str]]:
+    """``minReleaseAge`` read, with the default where it is unset; an unreadable one is a
+    problem and the default applies."""
+    try:
+        return parse_duration(text or DEFAULT_MIN_RELEASE_AGE, field="minReleaseAge"), []
+    except WindowError as error:
+        return parse_duration(DEFAULT_MIN_RELEASE_AGE, field="minReleaseAge"), [str(error)]
 
 
 def max_concurrent(fleet: FleetAutoPatchSpec | None) -> int:

@@ -1,29 +1,13 @@
 """Auto-patch's I/O: read what ``decide`` needs, start what it decides, record the fleet's
 halts and first-seen times on the IchorInstallation.
 
-The TalosCluster controller calls ``AutoPatcher.reconcile`` in its own reconcile, after it
-computed the cluster's status, and writes ``status.autoPatch`` and the ``AutoPatchReady``
-condition in the same status write: one writer of a TalosCluster's status. A cluster
-auto-patch is not configured for costs nothing here (no request).
+The TalosCluster controller calls ``AutoPatcher.reconcile`` after computing the status,
+and writes ``status.autoPatch`` and ``AutoPatchReady`` in the same status write. Starts
+are taken one at a time for the whole operator, from fresh lists of the API server, so
+``maxConcurrentClusters`` holds. The health checks run in the evaluator's worker process
+(``evaluator``), never in this one.
 
-The workload cluster (``/readyz``, the health checks) is asked first, outside any lock.
-Then starts are taken one at a time for the whole operator: a lock around "take the time,
-list the cluster's and the fleet's auto-patch operations and read the halts afresh,
-decide again, create", so ``maxConcurrentClusters`` holds between clusters reconciled at
-the same time, a window that closed while the workload was asked starts nothing, and a
-version that just failed elsewhere (a halt recorded since the watch cache was read, or a
-failed operation whose cluster has not recorded its halt yet) is not started. These are
-fresh lists of the API server, never a cache, so a restart counts what is there.
-
-While a failure suspends a cluster, every look asks for its halt (written once, by
-operation name), so a halt whose write failed is written at the next look; every write
-of the fleet's record drops the halts that are over. ``lift_halts`` lifts halts a person
-asked to lift (``ichor autopatch unhalt``), for the recorder, which posts the Event.
-
-The health checks run in the evaluator's worker process (``evaluator``), never in this
-one: within ``HEALTH_TIMEOUT`` each and ``HEALTH_LOOK_TIME`` for all of one cluster's in
-one look; a check stopped for what it cost is not evaluated again for
-``HEALTH_RETRY_AFTER`` unless its expression changes.
+More in docs/design/notes.md, "ichor/controller/autopatch/runner.py".
 """
 
 from __future__ import annotations
@@ -452,44 +436,31 @@ class AutoPatcher:
         installation: Mapping[str, Any] | None,
         now: datetime,
     ) -> Result:
+        """One look at a cluster, in steps: its policy, the cluster as ``decide`` reads it,
+        its operations, the fleet's record, the decision (a probe and a start when it
+        needs one), the halt it keeps, then the figures."""
         meta: Mapping[str, Any] = body.get("metadata") or {}
         namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
-        raw_spec: Mapping[str, Any] = body.get("spec") or {}
-        own = read_whole(AutoPatchSpec, raw_spec.get("autoPatch"))
-        fleet_spec = read_whole(
-            FleetAutoPatchSpec, ((installation or {}).get("spec") or {}).get("autoPatch")
+        fleet_spec = _fleet_spec(installation)
+        policy = effective(
+            cluster=read_whole(AutoPatchSpec, (body.get("spec") or {}).get("autoPatch")),
+            fleet=fleet_spec,
+            health_resources=self.health_resources,
         )
-        policy = effective(cluster=own, fleet=fleet_spec, health_resources=self.health_resources)
         previous_condition = next((c for c in status.conditions if c.type == decisions.READY), None)
         if not policy.configured:
             return Result(status=None, condition=None)
-        try:
-            spec = TalosClusterSpec.model_validate(raw_spec)
-        except ValidationError:
-            return Result(status=status.auto_patch, condition=previous_condition)
-        annotations: Mapping[str, Any] = meta.get("annotations") or {}
-        resume = annotations.get(RESUME_ANNOTATION)
-        cluster = decisions.Cluster(
-            namespace=namespace,
-            name=name,
-            spec=spec,
-            status=status,
-            resume=str(resume) if resume else None,
-            not_ready=not_ready,
-        )
+        unchanged = Result(status=status.auto_patch, condition=previous_condition)
+        cluster = _cluster(body, status=status, not_ready=not_ready)
+        if cluster is None:
+            return unchanged
         try:
             runs = await self._runs(namespace, name, uid=_uid(body))
         except errors.FAILED as error:
             logger.warning("auto-patch of %s/%s: operations not listed: %s", namespace, name, error)
-            return Result(status=status.auto_patch, condition=previous_condition)
+            return unchanged
 
-        fleet_status = _fleet_record(installation)
-        fleet = decisions.Fleet(
-            halts=decisions.live_halts(fleet_status.halts, now=now),
-            seen=decisions.seen_map(fleet_status.seen),
-            max_concurrent=max_concurrent(fleet_spec),
-            trusted=_trusted(fleet_spec),
-        )
+        fleet_status, fleet = _fleet(installation, fleet_spec, now=now)
         if policy.enabled and installation is not None:
             fleet_status, fleet = await self._record_seen(installation, fleet_status, fleet, now)
 
@@ -499,30 +470,24 @@ class AutoPatcher:
                 cluster=cluster, policy=policy, body=body, workload=workload,
                 runs=runs, fleet=fleet, previous=previous_condition,
             )  # fmt: skip
-        kept = decision.keep_halt
-        if (
-            kept is not None
-            and installation is not None
-            and (_names(fleet_status, kept) or await self._record_halt(kept))
-        ):
-            await self._mark_halted(namespace, kept)
+        if installation is not None:
+            await self._keep_halt(namespace, decision.keep_halt, fleet_status)
         self._count(previous=status.auto_patch, decision=decision, old=previous_condition)
-        metrics.auto_patch_window(
-            namespace=namespace,
-            cluster=name,
-            open_=decision.status.window_open if decision.status else None,
-            next_start=(
-                decision.status.next_window.start
-                if decision.status and decision.status.next_window
-                else None
-            ),
-        )
+        _window_metric(namespace, name, decision)
         return Result(
             status=decision.status,
             condition=decision.condition,
             events=decision.events,
             wake_at=decision.wake_at,
         )
+
+    async def _keep_halt(
+        self, namespace: str, kept: Halt | None, fleet_status: FleetAutoPatchStatus
+    ) -> None:
+        """The halt a decision keeps: recorded in the fleet's record unless it is there,
+        then the namespace's clusters marked halted (not when the record failed)."""
+        if kept is not None and (_names(fleet_status, kept) or await self._record_halt(kept)):
+            await self._mark_halted(namespace, kept)
 
     async def _runs(self, namespace: str, name: str, *, uid: str) -> list[decisions.Run]:
         return [
@@ -815,3 +780,53 @@ async def post(
     involved = bodies.reference(body)
     for event in planned:
         await events.post(api, involved, event)
+
+
+def _fleet_spec(installation: Mapping[str, Any] | None) -> FleetAutoPatchSpec | None:
+    """The fleet's auto-patch settings from the IchorInstallation, read leniently."""
+    return read_whole(FleetAutoPatchSpec, ((installation or {}).get("spec") or {}).get("autoPatch"))
+
+
+def _cluster(
+    body: Mapping[str, Any], *, status: TalosClusterStatus, not_ready: tuple[str, ...] | None
+) -> decisions.Cluster | None:
+    """The cluster as ``decide`` reads it; None when its spec cannot be read."""
+    meta: Mapping[str, Any] = body.get("metadata") or {}
+    try:
+        spec = TalosClusterSpec.model_validate(body.get("spec") or {})
+    except ValidationError:
+        return None
+    resume = (meta.get("annotations") or {}).get(RESUME_ANNOTATION)
+    return decisions.Cluster(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        spec=spec,
+        status=status,
+        resume=str(resume) if resume else None,
+        not_ready=not_ready,
+    )
+
+
+def _fleet(
+    installation: Mapping[str, Any] | None, fleet_spec: FleetAutoPatchSpec | None, *, now: datetime
+) -> tuple[FleetAutoPatchStatus, decisions.Fleet]:
+    """The fleet's record and what ``decide`` reads of it: the live halts, the first-seen
+    times, the fleet's concurrency and who it trusts."""
+    fleet_status = _fleet_record(installation)
+    return fleet_status, decisions.Fleet(
+        halts=decisions.live_halts(fleet_status.halts, now=now),
+        seen=decisions.seen_map(fleet_status.seen),
+        max_concurrent=max_concurrent(fleet_spec),
+        trusted=_trusted(fleet_spec),
+    )
+
+
+def _window_metric(namespace: str, name: str, decision: decisions.Decision) -> None:
+    """The window gauges of the cluster: open or not, and the next start."""
+    shown = decision.status
+    metrics.auto_patch_window(
+        namespace=namespace,
+        cluster=name,
+        open_=shown.window_open if shown else None,
+        next_start=shown.next_window.start if shown and shown.next_window else None,
+    )

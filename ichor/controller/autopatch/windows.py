@@ -1,20 +1,11 @@
 """Maintenance windows: when one is open, and when the next one opens. Pure.
 
-A window opens at each time its five-field cron ``schedule`` names, read as wall-clock
-time in its IANA ``timeZone`` (``zoneinfo``, with the ``tzdata`` package so a machine
-without a zone database still knows every zone), and stays open for ``duration`` of
-elapsed time. The cron fields are parsed and iterated by ``cronsim``, which follows
-Debian's cron across a change of the clock:
+A window opens at each time its five-field cron ``schedule`` names, in its IANA
+``timeZone`` (``zoneinfo`` with ``tzdata``), read by ``cronsim`` as Debian's cron reads it
+across a change of the clock, and stays open for ``duration`` of elapsed time. Windows
+that overlap make one open stretch.
 
-- spring forward: a time the clock skips (02:30 on the night 02:00 becomes 03:00) opens
-  the window at the first moment after the gap (03:00), once;
-- fall back: a time the clock passes twice (02:30 on the night 03:00 becomes 02:00)
-  opens the window once, at the first of the two; a schedule naming every hour
-  (``0 * * * *``) opens at both 02:00s, as cron runs an hourly job twice.
-
-The duration is elapsed time, so a 4h window that opens at 01:00 on the night the clock
-falls back closes at 04:00 on the clock, not 05:00. Windows that overlap make one open
-stretch: it starts at the earliest open window's start and ends at the latest end.
+More in docs/design/notes.md, "ichor/controller/autopatch/windows.py".
 """
 
 from __future__ import annotations

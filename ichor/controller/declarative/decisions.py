@@ -1,20 +1,12 @@
 """What the declarative mode does for one cluster, as pure decisions.
 
-Under ``spec.upgradeStrategy: Declarative`` the spec is the desired state. When the
-spec's Talos or Kubernetes is newer than what the Nodes run and nothing else runs for the
-cluster, the controller starts the operation for that component itself (one at a time,
-Talos first when both moved); the webhook judges it with the full target rule as it
-judges a person's, against what the Nodes run. The controller never writes the spec.
+Under ``spec.upgradeStrategy: Declarative`` the spec is the desired state: when its Talos
+or Kubernetes is newer than what the Nodes run and nothing else runs, the controller
+starts that operation (Talos first), judged by the webhook as a person's. ``decide`` says
+what to do now; ``condition`` words it as ``SpecReached``. A refused start is remembered
+for its spec generation: no retry loop.
 
-``decide`` says what to do now; ``condition`` words the result as ``SpecReached``, which
-the cluster's status carries in this mode (and which ``Ready``, ``Reconciling`` and
-``Stalled`` follow, so ``kubectl wait --for=condition=Ready`` waits for the upgrade).
-
-A start the webhook refuses is remembered for the spec generation it was decided for: no
-retry loop; the next spec change is judged afresh. The attempt token of a start is the
-spec generation, so a restart that decides the same start meets the same operation
-(``talosoperation.start_request``'s deterministic name), and a failed operation is not
-started again until the spec changes.
+More in docs/design/notes.md, "ichor/controller/declarative/decisions.py".
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
 """The recorder: admission records on stored objects become Warning Events, then go.
 
-The webhook writes no Event: a review may never cause a write unless the object it
-admitted was then stored. Its mutating half puts a record of each passed override or
-adoption into the object under review (``ichor.api.records``); this controller sees the
-stored object through its watch, posts each record as a Warning Event naming the user
-(on the TalosCluster; for a TalosOperation, on the cluster it names), and then removes
-the records it posted, with the object's resourceVersion, through the webhook, which
-lets only the operator drop records and only from the front of the list.
+The webhook writes no Event; its mutating half puts a record of each passed override or
+adoption into the object (``ichor.api.records``). This controller sees the stored object
+through its watch, posts each record as a Warning Event naming the user, then removes the
+records it posted. A record is never lost: it stays in etcd until posted (a crash may post
+one twice, never skip one). A record on the IchorInstallation lifts auto-patch halts.
 
-What is never lost: the record is in etcd with the object until it was posted, so an
-operator restart, a replica that stops or a leadership change between the write and the
-Event only delays the Event; the replica that runs the handlers next posts it. A crash
-between posting and removing posts that record again once (a duplicate, never a gap). A
-forged review, a dry run or a write a later admission step refused stores no object, so
-there is nothing to post.
-
-A record on the IchorInstallation is a request to lift auto-patch halts (``ichor
-autopatch unhalt``, ``ichor.dev/unhalt``): the halts are lifted in the fleet's record
-first (``autopatch.runner.lift_halts``), then the Event names the person and what was
-lifted, then the records go together with the request annotation.
+More in docs/design/notes.md, "ichor/controller/recorder/recorder.py".
 """
 
 from __future__ import annotations

@@ -69,6 +69,7 @@ from ichor.controller.releasecheck.decisions import (
     Listing,
     ListKind,
     due_in,
+    last_successes,
     next_status,
     parse_interval,
 )
@@ -101,6 +102,26 @@ def _checked_at(body: Mapping[str, Any]) -> datetime | None:
     return targets.checked_at if targets is not None else None
 
 
+def _successes(body: Mapping[str, Any] | None) -> dict[str, datetime | None] | None:
+    """What the metrics count each list's last success from; None while the object is
+    absent or the check is off (then no alert should count)."""
+    if body is None:
+        return None
+    try:
+        spec = IchorInstallationSpec.model_validate(body.get("spec") or {}).release_check
+    except ValidationError:
+        return None
+    if not spec.enabled:
+        return None
+    created = (body.get("metadata") or {}).get("creationTimestamp")
+    try:
+        since = datetime.fromisoformat(str(created).replace("Z", "+00:00")) if created else None
+    except ValueError:
+        since = None
+    found = last_successes(body.get("status") or {}, created=since)
+    return {kind.value: moment for kind, moment in found.items()}
+
+
 class ReleaseCheck:
     """The singleton's timer: one task, one check at a time, woken by the watch."""
 
@@ -108,13 +129,23 @@ class ReleaseCheck:
         self.api = api
         self.settings = settings
         self.lister = registry.TagLister(limits=settings.limits)
-        self.body: Mapping[str, Any] | None = None
+        self._body: Mapping[str, Any] | None = None
         self.checks = 0
         self._attempt: _Attempt | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._reported_spec: int | None = None
         self._stopping = False
+
+    @property
+    def body(self) -> Mapping[str, Any] | None:
+        """The singleton as last seen (its watch, or the check's own write)."""
+        return self._body
+
+    @body.setter
+    def body(self, body: Mapping[str, Any] | None) -> None:
+        self._body = body
+        metrics.release_lists_recorded(_successes(body))
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="ichor-release-check")

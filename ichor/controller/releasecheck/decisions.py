@@ -145,6 +145,7 @@ def merge_targets(
     before = previous or UpgradeTargets()
     lists: dict[ListKind, tuple[str, ...] | None] = {}
     errors: dict[ListKind, str | None] = {}
+    times: dict[ListKind, _Times] = {}
     for kind, listing, kept in (
         (ListKind.TALOS, talos, before.talos),
         (ListKind.KUBERNETES, kubernetes, before.kubernetes),
@@ -153,6 +154,15 @@ def merge_targets(
             lists[kind], errors[kind] = release_tags(listing.tags), None
         else:
             lists[kind], errors[kind] = kept, listing.error
+        times[kind] = _times(
+            listed=isinstance(listing, Listed),
+            now=now,
+            listed_at=getattr(before, f"{kind.value}_listed_at"),
+            failing_since=getattr(before, f"{kind.value}_failing_since"),
+            checked_at=before.checked_at,
+            had_list=kept is not None,
+            had_error=previous_error(previous, kind) is not None,
+        )
     joined = "; ".join(error for error in errors.values() if error)
     return UpgradeTargets(
         checked_at=now,
@@ -161,7 +171,67 @@ def merge_targets(
         talos_error=errors[ListKind.TALOS],
         kubernetes_error=errors[ListKind.KUBERNETES],
         error=joined or None,
+        talos_listed_at=times[ListKind.TALOS].listed_at,
+        kubernetes_listed_at=times[ListKind.KUBERNETES].listed_at,
+        talos_failing_since=times[ListKind.TALOS].failing_since,
+        kubernetes_failing_since=times[ListKind.KUBERNETES].failing_since,
     )
+
+
+@dataclass(frozen=True)
+class _Times:
+    listed_at: datetime | None
+    failing_since: datetime | None
+
+
+def _times(
+    *,
+    listed: bool,
+    now: datetime,
+    listed_at: datetime | None,
+    failing_since: datetime | None,
+    checked_at: datetime | None,
+    had_list: bool,
+    had_error: bool,
+) -> _Times:
+    """When a list was last listed whole, and since when it fails (None: it does not).
+
+    A status an earlier Ichor wrote has neither: its ``checkedAt`` is when the list was
+    last listed if that check recorded it without an error, and when its failures began at
+    the latest if it recorded an error.
+    """
+    if listed_at is None and had_list and not had_error:
+        listed_at = checked_at
+    if listed:
+        return _Times(listed_at=now, failing_since=None)
+    if failing_since is None:
+        failing_since = checked_at if had_error and checked_at is not None else now
+    return _Times(listed_at=listed_at, failing_since=failing_since)
+
+
+def last_successes(
+    status: Mapping[str, Any], *, created: datetime | None = None
+) -> dict[ListKind, datetime | None]:
+    """Per list, when it was last listed whole; for a list never listed, when its failures
+    began; for a list never checked, ``created`` (the object's creation). The moment from
+    which an alert counts how long a list has gone without a success (None: none known).
+    A status an earlier Ichor wrote has only ``checkedAt``, which stands for either."""
+    targets = read_model(UpgradeTargets, status.get("upgradeTargets")) or UpgradeTargets()
+    latest = read_model(LatestRelease, status.get("latestRelease")) or LatestRelease()
+    rows = (
+        (ListKind.TALOS, targets.talos_listed_at, targets.talos_failing_since, targets),
+        (
+            ListKind.KUBERNETES,
+            targets.kubernetes_listed_at,
+            targets.kubernetes_failing_since,
+            targets,
+        ),
+        (ListKind.CHART, latest.listed_at, latest.failing_since, latest),
+    )
+    found: dict[ListKind, datetime | None] = {}
+    for kind, listed_at, failing_since, recorded in rows:
+        found[kind] = listed_at or failing_since or recorded.checked_at or created
+    return found
 
 
 def _newer(version: str | None, running: str) -> bool | None:
@@ -185,12 +255,24 @@ def merge_latest(
     else:
         version = previous.version if previous is not None else None
         error = chart.error
+    before = previous or LatestRelease()
+    times = _times(
+        listed=isinstance(chart, Listed),
+        now=now,
+        listed_at=before.listed_at,
+        failing_since=before.failing_since,
+        checked_at=before.checked_at,
+        had_list=before.version is not None,
+        had_error=before.error is not None,
+    )
     return LatestRelease(
         checked_at=now,
         version=version,
         running=running,
         newer=_newer(version, running) if version is not None else False,
         error=error,
+        listed_at=times.listed_at,
+        failing_since=times.failing_since,
     )
 
 

@@ -1,22 +1,13 @@
 """The TalosCluster controller: observe each workload cluster, write its status.
 
-kopf's watches feed this controller (``wiring``: ``cluster_event``, ``installation_event``); a
-bounded pool of workers reconciles one cluster at a time per key, the clusters of one
-namespace on at most ``group_workers`` of them (``queue``):
+kopf's watches feed it (``wiring``); a bounded pool of workers reconciles one cluster at
+a time per key (``queue``): read the workload cluster when due, under one deadline, as the
+TalosCluster's ServiceAccount without a kubeconfig Secret; compute the status with
+``status.evaluate`` (pure); write the difference, then post the Events. A changed
+``upgradeTargets`` or site policy recomputes every cluster from memory. A spec the model
+cannot read is reported once and left alone until it changes.
 
-1. read the workload cluster when its observation is due (every ``observe_interval``;
-   after a failure, with a doubling backoff), under one deadline, so an unreachable
-   cluster holds one worker for at most that long and never the others; without a
-   kubeconfig Secret, as the TalosCluster's ServiceAccount (``ichor.kube.accounts``),
-   never as the operator;
-2. compute the status with ``status.evaluate`` (pure);
-3. write the difference through the status subresource, then post the Events.
-
-A changed ``upgradeTargets`` or site policy (``spec.policy``) recomputes every cluster
-from the observations in memory, without reading the workload clusters again; once every
-cluster was judged with the current policy, the count of clusters each entry acts on is
-written to the IchorInstallation's ``status.sitePolicy``. A spec the model cannot read is reported
-once and left alone until it changes; nothing a single object holds stops the others.
+More in docs/design/notes.md, "ichor/controller/taloscluster/reconciler.py".
 """
 
 from __future__ import annotations
@@ -320,19 +311,14 @@ class ClusterController:
         self._tally_site()
         # Declarative: the spec is the desired state and only its bump starts an upgrade;
         # an auto-patch would move the Nodes past a spec nobody writes.
-        auto = None
-        if spec is not None and decided is None:
-            auto = await self._auto_patch(cluster, outcome.status, now=now)
-        new_status = (
-            outcome.status
-            if auto is None
-            else with_auto_patch(
-                outcome.status,
-                auto_patch=auto.status,
-                condition=auto.condition,
-                generation=generation,
-                now=now,
-            )
+        auto = (
+            await self._auto_patch(cluster, outcome.status, now=now)
+            if spec is not None and decided is None
+            else None
+        )
+        new_status = _with_auto(outcome.status, auto, generation=generation, now=now)
+        metrics.cluster_conditions(
+            namespace=key[0], cluster=key[1], conditions=new_status.conditions
         )
         metrics.upgrades_available(
             namespace=key[0], cluster=key[1], choices=outcome.status.upgrade_choices
@@ -758,3 +744,23 @@ def _continue_token(page: object) -> str | None:
     if not isinstance(token, str) or len(token) > MAX_CONTINUE:
         return None
     return token
+
+
+def _with_auto(
+    status: TalosClusterStatus,
+    auto: autopatch.Result | None,
+    *,
+    generation: int | None,
+    now: datetime,
+) -> TalosClusterStatus:
+    """The status with auto-patch's part merged in (``status.autoPatch`` and its
+    condition), under the same clock; as it is when auto-patch was not asked."""
+    if auto is None:
+        return status
+    return with_auto_patch(
+        status,
+        auto_patch=auto.status,
+        condition=auto.condition,
+        generation=generation,
+        now=now,
+    )

@@ -1,35 +1,12 @@
 """A TalosCluster's status, computed from its spec, what was observed and the release lists.
 
-Pure: the same inputs give the same status and the same Events to post, so the rules of
-the status are tested without a cluster. The decisions are the shared rules'
-(``ichor.release``, ``ichor.upgrade``); this module only applies them to one cluster and
-words the result as conditions.
+Pure: the same inputs give the same status and the same Events to post. It applies the
+shared rules (``ichor.release``, ``ichor.upgrade``) to one cluster and words the result as
+conditions: ``VersionsCompatible``, ``Ready``, the ``*UpgradeAvailable`` conditions with
+``status.upgradeChoices``, and ``UpgradesBlocked`` with ``status.blockedReleases``. A spec
+no rule can read gets ``InvalidSpec`` conditions; nothing here raises for a bad object.
 
-What it judges:
-
-- ``VersionsCompatible``: the spec's Talos and Kubernetes pair, and the Kubernetes with
-  the Cilium that runs (only when the CNI is Cilium). The spec is judged, not the Nodes,
-  because the spec is what the webhook, the plan and the choices read. A Cilium seen
-  whose release cannot be read leaves it Unknown (``CiliumVersionUnreadable``); a Cilium
-  on an unmanaged cluster is shown, not judged (``UnmanagedCilium``).
-- ``Ready``: whether the workload cluster was reached and its Nodes read.
-- ``Talos/KubernetesUpgradeAvailable`` and ``status.upgradeChoices``: the published
-  releases the upgrade rule accepts, from ``IchorInstallation.status.upgradeTargets``.
-- ``CiliumUpgradeAvailable``: the embedded chart against the Cilium that runs, and the
-  image patch an earlier Ichor may have recorded (kept while newer than the chart,
-  cleared once the chart reaches it).
-- ``UpgradesBlocked`` and ``status.blockedReleases``: the recorded newer Talos and
-  Kubernetes releases that are not offered (``ichor.upgrade.blocked``, the CLI's "Not
-  offered"), a release the site's policy denies among them ("denied by this site: ...").
-  True with reason ``ReleasesNotOffered`` and a message a person reads in
-  ``kubectl describe``: how many, and the nearest one of each component with why and the
-  step that unblocks it (``3 recorded newer releases are not offered; nearest:
-  Kubernetes v1.37.1: Cilium 1.20.4 runs Kubernetes 1.33 to 1.36; a newer Ichor release
-  is needed.``). False (``AllOffered``) when every one is offered; Unknown when no list
-  can be judged. The *UpgradeAvailable conditions keep saying only what is offered.
-
-A spec that no rule can read (written before validation existed) gets ``InvalidSpec``
-conditions saying what is wrong; nothing here raises for a bad object.
+More in docs/design/notes.md, "ichor/controller/taloscluster/status.py".
 """
 
 from __future__ import annotations

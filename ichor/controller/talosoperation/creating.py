@@ -1,16 +1,12 @@
 """Create the TalosOperation the controller decided to start (``start_request`` builds it).
 
-One call, ``start_operation``: create the operation with the operator's own client, so the
-webhook judges it as the operator's identity exactly as it judges a person's create (the
-plan: the target rule, the pairs, the Cilium step; an override needs the verb, which the
-operator never holds). Idempotent across restarts: the name is a function of the request,
-so a create that meets the same name (409) reads what is there and returns it when it is
-the request's own operation (``start_request.judge_existing``), never a second one.
+``start_operation`` creates it with the operator's own client, so the webhook judges it
+as it judges a person's create. Idempotent across restarts: a 409 on the same name returns
+the existing operation when it is the request's own (``start_request.judge_existing``).
+A denial is returned as ``StartRefused`` with the webhook's sentence; a transient failure
+is raised for the caller to retry. It decides nothing.
 
-It refuses to decide anything: whether to start is the caller's, whether the version may
-run is the webhook's and the executor's. A denial is returned as ``StartRefused`` with the
-API server's message (the webhook's sentence); a transient failure (5xx, timeout, the
-connection) is raised for the caller to retry.
+More in docs/design/notes.md, "ichor/controller/talosoperation/creating.py".
 """
 
 from __future__ import annotations

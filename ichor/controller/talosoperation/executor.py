@@ -185,6 +185,7 @@ class OperationController:
         self.conflicts = 0
 
     def start(self) -> None:
+        metrics.operation_deadlines(self.settings)
         self.queue.start()
 
     async def stop(self) -> None:
@@ -248,6 +249,21 @@ class OperationController:
                     body.get("metadata", {}).get("name"),
                     error,
                 )
+        metrics.operations_listed(
+            namespace=namespace,
+            cluster=cluster_name,
+            operations=(
+                metrics.active_operation(
+                    name=op.name,
+                    type_=op.spec.type.value,
+                    phase=op.phase.value if op.phase else None,
+                    started=op.status.started_at,
+                    created=op.created,
+                )
+                for op in operations
+            ),
+            fresh_for=metrics.fresh_for(self.settings),
+        )
         for op in operations:
             if lifecycle.FINALIZER in op.finalizers and (op.deleting or op.finished):
                 await self._release(op)

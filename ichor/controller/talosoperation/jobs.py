@@ -1,27 +1,12 @@
 """The Job manifests that run an upgrade against a workload cluster, built as plain data.
 
-An operation's work runs as one Kubernetes Job owned by the TalosOperation, so the work
-survives an operator restart and is visible with ``kubectl``. This module only builds the
-manifests (pure: no I/O, tested without a cluster):
+One Kubernetes Job per operation, owned by the TalosOperation: ``talosctl upgrade`` once
+per node (one init container each, control plane first), ``talosctl upgrade-k8s``, or
+``helm upgrade`` of Cilium to the embedded chart. The Job's name is a function of the
+operation's name and uid, credentials are mounted from the named Secrets, never copied,
+and a Job never retries on its own (``backoffLimit: 0``). Pure: no I/O.
 
-* Talos: ``talosctl upgrade`` once per node, one init container per node, so the nodes
-  move **one at a time, control plane first**, and a failed node stops the rest. Each
-  node gets its own installer (one ``--image`` per invocation, as talosctl v1.13 takes
-  it): the image ``ichor.upgrade.node_images`` built from what that node runs.
-* A read of the Talos API: ``talosctl get <resource> -o json`` for every node, one
-  container per resource (``read_job``; ``talosread`` reads their output).
-* Kubernetes: ``talosctl upgrade-k8s --to <version>`` against one control plane node.
-* Cilium: ``helm upgrade`` of the Cilium release to the chart this build embeds
-  (``PINNED.cilium_chart``); a recorded image patch newer than that chart is rendered as
-  the chart's image values, so a chart upgrade never steps Cilium back.
-
-The name is a function of the operation's name and uid alone, so a second create after a
-restart meets the first Job (409) instead of starting a second one. Credentials are never
-copied: the talosconfig and kubeconfig Secrets the TalosCluster names are mounted.
-
-It refuses to decide whether an upgrade may run (the target rule does) and never builds
-a Job that retries on its own (``backoffLimit: 0``): re-running ``talosctl upgrade`` from
-the first node would reboot nodes that already moved.
+More in docs/design/notes.md, "ichor/controller/talosoperation/jobs.py".
 """
 
 from __future__ import annotations

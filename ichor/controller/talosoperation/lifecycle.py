@@ -1,30 +1,12 @@
 """The TalosOperation lifecycle as pure decisions: which operation runs, may it run, how its
 Job stands, and the status each step writes.
 
-``executor`` (the I/O side) reads the objects and makes the calls; everything it
-decides comes from here, so the lifecycle is tested without a cluster:
+``executor`` (the I/O side) reads the objects and makes the calls; everything it decides
+comes from here: ``run_order``, ``check_execution``, ``decide``, ``job_outcome`` and the
+status of each step (``pending``, ``running``, ``succeeded``, ``failed``). Every version
+judgement is ``ichor.upgrade``'s or ``ichor.release``'s; it invents no rule.
 
-* ``run_order``: the operations of one cluster that still have to run, oldest first. One
-  runs at a time per cluster; the others wait in Pending naming the one directly ahead
-  of them (``waiting_behind``), and a create that raced past the webhook's count of the
-  queue is refused (``past_queue``).
-* ``check_execution``: the target rule again, at execution, against the cluster's
-  current spec *and* what its nodes were last seen running (a cluster can move between
-  the plan and the run), with the Kubernetes pairing of a Talos target, and for a
-  ``cni`` operation the chart with the Kubernetes the nodes run; and the refusal of a
-  ``cni`` operation that names a version or an image patch.
-* ``decide`` (``decide_execution``: of the whole verdict at execution): a refusal stands
-  unless it is overridable and the operation carries ``override: true`` with the
-  webhook's stamp (``ichor.dev/override-by``); every refusal passed is named. The executor
-  may rely on the override only because the webhook asks for the creator's verb whenever
-  ``override: true`` is set, even on a plan that refuses nothing at creation (a refusal
-  can appear at execution, against what the Nodes run), and stamps the operation then.
-* ``job_outcome``: a Job's state and, when it failed, why, read from its conditions and
-  its pod's container statuses (the last log lines of the failed container).
-* ``pending`` / ``running`` / ``succeeded`` / ``failed``: the status each step writes.
-
-It refuses to invent rules: every version judgement is ``ichor.upgrade``'s or
-``ichor.release``'s.
+More in docs/design/notes.md, "ichor/controller/talosoperation/lifecycle.py".
 """
 
 from __future__ import annotations

@@ -1,22 +1,11 @@
 """What an operation the controller starts by itself looks like, as pure data.
 
-Auto-patch (a window opened) and the declarative mode (a spec bump) both start an
-*ordinary* TalosOperation: the same kind a person creates, admitted by the same webhook,
-run by the same executor. This module only builds its manifest and reads one back:
+Auto-patch and the declarative mode start an ordinary TalosOperation, judged by the same
+webhook. ``operation_name`` is deterministic (a restart meets the first one: 409),
+``manifest`` labels it with ``STARTED_BY`` and never sets ``override: true``, and
+``judge_existing`` says whether an operation of that name is the controller's own.
 
-* ``operation_name``: a deterministic name from the cluster's uid, the component, the
-  version, who starts it and an ``attempt`` token, so a restart that decides the same
-  start again meets the first one (409) instead of making a second; a new attempt (after
-  a person resumed a failed auto-patch) gets a new name.
-* ``manifest``: the TalosOperation, labelled with who started it (``STARTED_BY``), owned
-  by the TalosCluster (deleted with it), and never with ``override: true``: there is no
-  parameter for it.
-* ``judge_existing``: whether an operation found under that name is the one this start
-  would have created (its label, cluster, owner, type and version), so nobody's
-  operation of the same name is ever taken for the controller's own.
-
-The webhook refuses ``STARTED_BY`` on an operation from anyone but the operator
-(``ichor.webhook``), so a label the controller finds was set by the controller.
+More in docs/design/notes.md, "ichor/controller/talosoperation/start_request.py".
 """
 
 from __future__ import annotations

@@ -50,14 +50,40 @@ def run(
     return result
 
 
-def template(
+HOOK = "helm.sh/hook"
+
+
+def rendered(
     values: Mapping[str, Any] | None = None, *, namespace: str = NAMESPACE
 ) -> list[Object]:
+    """Every object ``helm template`` renders, the hooks' too."""
     result = run(
         "template", RELEASE, str(CHART), "--namespace", namespace,
         "--kube-version", KUBE_VERSION, "--include-crds", values=values,
     )  # fmt: skip
     return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def is_hook(item: Object) -> bool:
+    """A hook Helm deletes once it succeeded (the CRD upgrade's Job and what it needs): not
+    part of what the release leaves in the cluster. A hook that stays (the peering object
+    of ``replicas`` > 1) is."""
+    annotations = (item.get("metadata") or {}).get("annotations") or {}
+    return HOOK in annotations and "hook-succeeded" in annotations.get(
+        "helm.sh/hook-delete-policy", ""
+    )
+
+
+def template(
+    values: Mapping[str, Any] | None = None, *, namespace: str = NAMESPACE
+) -> list[Object]:
+    """What the release leaves in the cluster: every object but the hooks Helm deletes
+    once they succeeded, which are ``hooks``'."""
+    return [item for item in rendered(values, namespace=namespace) if not is_hook(item)]
+
+
+def hooks(values: Mapping[str, Any] | None = None, *, namespace: str = NAMESPACE) -> list[Object]:
+    return [item for item in rendered(values, namespace=namespace) if is_hook(item)]
 
 
 def lint(values: Mapping[str, Any] | None = None) -> subprocess.CompletedProcess[str]:

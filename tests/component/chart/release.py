@@ -143,6 +143,9 @@ def installed(
     _hand_reader_role_to(plane, namespace)
     values = {
         "webhook": {"url": f"https://127.0.0.1:{webhook_port}"},
+        # No kubelet runs a Job here, and helm waits for its hook Job: the CRD upgrade
+        # hook runs on the node (tests/node/test_upgrade_on_node.py).
+        "crds": {"upgrade": {"enabled": False}},
         # No internet here: the check fails at once on a closed loopback port instead.
         "releaseCheck": {
             "talosRepository": "127.0.0.1:1/siderolabs/installer-base",

@@ -150,6 +150,7 @@ def test_two_replicas_peer_serve_the_webhook_and_take_over(
         "override": {"create": False},
         "installation": {"create": False},
         "webhook": {"url": f"https://127.0.0.1:{ports[0]['webhook']}"},
+        "crds": {"upgrade": {"enabled": False}},  # no kubelet runs its hook Job here
     }
     values_file = tmp_path / "values.yaml"
     values_file.write_text(yaml.safe_dump(values))

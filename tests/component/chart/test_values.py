@@ -214,7 +214,9 @@ def test_service_monitor_relabels_and_times_out_as_told() -> None:
     assert endpoint["metricRelabelings"] == drop
     plain = helm.template({"metrics": {"serviceMonitor": {"enabled": True}}})
     (endpoint,) = helm.one(plain, "ServiceMonitor")["spec"]["endpoints"]
-    assert set(endpoint) == {"port", "path", "interval"}
+    # honorLabels: the operator's `namespace` label is a TalosCluster's (docs/metrics.md)
+    assert set(endpoint) == {"port", "path", "interval", "honorLabels"}
+    assert endpoint["honorLabels"] is True
 
 
 def test_readiness_is_its_own_endpoint_and_the_pod_drains_before_it_stops() -> None:

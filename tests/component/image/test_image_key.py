@@ -17,7 +17,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 #: What the key reads: the Dockerfile, .dockerignore and what the Dockerfile copies; the
 #: script itself and a file it does not read come along to show they do not count.
-_COPIED = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md")
+_COPIED = ("Dockerfile", ".dockerignore", "pyproject.toml", "README.md", "LICENSE")
 
 
 def _key(tree: Path, **env: str) -> str:
@@ -62,6 +62,7 @@ def test_the_key_is_the_same_for_the_same_sources_wherever_they_are(tree: Path) 
         "rename a module",
         "edit pyproject.toml",
         "edit README.md",
+        "edit LICENSE",
         "edit the Dockerfile",
         "edit .dockerignore",
     ],
@@ -81,6 +82,9 @@ def test_every_file_that_goes_into_the_image_moves_the_key(tree: Path, change: s
             path.write_text(path.read_text() + "\n")
         case "edit README.md":
             path = tree / "README.md"
+            path.write_text(path.read_text() + "x")
+        case "edit LICENSE":
+            path = tree / "LICENSE"
             path.write_text(path.read_text() + "x")
         case "edit the Dockerfile":
             path = tree / "Dockerfile"

@@ -65,12 +65,18 @@ async def test_status_is_written_from_a_real_listing(
     assert "checkedAt" in targets(body)
     for gone in ("cilium", "ciliumError", "error", "talosError", "kubernetesError"):
         assert gone not in targets(body)
-    assert latest(body) | {"checkedAt": None} == {
+    assert latest(body) | {"checkedAt": None, "listedAt": None} == {
         "checkedAt": None,
+        "listedAt": None,
         "version": "0.2.0",
         "running": "0.1.0",
         "newer": True,
     }
+    # each list listed whole by this check, none failing
+    assert latest(body)["listedAt"] == latest(body)["checkedAt"]
+    for name in ("talos", "kubernetes"):
+        assert targets(body)[f"{name}ListedAt"] == targets(body)["checkedAt"]
+        assert f"{name}FailingSince" not in targets(body)
     upgrade = condition(body, "IchorUpgradeAvailable")
     assert (upgrade["status"], upgrade["reason"]) == ("True", "UpgradeAvailable")
     assert "Ichor 0.2.0 is published" in upgrade["message"]

@@ -180,7 +180,8 @@ def test_a_failed_chart_listing_never_touches_the_talos_and_kubernetes_lists() -
         raw, talos=Listed(("v1.14.3",)), kubernetes=Listed(("v1.36.6",)), chart=Failed(CHART_ERROR)
     )
     targets = result.patch["upgradeTargets"]
-    assert set(targets) == {"checkedAt"}  # only the time moved
+    # only the times moved: the check's, and each listed list's
+    assert set(targets) == {"checkedAt", "talosListedAt", "kubernetesListedAt"}
     assert result.latest.error == CHART_ERROR
     assert result.targets.error is None
 

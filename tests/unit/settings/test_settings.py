@@ -188,15 +188,15 @@ def _settings_reads(path: Path) -> list[str]:
 
 
 def test_the_settings_are_read_at_the_two_entry_points_only() -> None:
-    """The operator's ``run`` and the command's ``main`` read them, and hand them on;
-    nothing falls back to reading them itself."""
+    """The operator's ``run``, the command's ``main`` and the chart's CRD hook's ``main``
+    read them, and hand them on; nothing falls back to reading them itself."""
     reads = [
         where
         for path in sorted(PACKAGE.rglob("*.py"))
         if path != PACKAGE / "settings.py"
         for where in _settings_reads(path)
     ]
-    assert reads == ["ichor/cli/main.py:main", "ichor/operator.py:run"]
+    assert reads == ["ichor/cli/main.py:main", "ichor/crds.py:main", "ichor/operator.py:run"]
 
 
 def test_the_scan_sees_a_read(tmp_path: Path) -> None:
