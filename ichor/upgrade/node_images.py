@@ -1,16 +1,13 @@
 """Which installer image each node of a Talos upgrade gets: its own, built from what it runs.
 
-A node is upgraded to the image it runs, never to a cluster-wide guess: its Image Factory
-schematic (the ``schematic`` meta-extension of its ExtensionStatus), the factory host that
-schematic came from (the meta-extension's author, ``Image Factory (https://host)``), its
-platform (PlatformMetadata) and SecureBoot (SecurityState), read through the Talos API.
-The name is Talos's own (``installer_image``). A node's extension set changes only where
-the spec names a schematic for it; the rest keep their own. Everything a node cannot be
-given safely is refused, with the node names and the step: a read that failed or is
-incomplete, a schematic annotation that disagrees with the Talos API, extensions that
-come from no schematic, and a cluster-wide ``spec.schematic`` known to drop an extension
-a node runs (a label selector in ``spec.nodeSchematics`` is the deliberate way). Pure: it
-judges readings, it never reads.
+A node gets the image it runs, never a cluster-wide guess: its Image Factory schematic
+(the ``schematic`` meta-extension of its ExtensionStatus), that schematic's factory host
+(the meta-extension's author), its platform (PlatformMetadata) and SecureBoot
+(SecurityState), read through the Talos API; the name is Talos's own (``installer_image``).
+A node's extensions change only where the spec names a schematic for it. Refused, with
+the node names and the step: a failed or incomplete read, a schematic annotation that
+disagrees with the Talos API, extensions from no schematic, and a cluster-wide
+``spec.schematic`` known to drop an extension a node runs. Pure: it never reads.
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
 """Reads of the Talos API as a short Job of talosctl, and what their output says; pure.
 
 The operator never speaks to a Talos node itself: a read is a Job owned by the operation,
-whose containers run ``talosctl get <resource> --nodes <all> -o json`` with the mounted
-talosconfig, on the same image, credentials and network path as the upgrade that follows
-(docs/design/notes.md, "Where the Talos API read runs"). The executor reads the
-containers' logs back and this module reads them: talosctl prints one JSON document per
-resource, with the node it came from (cmd/talosctl/cmd/talos/output/json.go), and its
-errors as other lines, so a node that is absent from a container's documents is a node
-whose resource could not be read, and the other lines say why. Every value is untrusted
-input: bounded, and read by shape, never by exception.
+whose containers run ``talosctl get <resource> --nodes <all> -o json`` on the image,
+credentials and network path of the upgrade that follows (docs/design/notes.md, "Each
+node's own image, and where the Talos API read runs"). talosctl prints one JSON document
+per resource with the node it came from (cmd/talosctl/cmd/talos/output/json.go) and its
+errors as other lines: a node absent from a container's documents is unread, and the
+other lines say why. Every value is untrusted input: bounded, read by shape, never by
+exception.
 """
 
 from __future__ import annotations
