@@ -373,12 +373,9 @@ class ExecutorSettings(_FromEnv):
     talosctl_image: str = env("ICHOR_TALOSCTL_IMAGE", "ghcr.io/siderolabs/talosctl:{version}")
     #: The helm image of the Cilium Jobs.
     helm_image: str = env("ICHOR_HELM_IMAGE", "docker.io/alpine/helm:3.19.0")
-    #: The Image Factory the Talos installer image comes from.
+    #: The Image Factory of a node not built by one (a plain install); every other node's
+    #: installer comes from the factory its own schematic names.
     image_factory: str = env("ICHOR_IMAGE_FACTORY", "factory.talos.dev")
-    #: The installer image's name at the Image Factory.
-    installer: str = env("ICHOR_INSTALLER", "metal-installer")
-    #: The schematic of a cluster that names none (a plain install, no system extensions).
-    default_schematic: str = env("ICHOR_DEFAULT_SCHEMATIC", DEFAULT_SCHEMATIC)
     #: The Cilium chart (an OCI reference or a repository chart); air gaps point at a mirror.
     cilium_chart: str = env("ICHOR_CILIUM_CHART", DEFAULT_CILIUM_CHART)
     #: The Cilium chart version the Helm Jobs install: the one this Ichor embeds (no

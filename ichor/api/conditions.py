@@ -333,6 +333,35 @@ class OperationReason(StrEnum):
     #: Refused: the cluster already has ``ICHOR_MAX_QUEUED_OPERATIONS`` not finished. Step:
     #: wait for them, or delete the ones no longer wanted, then create the operation again.
     QUEUE_FULL = "QueueFull"
+    #: Pending: a short Job of talosctl reads each node's schematic, platform and
+    #: SecureBoot through the Talos API, to build each node's own installer image.
+    #: Step: none; if it stays, look at the read Job's Pod.
+    NODES_READING = "NodesReading"
+    #: Refused before any upgrade Job: a node's image cannot be read, its schematic
+    #: annotation disagrees with the Talos API, its extensions come from no schematic, or
+    #: the spec's cluster-wide schematic would drop an extension it runs. The message
+    #: names the nodes; the override verb does not pass it, the spec does. Step: the
+    #: one the message names (spec.nodeSchematics, or make the node answer).
+    NODE_IMAGE_REFUSED = "NodeImageRefused"
+    #: ``Complete=False``: a Talos operation goes node by node, one Job per node, with
+    #: checks between nodes; ``status.nodes`` says which are done, which run, which next.
+    #: Step: none.
+    NODES_UPGRADING = "NodesUpgrading"
+    #: A check between nodes failed (etcd not healthy with every member before a control
+    #: plane node; after a node, the Node not Ready on the target, its etcd member not
+    #: back, or a health check of the cluster failing): the operation stops before the
+    #: next node, and the message names the check and the node reached. Step: make the
+    #: check pass, then create a new operation (the nodes done keep the new Talos).
+    CHECK_FAILED = "CheckFailed"
+    #: A node's drain did not finish within the policy's drainTimeout: the image is
+    #: staged on the node and the node is cordoned, not rebooted; the message names the
+    #: node and the image. Step: the message's commands finish or undo it, or allow the
+    #: disruption and create a new operation.
+    DRAIN_TIMED_OUT = "DrainTimedOut"
+    #: Refused before any node is touched: the talosconfig's client certificate expires
+    #: before the operation's deadline, or its role cannot upgrade. Step: put a
+    #: talosconfig with a valid os:admin certificate in the Secret, then create it again.
+    PREFLIGHT_FAILED = "PreflightFailed"
 
 
 class InstallationConditionType(StrEnum):

@@ -21,6 +21,7 @@ from ichor.api.autopatch import FleetAutoPatchSpec, FleetAutoPatchStatus
 from ichor.api.conditions import Condition
 from ichor.api.owed import OwedEvent
 from ichor.api.reading import read_model
+from ichor.api.taloscluster import UpgradePolicy
 from ichor.release import policy as site_policy
 from ichor.release.policy import NO_POLICY, SitePolicy
 from ichor.upgrade import choices
@@ -59,6 +60,8 @@ class IchorInstallationSpec(ApiModel):
     #: The ServiceAccount (a name, in each TalosCluster's own namespace) that reads a
     #: cluster without a kubeconfig Secret when its spec names none (ichor.kube.accounts).
     default_service_account_name: str | None = None
+    #: Each TalosCluster's upgrade policy, field by field under its own.
+    upgrade_policy: UpgradePolicy | None = None
     #: The site's own refusals, kept as written: ``ichor.release.policy`` reads it (a
     #: policy that does not load must refuse every step, never make the spec unreadable
     #: or vanish).

@@ -9,6 +9,7 @@ controller judges them, the model only carries them.
 
 from __future__ import annotations
 
+from datetime import datetime
 from enum import StrEnum
 
 from ichor.api._base import ApiModel
@@ -56,18 +57,80 @@ class CNISpec(ApiModel):
     preset: CNIPreset = CNIPreset.CILIUM
 
 
+class LabelSelector(ApiModel):
+    """A Node label selector (the ``matchLabels`` of a Kubernetes LabelSelector)."""
+
+    match_labels: dict[str, str]
+
+
+class NodeSchematic(ApiModel):
+    """``spec.nodeSchematics[]``: the Image Factory schematic of the Nodes a selector
+    picks; the deliberate way to change their system extensions."""
+
+    selector: LabelSelector
+    schematic: str
+
+
+class RebootMode(StrEnum):
+    """talosctl's ``--reboot-mode`` (machine.RebootRequest_Mode): ``default`` lets the
+    node kexec into the new kernel where it can; ``powercycle`` bypasses kexec."""
+
+    DEFAULT = "default"
+    POWERCYCLE = "powercycle"
+
+
+class UpgradePolicy(ApiModel):
+    """How a Talos upgrade moves through the nodes (``spec.upgradePolicy``; each field
+    left unset is the IchorInstallation's, then talosctl's own default)."""
+
+    #: Cordon and drain each node before its reboot (talosctl ``--drain``).
+    drain: bool | None = None
+    #: How long a drain may take (talosctl ``--drain-timeout``, a Go duration).
+    drain_timeout: str | None = None
+    reboot_mode: RebootMode | None = None
+    #: Worker nodes upgraded at the same time; control plane nodes always go one by one.
+    max_unavailable_workers: int | None = None
+
+
+#: talosctl's own defaults (cmd/talosctl/cmd/talos/upgrade.go, v1.13.9: --drain true,
+#: --drain-timeout nodedrain.DefaultDrainTimeout = 5m, --reboot-mode default), and one
+#: worker at a time.
+DEFAULT_UPGRADE_POLICY = UpgradePolicy(
+    drain=True, drain_timeout="5m", reboot_mode=RebootMode.DEFAULT, max_unavailable_workers=1
+)
+
+
+def effective_policy(*layers: UpgradePolicy | None) -> UpgradePolicy:
+    """Each field from the first layer that sets it (the cluster's, the fleet's), else
+    the default."""
+    found: dict[str, object] = {}
+    for field in UpgradePolicy.model_fields:
+        for layer in (*layers, DEFAULT_UPGRADE_POLICY):
+            value = getattr(layer, field) if layer is not None else None
+            if value is not None:
+                found[field] = value
+                break
+    return UpgradePolicy.model_validate(found)
+
+
 class TalosClusterSpec(ApiModel):
     talos_version: str
     kubernetes_version: str
     version_contract: str
     cni: CNISpec = CNISpec()
+    #: The schematic every node installs (unset: each node keeps its own, read from it).
     schematic: str | None = None
+    #: Schematics of the nodes label selectors pick, over ``schematic``; the first match
+    #: wins (``ichor.upgrade.node_images``).
+    node_schematics: tuple[NodeSchematic, ...] | None = None
     #: Without it, the workload cluster is the one the operator runs in.
     kubeconfig_secret_ref: SecretKeyRef | None = None
     talosconfig_secret_ref: SecretKeyRef | None = None
     #: The cluster's own auto-patch settings, over the fleet's (IchorInstallation).
     auto_patch: AutoPatchSpec | None = None
     upgrade_strategy: UpgradeStrategy = UpgradeStrategy.OPERATIONS
+    #: How a Talos upgrade moves through the nodes, over the fleet's default.
+    upgrade_policy: UpgradePolicy | None = None
     #: The ServiceAccount of this namespace the operator reads the cluster it runs in as,
     #: when there is no kubeconfig Secret (ichor.kube.accounts); unset: the fleet's default.
     service_account_name: str | None = None
@@ -83,6 +146,34 @@ class NodeVersions(ApiModel):
     #: One sentence per Node whose versions cannot be read (the controller's own words):
     #: while any is listed, what the Nodes run is unknown (``ichor.release.observed``).
     unreadable: tuple[str, ...] | None = None
+
+
+class NodeImageGroup(ApiModel):
+    """Nodes that run the same image: schematic, factory, platform, SecureBoot and
+    system extensions, as the Talos API says."""
+
+    platform: str
+    secure_boot: bool = False
+    #: None: not built by an Image Factory.
+    schematic: str | None = None
+    factory: str | None = None
+    extensions: tuple[str, ...] = ()
+    nodes: tuple[str, ...] = ()
+
+
+class NodeImages(ApiModel):
+    """What each node is built from, grouped by identical image so a large cluster's
+    status stays small (``status.nodeImages``)."""
+
+    #: When the Talos API was last read (a read Job of an operation).
+    read_at: datetime | None = None
+    #: ``1 image`` or ``3 images``: the printer column ``kubectl get tc -o wide`` shows.
+    summary: str | None = None
+    differ: bool | None = None
+    groups: tuple[NodeImageGroup, ...] = ()
+    #: One sentence per node whose image could not be read, or whose Node annotation
+    #: disagrees with the Talos API.
+    unreadable: tuple[str, ...] = ()
 
 
 class CNIStatus(ApiModel):
@@ -134,6 +225,7 @@ class TalosClusterStatus(ApiModel):
     talos_version: str | None = None
     kubernetes_version: str | None = None
     nodes: NodeVersions | None = None
+    node_images: NodeImages | None = None
     cni: CNIStatus | None = None
     upgrade_choices: UpgradeChoices | None = None
     #: None when no list could be judged (no list recorded, or a spec no rule reads).

@@ -83,6 +83,76 @@ class TalosOperationSpec(ApiModel):
     cni: OperationCNISpec | None = None
 
 
+class PlannedNode(ApiModel):
+    """A node a Talos operation upgrades, as ``talosctl --nodes`` reaches it."""
+
+    name: str
+    address: str
+    control_plane: bool = False
+
+
+class ImageNodes(ApiModel):
+    """One installer image and the nodes that install it."""
+
+    image: str
+    nodes: tuple[str, ...] = ()
+
+
+class NodeStage(StrEnum):
+    """Where the nodes being upgraded (``current``) stand."""
+
+    #: The checks before them run (etcd healthy with every member, before a control
+    #: plane node).
+    CHECKING = "Checking"
+    #: Each has its own Job running ``talosctl upgrade``.
+    UPGRADING = "Upgrading"
+    #: Their Jobs succeeded; each must be Ready on the target, its etcd member back, and
+    #: the cluster's health checks passing.
+    VERIFYING = "Verifying"
+
+
+class NodePolicy(ApiModel):
+    """The upgrade policy the operation runs under, fixed when it starts."""
+
+    drain: bool = True
+    drain_timeout: str = "5m"
+    reboot_mode: str = "default"
+    max_unavailable_workers: int = 1
+    #: A single-node cluster: never drained (nothing could take its Pods).
+    single_node: bool = False
+
+
+class OperationNodes(ApiModel):
+    """A Talos operation's nodes, fixed when it starts: the order they go in, each
+    node's own installer image (grouped by image), and the deliberate extension changes
+    (one sentence per group of nodes, from what to what); then where it stands, node by
+    node, written before each step so a restart resumes at the right node."""
+
+    order: tuple[PlannedNode, ...] = ()
+    images: tuple[ImageNodes, ...] = ()
+    changes: tuple[str, ...] | None = None
+    #: The nodes whose schematic the spec changes (a node already on the target but not
+    #: on its new image is upgraded again).
+    changing: tuple[str, ...] | None = None
+    policy: NodePolicy | None = None
+    #: Nodes upgraded and checked, in order.
+    done: tuple[str, ...] | None = None
+    #: Nodes whose upgrade Job was created (never created twice).
+    started: tuple[str, ...] | None = None
+    #: The nodes being upgraded now (one control plane node, or up to
+    #: ``maxUnavailableWorkers`` workers), and their stage since ``since``.
+    current: tuple[str, ...] | None = None
+    stage: NodeStage | None = None
+    since: datetime | None = None
+    #: Counts the check Jobs, so each has a name of its own.
+    attempt: int | None = None
+    #: The checks passed so far, the latest last (at most 20 kept).
+    checks: tuple[str, ...] | None = None
+
+    def image_of(self) -> dict[str, str]:
+        return {name: group.image for group in self.images for name in group.nodes}
+
+
 class TalosOperationStatus(ApiModel):
     observed_generation: int | None = None
     phase: Phase | None = None
@@ -98,6 +168,8 @@ class TalosOperationStatus(ApiModel):
     failure: Failure | None = None
     #: Events decided with this status and not posted yet (``ichor.api.owed``).
     pending_events: dict[str, OwedEvent] | None = None
+    #: A Talos operation's nodes and their images, written when it is claimed.
+    nodes: OperationNodes | None = None
 
 
 # --- the queue of one cluster ---------------------------------------------------------------

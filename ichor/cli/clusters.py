@@ -265,6 +265,37 @@ def adopt_versions(nodes: list[dict[str, Any]]) -> tuple[Version, Version, list[
     return _lowest(talos), _lowest(kubernetes), notes
 
 
+#: What Talos writes on its Node (internal/app/machined/pkg/controllers/k8s): the
+#: schematic ID as an annotation, each extension's version as a label under this prefix.
+_EXTENSIONS = "extensions.talos.dev/"
+
+
+def adopt_images(nodes: list[dict[str, Any]]) -> list[str]:
+    """One line per group of Nodes that show the same schematic and extensions (what
+    Talos writes on its Node), largest first: what adopt finds before the Talos API is
+    read."""
+    groups: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        labels = meta.get("labels") or {}
+        schematic = str(annotations.get(f"{_EXTENSIONS}schematic") or "")
+        extensions = tuple(
+            sorted(
+                str(k).removeprefix(_EXTENSIONS)
+                for k in [*labels, *annotations]
+                if str(k).startswith(_EXTENSIONS) and k != f"{_EXTENSIONS}schematic"
+            )
+        )
+        groups.setdefault((schematic, extensions), []).append(str(meta.get("name", "?")))
+    lines = []
+    for (schematic, extensions), names in sorted(groups.items(), key=lambda i: -len(i[1])):
+        shown = f"schematic {schematic[:12]}" if schematic else "no schematic annotation"
+        what = ", ".join(extensions) or "no extensions"
+        lines.append(f"{shown} ({what}): {', '.join(sorted(names))}")
+    return lines
+
+
 def _no_workload_kubeconfig(ctx: click.Context) -> str:
     """The refusal of an adopt without ``--workload-kubeconfig``: it names the old spelling
     when ``--kubeconfig`` came after the command, where it once named the cluster to adopt."""
@@ -328,8 +359,9 @@ def adopt(
     except (ConfigException, OSError, TypeError, ValueError) as error:
         raise kube.CliError(f"the kubeconfig {path} cannot be used: {error}") from None
     where = str(workload.configuration.host)
+    found_nodes = _workload_nodes(workload, where)
     try:
-        talos, kubernetes, notes = adopt_versions(_workload_nodes(workload, where))
+        talos, kubernetes, notes = adopt_versions(found_nodes)
     except ValueError as error:
         common.refused(f"Adopt of {name} is refused: {error}.")
     cilium = _workload_cilium(workload, where)
@@ -350,6 +382,22 @@ def adopt(
         )
     for note in notes:
         common.warn(note)
+    images = adopt_images(found_nodes)
+    click.echo("The Nodes show (each is upgraded to the image it runs):")
+    for line in images:
+        click.echo(f"  {line}")
+    if len(images) > 1:
+        common.warn(
+            f"the Nodes run {len(images)} different schematics or extension sets: each "
+            f"keeps its own at a Talos upgrade; the operator reads each node's platform and "
+            f"SecureBoot through the Talos API (status.nodeImages, ichor status)"
+        )
+    if schematic:
+        common.warn(
+            f"--schematic {schematic[:12]} sets spec.schematic: every node installs it at the "
+            f"next Talos upgrade, and one it would drop a known extension from is refused; "
+            f"leave it out to keep each node's own"
+        )
     verdict = release_set.check_adopt_compat(
         talos=talos.tag, kubernetes=kubernetes.tag, managed_cni=not cni_unmanaged
     )

@@ -181,6 +181,10 @@ def status_table(rows: list[views.StatusRow], *, namespaces: bool) -> None:
     auto_patch = any(row.auto_patch != "-" for row in rows)
     if auto_patch:
         header.append("AUTO-PATCH")
+    # the column is there once any cluster's nodes were read (each node's own image)
+    images = any(row.images != "-" for row in rows)
+    if images:
+        header.append("IMAGES")
     if namespaces:
         header.insert(0, "NAMESPACE")
     cells = []
@@ -195,6 +199,7 @@ def status_table(rows: list[views.StatusRow], *, namespaces: bool) -> None:
             row.kubernetes_upgrade,
             row.ready,
             *([row.auto_patch] if auto_patch else []),
+            *([row.images] if images else []),
         ]
         cells.append([row.namespace, *line] if namespaces else line)
     for text in columns(header, cells):
@@ -202,3 +207,9 @@ def status_table(rows: list[views.StatusRow], *, namespaces: bool) -> None:
     for row in rows:
         if row.message:
             click.echo(f"{row.namespace}/{row.name}: {row.message}")
+        if row.image_lines:
+            click.echo(
+                f"{row.namespace}/{row.name}: the nodes differ, each is upgraded to its own image:"
+            )
+            for text in row.image_lines:
+                click.echo(f"  {text}")

@@ -22,7 +22,13 @@ from pydantic import ValidationError
 
 from ichor.api import ichorinstallation, taloscluster
 from ichor.api.reading import read_model
-from ichor.api.taloscluster import ChoiceGroup, CNIStatus, TalosClusterSpec, TalosClusterStatus
+from ichor.api.taloscluster import (
+    ChoiceGroup,
+    CNIStatus,
+    NodeImages,
+    TalosClusterSpec,
+    TalosClusterStatus,
+)
 from ichor.release import steps
 from ichor.release.policy import NO_POLICY, SitePolicy
 from ichor.upgrade import blocked
@@ -248,6 +254,12 @@ class StatusRow:
     #: One cell: "-" (not configured), "suspended", "failed", "open until ...", "next ...".
     auto_patch: str = "-"
     auto_patch_json: dict[str, Any] | None = None
+    #: One cell: "-" (not read yet), "1 image", "3 images" (the nodes differ).
+    images: str = "-"
+    images_json: dict[str, Any] | None = None
+    #: Per image group when the nodes differ: "metal, SecureBoot, schematic abc…
+    #: (iscsi-tools): cp-1, cp-2".
+    image_lines: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -262,6 +274,7 @@ class StatusRow:
             "ready": self.ready,
             "message": self.message,
             "autoPatch": self.auto_patch_json,
+            "nodeImages": self.images_json,
         }
 
 
@@ -319,7 +332,32 @@ def status_row(cluster: Cluster) -> StatusRow:
         message=_status_message(compatible, ready) or auto_message,
         auto_patch=auto_cell,
         auto_patch_json=auto_json,
+        **_images(status.node_images),
     )
+
+
+def _images(recorded: NodeImages | None) -> dict[str, Any]:
+    """The IMAGES cell, its JSON and, when the nodes differ, one line per image."""
+    if recorded is None:
+        return {}
+    lines = []
+    if recorded.differ or recorded.unreadable:
+        for group in recorded.groups:
+            parts = [group.platform] + (["SecureBoot"] if group.secure_boot else [])
+            schematic = f"schematic {group.schematic[:12]}" if group.schematic else "no schematic"
+            if group.factory and group.factory != "factory.talos.dev":
+                schematic += f" of {group.factory}"
+            extensions = ", ".join(group.extensions) or "no extensions"
+            nodes = ", ".join(group.nodes[:5]) + (
+                f" and {len(group.nodes) - 5} more" if len(group.nodes) > 5 else ""
+            )
+            lines.append(f"{', '.join(parts)}, {schematic} ({extensions}): {nodes}")
+        lines.extend(recorded.unreadable)
+    return {
+        "images": recorded.summary or "-",
+        "images_json": recorded.to_api(),
+        "image_lines": tuple(lines),
+    }
 
 
 def _cilium_cell(cni: CNIStatus | None) -> str:

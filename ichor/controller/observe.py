@@ -184,6 +184,11 @@ def node_report(node: object) -> NodeReport:
     return NodeReport(name=name, talos=talos, kubelet=kubelet, unreadable=tuple(unreadable))
 
 
+def node_ready(node: object) -> bool:
+    """Whether a Node object's Ready condition is True (any JSON: never raises)."""
+    return _ready(_mapping(node))
+
+
 class NodesTally:
     """``nodes_observation`` one Node at a time, so the Nodes of a list read in pages are
     counted page by page and none is kept: what it holds is the distinct versions and

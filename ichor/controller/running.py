@@ -20,6 +20,10 @@ T = TypeVar("T")
 #: The memo key of the ``TenantSettings`` a test may pass in (every controller that reads
 #: for a TalosCluster takes the same ones).
 TENANT_SETTINGS = "ichor_tenant_settings"
+#: The memo key of the TalosCluster controller's health gate: the cluster's own health
+#: checks, which the executor runs between the nodes of a Talos operation (it cannot
+#: import the controller above it, so the running one hands it over).
+HEALTH_GATE = "ichor_health_gate"
 
 
 class Running(Protocol):

@@ -65,3 +65,29 @@ async def job_pods(api: ApiClient, *, namespace: str, job: str) -> list[dict[str
         )
     )
     return list(_raw(api, listed).get("items") or [])
+
+
+async def pod_log(
+    api: ApiClient, *, namespace: str, pod: str, container: str, limit_bytes: int
+) -> str:
+    """The log of one container of a Pod, at most ``limit_bytes`` of it (its start): a
+    Job's output, read back as the bytes the kubelet kept. Read raw: the client would
+    otherwise parse a log that happens to be one JSON document and hand back its repr."""
+    response: Any = await errors.mapped(
+        client.CoreV1Api(api).read_namespaced_pod_log(
+            pod,
+            namespace,
+            container=container,
+            limit_bytes=limit_bytes,
+            _preload_content=False,
+            _request_timeout=REQUEST_TIMEOUT,
+        )
+    )
+    try:
+        if not 200 <= response.status <= 299:
+            # raw, the client checks no status: the same typed error as every other call
+            raise errors.typed(ApiException(status=response.status, reason=response.reason))
+        data = await response.content.read(limit_bytes)
+    finally:
+        response.release()
+    return bytes(data).decode("utf-8", errors="replace")

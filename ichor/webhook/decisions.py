@@ -17,7 +17,7 @@ refusal the rules mark as never overridable.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -27,6 +27,7 @@ from ichor.api.talosoperation import OperationType
 from ichor.release import compat, observed, steps, versions
 from ichor.release.policy import NO_POLICY, PolicyComponent, SitePolicy
 from ichor.release.refusals import Refusal, Rule, Verdict, judge, refuse
+from ichor.upgrade import node_images
 from ichor.upgrade import rule as upgrade_target
 from ichor.webhook.reviews import (
     ClusterObject,
@@ -915,3 +916,82 @@ def health_check_refusal(new: ClusterObject, old: ClusterObject | None) -> Answe
             reason="HealthCheckBudget",
         )
     return None
+
+
+# --- the plan of a Talos operation: each node's image ----------------------------------
+
+
+def _schematics(spec: object) -> tuple[str | None, list[tuple[str, str]]]:
+    """``spec.schematic`` and ``spec.nodeSchematics`` as (selector text, schematic),
+    read leniently (the CRD checked their form)."""
+    if not isinstance(spec, Mapping):
+        return None, []
+    schematic = spec.get("schematic")
+    rules = []
+    for entry in spec.get("nodeSchematics") or ():
+        if not isinstance(entry, Mapping):
+            continue
+        selector = (entry.get("selector") or {}).get("matchLabels") or {}
+        if isinstance(selector, Mapping) and isinstance(entry.get("schematic"), str):
+            labels = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+            rules.append((labels, entry["schematic"]))
+    return (schematic if isinstance(schematic, str) and schematic else None), rules
+
+
+def _recorded_readings(status: object) -> tuple[node_images.NodeReading, ...]:
+    """The nodes of ``status.nodeImages`` as the last read found them."""
+    recorded = status.get("nodeImages") if isinstance(status, Mapping) else None
+    groups = recorded.get("groups") if isinstance(recorded, Mapping) else None
+    found = []
+    for group in groups if isinstance(groups, list) else ():
+        if not isinstance(group, Mapping) or not isinstance(group.get("platform"), str):
+            continue
+        image = node_images.NodeImage(
+            platform=group["platform"],
+            secure_boot=group.get("secureBoot") is True,
+            schematic=group.get("schematic") if isinstance(group.get("schematic"), str) else None,
+            factory=group.get("factory") if isinstance(group.get("factory"), str) else None,
+            extensions=tuple(e for e in group.get("extensions") or () if isinstance(e, str)),
+        )
+        for name in group.get("nodes") or ():
+            if isinstance(name, str):
+                found.append(node_images.NodeReading(name=name, image=image))
+    return tuple(found)
+
+
+def image_plan_warnings(cluster_body: Mapping[str, object], *, version: str) -> tuple[str, ...]:
+    """What the plan of a Talos operation says of each node's image, from the spec and
+    what the last read recorded (``status.nodeImages``): the nodes whose schematic the
+    spec changes, from what to what, and those it would refuse; for a cluster of one
+    Node, what goes down and for how long. The operation reads
+    every node again before it upgrades any, and decides from that read."""
+    schematic, rules = _schematics(cluster_body.get("spec"))
+    said: list[str] = []
+    status = cluster_body.get("status")
+    seen = status.get("nodes") if isinstance(status, Mapping) else None
+    if isinstance(seen, Mapping) and seen.get("count") == 1:
+        # one node: no drain can succeed, so none is made; say what goes down
+        said.append(node_images.single_node_statement(version=version, drain=True))
+    for index, (labels, named) in enumerate(rules):
+        said.append(
+            f"spec.nodeSchematics[{index}] changes the nodes labelled {labels} to schematic "
+            f"{node_images.short(named)}: the operation names each, from what to what, "
+            f"before it upgrades any"
+        )
+    if schematic is None:
+        return tuple(said)
+    readings = _recorded_readings(cluster_body.get("status"))
+    if not readings:
+        said.append(
+            f"spec.schematic {node_images.short(schematic)} is installed on every node; no "
+            f"read of the nodes is recorded yet: the operation reads them first and names "
+            f"each change"
+        )
+        return tuple(said)
+    plan = node_images.plan_images(
+        readings, version=version, spec_schematic=schematic, default_factory="factory.talos.dev"
+    )
+    caveat = " (unless spec.nodeSchematics picks them)" if rules else ""
+    said += [f"extensions change: {change}{caveat}" for change in plan.changes]
+    said += [f"would be refused: {refusal}{caveat}" for refusal in plan.refusals]
+    return tuple(said)

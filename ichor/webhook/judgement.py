@@ -27,7 +27,7 @@ from typing import Any
 from ichor.api import kinds, queue_limits, records, talosoperation
 from ichor.api.autopatch import UNHALT_ANNOTATION, parse_unhalt
 from ichor.api.ichorinstallation import Installation
-from ichor.api.talosoperation import STARTED_BY_LABEL
+from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType
 from ichor.kube import identity
 from ichor.release import policy as site_policy
 from ichor.release.policy import NO_POLICY, SitePolicy
@@ -283,6 +283,9 @@ async def judge_operation(
             if decisions.needs_access_review(verdict, override_requested=spec.override):
                 holds = await backend.holds_override(who, spec.cluster_ref)
             answer = decisions.answer_operation(verdict, spec=spec, requester=who, holds_verb=holds)
+            if answer.allowed and spec.type is OperationType.TALOS and spec.version:
+                shown = decisions.image_plan_warnings(body, version=spec.version)
+                answer = replace(answer, warnings=answer.warnings + shown)
             if answer.allowed and max_queued is not None:
                 answer = await _within_queue(backend, spec, answer, most=max_queued)
             traced = decisions.cilium_trace_of_operation(

@@ -77,6 +77,7 @@ from tests.harness import (
     netns,
     node,
     stack,
+    talos_standin,
     workload,
 )
 from tests.harness import registry as test_registry
@@ -128,10 +129,47 @@ PROD_NODES = (
     ("prod-cp-2", "10.201.1.22", True),
     ("prod-worker-1", "10.201.1.23", False),
 )
+#: What prod's nodes run (the Talos API stand-in's TalosNode fields): they differ.
+STORAGE_SCHEMATIC = "c9078f9419961640c712a8bf2bb9174933dfcf1da383fd8ea2b7dc21493f8bac"
+GPU_SCHEMATIC = "0b2b2c0f8a6e1d3b7d1d6d9a4c5e0f3e9d2a7b6c5d4e3f2a1b0c9d8e7f6a5b4c"
+PROD_IMAGES: dict[str, dict[str, Any]] = {
+    "prod-cp-1": {},
+    "prod-cp-2": {"secure_boot": True, "schematic": STORAGE_SCHEMATIC,
+                  "extensions": [{"name": "iscsi-tools", "version": "v0.2.0"}]},
+    "prod-worker-1": {"platform": "aws", "schematic": GPU_SCHEMATIC,
+                      "extensions": [{"name": "nonfree-kmod-nvidia-production",
+                                      "version": "570.172.08-v1.14.5"}]},
+}  # fmt: skip
+#: prod's health check in step 7, and the Node label it refuses.
+DEGRADED = "demo.ichor.dev/storage-degraded"
+GATE = {
+    "name": "storage-ready",
+    "apiVersion": "v1",
+    "resource": "nodes",
+    "expression": (
+        f"objects.all(n, !has(n.metadata.labels) || !('{DEGRADED}' in n.metadata.labels))"
+    ),
+}
 #: Seconds the node may take to start, beyond waiting for another run's node to stop.
 _NODE_START = 300.0
 #: ``helm upgrade`` of the Cilium Job on the node: the node's registry speaks plain HTTP.
 _NODE_HELM_ARGS = "--reset-then-reuse-values --wait --timeout 5m --plain-http"
+
+
+def _played_images() -> dict[str, dict[str, Any]]:
+    """``PROD_IMAGES`` as the played reads take them: by address, extension names."""
+    found = {}
+    for name, address, _ in PROD_NODES:
+        image = PROD_IMAGES[name]
+        schematic = image.get("schematic", talos_standin.DEFAULT_SCHEMATIC)
+        found[address] = {
+            "platform": image.get("platform", "metal"),
+            "secure_boot": image.get("secure_boot", False),
+            "schematic": schematic,
+            "factory": "factory.talos.dev" if schematic else None,
+            "extensions": [e["name"] for e in image.get("extensions", [])],
+        }
+    return found
 
 
 def jobs_mode() -> str:
@@ -395,6 +433,8 @@ class Demo:
                 "--timeout=60s",
             )
         _say("  CRDs installed: TalosCluster, TalosOperation, IchorInstallation")
+        if self.jobs != ON_NODE:
+            self.tenant_account()
         self.users()
         _say(
             f"  users: {PLAIN_USER} (may start upgrades) and {HOLDER} (also holds the RBAC "
@@ -478,6 +518,28 @@ class Demo:
         self.spawn_registry()
         self.edge_plane()
         self.wait_registry(began)
+
+    def tenant_account(self) -> None:
+        """prod names no kubeconfig here: its workload is the management API server, read
+        as the ServiceAccount default/default (no controller makes it on this control
+        plane), which holds the chart's ichor-tenant-reader, as a platform admin binds it
+        (docs/install.md)."""
+        self.apply(
+            [
+                {"apiVersion": "v1", "kind": "ServiceAccount",
+                 "metadata": {"name": "default", "namespace": NAMESPACE}},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                 "metadata": {"name": account.TENANT_READER},
+                 "rules": account.tenant_reader_rules()},
+                {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                 "metadata": {"name": f"{account.TENANT_READER}-{NAMESPACE}-default"},
+                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                             "name": account.TENANT_READER},
+                 "subjects": [{"kind": "ServiceAccount", "name": "default",
+                               "namespace": NAMESPACE}]},
+            ]
+        )  # fmt: skip
+        _say(f"  {NAMESPACE}/default reads prod (the chart's {account.TENANT_READER})")
 
     def setup_on_node(self) -> None:
         """The management cluster is the node (held by ``demo_node``); prod and edge are
@@ -568,6 +630,11 @@ class Demo:
             talos_served_kubeconfig=self.prod_node_kubeconfig,
             talos_endpoint=PROD_NODES[0][1],
             talos_nodes=[(name, address) for name, address, _ in PROD_NODES],
+            talos_images=PROD_IMAGES,
+            talos_schematics={
+                STORAGE_SCHEMATIC: PROD_IMAGES["prod-cp-2"]["extensions"],
+                GPU_SCHEMATIC: PROD_IMAGES["prod-worker-1"]["extensions"],
+            },
         )
         pid = self.spawn(
             "node",
@@ -666,12 +733,18 @@ class Demo:
                 # account its spec or the fleet names
                 "ICHOR_REQUIRE_SERVICE_ACCOUNT": "true",
                 "ICHOR_RELEASE_RETRY": "10",
+                # the gate of step 7 stops the operation this long after a node
+                "ICHOR_NODE_VERSION_DEADLINE": "20",
                 **(self.executor_env() if on_node else {}),
             }
         )
+        if not on_node:
+            # no kubelet runs the read Jobs: their output is played (played_operator.py)
+            env["ICHOR_DEMO_NODE_IMAGES"] = json.dumps(_played_images())
+            env = checkout.python_env(env)
         self.spawn(
             "operator",
-            ["-m", "ichor.operator"],
+            ["-m", "ichor.operator" if on_node else "tests.harness.played_operator"],
             env,
             netns_path=str(self.node_ready["netns"]) if on_node else None,
         )
@@ -720,7 +793,7 @@ class Demo:
             "ICHOR_HELM_IMAGE": str(ready["helm_image"]),
             "ICHOR_CILIUM_CHART": str(ready["cilium_chart"]),
             "ICHOR_HELM_ARGS": _NODE_HELM_ARGS,
-            "ICHOR_NODE_VERSION_DEADLINE": "60",
+            "ICHOR_NODE_VERSION_DEADLINE": "30",
         }
 
     def workload(self) -> None:
@@ -918,6 +991,66 @@ class Demo:
             raise DemoError(f"the demo could not play the Job: {played}")
         return played[-1]
 
+    def follow_nodes_played(self, command: str, *, expect: int = 0) -> str:
+        """Run ``command`` (a Talos upgrade with ``--wait``) while playing each node's Job
+        of its operation to success, the Node reporting the target first."""
+        played: list[str] = []
+        began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+        def play() -> None:
+            operation = _wait_for(
+                "the talos operation", lambda: self._newest_operation("talos", since=began)
+            )
+            path = f"{kinds.Plural.TALOS_OPERATIONS}.{kinds.GROUP}"
+            done: set[str] = set()
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                body = self.get(path, operation, "-n", NAMESPACE) or {}
+                status = body.get("status") or {}
+                if status.get("phase") in ("Succeeded", "Failed"):
+                    return
+                job = str(status.get("jobName") or "")
+                found = self.get("job", job, "-n", NAMESPACE) if job else None
+                if found is not None and job not in done:
+                    name = (found["metadata"].get("annotations") or {}).get("ichor.dev/node")
+                    if name:
+                        self.set_node(
+                            name, talos=TALOS_TARGET, kubelet=PINNED.kubernetes,
+                            kubeconfig=self.prod_config,
+                        )  # fmt: skip
+                    self._complete(job)
+                    done.add(job)
+                    played.append(job)
+                time.sleep(0.5)
+
+        player = threading.Thread(target=_capture(play, played), daemon=True)
+        player.start()
+        self.run(command, expect=expect)
+        player.join(30)
+        if not played or played[-1].startswith("error:"):
+            raise DemoError(f"the demo could not play the nodes' Jobs: {played}")
+        return played[-1]
+
+    def _complete(self, job: str) -> None:
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        self.kubectl(
+            "patch", "job", job, "-n", NAMESPACE, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": {"startTime": now, "active": 1, "ready": 0}}),
+        )  # fmt: skip
+        done = {
+            "active": 0,
+            "ready": 0,
+            "terminating": 0,
+            "succeeded": 1,
+            "completionTime": now,
+            "uncountedTerminatedPods": {},
+            "conditions": [_condition("SuccessCriteriaMet", now), _condition("Complete", now)],
+        }
+        self.kubectl(
+            "patch", "job", job, "-n", NAMESPACE, "--subresource=status", "--type=merge",
+            "-p", json.dumps({"status": done}),
+        )  # fmt: skip
+
     def play_job(self, operation: str, *, after: Callable[[], None]) -> str:
         """Play the Job of ``operation`` to success as the Job controller would (on the
         node, where the Job controller runs and has started it, only its end)."""
@@ -1048,12 +1181,42 @@ class Demo:
         )
 
         self.step(7, "An operation followed to Succeeded")
+        _say(
+            "(prod's nodes differ, as a real cluster's do: prod-cp-1 on metal from the Image "
+            "Factory's plain schematic, prod-cp-2 a SecureBoot node with iscsi-tools, "
+            "prod-worker-1 on aws with NVIDIA drivers. The operation reads each through the "
+            "Talos API and gives each its own installer; it goes node by node and checks "
+            "the cluster between nodes, its own health checks among them.)"
+        )
+        self.kubectl(
+            "patch", f"{kinds.Plural.TALOS_CLUSTERS}.{kinds.GROUP}", CLUSTER, "-n", NAMESPACE,
+            "--type=merge", "-p", json.dumps({"spec": {"autoPatch": {"healthChecks": [GATE]}}}),
+        )  # fmt: skip
+        _say(
+            f"(prod has a health check, {GATE['name']}: no Node may carry the label "
+            f"{DEGRADED}. The demo puts it on prod-worker-1 now, as a storage system that "
+            "lost a replica would; the operation asks the check after its first node.)"
+        )
+        self.kubectl(*self.prod_config, "label", "node", "prod-worker-1", f"{DEGRADED}=true")
+        if self.jobs == ON_NODE:
+            self.run(f"{admin} upgrade talos {CLUSTER} --wait", expect=1)
+        else:
+            self.follow_nodes_played(f"{admin} upgrade talos {CLUSTER} --wait", expect=1)
+        stopped = self._newest_operation("talos")
+        self.run(f"kubectl get talosoperation {stopped} -o jsonpath='{{.status.message}}'; echo")
+        self.notice(
+            "the gate stopped the operation after its first node: prod-cp-1 runs the new "
+            "Talos, the others were not touched, and the message names the check, the node "
+            "reached and the step. A person's operation is gated like an auto-patch one."
+        )
+        self.kubectl(*self.prod_config, "label", "node", "prod-worker-1", f"{DEGRADED}-")
+        _say("(The storage recovered: the demo removes the label. Run it again.)")
         if self.jobs == ON_NODE:
             _say(
-                f"(The Job runs for real on the node {node.NODE_NAME}: one talosctl upgrade "
-                "per Node, control plane first, in a Pod from the talosctl image, against "
-                "the Talos API stand-in that plays prod's Talos nodes and moves each Node's "
-                "osImage when it reboots.)"
+                f"(Each node's Job runs for real on the node {node.NODE_NAME}: talosctl "
+                "upgrade with that node's own installer, in a Pod from the talosctl image, "
+                "against the Talos API stand-in that plays prod's Talos nodes and moves each "
+                "Node's osImage when it reboots.)"
             )
             began = time.monotonic()
             self.run(f"{admin} upgrade talos {CLUSTER} --wait")
@@ -1065,28 +1228,28 @@ class Demo:
             )
         else:
             _say(
-                "(No kubelet or Job controller runs here: the demo plays the Job's outcome, "
-                f"success, and the Nodes then report Talos {TALOS_TARGET}, as talosctl upgrade "
-                "would leave them.)"
+                "(No kubelet or Job controller runs here: the demo plays each node's Job, "
+                f"success, and that Node then reports Talos {TALOS_TARGET}, as talosctl upgrade "
+                "would leave it; the read Jobs' output is played too.)"
             )
-            job = self.follow_played(
-                f"{admin} upgrade talos {CLUSTER} --wait",
-                type_="talos",
-                after=self._nodes_on_target,
-            )
+            job = self.follow_nodes_played(f"{admin} upgrade talos {CLUSTER} --wait")
         self.wait_cluster(
             f"Talos {TALOS_TARGET} observed",
             lambda body: (body.get("status") or {}).get("talosVersion") == TALOS_TARGET,
         )
+        self.run(f"kubectl get talosclusters {CLUSTER} -o wide")
+        self.run(f"{admin} status {CLUSTER}")
         outcome = (
             f"Job {job} ran talosctl upgrade in its Pod and the stand-in's Nodes now report "
             f"Talos {TALOS_TARGET}"
             if self.jobs == ON_NODE
-            else f"the demo played Job {job} as succeeded"
+            else f"the demo played the nodes' Jobs, the last {job}, as succeeded"
         )
         self.notice(
             f"without VERSION the default choice ({TALOS_TARGET}, the newest patch) was used; "
-            f"{outcome}, and the executor moved the cluster's spec to the new version."
+            f"prod-cp-1, already on it, was checked and not rebooted again; each node got its "
+            f"own image (IMAGES: 3 images); {outcome}, and the executor moved the cluster's "
+            "spec to the new version."
         )
 
         self.step(8, "The path to the newest recorded releases")
@@ -1235,12 +1398,17 @@ class Demo:
             "spec."
         )
 
-    def _newest_operation(self, type_: str) -> str | None:
+    def _newest_operation(self, type_: str, *, since: str = "") -> str | None:
+        """The newest operation of ``type_`` (created at or after ``since``, RFC 3339)."""
         body = self.get(f"{kinds.Plural.TALOS_OPERATIONS}.{kinds.GROUP}", "-n", NAMESPACE) or {}
-        for item in body.get("items") or []:
-            if (item.get("spec") or {}).get("type") == type_:
-                return str(item["metadata"]["name"])
-        return None
+        found = [
+            item
+            for item in body.get("items") or []
+            if (item.get("spec") or {}).get("type") == type_
+            and str(item["metadata"].get("creationTimestamp", "")) >= since
+        ]
+        found.sort(key=lambda item: str(item["metadata"].get("creationTimestamp", "")))
+        return str(found[-1]["metadata"]["name"]) if found else None
 
     def real_job(self, type_: str, *, began: float, what: str) -> str:
         """The Job of the newest ``type_`` operation, which ran on the node: show its Pod
@@ -1253,6 +1421,13 @@ class Demo:
         if not job:
             raise DemoError(f"the {type_} operation {operation} names no Job")
         followed = time.monotonic() - began
+        if type_ == "talos":
+            # one Job per node: show them all, their Pods and the node each upgraded
+            self.run(
+                f"kubectl get pods -l ichor.dev/operation-uid={(body or {})['metadata']['uid']} "
+                "-o custom-columns=POD:.metadata.name,UPGRADES:.metadata.annotations."
+                "ichor\\.dev/node,RAN-ON:.spec.nodeName,PHASE:.status.phase"
+            )
         self.run(f"kubectl get pods -l job-name={job} -o wide")
         pods = (self.get("pods", "-n", NAMESPACE, "-l", f"job-name={job}") or {}).get("items") or []
         if len(pods) != 1:

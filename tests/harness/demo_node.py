@@ -43,7 +43,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -219,7 +219,14 @@ class DemoNode:
         self.standin = talos_standin.TalosApi(
             workdir=self.workdir / "talos-api",
             endpoint_host=endpoint_host,
-            nodes=[talos_standin.TalosNode(name, address) for name, address in talos["nodes"]],
+            nodes=[
+                _talos_node(name, address, (talos.get("images") or {}).get(name) or {})
+                for name, address in talos["nodes"]
+            ],
+            schematics={
+                schematic: tuple(talos_standin.Extension(**e) for e in extensions)
+                for schematic, extensions in (talos.get("schematics") or {}).items()
+            },
             kubeconfig=Path(talos["kubeconfig"]),
             served_kubeconfig=str(talos["served_kubeconfig"]),
             down=TALOS_DOWN,
@@ -276,6 +283,15 @@ def read_ready(workdir: Path) -> dict[str, Any] | None:
     return found
 
 
+def _talos_node(name: str, address: str, image: Mapping[str, Any]) -> talos_standin.TalosNode:
+    """A node of prod as the stand-in plays it: its platform, SecureBoot, schematic,
+    factory and extensions, as the demo's spec says (the stand-in's defaults otherwise)."""
+    fields: dict[str, Any] = dict(image)
+    if "extensions" in fields:
+        fields["extensions"] = tuple(talos_standin.Extension(**e) for e in fields["extensions"])
+    return talos_standin.TalosNode(name, address, **fields)
+
+
 def write_spec(
     workdir: Path,
     *,
@@ -288,6 +304,8 @@ def write_spec(
     talos_served_kubeconfig: str,
     talos_endpoint: str,
     talos_nodes: Sequence[tuple[str, str]],
+    talos_images: Mapping[str, Mapping[str, Any]] | None = None,
+    talos_schematics: Mapping[str, Sequence[Mapping[str, str]]] | None = None,
 ) -> None:
     workdir.mkdir(parents=True, exist_ok=True)
     spec = {
@@ -301,6 +319,9 @@ def write_spec(
             "served_kubeconfig": talos_served_kubeconfig,
             "endpoint": talos_endpoint,
             "nodes": [list(pair) for pair in talos_nodes],
+            # what each node runs (TalosNode's fields), and each schematic's extensions
+            "images": {name: dict(image) for name, image in (talos_images or {}).items()},
+            "schematics": {k: [dict(e) for e in v] for k, v in (talos_schematics or {}).items()},
         },
     }
     (workdir / SPEC_FILE).write_text(json.dumps(spec, indent=2))

@@ -299,8 +299,32 @@ def wait_available(cluster: node.Node, namespace: str, *, within: float = 180) -
         raise AssertionError(
             f"the Deployment did not become Available: {result.stderr}\n{pods}\n{logs}"
         )
+    _wait_old_pods_gone(cluster, namespace, until=started + within)
     wait_webhook(cluster, within=within)
     return time.monotonic() - started
+
+
+def _wait_old_pods_gone(cluster: node.Node, namespace: str, *, until: float) -> None:
+    """``rollout status`` returns once the new Pods are available, while an old one may
+    still be terminating (the chart's preStop delay) and still act on what a test creates
+    next, with the old values: wait until only the Deployment's replicas are left."""
+    deployment = json.loads(
+        cluster.kubectl("get", "deployment", RELEASE, "-n", namespace, "-o", "json").stdout
+    )
+    replicas = int(deployment["spec"].get("replicas", 1))
+    selector = ",".join(
+        f"{k}={v}" for k, v in deployment["spec"]["selector"]["matchLabels"].items()
+    )
+    pods: list[Any] = []
+    while time.monotonic() < until:
+        found = cluster.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json")
+        pods = json.loads(found.stdout)["items"]
+        leaving = [p for p in pods if p["metadata"].get("deletionTimestamp")]
+        if not leaving and len(pods) == replicas:
+            return
+        time.sleep(1.0)
+    names = [p["metadata"]["name"] for p in pods]
+    raise AssertionError(f"old operator Pods still there after the rollout: {names}")
 
 
 _PROBE = {

@@ -2,11 +2,11 @@
 
 Where no Talos API answers: the workload cluster's Node reports the address 10.201.1.10,
 which the test puts on the node's own link with nothing listening on it; the real
-talosctl in the Job's container (from the talosctl image, with the talosconfig Secret the
-TalosCluster names) connects, is refused, and exits non-zero. What must hold is that
-talosctl's own error reaches the operation's status as a clear failure, for
-``upgrade-k8s`` (a Kubernetes operation) and for ``upgrade`` (a Talos operation, one init
-container per node).
+talosctl in the executor's first Job (from the talosctl image, with the talosconfig
+Secret the TalosCluster names) connects, is refused, and exits non-zero. What must hold
+is that talosctl's own error reaches the operation's status as a clear failure before
+any upgrade Job: the etcd check before ``upgrade-k8s`` (a Kubernetes operation), the read
+of each node's image before ``upgrade`` (a Talos operation, one Job per node).
 
 Where the Talos API stand-in (tests/talos_standin) plays the Talos node: the same Job's
 ``talosctl upgrade --wait`` succeeds against it, and the operation follows the Node's
@@ -64,12 +64,17 @@ def talosconfig(address: str) -> str:
 
 
 @pytest.mark.parametrize(
-    ("type_", "version", "container", "command"),
+    ("type_", "version", "reason", "said"),
     [
-        ("kubernetes", "v1.36.7", "upgrade-k8s", "upgrade-k8s"),
-        ("talos", "v1.14.4", "upgrade-000", "upgrade"),
+        (
+            "kubernetes", "v1.36.7", "CheckFailed",
+            "stopped before talosctl upgrade-k8s: etcd is not healthy with every member: "
+            "etcd on edge-cp-1 does not answer",
+        ),
+        ("talos", "v1.14.4", "NodeImageRefused",
+         "Node edge-cp-1: cannot be read through the Talos API"),
     ],
-)
+)  # fmt: skip
 def test_talosctls_own_error_reaches_the_operations_status(
     on_node: OnNode,
     node_images: NodeImages,
@@ -77,8 +82,8 @@ def test_talosctls_own_error_reaches_the_operations_status(
     one_node: node.Node,
     type_: str,
     version: str,
-    container: str,
-    command: str,
+    reason: str,
+    said: str,
 ) -> None:
     one_node.add_address(TALOS_NODE)
     story.talos_node(
@@ -94,14 +99,17 @@ def test_talosctls_own_error_reaches_the_operations_status(
     operation = cluster.start(f"edge-{type_}", type_=type_, version=version)
     assert operation.wait_ended() == "Failed", operation.explain()
     message = operation.message()
-    assert f"container {container} exited 1" in message, message
+    assert said in message, message
+    # talosctl's own words, from the real talosctl in the read or check Job's Pod
     assert "connection refused" in message, message
-    (job,) = cluster.jobs()
-    pod_spec = job["spec"]["template"]["spec"]
-    ran = [*pod_spec.get("initContainers", []), *pod_spec["containers"]]
-    assert ran[0]["image"] == node_images.talosctl
-    assert ran[0]["args"][0] == command
-    assert TALOS_NODE in ran[0]["args"]
+    status = operation.status()
+    accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
+    assert (accepted["status"], accepted["reason"]) == ("False", reason), status
+    # refused before any upgrade Job: the read or check Job was deleted once read
+    assert cluster.jobs() == [], [j["metadata"]["name"] for j in cluster.jobs()]
+    spec = story.get(on_node, "taloscluster", cluster.name, "-n", cluster.namespace)["spec"]
+    assert spec["talosVersion"] == PINNED.talos
+    assert spec["kubernetesVersion"] == PINNED.kubernetes
 
 
 class Ran(NamedTuple):
@@ -193,7 +201,8 @@ def test_a_talos_operation_runs_talosctl_upgrade_against_the_talos_api_standin(
     )  # fmt: skip
     (job,) = cluster.jobs()
     pod_spec = job["spec"]["template"]["spec"]
-    upgrade = pod_spec["initContainers"][0]
+    # one Job per node: this node's, its one container (the read Job is deleted once read)
+    (upgrade,) = pod_spec["containers"]
     assert upgrade["image"] == node_images.talosctl
     assert upgrade["args"][:3] == ["upgrade", "--nodes", address]
     assert "--wait" in upgrade["args"]
@@ -216,8 +225,8 @@ def test_a_talos_operation_runs_talosctl_upgrade_against_the_talos_api_standin(
         assert os_image == f"Talos ({PINNED.talos})"
         assert spec["talosVersion"] == PINNED.talos
         message = operation.message()
-        assert f"Node {name} reports Talos {PINNED.talos}" in message, message
-        assert "booted its previous version back" in message, message
+        assert f"Node {name} reports {PINNED.talos}, not {target}" in message, message
+        assert "boots its previous version back" in message, message
         complete = next(c for c in operation.status()["conditions"] if c["type"] == "Complete")
         assert complete["reason"] == "NodesNotUpgraded"
 

@@ -62,8 +62,14 @@ def kubeconfig(
     }
 
 
+@cache
+def talos_client() -> certs.Pem:
+    """A Talos client certificate: its role is its Organization (os:admin can upgrade)."""
+    return authority().issue_client(user="tenant", groups=("os:admin",))
+
+
 def talosconfig(endpoint: str = "10.5.0.2:50000") -> dict[str, Any]:
-    pem = client()
+    pem = talos_client()
     return {
         "context": "prod",
         "contexts": {

@@ -344,6 +344,27 @@ class AutoPatcher:
             self._held[key] = (now + HEALTH_RETRY_AFTER, verdict)
         return verdict, took
 
+    async def health_now(
+        self,
+        workload: ApiClient,
+        body: Mapping[str, Any],
+        installation: Mapping[str, Any] | None,
+    ) -> tuple[health.Verdict, ...]:
+        """The cluster's own health checks (its spec's, else the fleet's), now, in the
+        worker process: what the executor asks between the nodes of a Talos operation,
+        for a person's operation as for auto-patch's."""
+        meta: Mapping[str, Any] = body.get("metadata") or {}
+        own = read_whole(AutoPatchSpec, (body.get("spec") or {}).get("autoPatch"))
+        fleet_spec = read_whole(
+            FleetAutoPatchSpec, ((installation or {}).get("spec") or {}).get("autoPatch")
+        )
+        policy = effective(cluster=own, fleet=fleet_spec, health_resources=self.health_resources)
+        if not policy.health:
+            return ()
+        key = f"{meta.get('namespace', '')}/{meta.get('name', '')}"
+        async with asyncio.timeout(self.ask_timeout):
+            return await self._health(workload, policy.health, cluster=key)
+
     async def close(self) -> None:
         """Stop the health checks' worker process."""
         await self.evaluator.close()

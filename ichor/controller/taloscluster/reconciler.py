@@ -636,6 +636,22 @@ class ClusterController:
         cluster.next_observe = loop.time() + delay
         logger.info("workload cluster not read (retry in %.0f s): %s", delay, failure.message)
 
+    async def health_gate(self, op: object, body: Mapping[str, Any]) -> list[tuple[str, bool, str]]:
+        """The cluster's own health checks now, for the executor between two nodes of a
+        Talos operation: (name, passed, message) each; one failed entry when the workload
+        cannot be asked."""
+        meta: Mapping[str, Any] = body.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        cluster = self.clusters.get(key)
+        workload = self._cached_workload(cluster) if cluster is not None else None
+        if workload is None:
+            return [("workload", False, "the workload cluster is not read yet")]
+        try:
+            verdicts = await self.autopatch.health_now(workload, body, self.installation_body)
+        except TimeoutError:
+            return [("workload", False, "its health checks did not answer in time")]
+        return [(v.name, v.ok, v.message) for v in verdicts]
+
     def _cached_workload(self, cluster: _Cluster) -> ApiClient | None:
         """The client the last read of the workload cluster used (no request); without a
         kubeconfig Secret, the operator's client acting as the tenant's account, or None

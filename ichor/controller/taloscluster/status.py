@@ -515,6 +515,8 @@ def evaluate(
         blocked_releases=blocked_releases,
         # auto-patch's own: ``with_auto_patch`` writes its part (Operations mode only)
         auto_patch=previous.auto_patch if declared is None else None,
+        # the Talos operations' read writes it; carried over unchanged
+        node_images=previous.node_images,
         conditions=_conditions(previous, builder, progress, declared=declared, now=now),
     )
     return Outcome(

@@ -21,6 +21,8 @@ from ichor.settings import KubeSettings, Settings
 
 #: The memo key of the running controller (and of settings a caller may pass in).
 CONTROLLER = "ichor_cluster_controller"
+#: The executor's memo key (``talosoperation.wiring.CONTROLLER``).
+OPERATION_CONTROLLER = "ichor_operation_controller"
 CREDENTIALS = "ichor_credential_settings"
 SETTINGS = "ichor_controller_settings"
 
@@ -78,6 +80,12 @@ def register(
         await controller.load_installation()
         controller.start()
         memo[CONTROLLER] = controller
+        # the executor runs the cluster's health checks between nodes: hand them over
+        # (whichever of the two starts second connects them)
+        memo[running.HEALTH_GATE] = controller.health_gate
+        executor = memo.get(OPERATION_CONTROLLER)
+        if executor is not None:
+            executor.health_gate = controller.health_gate
 
     def login_(**kwargs: Any) -> kopf.ConnectionInfo | None:
         return login(kube=settings.kube, **kwargs)

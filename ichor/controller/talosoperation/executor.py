@@ -45,7 +45,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, cast
 
 from kubernetes_asyncio import client
@@ -55,18 +57,29 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ichor.api import kinds, owed
 from ichor.api.conditions import OperationReason
 from ichor.api.ichorinstallation import Installation
-from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, DEFAULT_TALOSCONFIG_KEY
+from ichor.api.taloscluster import (
+    DEFAULT_KUBECONFIG_KEY,
+    DEFAULT_TALOSCONFIG_KEY,
+    UpgradePolicy,
+    effective_policy,
+)
 from ichor.api.talosoperation import (
     Failure,
+    ImageNodes,
+    NodePolicy,
+    NodeStage,
+    OperationNodes,
     OperationType,
     Phase,
+    PlannedNode,
     TalosOperationStatus,
     queue_full_message,
 )
 from ichor.controller import observe
 from ichor.controller.queue import WorkQueue
-from ichor.controller.talosoperation import jobs, lifecycle
+from ichor.controller.talosoperation import jobs, lifecycle, nodesteps, preflight, talosread
 from ichor.controller.talosoperation.lifecycle import ClusterState, Operation
+from ichor.controller.talosoperation.talosread import node_image_status
 from ichor.kube import (
     accounts,
     batch,
@@ -89,6 +102,8 @@ from ichor.kube.clients import (
 from ichor.kube.impersonation import ReadRefused, impersonating, refusal, refused_message
 from ichor.release.policy import SitePolicy
 from ichor.settings import CredentialSettings, OperationSettings, TenantSettings
+from ichor.upgrade import node_images
+from ichor.upgrade.node_images import NodeReading
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +123,22 @@ class Transient(Exception):
 #: Called before every status write with the operation as read (a test seam: a write in
 #: between turns the status write into a real 409 from the API server).
 BeforeWrite = Callable[[Operation], Awaitable[None]]
+
+
+#: (namespace, a read Job) -> its containers' output once it ended, else None.
+ReadOutput = Callable[[str, Mapping[str, Any]], Awaitable["talosread.ReadOutput | None"]]
+
+
+#: (operation, its TalosCluster as read) -> each health check's (name, passed, message).
+HealthGate = Callable[[Operation, Mapping[str, Any]], Awaitable[Sequence[tuple[str, bool, str]]]]
+
+
+def _fleet_policy(installation: Mapping[str, Any] | None) -> UpgradePolicy | None:
+    raw = ((installation or {}).get("spec") or {}).get("upgradePolicy")
+    try:
+        return UpgradePolicy.model_validate(raw) if isinstance(raw, Mapping) else None
+    except ValueError:
+        return None
 
 
 def _namespace(key: Key) -> str:
@@ -142,6 +173,12 @@ class OperationController:
             group_workers=settings.group_workers,
         )
         self.before_write: BeforeWrite | None = None
+        #: What a read Job printed once it ended (a seam: the component tier, where no
+        #: kubelet runs a Pod, plays talosctl's output for the Job's nodes).
+        self.read_output: ReadOutput = self._read_output
+        #: The cluster's own health checks (auto-patch's CEL checks), run after each
+        #: node: (name, passed, message) each; None: none configured in this process.
+        self.health_gate: HealthGate | None = None
         #: 409s met on writes, each followed by a fresh step (for tests and logs).
         self.conflicts = 0
 
@@ -313,8 +350,40 @@ class OperationController:
                 await self._refuse(op, decision.refusal.rule, message, kind=Failure.REFUSED),
                 None,
             )
+        planned: OperationNodes | None = None
         try:
-            manifest, detail = await self._manifest(op, cluster, cluster_body)
+            if op.spec.type is OperationType.TALOS:
+                read = await self._read_images(op, cluster)
+                if isinstance(read, _Reading):
+                    op = await self._write(
+                        op,
+                        lifecycle.pending(
+                            op, reason=OperationReason.NODES_READING, message=read.message,
+                            now=_now(),
+                        ),
+                    )  # fmt: skip
+                    return op, self.settings.resync_interval
+                planned = read
+                return await self._claim_nodes(op, planned, decision, cluster_body), None
+            checked = ""
+            if op.spec.type is OperationType.KUBERNETES:
+                waiting, checked = await self._kubernetes_before(op, cluster)
+                if waiting is not None:
+                    op = await self._write(
+                        op,
+                        lifecycle.pending(
+                            op, reason=OperationReason.CHECKING, message=waiting, now=_now()
+                        ),
+                    )
+                    return op, self.settings.resync_interval
+            manifest, detail = await self._manifest(op, cluster, cluster_body, planned=planned)
+            detail += checked
+        except _Refused as error:
+            # the read Job goes first, so a Failed operation has none left; a restart
+            # between the two reads again and refuses the same way
+            await self._drop_read(op)
+            op = await self._refuse(op, error.reason, error.message, kind=Failure.REFUSED)
+            return op, None
         except _Unrunnable as error:
             return await self._refuse(op, error.reason, error.message), None
         except Transient as error:
@@ -331,10 +400,20 @@ class OperationController:
         op = await self._write(
             op,
             lifecycle.running(
-                op, job_name=name, decision=decision, job_created=False, message=message, now=_now()
+                op,
+                job_name=name,
+                decision=decision,
+                job_created=False,
+                message=message,
+                now=_now(),
+                nodes=planned,
             ),
         )
         # the claim's write owed the Override Event, and posted it: before the Job exists
+        if planned is not None:
+            # what it read is recorded (the plan, status.nodeImages): a restart from here
+            # builds the Job from the plan and never reads again
+            await self._drop_read(op)
         op = await self._create_job(op, manifest, detail=detail, cluster_body=cluster_body)
         return op, None
 
@@ -383,6 +462,8 @@ class OperationController:
     # --- following a Running operation --------------------------------------------------
 
     async def _drive(self, op: Operation) -> Operation:
+        if op.status.nodes is not None and op.status.nodes.policy is not None:
+            return await self._drive_nodes(op)
         name = op.status.job_name or jobs.job_name(
             operation=op.name, uid=op.uid, type_=op.spec.type
         )
@@ -466,12 +547,108 @@ class OperationController:
             deadline=self.settings.node_version_deadline,
         )
         if verdict.done:
+            if op.spec.type is OperationType.KUBERNETES:
+                checked = await self._kubernetes_after(op, cluster, cluster_body, job, name)
+                if checked is not None:
+                    return checked
             return await self._finish_succeeded(op)
         if verdict.failed:
             return await self._finish_failed(
                 op, OperationReason.NODES_NOT_UPGRADED, verdict.message
             )
         return await self._job_runs(op, name, verdict.message)
+
+    # --- a Kubernetes operation: checks before and after talosctl upgrade-k8s ------------
+
+    async def _kubernetes_before(
+        self, op: Operation, cluster: ClusterState
+    ) -> tuple[str | None, str]:
+        """Before ``talosctl upgrade-k8s``: etcd healthy with every member. Returns what
+        it waits for (None once passed) and what passed, for the Started message;
+        ``_Unrunnable`` when etcd is not healthy. upgrade-k8s checks each node itself as
+        it goes (each static Pod back, each kubelet Ready on the target:
+        pkg/cluster/kubernetes/kubelet.go ``checkNodeKubeletVersion``), and runs as one
+        command, so Ichor checks before it and after it."""
+        ref = cluster.spec.talosconfig_secret_ref
+        if ref is None:
+            return None, ""  # the Job's builder refuses it, in its own words
+        talosconfig = await self._secret_mount(
+            op, ref.name, ref.key or DEFAULT_TALOSCONFIG_KEY, what="talosconfig"
+        )
+        control_plane = {n.address: n.name for n in (await self._nodes(op, cluster)).control_plane}
+        if not control_plane:
+            return None, ""  # the Job's builder refuses it: no control plane node
+        health = await self._etcd_check(
+            op, cluster, talosconfig, control_plane=control_plane, step="check-before"
+        )
+        names = nodesteps.named(list(control_plane.values()))
+        if health is None:
+            return f"checks etcd on {names} before talosctl upgrade-k8s", ""
+        if not health.healthy:
+            raise _Unrunnable(
+                OperationReason.CHECK_FAILED,
+                f"stopped before talosctl upgrade-k8s: etcd is not healthy with every member: "
+                f"{'; '.join(health.problems)}; no node was touched. Make etcd healthy "
+                f"(talosctl etcd status, talosctl etcd members), then create a new operation",
+            )
+        return None, f"; before it: etcd healthy with {health.members} members"
+
+    async def _kubernetes_after(
+        self,
+        op: Operation,
+        cluster: ClusterState,
+        cluster_body: Mapping[str, Any],
+        job: Mapping[str, Any],
+        name: str,
+    ) -> Operation | None:
+        """After ``talosctl upgrade-k8s`` and every kubelet on the target: etcd healthy
+        with every member and the cluster's own health checks passing, until the node
+        deadline. None once they pass; else the operation, waiting or failed."""
+        now = _now()
+        finished = lifecycle.job_finished_at(job) or now
+        until = finished + timedelta(seconds=self.settings.node_version_deadline)
+        failing: str | None = None
+        try:
+            talosconfig = await self._talosconfig(op, cluster)
+            nodes = await self._nodes(op, cluster)
+        except _Unrunnable as error:
+            return await self._finish_failed(op, error.reason, error.message)
+        except Transient as error:
+            failing = str(error)
+            nodes = jobs.NodeList(nodes=())
+        control_plane = {n.address: n.name for n in nodes.control_plane}
+        if failing is None and control_plane:
+            health = await self._etcd_check(
+                op, cluster, talosconfig, control_plane=control_plane, step="check-after"
+            )
+            if health is None:
+                return await self._job_runs(
+                    op, name, f"Job {name} succeeded; checks etcd after talosctl upgrade-k8s"
+                )
+            if not health.healthy:
+                failing = f"etcd is not healthy with every member: {'; '.join(health.problems)}"
+        if failing is None and self.health_gate is not None:
+            found = await self.health_gate(op, cluster_body)
+            bad = [f"health check {n}: {message}" for n, ok, message in found if not ok]
+            failing = "; ".join(bad) or None
+        if failing is None:
+            return None
+        if now < until:
+            return await self._job_runs(
+                op,
+                name,
+                f"Job {name} succeeded; after it, waits until {failing} "
+                f"(gives up at {until.isoformat()})",
+            )
+        message = (
+            f"stopped after talosctl upgrade-k8s: {failing}; every Node reports kubelet "
+            f"{op.spec.version}, and the TalosCluster spec is unchanged. Make the check pass, "
+            f"then create a new operation to {op.spec.version} (upgrade-k8s skips what is "
+            f"already done)"
+        )
+        return await self._finish_failed(
+            op, OperationReason.CHECK_FAILED, message, kind=Failure.UPGRADE_FAILED
+        )
 
     async def _job_runs(self, op: Operation, name: str, message: str) -> Operation:
         """Write that the created Job ``name`` runs, saying ``message``."""
@@ -526,8 +703,13 @@ class OperationController:
         op = await self._write(op, lifecycle.succeeded(op, message=message, now=_now()))
         return await self._announce_end(op, cluster_body, succeeded=True, message=message)
 
-    async def _finish_failed(self, op: Operation, reason: str, message: str) -> Operation:
-        op = await self._write(op, lifecycle.failed(op, reason=reason, message=message, now=_now()))
+    async def _finish_failed(
+        self, op: Operation, reason: str, message: str, *, kind: Failure | None = None
+    ) -> Operation:
+        # the write owes Failed and the cluster's UpgradeFailed, and posts them
+        op = await self._write(
+            op, lifecycle.failed(op, reason=reason, message=message, now=_now(), kind=kind)
+        )
         return await self._announce_end(op, None, succeeded=False, message=message)
 
     async def _announce_end(
@@ -576,11 +758,466 @@ class OperationController:
             return None, cast(Mapping[str, Any], written)
         raise Moved(f"TalosCluster {op.spec.cluster_ref.name} kept moving")
 
+    # --- a Talos operation, node by node -------------------------------------------------
+
+    async def _claim_nodes(
+        self,
+        op: Operation,
+        planned: OperationNodes,
+        decision: lifecycle.Decision,
+        cluster_body: Mapping[str, Any],
+    ) -> Operation:
+        """Claim a Talos operation: finalizer, then Running with its nodes, their images
+        and the policy it runs under recorded; then the first step."""
+        cluster = ClusterState.from_body(cluster_body)
+        installation = await objects.get_installation(self.api)
+        fleet = _fleet_policy(installation)
+        effective = effective_policy(cluster.spec.upgrade_policy, fleet)
+        policy = nodesteps.policy_for(effective, nodes=len(planned.order))
+        planned = planned.model_copy(update={"policy": policy})
+        op = await self._add_finalizer(op)
+        detail = (
+            f"talosctl upgrade to {op.spec.version}, one Job per node, control plane first, "
+            f"each with its own installer ({len(planned.images)} image"
+            f"{'s' if len(planned.images) != 1 else ''}), checks between nodes"
+        )
+        if policy.single_node:
+            detail += "; " + nodesteps.single_node_statement(
+                version=op.spec.version or "", drain=effective.drain
+            )
+        if planned.changes:
+            detail += "; extensions change as the spec names: " + "; ".join(planned.changes)
+        op = await self._write(
+            op,
+            lifecycle.running(
+                op,
+                job_name="",
+                decision=decision,
+                job_created=True,
+                message=f"{detail}; {nodesteps.progress(planned)}",
+                now=_now(),
+                nodes=planned,
+                reason=OperationReason.NODES_UPGRADING,
+            ),
+        )
+        # this write owed the Override (when it runs under one), Started and the cluster's
+        # UpgradeStarted (``lifecycle.owed_events``) and posted them, before any node's Job.
+        # What it read is recorded (the plan, status.nodeImages): a restart from here goes
+        # on from the plan and never reads again.
+        await self._drop_read(op)
+        return await self._drive_nodes(op)
+
+    async def _drive_nodes(self, op: Operation) -> Operation:
+        """Take the next steps of a Talos operation node by node, each written before the
+        next side effect; stops at the first that waits."""
+        for _ in range(12):
+            version = op.resource_version
+            op = await self._node_step(op)
+            if op.finished or op.phase is not Phase.RUNNING or op.resource_version == version:
+                return op
+        return op
+
+    async def _node_step(self, op: Operation) -> Operation:
+        nodes = op.status.nodes
+        if nodes is None or nodes.policy is None:
+            raise ValueError(f"{op} is not a node-by-node operation")
+        if lifecycle.job_succeeded(op):
+            return await self._finish_succeeded(op)
+        current = nodesteps.planned(nodes, nodes.current or ())
+        if not current:
+            batch = nodesteps.next_batch(nodes)
+            if not batch:
+                return await self._finish_succeeded(op)
+            return await self._write(op, nodesteps.begin(op, nodes, batch, now=_now()))
+        cluster_body = await self._read_cluster(op)
+        if cluster_body is None:
+            message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
+            return await self._finish_failed(op, OperationReason.CLUSTER_NOT_FOUND, message)
+        cluster = ClusterState.from_body(cluster_body)
+        try:
+            talosconfig = await self._talosconfig(op, cluster)
+        except _Unrunnable as error:
+            return await self._finish_failed(op, error.reason, error.message)
+        if nodes.stage is NodeStage.CHECKING:
+            return await self._check_before(op, nodes, current, cluster, talosconfig)
+        if nodes.stage is NodeStage.UPGRADING:
+            return await self._upgrade(op, nodes, current, cluster, talosconfig)
+        return await self._verify(op, nodes, current, cluster, cluster_body, talosconfig)
+
+    async def _talosconfig(self, op: Operation, cluster: ClusterState) -> jobs.SecretMount:
+        """The talosconfig to mount, once it can carry the next node: read as data, and
+        the pre-flight again (not expiring before a node's Job could end, os:admin)."""
+        ref = cluster.spec.talosconfig_secret_ref
+        if ref is None:
+            raise _Unrunnable(
+                OperationReason.CREDENTIALS_UNUSABLE,
+                f"TalosCluster {cluster.name} names no talosconfigSecretRef any more",
+            )
+        key = ref.key or DEFAULT_TALOSCONFIG_KEY
+        return await self._secret_mount(op, ref.name, key, what="talosconfig")
+
+    def _ref(self, op: Operation) -> jobs.OperationRef:
+        return jobs.OperationRef(
+            namespace=op.namespace,
+            name=op.name,
+            uid=op.uid,
+            cluster=op.spec.cluster_ref.name,
+            type=op.spec.type,
+        )
+
+    async def _etcd(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        cluster: ClusterState,
+        talosconfig: jobs.SecretMount,
+        *,
+        only: tuple[str, ...] = (),
+    ) -> talosread.EtcdHealth | None:
+        """etcd as this attempt's check Job reads it; None while the Job runs. The Job is
+        deleted once read: the next attempt is a Job of its own."""
+        attempt = nodes.attempt or 0
+        return await self._etcd_check(
+            op, cluster, talosconfig, control_plane=nodesteps.control_plane(nodes),
+            step=f"check-{attempt}", only=only,
+        )  # fmt: skip
+
+    async def _etcd_check(
+        self,
+        op: Operation,
+        cluster: ClusterState,
+        talosconfig: jobs.SecretMount,
+        *,
+        control_plane: Mapping[str, str],
+        step: str,
+        only: tuple[str, ...] = (),
+    ) -> talosread.EtcdHealth | None:
+        """etcd as the check Job named by ``step`` reads it on the control plane nodes
+        (address -> name); None while the Job runs. Deleted once read, so the next look
+        with the same ``step`` is a new read."""
+        name = jobs.job_name(operation=op.name, uid=op.uid, type_=op.spec.type, step=step)
+        job = await self._read_job(op.namespace, name)
+        if job is None:
+            manifest = talosread.etcd_job(
+                operation=self._ref(op),
+                name=name,
+                talos_version=cluster.spec.talos_version,
+                addresses=list(control_plane),
+                talosconfig=talosconfig,
+                settings=self.settings.executor,
+            )
+            with contextlib.suppress(errors.Conflict):
+                await batch.create_job(self.api, namespace=op.namespace, body=manifest)
+            return None
+        output = await self.read_output(op.namespace, job)
+        if output is None:
+            return None
+        with contextlib.suppress(errors.NotFound):
+            await batch.delete_job(self.api, namespace=op.namespace, name=name)
+        return talosread.etcd_health(output, control_plane=control_plane, only=only)
+
+    async def _check_before(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        current: tuple[PlannedNode, ...],
+        cluster: ClusterState,
+        talosconfig: jobs.SecretMount,
+    ) -> Operation:
+        """Before a control plane node: etcd healthy with every member."""
+        names = tuple(n.name for n in current)
+        passed: list[str] = []
+        if any(n.control_plane for n in current):
+            health = await self._etcd(op, nodes, cluster, talosconfig)
+            if health is None:
+                return await self._write(
+                    op,
+                    nodesteps.stage(
+                        op, nodes, now=_now(),
+                        message=f"checks etcd before {nodesteps.named(names)}",
+                    ),
+                )  # fmt: skip
+            if not health.healthy:
+                message = nodesteps.failed_between(
+                    check=f"etcd is not healthy with every member: {'; '.join(health.problems)}",
+                    when="before",
+                    node=nodesteps.named(names),
+                    nodes=nodes,
+                    step="Make etcd healthy (talosctl etcd status, talosctl etcd members), then "
+                    "create a new operation: the nodes done keep the new Talos",
+                )
+                # before the first node it says nothing of the version; after one, it may
+                kind = Failure.UPGRADE_FAILED if nodes.done else Failure.NOT_STARTED
+                return await self._finish_failed(
+                    op, OperationReason.CHECK_FAILED, message, kind=kind
+                )
+            passed.append(
+                f"before {nodesteps.named(names)}: etcd healthy with {health.members} members"
+            )
+        return await self._write(
+            op,
+            nodesteps.stage(
+                op, nodes, now=_now(), message=f"upgrades {nodesteps.named(names)}",
+                passed=passed, stage=NodeStage.UPGRADING, since=_now(),
+            ),
+        )  # fmt: skip
+
+    async def _upgrade(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        current: tuple[PlannedNode, ...],
+        cluster: ClusterState,
+        talosconfig: jobs.SecretMount,
+    ) -> Operation:
+        """Each node of the batch has its own Job; a node's Job is created once: its name
+        is in ``started`` before it is created, and a Job missing after that was deleted."""
+        policy = nodes.policy or NodePolicy()
+        started = list(nodes.started or ())
+        images = nodes.image_of()
+        outcomes: dict[str, tuple[lifecycle.JobOutcome, str]] = {}
+        already = await self._on_target(op, nodes, current, cluster)
+        for node in current:
+            if node.name in already and node.name not in started:
+                # it runs the target on its own image already (an earlier operation
+                # stopped after it): nothing to install; its checks still run
+                outcomes[node.name] = (
+                    lifecycle.JobOutcome(lifecycle.JobState.SUCCEEDED, reason="AlreadyThere"),
+                    "",
+                )
+                continue
+            name = jobs.job_name(
+                operation=op.name, uid=op.uid, type_=op.spec.type, step=f"node-{node.name}"
+            )
+            if node.name not in started:
+                op = await self._write(
+                    op,
+                    nodesteps.stage(
+                        op, nodes, now=_now(), message=f"Job {name} upgrades {node.name}",
+                        started=(*started, node.name), job_name=name,
+                    ),
+                )  # fmt: skip
+                manifest = jobs.node_job(
+                    operation=self._ref(op),
+                    name=name,
+                    version=op.spec.version or "",
+                    node=jobs.TargetNode(
+                        name=node.name,
+                        address=node.address,
+                        role=jobs.NodeRole.CONTROL_PLANE
+                        if node.control_plane
+                        else jobs.NodeRole.WORKER,
+                    ),
+                    image=images[node.name],
+                    drain=policy.drain,
+                    drain_timeout=policy.drain_timeout,
+                    reboot_mode=policy.reboot_mode,
+                    avoid_node=cluster.spec.kubeconfig_secret_ref is None,
+                    talosconfig=talosconfig,
+                    settings=self.settings.executor,
+                )
+                with contextlib.suppress(errors.Conflict):
+                    await batch.create_job(self.api, namespace=op.namespace, body=manifest)
+                logger.info("%s: Job %s/%s upgrades %s", op, op.namespace, name, node.name)
+                return op
+            job = await self._read_job(op.namespace, name)
+            if job is None or not _owned_by(job, op):
+                message = (
+                    f"Job {name}, which upgrades {node.name}, was deleted before it finished; "
+                    f"the upgrade of {node.name} may be half done; {nodesteps.progress(nodes)}"
+                )
+                return await self._finish_failed(op, OperationReason.JOB_DELETED, message)
+            pods = await self._pods(op.namespace, name)
+            seen = lifecycle.step_started(pods)
+            if seen is not None and op.status.upgrade_started_at is None:
+                op = await self._write(op, lifecycle.step_seen(op, seen))
+            outcomes[node.name] = (lifecycle.job_outcome(job, pods), name)
+        for node in current:
+            outcome, name = outcomes[node.name]
+            if outcome.state is lifecycle.JobState.FAILED:
+                if policy.drain and nodesteps.drain_timed_out(outcome.message):
+                    message = nodesteps.drain_message(
+                        node=node,
+                        image=images[node.name],
+                        timeout=policy.drain_timeout,
+                        failure=outcome.message,
+                        version=op.spec.version or "",
+                    )
+                    return await self._finish_failed(op, OperationReason.DRAIN_TIMED_OUT, message)
+                message = (
+                    f"the upgrade of {node.name} failed: {outcome.message}; "
+                    f"{nodesteps.progress(nodes)}; the TalosCluster spec is unchanged"
+                )
+                return await self._finish_failed(op, OperationReason.JOB_FAILED, message)
+        skipped = [f"{n} already runs {op.spec.version}: not upgraded again" for n in already
+                   if n in outcomes and outcomes[n][0].reason == "AlreadyThere"]  # fmt: skip
+        running = [
+            f"{n}: {o.message or 'Job ' + j + ' runs'}"
+            for n, (o, j) in outcomes.items()
+            if o.state is lifecycle.JobState.RUNNING
+        ]
+        if running:
+            return await self._write(
+                op,
+                nodesteps.stage(op, nodes, now=_now(), message="upgrades " + "; ".join(running)),
+            )
+        names = tuple(n.name for n in current)
+        return await self._write(
+            op,
+            nodesteps.stage(
+                op, nodes, now=_now(),
+                message=f"{nodesteps.named(names)} upgraded; checks after", passed=skipped,
+                stage=NodeStage.VERIFYING, since=_now(), attempt=(nodes.attempt or 0) + 1,
+            ),
+        )  # fmt: skip
+
+    async def _on_target(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        current: tuple[PlannedNode, ...],
+        cluster: ClusterState,
+    ) -> set[str]:
+        """The nodes of the batch that already report the target, Ready, and whose
+        schematic the spec does not change: upgrading them again would only reboot them."""
+        changing = set(nodes.changing or ())
+        try:
+            items = await self._node_items(op, cluster)
+        except (_Unrunnable, Transient):
+            return set()
+        wanted = {n.name for n in current} - changing
+        found: set[str] = set()
+        for item in items:
+            report = observe.node_report(item)
+            if (
+                report.name in wanted
+                and report.talos is not None
+                and report.talos.tag == op.spec.version
+                and observe.node_ready(item)
+            ):
+                found.add(report.name)
+        return found
+
+    async def _verify(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        current: tuple[PlannedNode, ...],
+        cluster: ClusterState,
+        cluster_body: Mapping[str, Any],
+        talosconfig: jobs.SecretMount,
+    ) -> Operation:
+        """After the batch: each Node Ready on the target, each control plane node's etcd
+        member back, the cluster's own health checks passing; until the deadline."""
+        names = tuple(n.name for n in current)
+        said = nodesteps.named(names)
+        now = _now()
+        late = nodesteps.deadline_passed(
+            nodes, now=now, seconds=self.settings.node_version_deadline
+        )
+        failing: tuple[str, str] | None = None  # (reason, what fails)
+        passed: list[str] = []
+        try:
+            items = await self._node_items(op, cluster)
+        except (_Unrunnable, Transient) as error:
+            items, failing = [], (OperationReason.CHECK_FAILED, str(error))
+        by_name = {observe.node_report(i).name: i for i in items}
+        target = op.spec.version or ""
+        for node in current:
+            item = by_name.get(node.name)
+            report = observe.node_report(item) if item is not None else None
+            if report is None:
+                failing = failing or (
+                    OperationReason.NODES_NOT_UPGRADED,
+                    f"Node {node.name} is no longer in the workload cluster",
+                )
+            elif report.talos is None or report.talos.tag != target:
+                shown = report.talos.tag if report.talos else "no readable Talos"
+                failing = failing or (
+                    OperationReason.NODES_NOT_UPGRADED,
+                    f"Node {node.name} reports {shown}, not {target} (a node that does not "
+                    f"come up on the new Talos boots its previous version back)",
+                )
+            elif not observe.node_ready(item):
+                failing = failing or (
+                    OperationReason.CHECK_FAILED,
+                    f"Node {node.name} is not Ready",
+                )
+        if failing is None:
+            passed.append(f"after {said}: Ready on {target}")
+        etcd_done = f"after {said}: etcd member back"
+        needs_etcd = any(n.control_plane for n in current) and etcd_done not in (nodes.checks or ())
+        if failing is None and needs_etcd:
+            own = tuple(n.name for n in current if n.control_plane)
+            health = await self._etcd(op, nodes, cluster, talosconfig, only=own)
+            if health is None:
+                failing = (OperationReason.CHECK_FAILED, "its etcd check runs")
+            elif not health.healthy:
+                failing = (
+                    OperationReason.CHECK_FAILED,
+                    f"etcd member not back: {'; '.join(health.problems)}",
+                )
+                if not late:
+                    # the next look is a new check Job
+                    return await self._write(
+                        op,
+                        nodesteps.stage(
+                            op, nodes, now=now, message=f"after {said}: {failing[1]}",
+                            attempt=(nodes.attempt or 0) + 1,
+                        ),
+                    )  # fmt: skip
+            else:
+                passed.append(etcd_done)
+        if failing is None and self.health_gate is not None:
+            found = await self.health_gate(op, cluster_body)
+            bad = [f"health check {name}: {message}" for name, ok, message in found if not ok]
+            if bad:
+                failing = (OperationReason.CHECK_FAILED, "; ".join(bad))
+            elif found:
+                passed.append(f"after {said}: {len(found)} health check(s) pass")
+        if failing is None:
+            done = (*(nodes.done or ()), *names)
+            return await self._write(
+                op,
+                nodesteps.stage(
+                    op, nodes, now=now, message=f"{said} done", passed=passed,
+                    done=done, current=None, stage=None, since=None,
+                ),
+            )  # fmt: skip
+        reason, what = failing
+        if late:
+            step = (
+                "look at the node (talosctl dmesg, talosctl version, kubectl describe node), "
+                "then create a new operation: the nodes done keep the new Talos, the "
+                "TalosCluster spec is unchanged"
+            )
+            message = nodesteps.failed_between(
+                check=what, when="after", node=said, nodes=nodes, step=step
+            )
+            return await self._finish_failed(op, reason, message, kind=Failure.UPGRADE_FAILED)
+        until = (nodes.since or now) + timedelta(seconds=self.settings.node_version_deadline)
+        return await self._write(
+            op,
+            nodesteps.stage(
+                op, nodes, now=now,
+                message=f"after {said}: waits until {what} (gives up at {until.isoformat()})",
+                passed=[p for p in passed if p not in (nodes.checks or ())],
+            ),
+        )  # fmt: skip
+
     # --- the Job and what it needs ------------------------------------------------------
 
     async def _manifest(
-        self, op: Operation, cluster: ClusterState, cluster_body: Mapping[str, Any]
+        self,
+        op: Operation,
+        cluster: ClusterState,
+        cluster_body: Mapping[str, Any],
+        *,
+        planned: OperationNodes | None = None,
     ) -> tuple[jobs.JobManifest, str]:
+        """The operation's Job and what it runs; a Talos Job upgrades the nodes of
+        ``planned`` (else of the plan its status recorded at the claim), each with its
+        own image."""
         settings = self.settings.executor
         ref = jobs.OperationRef(
             namespace=op.namespace,
@@ -619,28 +1256,41 @@ class OperationController:
             spec.talosconfig_secret_ref.key or DEFAULT_TALOSCONFIG_KEY,
             what="talosconfig",
         )
-        nodes = await self._nodes(op, cluster)
         version = op.spec.version or ""
         if op.spec.type is OperationType.TALOS:
-            if not nodes.nodes:
-                raise _Unrunnable(OperationReason.NO_NODES, _no_nodes(cluster, nodes))
+            plan = planned or op.status.nodes
+            if plan is None or not plan.order:
+                raise _Unrunnable(
+                    OperationReason.INVALID_OPERATION,
+                    f"{op} has no recorded nodes to upgrade; create the operation again",
+                )
+            targets = [
+                jobs.TargetNode(
+                    name=n.name,
+                    address=n.address,
+                    role=jobs.NodeRole.CONTROL_PLANE if n.control_plane else jobs.NodeRole.WORKER,
+                )
+                for n in plan.order
+            ]
             manifest = jobs.talos_job(
                 operation=ref,
                 version=version,
-                nodes=nodes.nodes,
-                schematic=spec.schematic,
+                nodes=targets,
+                images=plan.image_of(),
                 talosconfig=talosconfig,
                 settings=settings,
             )
-            names = ", ".join(n.name for n in nodes.nodes)
-            installer = jobs.installer_image(
-                version=version, schematic=spec.schematic, settings=settings
-            )
+            names = ", ".join(n.name for n in targets)
+            images = len(plan.images)
             detail = (
-                f"talosctl upgrade to {version} with {installer} on {len(nodes.nodes)} "
-                f"node(s), one at a time: {names}"
+                f"talosctl upgrade to {version} on {len(targets)} node(s), one at a time, "
+                f"each with its own installer ({images} image{'s' if images != 1 else ''}): "
+                f"{names}"
             )
+            if plan.changes:
+                detail += "; extensions change as the spec names: " + "; ".join(plan.changes)
             return manifest, detail
+        nodes = await self._nodes(op, cluster)
         control_plane = nodes.control_plane
         if not control_plane:
             raise _Unrunnable(
@@ -656,6 +1306,165 @@ class OperationController:
         )
         return manifest, f"talosctl upgrade-k8s --to {version} through {control_plane[0].name}"
 
+    async def _read_images(self, op: Operation, cluster: ClusterState) -> OperationNodes | _Reading:
+        """Each node's own installer image, read from the node before anything is
+        upgraded: a short Job of talosctl reads every node's ExtensionStatus,
+        PlatformMetadata and SecurityState (``talosread``); until it ended, ``_Reading``.
+        Refused (``_Refused``, no override passes it) when a node's image cannot be
+        given safely (``node_images.plan_images``). The TalosCluster's
+        ``status.nodeImages`` records what was read."""
+        spec = cluster.spec
+        if spec.talosconfig_secret_ref is None:
+            raise _Unrunnable(
+                OperationReason.CREDENTIALS_UNUSABLE,
+                f"TalosCluster {cluster.name} names no talosconfigSecretRef, so talosctl has "
+                f"no credentials; set it and create the operation again",
+            )
+        talosconfig = await self._secret_mount(
+            op,
+            spec.talosconfig_secret_ref.name,
+            spec.talosconfig_secret_ref.key or DEFAULT_TALOSCONFIG_KEY,
+            what="talosconfig",
+        )
+        items = await self._node_items(op, cluster)
+        nodes = jobs.target_nodes(items)
+        if not nodes.nodes:
+            raise _Unrunnable(OperationReason.NO_NODES, _no_nodes(cluster, nodes))
+        addresses = {n.name: n.address for n in nodes.nodes}
+        name = jobs.job_name(operation=op.name, uid=op.uid, type_=op.spec.type, step="read")
+        reading = (
+            f"Job {name} reads the schematic, platform and SecureBoot of {len(addresses)} "
+            f"node(s) through the Talos API, to upgrade each with its own image"
+        )
+        job = await self._read_job(op.namespace, name)
+        if job is None:
+            manifest = talosread.read_job(
+                operation=jobs.OperationRef(
+                    namespace=op.namespace,
+                    name=op.name,
+                    uid=op.uid,
+                    cluster=op.spec.cluster_ref.name,
+                    type=op.spec.type,
+                ),
+                name=name,
+                talos_version=spec.talos_version,
+                addresses=list(addresses.values()),
+                talosconfig=talosconfig,
+                settings=self.settings.executor,
+            )
+            with contextlib.suppress(errors.Conflict):
+                await batch.create_job(self.api, namespace=op.namespace, body=manifest)
+            return _Reading(reading)
+        if not _owned_by(job, op):
+            raise _Unrunnable(
+                OperationReason.INVALID_OPERATION,
+                f"a Job named {name} exists and is not this operation's; delete it and "
+                f"create the operation again",
+            )
+        output = await self.read_output(op.namespace, job)
+        if output is None:
+            return _Reading(reading)
+        state = talosread.image_state(
+            output.logs, addresses=addresses.values(), exit_codes=output.exit_codes
+        )
+        readings = talosread.readings(items, state, addresses=addresses)
+        await self._record_images(op, readings)
+        plan = node_images.plan_images(
+            readings,
+            version=op.spec.version or "",
+            spec_schematic=spec.schematic,
+            rules=[
+                node_images.SchematicRule(
+                    match_labels=rule.selector.match_labels, schematic=rule.schematic
+                )
+                for rule in spec.node_schematics or ()
+            ],
+            default_factory=self.settings.executor.image_factory,
+        )
+        if plan.refusals:
+            detail = " ".join(f"{r}." for r in plan.refusals)
+            if not state.images and output.failure:
+                detail += f" The read ended: {output.failure}."
+            raise _Refused(
+                OperationReason.NODE_IMAGE_REFUSED,
+                f"{op} ({op.what}) is refused before any node is upgraded: each node is "
+                f"upgraded to the image it runs, and {detail}",
+            )
+        by_image: dict[str, list[str]] = {}
+        for node_plan in plan.nodes:
+            by_image.setdefault(node_plan.image, []).append(node_plan.name)
+        return OperationNodes(
+            order=tuple(
+                PlannedNode(
+                    name=n.name,
+                    address=n.address,
+                    control_plane=n.role is jobs.NodeRole.CONTROL_PLANE,
+                )
+                for n in nodes.nodes
+            ),
+            images=tuple(ImageNodes(image=i, nodes=tuple(ns)) for i, ns in by_image.items()),
+            changes=plan.changes or None,
+            changing=tuple(p.name for p in plan.nodes if p.changes) or None,
+        )
+
+    async def _drop_read(self, op: Operation) -> None:
+        """Delete the operation's read Job (and its pod) once what it read is recorded."""
+        name = jobs.job_name(operation=op.name, uid=op.uid, type_=op.spec.type, step="read")
+        with contextlib.suppress(errors.NotFound):
+            await batch.delete_job(self.api, namespace=op.namespace, name=name)
+
+    async def _read_output(
+        self, namespace: str, job: Mapping[str, Any]
+    ) -> talosread.ReadOutput | None:
+        """What a read Job's containers printed, once it ended (None while it runs):
+        each container's log (empty when it cannot be read) and exit code."""
+        name = str((job.get("metadata") or {}).get("name", ""))
+        pods = await self._pods(namespace, name)
+        outcome = lifecycle.job_outcome(job, pods)
+        if outcome.state is lifecycle.JobState.RUNNING:
+            return None
+        failure = outcome.message if outcome.state is lifecycle.JobState.FAILED else ""
+        containers = [
+            str(c.get("name"))
+            for c in (((job.get("spec") or {}).get("template") or {}).get("spec") or {}).get(
+                "containers"
+            )
+            or ()
+        ]
+        logs: dict[str, str] = {}
+        if not pods:
+            return talosread.ReadOutput(logs=logs, failure=failure)
+        pod = str((pods[0].get("metadata") or {}).get("name", ""))
+        for container in containers:
+            try:
+                logs[container] = await batch.pod_log(
+                    self.api,
+                    namespace=namespace,
+                    pod=pod,
+                    container=container,
+                    limit_bytes=talosread.MAX_LOG_BYTES,
+                )
+            except errors.ApiError as error:
+                logger.info("log of %s/%s %s not read: %s", namespace, pod, container, error)
+        return talosread.ReadOutput(
+            logs=logs, exit_codes=talosread.exit_codes(pods), failure=failure
+        )
+
+    async def _record_images(self, op: Operation, readings: Sequence[NodeReading]) -> None:
+        """``status.nodeImages`` of the TalosCluster: what the read found, grouped by
+        identical image (only this read writes it; the cluster's controller carries it)."""
+        value = node_image_status(readings, now=_now())
+        try:
+            await patching.patch_status(
+                self.api,
+                kind=kinds.Kind.TALOS_CLUSTER,
+                name=op.spec.cluster_ref.name,
+                namespace=op.namespace,
+                status_patch={"nodeImages": value.to_api()},
+            )
+        except errors.FAILED as error:
+            logger.warning("%s: status.nodeImages of its cluster not written: %s", op, error)
+
     async def _secret_mount(
         self, op: Operation, name: str, key: str, *, what: str
     ) -> jobs.SecretMount:
@@ -669,13 +1478,27 @@ class OperationController:
                 OperationReason.CREDENTIALS_UNUSABLE, f"the {what} cannot be mounted: {error}"
             ) from error
         origin = f"the {what} in key {key!r} of Secret {op.namespace}/{name}"
-        read = credentials.read_kubeconfig if what == "kubeconfig" else credentials.read_talosconfig
         try:
-            read(value.value, what=origin, policy=self.credentials)
+            if what == "kubeconfig":
+                credentials.read_kubeconfig(value.value, what=origin, policy=self.credentials)
+            else:
+                talos = credentials.read_talosconfig(
+                    value.value, what=origin, policy=self.credentials
+                )
         except credentials.Refused as error:
             raise _Unrunnable(
                 OperationReason.CREDENTIALS_UNUSABLE, f"{error}; no Job was created"
             ) from None
+        if what == "talosconfig":
+            # pre-flight: it can carry a node's Job to its end, as a role that upgrades
+            said = preflight.refusal_pem(
+                talos.crt_pem,
+                now=_now(),
+                deadline_seconds=self.settings.executor.active_deadline_seconds,
+                what=origin,
+            )
+            if said is not None:
+                raise _Unrunnable(OperationReason.PREFLIGHT_FAILED, f"{said}; no node was touched")
         return jobs.SecretMount(secret=name, key=key)
 
     async def _nodes(self, op: Operation, cluster: ClusterState) -> jobs.NodeList:
@@ -858,6 +1681,23 @@ class OperationController:
         except errors.NotFound as error:
             raise Moved(f"{op} is gone") from error
         return op if written is None else Operation.from_body(written)
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """The nodes' images are being read; ``message`` says by which Job."""
+
+    message: str
+
+
+class _Refused(Exception):
+    """Refused before any node is touched, by a rule no override passes (the spec
+    fixes it): written ``Failure.REFUSED``."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
 
 
 class _Unrunnable(Exception):

@@ -34,6 +34,8 @@ OPERATION_UID_LABEL = "ichor.dev/operation-uid"
 OPERATION_ANNOTATION = "ichor.dev/operation"
 CLUSTER_ANNOTATION = "ichor.dev/cluster"
 TYPE_ANNOTATION = "ichor.dev/operation-type"
+#: The Node a Talos operation's per-node Job upgrades.
+NODE_ANNOTATION = "ichor.dev/node"
 
 TALOSCONFIG_DIR = "/var/run/ichor/talos"
 KUBECONFIG_DIR = "/var/run/ichor/kube"
@@ -135,23 +137,25 @@ class SecretMount:
     key: str
 
 
-def job_name(*, operation: str, uid: str, type_: OperationType) -> str:
-    """``ichor-<type>-<operation>-<8 hex of the uid>``, at most 63 characters.
+def job_name(*, operation: str, uid: str, type_: OperationType, step: str = "") -> str:
+    """``ichor-<type>-<operation>[-<step>]-<8 hex>``, at most 63 characters: the hex is of
+    the operation's uid and the step (a read, a check, a node's upgrade).
 
-    A function of the operation alone: the same operation always names the same Job,
-    and two operations of one name (one deleted, one created again) never share one.
+    A function of the operation (and step) alone: the same operation always names the
+    same Job, and two operations of one name (one deleted, one created again) never
+    share one.
     """
-    digest = hashlib.sha256(uid.encode()).hexdigest()[:8]
+    digest = hashlib.sha256(f"{uid}/{step}".encode() if step else uid.encode()).hexdigest()[:8]
     head = f"ichor-{type_.value}-"
     room = _NAME_LIMIT - len(head) - len(digest) - 1
-    slug = _UNSAFE.sub("-", operation.lower()).strip("-")[:room].strip("-")
+    tail = _UNSAFE.sub("-", step.lower()).strip("-")[:24] if step else ""
+    base = _UNSAFE.sub("-", operation.lower()).strip("-")
+    if tail:
+        base = base[: max(room - len(tail) - 1, 0)].strip("-")
+        slug = f"{base}-{tail}" if base else tail
+    else:
+        slug = base[:room].strip("-")
     return f"{head}{slug}-{digest}" if slug else f"{head}{digest}"
-
-
-def installer_image(*, version: str, schematic: str | None, settings: ExecutorSettings) -> str:
-    """``factory.talos.dev/metal-installer/<schematic>:<version>`` (version with its v)."""
-    chosen = (schematic or "").strip() or settings.default_schematic
-    return f"{settings.image_factory}/{settings.installer}/{chosen}:{version}"
 
 
 def talosctl_image(*, version: str, settings: ExecutorSettings) -> str:
@@ -259,12 +263,16 @@ def _job(
     volumes: Sequence[dict[str, Any]],
     in_cluster: bool,
     settings: ExecutorSettings,
+    name: str | None = None,
+    side: Sequence[dict[str, Any]] = (),
 ) -> JobManifest:
+    """The Job of ``operation`` (named ``name``, else the operation's own Job name);
+    ``side``: more containers that run beside ``main``."""
     pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": in_cluster,
         "securityContext": {"runAsNonRoot": True, "fsGroup": 65534},
-        "containers": [main],
+        "containers": [main, *side],
         "volumes": [{"name": "tmp", "emptyDir": {}}, *volumes],
     }
     if init:
@@ -273,6 +281,8 @@ def _job(
         pod["serviceAccountName"] = settings.service_account
     pod.update(_scheduling(settings))
     metadata = _metadata(operation, settings=settings)
+    if name is not None:
+        metadata["name"] = name
     return JobManifest(
         apiVersion="batch/v1",
         kind="Job",
@@ -304,19 +314,22 @@ def talos_job(
     operation: OperationRef,
     version: str,
     nodes: Iterable[TargetNode],
-    schematic: str | None,
+    images: Mapping[str, str],
     talosconfig: SecretMount,
     settings: ExecutorSettings,
 ) -> JobManifest:
-    """``talosctl upgrade`` per node, one init container each, control plane first.
+    """``talosctl upgrade`` per node, one init container each, control plane first, each
+    with its own installer (``images``, by Node name).
 
     The main container prints the versions of every node once all moved.
     """
     ordered = upgrade_order(nodes)
     if not ordered:
         raise ValueError("a Talos upgrade needs at least one node")
+    missing = [n.name for n in ordered if not images.get(n.name)]
+    if missing:
+        raise ValueError(f"no installer image for {', '.join(missing)}")
     image = talosctl_image(version=version, settings=settings)
-    installer = installer_image(version=version, schematic=schematic, settings=settings)
     mounts = (_TALOS_MOUNT, _TMP)
     init = [
         _container(
@@ -327,7 +340,7 @@ def talos_job(
                 "--nodes",
                 node.address,
                 "--image",
-                installer,
+                images[node.name],
                 *settings.talos_upgrade_args,
             ],
             env=[*_TALOS_ENV, {"name": NODE_ENV, "value": node.name}],
@@ -348,6 +361,148 @@ def talos_job(
     return _job(
         operation, init=init, main=main, volumes=[volume], in_cluster=False, settings=settings
     )
+
+
+def read_job(
+    *,
+    operation: OperationRef,
+    name: str,
+    talos_version: str,
+    reads: Sequence[tuple[str, Sequence[str]]],
+    talosconfig: SecretMount,
+    settings: ExecutorSettings,
+) -> JobManifest:
+    """A read of the Talos API: one container per ``(container name, talosctl args)``,
+    side by side, with the talosctl of the version the cluster runs and the mounted
+    talosconfig. A read changes nothing on a node."""
+    if not reads:
+        raise ValueError("a read needs at least one container")
+    image = talosctl_image(version=talos_version, settings=settings)
+    containers = [
+        _container(
+            container,
+            image=image,
+            args=args,
+            env=_TALOS_ENV,
+            mounts=(_TALOS_MOUNT, _TMP),
+            settings=settings,
+        )
+        for container, args in reads
+    ]
+    volume = _secret_volume("talosconfig", talosconfig, path="config")
+    return _job(
+        operation,
+        init=(),
+        main=containers[0],
+        side=containers[1:],
+        volumes=[volume],
+        in_cluster=False,
+        settings=settings,
+        name=name,
+    )
+
+
+#: Pods of a Job that upgrades a node of the cluster it runs in stay off that node: the
+#: drain talosctl runs before the reboot would evict the Job's own Pod mid-upgrade.
+NODE_NAME_FIELD = "metadata.name"
+
+
+def avoiding(node: str) -> dict[str, Any]:
+    """The affinity that keeps a Pod off Node ``node``."""
+    term = {"matchFields": [{"key": NODE_NAME_FIELD, "operator": "NotIn", "values": [node]}]}
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [term]}}}  # fmt: skip
+
+
+def upgrade_args(
+    *,
+    node: TargetNode,
+    image: str,
+    drain: bool,
+    drain_timeout: str,
+    reboot_mode: str,
+    settings: ExecutorSettings,
+) -> list[str]:
+    """``talosctl upgrade`` of one node with its own image, under the policy: talosctl
+    v1.13's ``--drain``, ``--drain-timeout`` and ``--reboot-mode``
+    (cmd/talosctl/cmd/talos/upgrade.go)."""
+    return [
+        "upgrade",
+        "--nodes",
+        node.address,
+        "--image",
+        image,
+        *settings.talos_upgrade_args,
+        f"--drain={'true' if drain else 'false'}",
+        f"--drain-timeout={drain_timeout}",
+        f"--reboot-mode={reboot_mode}",
+    ]
+
+
+def node_job(
+    *,
+    operation: OperationRef,
+    name: str,
+    version: str,
+    node: TargetNode,
+    image: str,
+    drain: bool,
+    drain_timeout: str,
+    reboot_mode: str,
+    avoid_node: bool,
+    talosconfig: SecretMount,
+    settings: ExecutorSettings,
+) -> JobManifest:
+    """The Job that upgrades one node: ``talosctl upgrade --wait`` with that node's own
+    image and the operation's policy. ``avoid_node``: the node is one of the cluster the
+    operator runs in, so the Job's Pod is kept off it."""
+    container = _container(
+        "upgrade",
+        image=talosctl_image(version=version, settings=settings),
+        args=upgrade_args(
+            node=node,
+            image=image,
+            drain=drain,
+            drain_timeout=drain_timeout,
+            reboot_mode=reboot_mode,
+            settings=settings,
+        ),
+        env=[*_TALOS_ENV, {"name": NODE_ENV, "value": node.name}],
+        mounts=(_TALOS_MOUNT, _TMP),
+        settings=settings,
+    )
+    volume = _secret_volume("talosconfig", talosconfig, path="config")
+    manifest = _job(
+        operation,
+        init=(),
+        main=container,
+        volumes=[volume],
+        in_cluster=False,
+        settings=settings,
+        name=name,
+    )
+    manifest["metadata"].setdefault("annotations", {})[NODE_ANNOTATION] = node.name
+    manifest["spec"]["template"]["metadata"]["annotations"][NODE_ANNOTATION] = node.name
+    if avoid_node:
+        pod = manifest["spec"]["template"]["spec"]
+        pod["affinity"] = _merged_affinity(pod.get("affinity"), node.name)
+    return manifest
+
+
+def _merged_affinity(given: object, node: str) -> dict[str, Any]:
+    """``given`` (the chart's affinity, if any) with the node kept out of every term of
+    its required node affinity (terms are ORed: each must exclude the node)."""
+    affinity = dict(given) if isinstance(given, Mapping) else {}
+    node_affinity = dict(affinity.get("nodeAffinity") or {})
+    required = dict(node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = [dict(t) for t in required.get("nodeSelectorTerms") or ()] or [{}]
+    excluded = {"key": NODE_NAME_FIELD, "operator": "NotIn", "values": [node]}
+    for term in terms:
+        term["matchFields"] = [*(term.get("matchFields") or ()), excluded]
+    required["nodeSelectorTerms"] = terms
+    node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = required
+    affinity["nodeAffinity"] = node_affinity
+    return affinity
 
 
 def upgraded_nodes(job: Mapping[str, Any]) -> tuple[str, ...]:

@@ -30,6 +30,7 @@ from ichor.api.events import OperationEventReason
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus, UpgradeStrategy
 from ichor.api.talosoperation import (
     Failure,
+    OperationNodes,
     OperationType,
     Phase,
     TalosOperationSpec,
@@ -462,6 +463,16 @@ STUCK_REASONS = frozenset(
 
 def _stuck(pods: Sequence[Mapping[str, Any]]) -> str | None:
     for pod in pods:
+        for condition in (pod.get("status") or {}).get("conditions") or ():
+            if (
+                isinstance(condition, Mapping)
+                and condition.get("type") == "PodScheduled"
+                and condition.get("status") == "False"
+                and condition.get("reason") == "Unschedulable"
+            ):
+                said = " ".join(str(condition.get("message") or "").split())[:300]
+                head = "its Pod cannot be scheduled"
+                return f"{head}: {said}" if said else head
         for container in _containers(pod):
             waiting = (container.get("state") or {}).get("waiting") or {}
             reason = waiting.get("reason")
@@ -537,6 +548,12 @@ def failure_kind(reason: str, *, started: bool) -> Failure:
     """
     if reason == OperationReason.NODES_NOT_UPGRADED:
         return Failure.UPGRADE_FAILED
+    if reason == OperationReason.DRAIN_TIMED_OUT:
+        # a PodDisruptionBudget held it: says nothing about the version
+        return Failure.INTERRUPTED
+    if reason == OperationReason.CHECK_FAILED:
+        # a check before any node was upgraded says nothing about the version
+        return Failure.UPGRADE_FAILED if started else Failure.NOT_STARTED
     if reason == OperationReason.JOB_FAILED:
         return Failure.UPGRADE_FAILED if started else Failure.NOT_STARTED
     if reason == OperationReason.SPEC_NOT_UPDATED:
@@ -759,7 +776,12 @@ def running(
     job_created: bool,
     message: str,
     now: datetime,
+    nodes: OperationNodes | None = None,
+    reason: str | None = None,
 ) -> TalosOperationStatus:
+    """Running; ``nodes``: a Talos operation's nodes and images, recorded at the claim
+    (a restart builds the Job from them, never from a new read); ``reason``: Complete's
+    (default JobCreating or JobRunning)."""
     updates = []
     if op.phase is not Phase.RUNNING:
         if decision.passed is not None:
@@ -779,7 +801,9 @@ def running(
                 op.generation,
             )
         updates.append(accepted)
-    reason = OperationReason.JOB_RUNNING if job_created else OperationReason.JOB_CREATING
+    reason = reason or (
+        OperationReason.JOB_RUNNING if job_created else OperationReason.JOB_CREATING
+    )
     updates.append(_condition(Complete, F, reason, message, op.generation))
     return _status(
         op,
@@ -789,6 +813,7 @@ def running(
         job_name=job_name,
         started_at=op.status.started_at or now,
         message=message,
+        nodes=nodes or op.status.nodes,
     )
 
 

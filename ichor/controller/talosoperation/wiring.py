@@ -54,6 +54,9 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
             tenants=running.part(memo, running.TENANT_SETTINGS, settings.tenants),
         )
         controller.start()
+        gate = memo.get(running.HEALTH_GATE)
+        if gate is not None:
+            controller.health_gate = gate
         memo[CONTROLLER] = controller
 
     kopf.on.startup(id="operations-start", registry=registry)(start)

@@ -582,3 +582,23 @@ def test_reads_for_a_tenant_require_a_named_account_unless_told_otherwise() -> N
         result = helm.run("template", "x", str(helm.CHART), values=values, check=False)
         assert result.returncode != 0, wrong
         assert "/tenants/defaultServiceAccountName" in result.stderr
+
+
+def test_the_operator_pod_survives_the_upgrades_it_drives_by_default(
+    rendered: dict[str, list[Object]],
+) -> None:
+    """A priority class and tolerations by default, as tuppr's chart: the operator may run
+    on control plane nodes and where only critical add-ons go, and is scheduled again
+    first when a drain moves it; both can be turned off."""
+    pod = helm.one(rendered["defaults"], "Deployment")["spec"]["template"]["spec"]
+    assert pod["priorityClassName"] == "system-cluster-critical"
+    assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in pod["tolerations"]
+    assert {
+        "key": "node-role.kubernetes.io/control-plane",
+        "operator": "Exists",
+        "effect": "NoSchedule",
+    } in pod["tolerations"]
+    plain = helm.template({"priorityClassName": "", "tolerations": []})
+    spec = helm.one(plain, "Deployment")["spec"]["template"]["spec"]
+    assert "priorityClassName" not in spec
+    assert "tolerations" not in spec

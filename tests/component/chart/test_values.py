@@ -12,7 +12,7 @@ import pytest
 
 from ichor.api.talosoperation import OperationType
 from ichor.controller.talosoperation import jobs
-from ichor.settings import DEFAULT_SCHEMATIC, Settings
+from ichor.settings import Settings
 from tests.component.chart import helm
 from tests.component.chart.helm import Object
 
@@ -22,8 +22,6 @@ SCHEMATIC = "a" * 64
 JOBS: dict[str, Any] = {
     "executor": {
         "imageFactory": "factory.mirror.example:5000",
-        "installer": "nocloud-installer",
-        "defaultSchematic": SCHEMATIC,
         "ciliumChart": "oci://mirror.example/charts/cilium",
         "talosctlImage": "mirror.example/siderolabs/talosctl:{version}",
         "helmImage": "mirror.example/alpine/helm:3.19.0",
@@ -59,8 +57,10 @@ def _ref(type_: OperationType) -> jobs.OperationRef:
 def test_the_executor_values_reach_the_jobs_the_operator_builds() -> None:
     executor = _settings(helm.template(JOBS)).operations.executor
     node = jobs.TargetNode(name="cp-1", address="10.0.0.1", role=jobs.NodeRole.CONTROL_PLANE)
-    talos = jobs.talos_job(
-        operation=_ref(OperationType.TALOS), version="v1.14.5", nodes=[node], schematic=None,
+    talos = jobs.node_job(
+        operation=_ref(OperationType.TALOS), name="ichor-talos-op-node-cp-1-0", version="v1.14.5",
+        node=node, image=f"{executor.image_factory}/nocloud-installer/{SCHEMATIC}:v1.14.5",
+        drain=True, drain_timeout="5m", reboot_mode="default", avoid_node=False,
         talosconfig=jobs.SecretMount("prod-talosconfig", "talosconfig"), settings=executor,
     )  # fmt: skip
     cilium = jobs.cilium_job(
@@ -87,21 +87,20 @@ def test_without_executor_values_the_operator_keeps_its_defaults() -> None:
     objects = helm.template()
     env = helm.env(objects)
     for name in (
-        "ICHOR_IMAGE_FACTORY", "ICHOR_INSTALLER", "ICHOR_DEFAULT_SCHEMATIC", "ICHOR_CILIUM_CHART",
+        "ICHOR_IMAGE_FACTORY", "ICHOR_CILIUM_CHART",
         "ICHOR_EXECUTOR_NODE_SELECTOR", "ICHOR_EXECUTOR_TOLERATIONS", "ICHOR_EXECUTOR_AFFINITY",
         "ICHOR_EXECUTOR_PRIORITY_CLASS", "ICHOR_EXECUTOR_RESOURCES",
         "ICHOR_EXECUTOR_IMAGE_PULL_SECRETS", "ICHOR_LOG_FORMAT",
     ):  # fmt: skip
         assert name not in env
     executor = _settings(objects).operations.executor
-    assert executor.default_schematic == DEFAULT_SCHEMATIC
     assert executor.image_factory == "factory.talos.dev"
 
 
 @pytest.mark.parametrize(
     ("values", "words"),
     [
-        ({"executor": {"defaultSchematic": "376567988ad3"}}, "/executor/defaultSchematic"),
+        ({"executor": {"defaultSchematic": "376567988ad3"}}, "additional properties"),
         ({"executor": {"imageFactory": "https://factory.talos.dev"}}, "/executor/imageFactory"),
         ({"executor": {"ciliumChart": "http://mirror/cilium"}}, "/executor/ciliumChart"),
         ({"executor": {"nodeSelector": {"zone": 1}}}, "/executor/nodeSelector/zone"),

@@ -166,6 +166,29 @@ def test_adopt_takes_the_cluster_as_it_runs(cli: Cli, workload: Workload) -> Non
     assert cli.get("secret", "edge-kubeconfig") is not None
 
 
+def test_adopt_dry_run_shows_the_schematics_the_nodes_run_and_says_they_differ(
+    cli: Cli, workload: Workload
+) -> None:
+    """What Talos writes on its Node: the schematic ID as an annotation, each
+    extension's version as a label; nodes that differ keep their own at an upgrade."""
+    storage, gpu = "a" * 64, "b" * 64
+    for name, schematic, extension in [
+        ("s1", storage, "iscsi-tools"),
+        ("s2", storage, "iscsi-tools"),
+        ("g1", gpu, "nvidia-container-toolkit"),
+    ]:
+        workload.node(name, talos="v1.14.3", kubelet="v1.36.6")
+        cli.plane.kubectl("annotate", "node", name, f"extensions.talos.dev/schematic={schematic}")
+        cli.plane.kubectl("label", "node", name, f"extensions.talos.dev/{extension}=v1.0.0")
+    result = _adopt(cli, "mixed", "--dry-run")
+    assert result.code == 0, result.err
+    assert f"schematic {storage[:12]} (iscsi-tools): s1, s2" in result.out
+    assert f"schematic {gpu[:12]} (nvidia-container-toolkit): g1" in result.out
+    assert "the Nodes run 2 different schematics" in result.err
+    assert "each keeps its own at a Talos upgrade" in result.err
+    assert cli.get("taloscluster", "mixed") is None
+
+
 def test_adopt_of_a_cluster_newer_than_the_set_is_no_reason_to_refuse(
     cli: Cli, workload: Workload
 ) -> None:

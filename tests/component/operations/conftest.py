@@ -33,7 +33,7 @@ from ichor.controller.talosoperation import wiring as operation_wiring
 from ichor.controller.talosoperation.executor import OperationController
 from ichor.settings import ControllerSettings, OperationSettings, Settings
 from tests.harness import account, controlplane
-from tests.support import credential_files, nodes
+from tests.support import credential_files, nodes, talos_reads
 from tests.support import operator as support
 from tests.support.operator import eventually as eventually  # tests import it from here
 
@@ -62,6 +62,8 @@ class Operator:
         recorder_wiring.register(self.registry, settings=running)
         self.memo = kopf.Memo()
         self.kopf = support.KopfThread(self.registry, memo=self.memo)
+        #: What each node runs, as the executor's read Jobs find it (played: no kubelet).
+        self.reads = talos_reads.PlayedReads()
 
     async def start(self) -> Operator:
         self.memo = kopf.Memo()
@@ -74,6 +76,7 @@ class Operator:
             bool,
             what="the executor started",
         )
+        self.executor.read_output = self.reads.output
         return self
 
     @property
@@ -142,8 +145,16 @@ class Workload:
             info["osImage"] = f"Talos ({talos})"
         if kubelet is not None:
             info["kubeletVersion"] = kubelet
+        status: dict[str, Any] = {"nodeInfo": info}
+        if talos is not None:
+            # a node booted into an upgrade: its kubelet posts Ready again
+            now = _rfc3339()
+            status["conditions"] = [
+                {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok",
+                 "lastHeartbeatTime": now, "lastTransitionTime": now}
+            ]  # fmt: skip
         for name in sorted(self.nodes) if only is None else [only]:
-            await self.core.patch_node_status(name, {"status": {"nodeInfo": info}})
+            await self.core.patch_node_status(name, {"status": status})
 
     async def clean(self) -> None:
         for name in self.nodes:
@@ -493,10 +504,70 @@ def phase(body: dict[str, Any] | None) -> str | None:
 
 
 async def running_job(objects: Objects, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The operation once Running with its Job created, and that Job."""
+    """The operation once Running with its Job created, and that Job (for a Talos
+    operation, the Job of the node it upgrades now: the first, control plane first)."""
     body = await eventually(
         lambda: objects.operation(name),
-        lambda b: condition(b, "Complete").get("reason") == "JobRunning",
+        lambda b: (
+            condition(b, "Complete").get("reason") == "JobRunning"
+            or (
+                condition(b, "Complete").get("reason") == "NodesUpgrading"
+                and bool(b["status"].get("jobName"))
+            )
+        ),
         what=f"{name} Running with its Job",
     )
-    return body, await objects.job(body["status"]["jobName"])
+    # a node's Job is named in the status before it is created (a restart creates it)
+    listed = await eventually(
+        objects.jobs,
+        lambda found: any(j["metadata"]["name"] == body["status"]["jobName"] for j in found),
+        what=f"Job {body['status']['jobName']} created",
+    )
+    (job,) = [j for j in listed if j["metadata"]["name"] == body["status"]["jobName"]]
+    return body, job
+
+
+def node_of(job: dict[str, Any]) -> str:
+    """The Node a Talos operation's Job upgrades."""
+    return str(job["metadata"]["annotations"][jobs.NODE_ANNOTATION])
+
+
+async def node_job(objects: Objects, name: str, node: str) -> dict[str, Any]:
+    """The Job of operation ``name`` that upgrades ``node``, once created."""
+
+    async def find() -> dict[str, Any] | None:
+        for job in await objects.jobs():
+            annotations = job["metadata"].get("annotations") or {}
+            if (
+                annotations.get(jobs.OPERATION_ANNOTATION) == name
+                and annotations.get(jobs.NODE_ANNOTATION) == node
+            ):
+                return job
+        return None
+
+    found = await eventually(find, lambda j: j is not None, what=f"the Job of {name} for {node}")
+    assert found is not None
+    return found
+
+
+async def play_node(
+    objects: Objects, workload: Workload, name: str, node: str, *, version: str
+) -> dict[str, Any]:
+    """``node`` upgraded by its Job: it reports ``version``, then the Job succeeds."""
+    job = await node_job(objects, name, node)
+    await workload.report(talos=version, only=node)
+    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    return job
+
+
+async def play_nodes(
+    objects: Objects, workload: Workload, name: str, *, version: str, nodes: list[str]
+) -> dict[str, Any]:
+    """Each of ``nodes`` upgraded in turn; the operation once it ended."""
+    for node in nodes:
+        await play_node(objects, workload, name, node, version=version)
+    return await eventually(
+        lambda: objects.operation(name),
+        lambda b: phase(b) in ("Succeeded", "Failed"),
+        what=f"{name} ended",
+    )

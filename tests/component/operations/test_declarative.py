@@ -34,6 +34,7 @@ from tests.component.operations.conftest import (
     condition,
     eventually,
     phase,
+    play_nodes,
     running_job,
 )
 from tests.component.webhook import harness
@@ -514,12 +515,15 @@ async def test_a_hand_made_operation_newer_than_the_spec_succeeds_and_never_writ
     assert apply(plane, namespace).returncode == 0
     first = await settled(objects)
     await objects.create_operation("by-hand", "talos", "v1.14.4")
-    _body, job = await running_job(objects, "by-hand")
-    await workload.report(talos="v1.14.4")
-    await objects.play_job(job["metadata"]["name"], succeeded=True)
-    done = await eventually(
-        lambda: objects.operation("by-hand"), lambda b: phase(b) == "Succeeded", what="Succeeded"
+    await running_job(objects, "by-hand")
+    done = await play_nodes(
+        objects,
+        workload,
+        "by-hand",
+        version="v1.14.4",
+        nodes=["ops-cp-1", "ops-cp-2", "ops-worker-1"],
     )
+    assert phase(done) == "Succeeded"
     assert done["status"]["message"] == (
         "Talos v1.14.4 is installed; TalosCluster prod is Declarative, so its spec is not "
         "written (spec.talosVersion is v1.14.3)"

@@ -24,6 +24,7 @@ from tests.component.operations.conftest import (
     condition,
     eventually,
     phase,
+    play_nodes,
     running_job,
 )
 from tests.harness import binaries, controlplane
@@ -95,12 +96,12 @@ async def test_kstatus_and_kubectl_wait_follow_an_operation_to_succeeded(
     waiter = await _kubectl_wait(
         plane, namespace=namespace, target="talosoperation/up", wanted="Ready", limit="60s"
     )
-    body, job = await running_job(objects, "up")
+    body, _job = await running_job(objects, "up")
     _no_abnormal_false(body)
     running = await _until(plane, op_ref, Status.IN_PROGRESS)
     reconciling = running.condition("Reconciling")
     assert reconciling is not None, running
-    assert reconciling.reason == "JobRunning", running
+    assert reconciling.reason == "NodesUpgrading", running  # a Talos operation, node by node
     busy = await _until(
         plane,
         cluster_ref,
@@ -112,8 +113,9 @@ async def test_kstatus_and_kubectl_wait_follow_an_operation_to_succeeded(
     await asyncio.sleep(1.0)
     assert waiter.returncode is None, "kubectl wait returned before the Job succeeded"
     started = time.monotonic()
-    await workload.report(talos="v1.14.4")
-    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    await play_nodes(
+        objects, workload, "up", version="v1.14.4", nodes=["ops-cp-1", "ops-cp-2", "ops-worker-1"]
+    )
     out, err = await asyncio.wait_for(waiter.communicate(), timeout=60)
     assert waiter.returncode == 0, err.decode()
     assert out.decode().strip() == "talosoperation.ichor.dev/up condition met"

@@ -18,7 +18,11 @@ from tests.component.operations.conftest import (
     Workload,
     condition,
     eventually,
+    node_job,
+    node_of,
     phase,
+    play_node,
+    play_nodes,
     running_job,
 )
 
@@ -47,8 +51,9 @@ async def test_each_type_goes_pending_running_succeeded_and_the_spec_follows(
     created = await objects.create_operation("up", type_, version)
     body, job = await running_job(objects, "up")
 
+    step = "node-ops-cp-1" if type_ == "talos" else ""
     assert job["metadata"]["name"] == jobs.job_name(
-        operation="up", uid=created["metadata"]["uid"], type_=OperationType(type_)
+        operation="up", uid=created["metadata"]["uid"], type_=OperationType(type_), step=step
     )
     assert job["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
     assert jobs.commands(job)[0][2][0] == command
@@ -56,16 +61,20 @@ async def test_each_type_goes_pending_running_succeeded_and_the_spec_follows(
     assert condition(body, "Accepted")["reason"] == "Accepted"
     assert lifecycle.FINALIZER in body["metadata"]["finalizers"]
     if type_ == "talos":
-        nodes = [a[a.index("--nodes") + 1] for _, _, a in jobs.commands(job) if a[0] == "upgrade"]
-        assert nodes == ["10.0.0.1", "10.0.0.2", "10.0.0.11"]  # control plane first
+        # one Job per node, control plane first: the first upgrades ops-cp-1 alone
+        ((_, _, args),) = jobs.commands(job)
+        assert args[args.index("--nodes") + 1] == "10.0.0.1"
+        assert node_of(job) == "ops-cp-1"
     if type_ == "cni":
         assert PINNED.cilium_chart in jobs.commands(job)[0][2]
 
     if type_ == "talos":
-        await workload.report(talos=version)
-    if type_ == "kubernetes":
-        await workload.report(kubelet=version)
-    await objects.play_job(job["metadata"]["name"], succeeded=True)
+        order = ["ops-cp-1", "ops-cp-2", "ops-worker-1"]
+        await play_nodes(objects, workload, "up", version="v1.14.4", nodes=order)
+    else:
+        if type_ == "kubernetes":
+            await workload.report(kubelet=version)
+        await objects.play_job(job["metadata"]["name"], succeeded=True)
     done = await eventually(
         lambda: objects.operation("up"), lambda b: phase(b) == "Succeeded", what="Succeeded"
     )
@@ -92,7 +101,8 @@ async def test_each_type_goes_pending_running_succeeded_and_the_spec_follows(
     await phases.saw("up", ["Pending", "Running", "Succeeded"])
     await objects.saw_events("up", "Started", "Succeeded")
     await objects.saw_events("prod", "UpgradeStarted", "UpgradeSucceeded")
-    assert len(await objects.jobs()) == 1
+    # a Talos operation leaves one Job per node (its reads and checks are deleted once read)
+    assert len(await objects.jobs()) == (3 if type_ == "talos" else 1)
 
 
 async def test_a_failed_job_fails_the_operation_with_its_reason_and_keeps_the_spec(
@@ -104,8 +114,8 @@ async def test_a_failed_job_fails_the_operation_with_its_reason_and_keeps_the_sp
     name = job["metadata"]["name"]
     await objects.play_failed_pod(
         name,
-        container="upgrade-001",
-        log="waiting for the node\nerror: 10.0.0.2: the installer image cannot be pulled",
+        container="upgrade",
+        log="waiting for the node\nerror: 10.0.0.1: the installer image cannot be pulled",
     )
     await objects.play_job(name, succeeded=False)
     done = await eventually(
@@ -114,7 +124,8 @@ async def test_a_failed_job_fails_the_operation_with_its_reason_and_keeps_the_sp
     complete = condition(done, "Complete")
     assert complete["reason"] == "JobFailed"
     assert "BackoffLimitExceeded" in done["status"]["message"]
-    assert "container upgrade-001 exited 1" in done["status"]["message"]
+    assert "container upgrade exited 1" in done["status"]["message"]
+    assert "the upgrade of ops-cp-1 failed" in done["status"]["message"]
     assert "the installer image cannot be pulled" in done["status"]["message"]
     assert done["status"]["finishedAt"]
     assert (await objects.cluster())["spec"]["talosVersion"] == "v1.14.3"
@@ -125,30 +136,36 @@ async def test_a_failed_job_fails_the_operation_with_its_reason_and_keeps_the_sp
 async def test_a_succeeded_job_waits_until_every_node_reports_the_target(
     operator: Operator, workload: Workload, objects: Objects
 ) -> None:
-    """``talosctl upgrade --wait`` returns once a node is back; the operation succeeds
-    only once the Nodes report the new version, and the spec waits with it."""
+    """``talosctl upgrade --wait`` returns once a node is back; the next node goes only
+    once this one reports the new version, and the spec waits until every node does."""
     await objects.create_cluster()
     await objects.create_operation("up", "talos", "v1.14.4")
     _, job = await running_job(objects, "up")
-    await workload.report(talos="v1.14.4", only="ops-cp-1")
     await objects.play_job(job["metadata"]["name"], succeeded=True)
     waiting = await eventually(
         lambda: objects.operation("up"),
-        lambda b: "waiting until every Node reports v1.14.4" in b["status"].get("message", ""),
-        what="waiting for the Nodes",
+        lambda b: (
+            "after ops-cp-1: waits until Node ops-cp-1 reports v1.14.3"
+            in b["status"].get("message", "")
+        ),
+        what="waiting for ops-cp-1",
     )
     assert phase(waiting) == "Running"
-    message = waiting["status"]["message"]
-    assert "Node ops-cp-2 reports Talos v1.14.3" in message, message
-    assert "Node ops-worker-1 reports Talos v1.14.3" in message, message
-    assert "ops-cp-1" not in message, message
-    assert condition(waiting, "Complete")["reason"] == "JobRunning"
+    assert condition(waiting, "Complete")["reason"] == "NodesUpgrading"
+    assert waiting["status"]["nodes"]["stage"] == "Verifying"
+    assert "ops-cp-2" not in (waiting["status"]["nodes"].get("started") or [])
+    assert len(await objects.jobs()) == 1  # the next node waits
     assert (await objects.cluster())["spec"]["talosVersion"] == "v1.14.3"
-    await workload.report(talos="v1.14.4")
-    done = await eventually(
-        lambda: objects.operation("up"), lambda b: phase(b) == "Succeeded", what="Succeeded"
+    await workload.report(talos="v1.14.4", only="ops-cp-1")
+    done = await play_nodes(
+        objects, workload, "up", version="v1.14.4", nodes=["ops-cp-2", "ops-worker-1"]
     )
+    assert phase(done) == "Succeeded"
     assert condition(done, "Complete")["reason"] == "JobSucceeded"
+    assert done["status"]["nodes"]["done"] == ["ops-cp-1", "ops-cp-2", "ops-worker-1"]
+    checks = done["status"]["nodes"]["checks"]
+    assert "before ops-cp-2: etcd healthy with 2 members" in checks, checks
+    assert "after ops-cp-1: etcd member back" in checks, checks
     assert (await objects.cluster())["spec"]["talosVersion"] == "v1.14.4"
 
 
@@ -170,10 +187,12 @@ async def test_a_node_still_on_the_old_version_at_the_deadline_fails_the_operati
     await objects.create_cluster()
     await objects.create_operation("up", type_, version)
     _, job = await running_job(objects, "up")
-    for name in ("ops-cp-1", "ops-worker-1"):
-        if type_ == "talos":
-            await workload.report(talos=version, only=name)
-        else:
+    if type_ == "talos":
+        # ops-cp-1 upgraded, ops-cp-2 boots its previous version back
+        await play_node(objects, workload, "up", "ops-cp-1", version=version)
+        job = await node_job(objects, "up", "ops-cp-2")
+    else:
+        for name in ("ops-cp-1", "ops-worker-1"):
             await workload.report(kubelet=version, only=name)
     await objects.play_job(job["metadata"]["name"], succeeded=True)
     done = await eventually(
@@ -185,11 +204,20 @@ async def test_a_node_still_on_the_old_version_at_the_deadline_fails_the_operati
     complete = condition(done, "Complete")
     assert (complete["status"], complete["reason"]) == ("True", "NodesNotUpgraded")
     message = done["status"]["message"]
-    assert f"Node ops-cp-2 reports {reported}" in message, message
-    assert "booted its previous version back" in message, message
-    assert "the TalosCluster spec is unchanged" in message, message
-    assert "ops-cp-1" not in message, message
-    assert "ops-worker-1" not in message, message
+    if type_ == "talos":
+        assert "stopped after ops-cp-2: Node ops-cp-2 reports v1.14.3, not v1.14.4" in message
+        assert "boots its previous version back" in message, message
+        assert (
+            "done: ops-cp-1; upgraded, its checks not passed: ops-cp-2; "
+            "not upgraded: ops-worker-1" in message
+        )
+        assert "the TalosCluster spec is unchanged" in message, message
+    else:
+        assert f"Node ops-cp-2 reports {reported}" in message, message
+        assert "booted its previous version back" in message, message
+        assert "the TalosCluster spec is unchanged" in message, message
+        assert "ops-cp-1" not in message, message
+        assert "ops-worker-1" not in message, message
     field = "talosVersion" if type_ == "talos" else "kubernetesVersion"
     assert (await objects.cluster())["spec"][field] != version
     await objects.saw_events("up", "Failed")
@@ -201,7 +229,7 @@ async def test_a_second_operation_waits_for_the_running_one_then_runs(
 ) -> None:
     await objects.create_cluster()
     await objects.create_operation("first", "talos", "v1.14.4")
-    _, job = await running_job(objects, "first")
+    _, _job = await running_job(objects, "first")
     await objects.create_operation("second", "kubernetes", "v1.37.1")
     waiting = await eventually(
         lambda: objects.operation("second"),
@@ -213,12 +241,17 @@ async def test_a_second_operation_waits_for_the_running_one_then_runs(
     assert "Running" in condition(waiting, "Accepted")["message"]
     assert len(await objects.jobs()) == 1
 
-    await workload.report(talos="v1.14.4")
-    await objects.play_job(job["metadata"]["name"], succeeded=True)
+    await play_nodes(
+        objects,
+        workload,
+        "first",
+        version="v1.14.4",
+        nodes=["ops-cp-1", "ops-cp-2", "ops-worker-1"],
+    )
     _, second_job = await running_job(objects, "second")
     assert phase(await objects.operation("first")) == "Succeeded"
     assert jobs.commands(second_job)[0][2][0] == "upgrade-k8s"
-    assert len(await objects.jobs()) == 2
+    assert len(await objects.jobs()) == 4  # one per node of the first, one of the second
     await phases.saw("second", ["Pending", "Running"])
     await objects.saw_events("second", "Waiting")
 
@@ -356,16 +389,17 @@ async def test_a_restart_while_running_keeps_the_same_job_and_completes(
     await objects.create_operation("up", "talos", "v1.14.4")
     _, job = await running_job(objects, "up")
     await operator.stop()
-    # while the operator is down the Job goes on and the nodes move
-    await workload.report(talos="v1.14.4")
+    # while the operator is down the Job goes on and the node moves
+    await workload.report(talos="v1.14.4", only="ops-cp-1")
     await objects.play_job(job["metadata"]["name"], succeeded=True)
     await operator.start()
-    done = await eventually(
-        lambda: objects.operation("up"), lambda b: phase(b) == "Succeeded", what="Succeeded"
+    done = await play_nodes(
+        objects, workload, "up", version="v1.14.4", nodes=["ops-cp-2", "ops-worker-1"]
     )
-    (only,) = await objects.jobs()
-    assert only["metadata"]["uid"] == job["metadata"]["uid"]
-    assert done["status"]["jobName"] == job["metadata"]["name"]
+    assert phase(done) == "Succeeded"
+    first = [j for j in await objects.jobs() if node_of(j) == "ops-cp-1"]
+    assert [j["metadata"]["uid"] for j in first] == [job["metadata"]["uid"]]
+    assert len(await objects.jobs()) == 3
     assert (await objects.cluster())["spec"]["talosVersion"] == "v1.14.4"
     found = await objects.saw_events("up", "Started", "Succeeded")
     assert found.count("Started") == 1
@@ -395,6 +429,21 @@ async def test_a_restart_between_the_claim_and_the_job_creates_the_job_once(
                 "phase": "Running",
                 "jobName": name,
                 "startedAt": "2026-12-03T08:00:00Z",
+                # the claim records the nodes and each one's image: the Job is built
+                # from them, never from a second read
+                "nodes": {
+                    "order": [
+                        {"name": "ops-cp-1", "address": "10.0.0.1", "controlPlane": True},
+                        {"name": "ops-cp-2", "address": "10.0.0.2", "controlPlane": True},
+                        {"name": "ops-worker-1", "address": "10.0.0.11"},
+                    ],
+                    "images": [
+                        {
+                            "image": "factory.talos.dev/metal-installer/abc:v1.14.4",
+                            "nodes": ["ops-cp-1", "ops-cp-2", "ops-worker-1"],
+                        }
+                    ],
+                },
                 "conditions": [
                     {
                         "type": "Complete",
@@ -412,6 +461,9 @@ async def test_a_restart_between_the_claim_and_the_job_creates_the_job_once(
     _, job = await running_job(objects, "up")
     assert job["metadata"]["name"] == name
     assert len(await objects.jobs()) == 1
+    assert operator.reads.answered == []  # no read after the claim
+    images = {args[args.index("--image") + 1] for _, _, args in jobs.commands(job)[:-1]}
+    assert images == {"factory.talos.dev/metal-installer/abc:v1.14.4"}
 
 
 async def test_a_conflict_on_a_status_write_is_retried_not_lost(
@@ -441,18 +493,17 @@ async def test_a_conflict_on_a_status_write_is_retried_not_lost(
     try:
         await objects.create_cluster()
         await objects.create_operation("up", "talos", "v1.14.4")
-        _, job = await running_job(objects, "up")
+        _, _job = await running_job(objects, "up")
     finally:
         executor.before_write = None
     assert touched
     assert executor.conflicts > before
-    await workload.report(talos="v1.14.4")
-    await objects.play_job(job["metadata"]["name"], succeeded=True)
-    await eventually(
-        lambda: objects.operation("up"), lambda b: phase(b) == "Succeeded", what="Succeeded"
+    done = await play_nodes(
+        objects, workload, "up", version="v1.14.4", nodes=["ops-cp-1", "ops-cp-2", "ops-worker-1"]
     )
+    assert phase(done) == "Succeeded"
     await phases.saw("up", ["Pending", "Running", "Succeeded"])
-    assert len(await objects.jobs()) == 1
+    assert len(await objects.jobs()) == 3
 
 
 async def test_a_cni_operation_naming_an_image_patch_is_refused_with_the_adrs_message(

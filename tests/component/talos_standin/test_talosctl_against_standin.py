@@ -29,6 +29,7 @@ import pytest
 from ichor.api.talosoperation import OperationType
 from ichor.controller.talosoperation import jobs
 from ichor.settings import ExecutorSettings
+from ichor.upgrade import node_images
 from tests.harness import binaries, certs, controlplane, talos_standin
 from tests.support import nodes
 
@@ -138,8 +139,13 @@ def _talos_commands() -> list[tuple[str, list[str]]]:
         jobs.TargetNode(name=WORKER.name, address=WORKER.address, role=jobs.NodeRole.WORKER),
         jobs.TargetNode(name=CP.name, address=CP.address, role=jobs.NodeRole.CONTROL_PLANE),
     ]
+    installer = node_images.installer_image(
+        factory="factory.talos.dev", platform="metal", secure_boot=False,
+        schematic=node_images.PLAIN_SCHEMATIC, version=TARGET,
+    )  # fmt: skip
     manifest = jobs.talos_job(
-        operation=_OPERATION, version=TARGET, nodes=targets, schematic=None,
+        operation=_OPERATION, version=TARGET, nodes=targets,
+        images={WORKER.name: installer, CP.name: installer},
         talosconfig=_TALOSCONFIG, settings=ExecutorSettings(),
     )  # fmt: skip
     pod = manifest["spec"]["template"]["spec"]

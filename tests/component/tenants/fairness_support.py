@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime
 import re
 from collections.abc import Awaitable
 from typing import Any
@@ -24,7 +25,7 @@ from ichor.controller.talosoperation import wiring as operation_wiring
 from ichor.controller.talosoperation.executor import OperationController
 from ichor.settings import ControllerSettings, OperationSettings, Settings
 from tests.harness import controlplane
-from tests.support import nodes
+from tests.support import nodes, talos_reads
 from tests.support import operator as support
 
 MERGE = "application/merge-patch+json"
@@ -58,6 +59,9 @@ class Operator:
             bool,
             what="the controllers started",
         )
+        if self.operations is not None:
+            # no kubelet runs the executor's read Jobs here: their output is played
+            self.executor.read_output = talos_reads.PlayedReads().output
         return self
 
     @property
@@ -236,9 +240,14 @@ class Nodes:
         await self.core.patch_node_status(name, {"status": status})
 
     async def report(self, *, talos: str) -> None:
+        """Each Node booted into ``talos``: its kubelet posts Ready again (a Talos
+        operation checks both after each node)."""
+        now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ready = {"type": "Ready", "status": "True", "reason": "KubeletReady", "message": "ok",
+                 "lastHeartbeatTime": now, "lastTransitionTime": now}  # fmt: skip
         for name in sorted(self.names):
-            info = {"osImage": f"Talos ({talos})"}
-            await self.core.patch_node_status(name, {"status": {"nodeInfo": info}})
+            status = {"nodeInfo": {"osImage": f"Talos ({talos})"}, "conditions": [ready]}
+            await self.core.patch_node_status(name, {"status": status})
 
     async def clean(self) -> None:
         for name in self.names:

@@ -23,7 +23,7 @@ from ichor.controller.talosoperation import jobs
 from ichor.controller.talosoperation import wiring as operation_wiring
 from ichor.settings import ControllerSettings, OperationSettings, Settings, TenantSettings
 from tests.harness import account, controlplane
-from tests.support import nodes
+from tests.support import nodes, talos_reads
 from tests.support import operator as support
 
 MERGE = "application/merge-patch+json"
@@ -56,6 +56,13 @@ class Operator:
 
     async def start(self) -> Operator:
         await self.kopf.astart()
+        await support.eventually(
+            lambda: asyncio.sleep(0, operation_wiring.CONTROLLER in self.memo),
+            bool,
+            what="the executor started",
+        )
+        # no kubelet runs the executor's read Jobs here: their output is played
+        self.memo[operation_wiring.CONTROLLER].read_output = talos_reads.PlayedReads().output
         return self
 
     async def stop(self) -> None:

@@ -73,7 +73,7 @@ def test_a_talosconfig_with_one_context_is_read() -> None:
         ("10.5.0.2:50000",),
         ("10.5.0.2",),
     )
-    assert found.key_pem == files.client().key
+    assert found.key_pem == files.talos_client().key
 
 
 # --- every field that does more than carry a credential -------------------------------------

@@ -22,6 +22,13 @@ NODES = (
     TargetNode(name="worker-a", address="10.0.0.11", role=NodeRole.WORKER),
     TargetNode(name="cp-1", address="10.0.0.1", role=NodeRole.CONTROL_PLANE),
 )
+#: Each node's own installer (ichor.upgrade.node_images builds them from the node).
+IMAGES = {
+    "cp-1": f"factory.talos.dev/metal-installer/{DEFAULT_SCHEMATIC}:v1.14.4",
+    "cp-2": f"factory.talos.dev/aws-installer/{DEFAULT_SCHEMATIC}:v1.14.4",
+    "worker-a": "factory.talos.dev/metal-installer-secureboot/abc123:v1.14.4",
+    "worker-b": "factory.local/metal-installer/def456:v1.14.4",
+}
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -36,7 +43,7 @@ def talos(**overrides: Any) -> jobs.JobManifest:
         "operation": ref(),
         "version": "v1.14.4",
         "nodes": NODES,
-        "schematic": None,
+        "images": IMAGES,
         "talosconfig": TALOSCONFIG,
         "settings": SETTINGS,
     }
@@ -110,21 +117,41 @@ def test_the_nodes_a_talos_job_upgrades_are_read_back_from_it_in_order() -> None
     assert jobs.upgraded_nodes({}) == ()
 
 
-@pytest.mark.parametrize(
-    ("schematic", "expected"),
-    [
-        (None, f"factory.talos.dev/metal-installer/{DEFAULT_SCHEMATIC}:v1.14.4"),
-        ("", f"factory.talos.dev/metal-installer/{DEFAULT_SCHEMATIC}:v1.14.4"),
-        ("abc123", "factory.talos.dev/metal-installer/abc123:v1.14.4"),
-    ],
-)
-def test_talos_installer_is_the_factory_image_of_the_clusters_schematic(
-    schematic: str | None, expected: str
-) -> None:
-    for _, image, args in jobs.commands(talos(schematic=schematic)):
+def test_each_node_is_upgraded_with_its_own_installer_one_image_per_invocation() -> None:
+    """talosctl v1.13 takes one --image per invocation: each node's own container."""
+    seen = {}
+    for _, image, args in jobs.commands(talos()):
         assert image == "ghcr.io/siderolabs/talosctl:v1.14.4"
         if args[0] == "upgrade":
-            assert args[args.index("--image") + 1] == expected
+            assert args.count("--image") == 1
+            node = {n.address: n.name for n in NODES}[args[args.index("--nodes") + 1]]
+            seen[node] = args[args.index("--image") + 1]
+    assert seen == IMAGES
+
+
+def test_a_node_without_an_image_is_never_given_a_default() -> None:
+    with pytest.raises(ValueError, match="no installer image for worker-b"):
+        talos(images={k: v for k, v in IMAGES.items() if k != "worker-b"})
+
+
+def test_a_read_job_runs_one_talosctl_get_per_resource_side_by_side() -> None:
+    job = jobs.read_job(
+        operation=ref(),
+        name="ichor-read-x",
+        talos_version="v1.14.3",
+        reads=[("extensions", ["get", "extensions"]), ("platform", ["get", "platformmetadata"])],
+        talosconfig=TALOSCONFIG,
+        settings=SETTINGS,
+    )
+    pod = job["spec"]["template"]["spec"]
+    assert job["metadata"]["name"] == "ichor-read-x"
+    assert "initContainers" not in pod
+    assert [(c["name"], c["args"]) for c in pod["containers"]] == [
+        ("extensions", ["get", "extensions"]),
+        ("platform", ["get", "platformmetadata"]),
+    ]
+    assert {c["image"] for c in pod["containers"]} == {"ghcr.io/siderolabs/talosctl:v1.14.3"}
+    assert job["spec"]["backoffLimit"] == 0
 
 
 def test_talos_credentials_are_the_mounted_talosconfig_secret() -> None:
@@ -263,7 +290,7 @@ def test_images_and_commands_come_from_the_operator_environment(
     first = jobs.commands(job)[0]
     assert first[1] == "registry.local/talosctl:v1.14.4-fips"
     assert first[2][-2:] == ["--wait", "--stage"]
-    assert f"factory.local/metal-installer/{DEFAULT_SCHEMATIC}:v1.14.4" in first[2]
+    assert IMAGES["cp-1"] in first[2]
     assert job["spec"]["activeDeadlineSeconds"] == 600
     assert job["spec"]["template"]["spec"]["serviceAccountName"] == "ichor-executor"
     cilium = jobs.cilium_job(

@@ -1,0 +1,171 @@
+"""talosctl's output of a read Job, read as untrusted input: documents by node, errors."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from ichor.cli import views
+from ichor.controller.talosoperation import talosread
+from ichor.upgrade.node_images import NodeImage
+
+SCHEMATIC = "d" * 64
+
+
+def doc(node: str, type_: str, id_: str, spec: dict[str, Any]) -> str:
+    """One resource as `talosctl get -o json` prints it (output/json.go: 4-space indent)."""
+    body = {
+        "node": node,
+        "metadata": {"namespace": "runtime", "type": type_, "id": id_, "version": 1},
+        "spec": spec,
+    }
+    return json.dumps(body, indent=4) + "\n"
+
+
+def extension(node: str, index: int, name: str, version: str, author: str = "Sidero") -> str:
+    return doc(
+        node,
+        "ExtensionStatuses.runtime.talos.dev",
+        str(index),
+        {
+            "image": f"{index}.sqsh",
+            "metadata": {"name": name, "version": version, "author": author, "description": ""},
+        },
+    )
+
+
+def logs(*, missing: str | None = None, error: str = "") -> dict[str, str]:
+    nodes = ["10.0.0.1", "10.0.0.2"]
+    ext = extension("10.0.0.1", 0, "iscsi-tools", "v0.1.6") + extension(
+        "10.0.0.1", 1, "schematic", SCHEMATIC, "Image Factory (https://factory.talos.dev)"
+    )
+    plat = "".join(
+        doc(n, "PlatformMetadatas.talos.dev", "platformmetadata", {"platform": p})
+        for n, p in zip(nodes, ["metal", "aws"], strict=True)
+    )
+    sec = "".join(
+        doc(n, "SecurityStates.talos.dev", "securitystate", {"secureBoot": n == "10.0.0.2"})
+        for n in nodes
+        if n != missing
+    )
+    return {"extensions": ext, "platform": plat, "security": sec + error}
+
+
+def test_each_node_is_read_from_its_own_documents() -> None:
+    state = talosread.image_state(logs(), addresses=["10.0.0.1", "10.0.0.2"])
+    assert state.problems == {}
+    assert state.images == {
+        "10.0.0.1": NodeImage(
+            platform="metal",
+            secure_boot=False,
+            schematic=SCHEMATIC,
+            factory="factory.talos.dev",
+            extensions=("iscsi-tools",),
+        ),
+        "10.0.0.2": NodeImage(
+            platform="aws", secure_boot=True, schematic=None, factory=None, extensions=()
+        ),
+    }
+
+
+def test_a_node_missing_from_a_resources_output_is_unread_with_talosctls_words() -> None:
+    error = "1 error occurred:\n\t* rpc error: code = Unavailable desc = connection refused\n\n"
+    state = talosread.image_state(
+        logs(missing="10.0.0.2", error=error), addresses=["10.0.0.1", "10.0.0.2"]
+    )
+    assert "10.0.0.2" not in state.images
+    problem = state.problems["10.0.0.2"]
+    assert problem.startswith("no securitystate (")
+    assert "connection refused" in problem
+
+
+def test_a_node_without_extensions_is_read_only_when_that_read_ended_cleanly() -> None:
+    found = logs()
+    found["extensions"] += "error: rpc error: code = Unavailable\n"
+    state = talosread.image_state(found, addresses=["10.0.0.1", "10.0.0.2"])
+    assert state.problems == {"10.0.0.2": "no extensions (error: rpc error: code = Unavailable)"}
+    state = talosread.image_state(
+        found, addresses=["10.0.0.1", "10.0.0.2"], exit_codes={"extensions": 0}
+    )
+    assert state.problems == {}
+    state = talosread.image_state(
+        logs(), addresses=["10.0.0.1", "10.0.0.2"], exit_codes={"extensions": 1}
+    )
+    assert set(state.problems) == {"10.0.0.2"}
+
+
+def test_garbage_and_huge_logs_never_raise_and_read_nothing() -> None:
+    for garbage in ["", "{", "{}{}", "[1,2]", "\x00" * 10, "{" * 100_000, '{"node": 5}', "ok\n"]:
+        state = talosread.image_state(
+            {"extensions": garbage, "platform": garbage, "security": garbage},
+            addresses=["10.0.0.1"],
+        )
+        assert state.images == {}
+        assert "10.0.0.1" in state.problems
+    assert len(talosread.documents("x" * 100_000).errors) <= talosread.MAX_ERROR_CHARS
+
+
+def test_a_schematic_whose_author_names_no_factory_is_unread() -> None:
+    found = logs()
+    found["extensions"] = extension("10.0.0.1", 0, "schematic", SCHEMATIC, "somebody")
+    state = talosread.image_state(found, addresses=["10.0.0.1"])
+    assert "names no Image Factory host" in state.problems["10.0.0.1"]
+
+
+def test_a_platform_that_is_not_a_word_is_unread() -> None:
+    found = logs()
+    found["platform"] = doc("10.0.0.1", "PlatformMetadatas.talos.dev", "p", {"platform": "a/b"})
+    state = talosread.image_state(found, addresses=["10.0.0.1"])
+    assert state.problems["10.0.0.1"] == "its platformmetadata names no platform"
+
+
+def test_the_status_groups_nodes_by_identical_image_largest_first() -> None:
+    items = [{"metadata": {"name": f"n{i}", "annotations": {}}} for i in range(5)] + [
+        {"metadata": {"name": "odd", "annotations": {talosread.SCHEMATIC_ANNOTATION: "e" * 64}}}
+    ]
+    metal = NodeImage(platform="metal", secure_boot=False, schematic=SCHEMATIC, factory="f")
+    aws = NodeImage(platform="aws", secure_boot=False, schematic=SCHEMATIC, factory="f")
+    state = talosread.ImageState(
+        images={"a0": aws, "a1": metal, "a2": metal, "a3": metal, "odd": metal},
+        problems={"a4": "no extensions (timeout)"},
+    )
+    addresses = {f"n{i}": f"a{i}" for i in range(5)} | {"odd": "odd"}
+    readings = talosread.readings(items, state, addresses=addresses)
+    status = talosread.node_image_status(readings, now=datetime(2026, 1, 1, tzinfo=UTC))
+    assert status.summary == "2 images, 2 refused"
+    assert status.differ is True
+    assert [g.nodes for g in status.groups] == [("n1", "n2", "n3", "odd"), ("n0",)]
+    assert status.unreadable[0] == "Node n4: no extensions (timeout)"
+    assert "annotation extensions.talos.dev/schematic names eeeeeeeeeeee" in status.unreadable[1]
+
+
+def test_ichor_status_shows_when_the_nodes_differ() -> None:
+    body = {
+        "metadata": {"name": "prod", "namespace": "team-a", "generation": 1},
+        "spec": {"talosVersion": "v1.14.3", "kubernetesVersion": "v1.36.6",
+                 "versionContract": "v1.14"},
+        "status": {
+            "nodeImages": {
+                "summary": "2 images",
+                "differ": True,
+                "groups": [
+                    {"platform": "metal", "schematic": SCHEMATIC, "factory": "factory.talos.dev",
+                     "extensions": ["iscsi-tools"], "nodes": ["cp-1", "cp-2"]},
+                    {"platform": "aws", "secureBoot": True, "schematic": SCHEMATIC,
+                     "factory": "factory.corp", "nodes": ["gpu-1"]},
+                ],
+            }
+        },
+    }  # fmt: skip
+    (row,) = views.status_rows([body])
+    assert row.images == "2 images"
+    assert row.image_lines == (
+        f"metal, schematic {SCHEMATIC[:12]} (iscsi-tools): cp-1, cp-2",
+        f"aws, SecureBoot, schematic {SCHEMATIC[:12]} of factory.corp (no extensions): gpu-1",
+    )
+    assert row.to_json()["nodeImages"]["summary"] == "2 images"
+    same = {**body, "status": {"nodeImages": {"summary": "1 image", "differ": False}}}
+    (row,) = views.status_rows([same])
+    assert row.images == "1 image"
+    assert row.image_lines == ()
