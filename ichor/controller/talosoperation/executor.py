@@ -801,10 +801,8 @@ class OperationController:
             ),
         )
         # this write owed the Override (when it runs under one), Started and the cluster's
-        # UpgradeStarted (``lifecycle.owed_events``) and posted them, before any node's Job.
-        # What it read is recorded (the plan, status.nodeImages): a restart from here goes
-        # on from the plan and never reads again.
-        await self._drop_read(op)
+        # UpgradeStarted (``lifecycle.owed_events``) and posted them, before any node's Job;
+        # the first node step deletes the read Job
         return await self._drive_nodes(op)
 
     async def _drive_nodes(self, op: Operation) -> Operation:
@@ -825,6 +823,10 @@ class OperationController:
             return await self._finish_succeeded(op)
         current = nodesteps.planned(nodes, nodes.current or ())
         if not current:
+            if not nodes.attempt:
+                # what it read is recorded (the plan, status.nodeImages): the read Job goes
+                # before the first step, also after a restart between the claim and here
+                await self._drop_read(op)
             batch = nodesteps.next_batch(nodes)
             if not batch:
                 return await self._finish_succeeded(op)
