@@ -155,17 +155,27 @@ class KopfThread:
         await asyncio.to_thread(lambda: self.stop(check=check))
 
 
+#: Release repositories on a closed loopback port: a release check that reads a test's
+#: IchorInstallation fails at once instead of sending traffic off the machine.
+OFFLINE_REPOSITORIES = {
+    "talosRepository": "127.0.0.1:1/siderolabs/installer-base",
+    "kubernetesRepository": "127.0.0.1:1/siderolabs/kubelet",
+    "chartRepository": "127.0.0.1:1/ichor-dev/charts/ichor",
+}
+
+
 async def apply_installation(
     custom: client.CustomObjectsApi,
     release_check: dict[str, Any],
     status: dict[str, Any] | None = None,
 ) -> None:
-    """Create or update the IchorInstallation singleton, then merge ``status`` into it."""
+    """Create or update the IchorInstallation singleton, then merge ``status`` into it.
+    Repositories ``release_check`` does not name are :data:`OFFLINE_REPOSITORIES`."""
     body = {
         "apiVersion": kinds.API_VERSION,
         "kind": kinds.Kind.ICHOR_INSTALLATION,
         "metadata": {"name": kinds.INSTALLATION_NAME},
-        "spec": {"releaseCheck": release_check},
+        "spec": {"releaseCheck": OFFLINE_REPOSITORIES | release_check},
     }
     plural = kinds.Plural.ICHOR_INSTALLATIONS
     try:

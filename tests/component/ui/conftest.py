@@ -30,6 +30,7 @@ from tests.component.operations.conftest import Objects, Operator, Workload, eve
 from tests.component.webhook import harness
 from tests.harness import account, controlplane, headlamp
 from tests.support import rbac
+from tests.support.operator import OFFLINE_REPOSITORIES
 
 PLAIN = "nadia"
 HOLDER = "olivia"
@@ -187,7 +188,7 @@ def installation(
         "apiVersion": kinds.API_VERSION,
         "kind": kinds.Kind.ICHOR_INSTALLATION.value,
         "metadata": {"name": kinds.INSTALLATION_NAME},
-        "spec": {"releaseCheck": {"enabled": True}},
+        "spec": {"releaseCheck": {"enabled": True, **OFFLINE_REPOSITORIES}},
     }
     control_plane.kubectl("apply", "-f", "-", input=json.dumps(body))
     operator_account.patch_status(

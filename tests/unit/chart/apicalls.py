@@ -57,6 +57,8 @@ METHOD = re.compile(
     r"(?P<status>_status)?$"
 )
 CUSTOM = "custom_object"
+#: Methods on a subresource other than status, by the resource part of their name.
+SUBRESOURCES = {"pod_log": "pods/log"}
 #: The comment that marks a call made on a workload's client (see the docstring).
 WORKLOAD_READ = "# workload read"
 IMPERSONATE_USER = "Impersonate-User"
@@ -244,7 +246,9 @@ def scan(root: Path = ROOT) -> Scan:
                 needed |= {Permission(kinds.GROUP, p + suffix, verb) for p in plurals}
                 continue
             (api_class,) = candidates
-            resource = match["resource"].replace("_", "") + "s" + suffix
+            resource = SUBRESOURCES.get(match["resource"]) or (
+                match["resource"].replace("_", "") + "s" + suffix
+            )
             permission = Permission(_group(api_class), resource, verb)
             if lines[node.lineno - 1].rstrip().endswith(WORKLOAD_READ):
                 workload.add(permission)
