@@ -87,7 +87,19 @@ async def pod_log(
         if not 200 <= response.status <= 299:
             # raw, the client checks no status: the same typed error as every other call
             raise errors.typed(ApiException(status=response.status, reason=response.reason))
-        data = await response.content.read(limit_bytes)
+        data = await read_up_to(response.content, limit_bytes)
     finally:
         response.release()
-    return bytes(data).decode("utf-8", errors="replace")
+    return data.decode("utf-8", errors="replace")
+
+
+async def read_up_to(stream: Any, limit: int) -> bytes:
+    """The first ``limit`` bytes of ``stream`` (an aiohttp StreamReader), or all of it when
+    shorter: one ``read(n)`` returns only what has arrived, often one chunk of the log."""
+    body = bytearray()
+    while len(body) < limit:
+        chunk = await stream.read(limit - len(body))
+        if not chunk:
+            break
+        body += chunk
+    return bytes(body)

@@ -185,7 +185,7 @@ STORY = [
     "$ ichor status",
     "=== Step 13: An open window patches a cluster unattended (auto-patch)",
     "the demo plays the Job once more",
-    "$ kubectl cordon ichor-node",
+    "$ kubectl get validatingadmissionpolicy ichor-demo-plays-upgrade-k8s",
     "$ kubectl patch taloscluster prod --type=merge",
     "AutoPatchStarted",
     "Kubernetes v1.36.7, the newest patch of the running minor",

@@ -25,7 +25,8 @@ Where the upgrade Jobs run (``ICHOR_DEMO_JOBS``):
   workload clusters are small API servers of their own (``prod`` and ``edge``) with Node
   objects the demo writes; the Talos API stand-in plays prod's Talos nodes. The auto-patch
   step's Kubernetes Job (``talosctl upgrade-k8s``) needs a real Talos control plane, so
-  the demo cordons the node and plays that one Job's outcome, and says so. When the node
+  an admission policy of the demo's refuses that one Job's Pod (its etcd checks run) and
+  the demo plays the Job's outcome, and says so. When the node
   cannot start here (no root, a part ``make testenv`` did not build) the demo stops and
   says what to build; it never falls back on its own.
 - ``played``: the pre-node demo, for a machine without the node: the workload cluster
@@ -89,6 +90,52 @@ STACK = "demo"
 #: The demo's copy of the chart's operator ClusterRole, bound to the chart's ServiceAccount.
 OPERATOR_ROLE = "ichor-demo-operator-account"
 NAMESPACE = "default"
+#: The admission policy that keeps auto-patch's upgrade-k8s Pod from being created on the
+#: node (the demo plays that one Job): only that container's Pods, only in the namespace.
+_NO_UPGRADE_K8S = "ichor-demo-plays-upgrade-k8s"
+_NO_UPGRADE_K8S_POD = {
+    "apiVersion": "v1",
+    "kind": "List",
+    "items": [
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": _NO_UPGRADE_K8S},
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                        }
+                    ]
+                },
+                "validations": [
+                    {
+                        "expression": "!object.spec.containers.exists(c, c.name == 'upgrade-k8s')",
+                        "message": "the demo plays this Job: upgrade-k8s needs a real Talos "
+                        "control plane",
+                    }
+                ],
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": _NO_UPGRADE_K8S},
+            "spec": {
+                "policyName": _NO_UPGRADE_K8S,
+                "validationActions": ["Deny"],
+                "matchResources": {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": NAMESPACE}}
+                },
+            },
+        },
+    ],
+}
 CLUSTER = "prod"
 #: The account that reads a cluster without a kubeconfig (the fleet's default).
 READER_ACCOUNT = "ichor-reader"
@@ -1360,10 +1407,12 @@ class Demo:
             _say(
                 "(Played on the node too: this Job runs talosctl upgrade-k8s, which needs a "
                 "real Talos control plane; the Talos API stand-in serves only what talosctl "
-                f"upgrade asks. So the demo cordons {node.NODE_NAME}: the Job's Pod is never "
-                "scheduled, and the demo writes the Job's outcome.)"
+                "upgrade asks. So an admission policy of the demo's refuses that one Pod: "
+                "the operation's etcd checks before and after run on the node as Jobs, the "
+                "upgrade-k8s Pod is never created, and the demo writes that Job's outcome.)"
             )
-            self.run(f"kubectl cordon {node.NODE_NAME}")
+            self.kubectl("apply", "-f", "-", input=json.dumps(_NO_UPGRADE_K8S_POD))
+            self.run(f"kubectl get validatingadmissionpolicy {_NO_UPGRADE_K8S}")
         settings = {
             "components": ["talos", "kubernetes"],
             "windows": [{"schedule": "0 0 * * *", "duration": "24h", "timeZone": "UTC"}],
@@ -1374,9 +1423,10 @@ class Demo:
         operation = _wait_for("the operation auto-patch starts", self._auto_patch_operation)
         job = self.play_job(operation, after=self._kubelets_on_patch)
         if self.jobs == ON_NODE:
-            # the Pod that never ran goes, and the node takes Pods again
-            self.kubectl("delete", "pods", "-n", NAMESPACE, "-l", f"job-name={job}", "--wait=false")
-            self.run(f"kubectl uncordon {node.NODE_NAME}")
+            self.kubectl(
+                "delete", "validatingadmissionpolicybinding,validatingadmissionpolicy",
+                _NO_UPGRADE_K8S, "--ignore-not-found",
+            )  # fmt: skip
         self.wait_cluster(
             f"Kubernetes {KUBERNETES_PATCH} applied and observed",
             lambda body: (

@@ -50,6 +50,14 @@ from yarl import URL
 
 from tests.harness import binaries, certs
 
+#: Release repositories on a closed loopback port: a release check of a test's chart or
+#: IchorInstallation fails at once instead of sending traffic off the machine.
+OFFLINE_REPOSITORIES = {
+    "talosRepository": "127.0.0.1:1/siderolabs/installer-base",
+    "kubernetesRepository": "127.0.0.1:1/siderolabs/kubelet",
+    "chartRepository": "127.0.0.1:1/ichor-dev/charts/ichor",
+}
+
 T = TypeVar("T")
 
 SERVICE = "ichor-test-registry"

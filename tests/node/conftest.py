@@ -21,6 +21,7 @@ import yaml
 
 from tests.component.chart import helm, readme
 from tests.harness import binaries, controlplane, images, machine, node, workload
+from tests.harness.registry import OFFLINE_REPOSITORIES
 
 _figures: dict[str, str] = {}
 
@@ -377,9 +378,7 @@ def install_values(
         "webhook": webhook,
         "releaseCheck": {
             "registryHost": "127.0.0.1:1",
-            "talosRepository": "127.0.0.1:1/siderolabs/installer-base",
-            "kubernetesRepository": "127.0.0.1:1/siderolabs/kubelet",
-            "chartRepository": "127.0.0.1:1/ichor-dev/charts/ichor",
+            **OFFLINE_REPOSITORIES,
         },
         "executor": {
             "helmImage": images_.helm,

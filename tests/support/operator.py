@@ -31,6 +31,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from tests.harness import controlplane
+from tests.harness.registry import OFFLINE_REPOSITORIES
 
 CRDS = Path(__file__).resolve().parents[2] / "crds"
 START_TIMEOUT = 30.0
@@ -153,15 +154,6 @@ class KopfThread:
 
     async def astop(self, *, check: bool = True) -> None:
         await asyncio.to_thread(lambda: self.stop(check=check))
-
-
-#: Release repositories on a closed loopback port: a release check that reads a test's
-#: IchorInstallation fails at once instead of sending traffic off the machine.
-OFFLINE_REPOSITORIES = {
-    "talosRepository": "127.0.0.1:1/siderolabs/installer-base",
-    "kubernetesRepository": "127.0.0.1:1/siderolabs/kubelet",
-    "chartRepository": "127.0.0.1:1/ichor-dev/charts/ichor",
-}
 
 
 async def apply_installation(

@@ -23,6 +23,7 @@ import yaml
 
 from tests.component.chart import helm, readme
 from tests.harness import account, controlplane
+from tests.harness.registry import OFFLINE_REPOSITORIES
 
 
 @dataclass(frozen=True)
@@ -147,11 +148,7 @@ def installed(
         # hook runs on the node (tests/node/test_upgrade_on_node.py).
         "crds": {"upgrade": {"enabled": False}},
         # No internet here: the check fails at once on a closed loopback port instead.
-        "releaseCheck": {
-            "talosRepository": "127.0.0.1:1/siderolabs/installer-base",
-            "kubernetesRepository": "127.0.0.1:1/siderolabs/kubelet",
-            "chartRepository": "127.0.0.1:1/ichor-dev/charts/ichor",
-        },
+        "releaseCheck": OFFLINE_REPOSITORIES,
     }
     values_file = workdir / "values.yaml"
     values_file.write_text(yaml.safe_dump(values))

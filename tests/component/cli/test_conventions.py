@@ -545,8 +545,11 @@ def test_ctrl_c_while_waiting_exits_130_and_the_operation_goes_on(cli: Cli, reco
         "upgrade", "talos", "prod", "v1.14.5", "--wait", "--timeout", "5m",
     ]  # fmt: skip
     process = subprocess.Popen(
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env()
-    )
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(),
+        # a test run started in the background of a shell without job control inherits
+        # SIGINT ignored, and so would the CLI; a terminal's Ctrl-C meets the default
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
     try:
         assert process.stdout is not None
         line = process.stdout.readline()

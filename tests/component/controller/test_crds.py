@@ -316,7 +316,7 @@ async def test_printer_columns_show_what_runs_and_what_it_can_upgrade_to(
     assert re.split(r"\s{2,}", header.strip()) == [
         "NAME", "TALOS", "KUBERNETES", "CILIUM", "TALOS-UPGRADE", "KUBERNETES-UPGRADE",
         "READY", "COMPATIBLE", "NODES-DIFFER", "CNI", "SPEC-TALOS", "SPEC-KUBERNETES",
-        "NEXT-WINDOW", "ACCOUNT", "AGE",
+        "IMAGES", "NEXT-WINDOW", "ACCOUNT", "AGE",
     ]  # fmt: skip
     assert row.split()[:12] == [
         "prod", "v1.14.3", "v1.36.6", "1.20.4", "v1.14.4", "v1.36.7",

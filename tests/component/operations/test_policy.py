@@ -161,7 +161,12 @@ async def test_auto_patch_never_starts_a_denied_patch_in_an_open_window(
         lambda: auto_operations(objects), lambda ops: len(ops) == 1, what="a Talos patch started"
     )
     assert started["spec"]["version"] == "v1.14.4"
-    body = await objects.cluster()
+    # the start may come before the reconcile's status write: wait for the choices
+    body = await eventually(
+        objects.cluster,
+        lambda b: bool(((b.get("status") or {}).get("upgradeChoices") or {}).get("talos")),
+        what="the cluster's Talos choices written",
+    )
     talos = body["status"]["upgradeChoices"]["talos"]
     assert "v1.14.5" not in talos["patch"]
     assert talos["default"] == "v1.14.4"

@@ -370,8 +370,15 @@ async def test_an_operations_node_list_is_read_as_the_clusters_account(
         within=30.0,
         what="the operation running once the account may read the Nodes",
     )
-    (job,) = (await client.BatchV1Api(kube_api).list_namespaced_job(tenant)).items
-    assert job.metadata.name.startswith("ichor-talos-to-v1-14-5-")
+    # node by node, a Running operation is between its Jobs at times (a read or check Job
+    # is deleted once read): wait for the next one
+    jobs = await eventually(
+        lambda: client.BatchV1Api(kube_api).list_namespaced_job(tenant),
+        lambda found: bool(found.items),
+        within=30.0,
+        what="a Job of the operation",
+    )
+    assert all(j.metadata.name.startswith("ichor-talos-to-v1-14-5-") for j in jobs.items)
 
 
 async def test_an_operation_is_refused_when_its_cluster_names_no_account_and_one_is_required(

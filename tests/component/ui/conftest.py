@@ -29,8 +29,8 @@ from tests.component.cli.conftest import KUBERNETES_TAGS, TALOS_TAGS
 from tests.component.operations.conftest import Objects, Operator, Workload, eventually
 from tests.component.webhook import harness
 from tests.harness import account, controlplane, headlamp
+from tests.harness.registry import OFFLINE_REPOSITORIES
 from tests.support import rbac
-from tests.support.operator import OFFLINE_REPOSITORIES
 
 PLAIN = "nadia"
 HOLDER = "olivia"
