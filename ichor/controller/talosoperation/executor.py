@@ -991,38 +991,12 @@ class OperationController:
             name = jobs.job_name(
                 operation=op.name, uid=op.uid, type_=op.spec.type, step=f"node-{node.name}"
             )
-            if node.name not in started:
-                op = await self._write(
-                    op,
-                    nodesteps.stage(
-                        op, nodes, now=_now(), message=f"Job {name} upgrades {node.name}",
-                        started=(*started, node.name), job_name=name,
-                    ),
+            job = await self._read_job(op.namespace, name) if node.name in started else None
+            if node.name not in started or _unmade(op, started, node.name, job):
+                return await self._start_node(
+                    op, nodes, node, name, cluster=cluster, talosconfig=talosconfig,
+                    write=node.name not in started,
                 )  # fmt: skip
-                manifest = jobs.node_job(
-                    operation=self._ref(op),
-                    name=name,
-                    version=op.spec.version or "",
-                    node=jobs.TargetNode(
-                        name=node.name,
-                        address=node.address,
-                        role=jobs.NodeRole.CONTROL_PLANE
-                        if node.control_plane
-                        else jobs.NodeRole.WORKER,
-                    ),
-                    image=images[node.name],
-                    drain=policy.drain,
-                    drain_timeout=policy.drain_timeout,
-                    reboot_mode=policy.reboot_mode,
-                    avoid_node=cluster.spec.kubeconfig_secret_ref is None,
-                    talosconfig=talosconfig,
-                    settings=self.settings.executor,
-                )
-                with contextlib.suppress(errors.Conflict):
-                    await batch.create_job(self.api, namespace=op.namespace, body=manifest)
-                logger.info("%s: Job %s/%s upgrades %s", op, op.namespace, name, node.name)
-                return op
-            job = await self._read_job(op.namespace, name)
             if job is None or not _owned_by(job, op):
                 message = (
                     f"Job {name}, which upgrades {node.name}, was deleted before it finished; "
@@ -1072,6 +1046,51 @@ class OperationController:
                 stage=NodeStage.VERIFYING, since=_now(), attempt=(nodes.attempt or 0) + 1,
             ),
         )  # fmt: skip
+
+    async def _start_node(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        node: PlannedNode,
+        name: str,
+        *,
+        cluster: ClusterState,
+        talosconfig: jobs.SecretMount,
+        write: bool,
+    ) -> Operation:
+        """Create the Job ``name`` that upgrades ``node``; ``write``: first record the node
+        in ``started`` (``NodeJobCreating``); without it, the create a kill prevented."""
+        policy = nodes.policy or NodePolicy()
+        if write:
+            op = await self._write(
+                op,
+                nodesteps.stage(
+                    op, nodes, now=_now(), message=f"Job {name} upgrades {node.name}",
+                    started=(*(nodes.started or ()), node.name), job_name=name,
+                    reason=OperationReason.NODE_JOB_CREATING,
+                ),
+            )  # fmt: skip
+        manifest = jobs.node_job(
+            operation=self._ref(op),
+            name=name,
+            version=op.spec.version or "",
+            node=jobs.TargetNode(
+                name=node.name,
+                address=node.address,
+                role=jobs.NodeRole.CONTROL_PLANE if node.control_plane else jobs.NodeRole.WORKER,
+            ),
+            image=nodes.image_of()[node.name],
+            drain=policy.drain,
+            drain_timeout=policy.drain_timeout,
+            reboot_mode=policy.reboot_mode,
+            avoid_node=cluster.spec.kubeconfig_secret_ref is None,
+            talosconfig=talosconfig,
+            settings=self.settings.executor,
+        )
+        with contextlib.suppress(errors.Conflict):
+            await batch.create_job(self.api, namespace=op.namespace, body=manifest)
+        logger.info("%s: Job %s/%s upgrades %s", op, op.namespace, name, node.name)
+        return op
 
     async def _on_target(
         self,
@@ -1709,6 +1728,21 @@ class _Unrunnable(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
+
+
+def _unmade(
+    op: Operation, started: Sequence[str], node: str, job: Mapping[str, Any] | None
+) -> bool:
+    """Killed between the write that started ``node`` and its Job's create: the Job is
+    not there and the latest write is still that one (``NodeJobCreating``; any later
+    write says the Job was seen), so the create is made now."""
+    complete = next((c for c in op.status.conditions if c.type == lifecycle.Complete), None)
+    return (
+        job is None
+        and list(started[-1:]) == [node]
+        and complete is not None
+        and complete.reason == OperationReason.NODE_JOB_CREATING
+    )
 
 
 def _owned_by(job: Mapping[str, Any], op: Operation) -> bool:
