@@ -96,24 +96,9 @@ def register(
     kopf.on.cleanup(id="clusters-stop", registry=registry)(stop)
     if with_login:
         kopf.on.login(id="ichor-login", registry=registry)(login_)
-    kopf.on.event(
-        kinds.GROUP,
-        kinds.VERSION,
-        kinds.Plural.TALOS_CLUSTERS,
-        id="clusters-cluster-event",
-        registry=registry,
-    )(cluster_event)
-    kopf.on.event(
-        kinds.GROUP,
-        kinds.VERSION,
-        kinds.Plural.TALOS_OPERATIONS,
-        id="clusters-operation-event",
-        registry=registry,
-    )(operation_event)
-    kopf.on.event(
-        kinds.GROUP,
-        kinds.VERSION,
-        kinds.Plural.ICHOR_INSTALLATIONS,
-        id="clusters-installation-event",
-        registry=registry,
-    )(installation_event)
+    for plural, handler, id_ in (
+        (kinds.Plural.TALOS_CLUSTERS, cluster_event, "clusters-cluster-event"),
+        (kinds.Plural.TALOS_OPERATIONS, operation_event, "clusters-operation-event"),
+        (kinds.Plural.ICHOR_INSTALLATIONS, installation_event, "clusters-installation-event"),
+    ):
+        running.watch(registry, plural, handler, id=id_)
