@@ -116,24 +116,18 @@ def dump(records: Sequence[Record]) -> str | None:
 
 def annotations_of(body: object) -> Mapping[str, Any]:
     """``metadata.annotations`` of a raw object, or an empty mapping."""
-    if isinstance(body, Mapping):
-        meta = body.get("metadata")
-        if isinstance(meta, Mapping):
-            found = meta.get("annotations")
-            if isinstance(found, Mapping):
-                return found
-    return {}
+    return _metadata_map(body, "annotations")
 
 
 def labels_of(body: object) -> Mapping[str, Any]:
     """``metadata.labels`` of a raw object, or an empty mapping."""
-    if isinstance(body, Mapping):
-        meta = body.get("metadata")
-        if isinstance(meta, Mapping):
-            found = meta.get("labels")
-            if isinstance(found, Mapping):
-                return found
-    return {}
+    return _metadata_map(body, "labels")
+
+
+def _metadata_map(body: object, key: str) -> Mapping[str, Any]:
+    meta = body.get("metadata") if isinstance(body, Mapping) else None
+    found = meta.get(key) if isinstance(meta, Mapping) else None
+    return found if isinstance(found, Mapping) else {}
 
 
 def message(record: Record, *, kind: str, namespace: str, name: str) -> str:
