@@ -19,7 +19,7 @@ from pydantic import ValidationError
 from ichor.api._base import ApiModel
 from ichor.api.autopatch import FleetAutoPatchSpec, FleetAutoPatchStatus
 from ichor.api.conditions import Condition
-from ichor.api.reading import read_model
+from ichor.api.reading import read_model, whole_number
 from ichor.api.taloscluster import UpgradePolicy
 from ichor.release import policy as site_policy
 from ichor.release.policy import NO_POLICY, SitePolicy
@@ -144,12 +144,9 @@ def read_status(raw: object) -> IchorInstallationStatus:
     (``read_model``), and a condition that does not load is left out. The one reader of
     this status for the controllers and the CLI."""
     status = raw if isinstance(raw, Mapping) else {}
-    generation = status.get("observedGeneration")
     listed = status.get("conditions")
     return IchorInstallationStatus(
-        observed_generation=generation
-        if isinstance(generation, int) and not isinstance(generation, bool)
-        else None,
+        observed_generation=whole_number(status.get("observedGeneration")),
         upgrade_targets=read_model(UpgradeTargets, status.get("upgradeTargets")),
         latest_release=read_model(LatestRelease, status.get("latestRelease")),
         auto_patch=read_model(FleetAutoPatchStatus, status.get("autoPatch")),
