@@ -461,32 +461,9 @@ def quiet_refusals() -> None:
         objects.addFilter(RefusalsAreAnswers())
 
 
-def configure(
-    settings: kopf.OperatorSettings,
-    *,
-    port: int,
-    certfile: Path,
-    pkeyfile: Path,
-    cafile: Path | None = None,
-    client_ca: Path | None = None,
-    client_names: Collection[str] = (),
-    addr: str = "127.0.0.1",
-    host: str | None = None,
-    readiness: Readiness | None = None,
-) -> AdmissionServer:
-    """Point kopf at the admission server; the configuration is fixed, not kopf-managed."""
+def configure(settings: kopf.OperatorSettings, server: AdmissionServer) -> AdmissionServer:
+    """Point kopf at ``server``; the configuration is fixed, not kopf-managed."""
     quiet_refusals()
-    server = AdmissionServer(
-        readiness=readiness,
-        port=port,
-        certfile=certfile,
-        pkeyfile=pkeyfile,
-        cafile=cafile,
-        client_ca=client_ca,
-        client_names=client_names,
-        addr=addr,
-        host=host,
-    )
     settings.admission.server = server
     settings.admission.managed = None
     return server

@@ -60,8 +60,7 @@ def register(
     cert, key = webhook.cert, webhook.key
 
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        server.configure(
-            settings,
+        endpoint = server.AdmissionServer(
             port=webhook.port,
             certfile=cert,
             pkeyfile=key,
@@ -70,6 +69,7 @@ def register(
             addr=webhook.addr,
             readiness=readiness,
         )
+        server.configure(settings, endpoint)
 
     kopf.on.startup(id="webhook-configure", registry=registry)(configure)
     register_handlers(registry, kube=settings.kube, max_queued=settings.operations.max_queued)

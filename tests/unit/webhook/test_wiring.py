@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import kopf
 import pytest
 
-from ichor.settings import KubeSettings
-from ichor.webhook import handlers, intake, kubeapi, wiring
+from ichor.settings import KubeSettings, Settings
+from ichor.webhook import handlers, intake, kubeapi, server, wiring
 from tests.unit.webhook.fakes import FakeBackend
 
 
@@ -83,3 +84,29 @@ def test_each_path_is_served_by_its_own_handler() -> None:
     assert served[intake.CLUSTER_STAMP] is handlers.stamp_taloscluster
     assert served[intake.OPERATION_STAMP] is handlers.stamp_talosoperation
     assert served[intake.INSTALLATION_STAMP] is handlers.stamp_ichorinstallation
+
+
+async def test_the_operators_start_points_kopf_at_the_endpoint_its_settings_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("ICHOR_WEBHOOK_CERT", str(tmp_path / "tls.crt"))
+    monkeypatch.setenv("ICHOR_WEBHOOK_KEY", str(tmp_path / "tls.key"))
+    monkeypatch.setenv("ICHOR_WEBHOOK_CLIENT_CA", str(tmp_path / "ca.crt"))
+    monkeypatch.setenv("ICHOR_WEBHOOK_CLIENT_NAMES", "kube-apiserver")
+    monkeypatch.setenv("ICHOR_WEBHOOK_PORT", "19443")
+    monkeypatch.setenv("ICHOR_WEBHOOK_ADDR", "0.0.0.0")
+    registry = kopf.OperatorRegistry()
+    wiring.register(registry, settings=Settings.from_env())
+    found: list[Any] = [
+        h.fn for h in registry._activities.get_all_handlers() if str(h.id) == "webhook-configure"
+    ]
+    (configure,) = found
+    settings = kopf.OperatorSettings()
+    await configure(settings=settings)
+    endpoint = settings.admission.server
+    assert isinstance(endpoint, server.AdmissionServer)
+    assert (endpoint.port, endpoint.addr, endpoint.host) == (19443, "0.0.0.0", "127.0.0.1")
+    assert (endpoint.certfile, endpoint.pkeyfile) == (tmp_path / "tls.crt", tmp_path / "tls.key")
+    assert endpoint.client_ca == tmp_path / "ca.crt"
+    assert endpoint.client_names == frozenset({"kube-apiserver"})
+    assert settings.admission.managed is None
