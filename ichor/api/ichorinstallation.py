@@ -14,12 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
-
 from ichor.api._base import ApiModel
 from ichor.api.autopatch import FleetAutoPatchSpec, FleetAutoPatchStatus
 from ichor.api.conditions import Condition
-from ichor.api.reading import read_model, whole_number
+from ichor.api.reading import read_model, read_whole, whole_number
 from ichor.api.taloscluster import UpgradePolicy
 from ichor.release import policy as site_policy
 from ichor.release.policy import NO_POLICY, SitePolicy
@@ -185,10 +183,7 @@ class Installation:
         if body is None:
             return cls()
         raw_spec = body.get("spec")
-        try:
-            spec = IchorInstallationSpec.model_validate(raw_spec or {})
-        except ValidationError:
-            spec = IchorInstallationSpec()
+        spec = read_whole(IchorInstallationSpec, raw_spec or {}) or IchorInstallationSpec()
         return cls(
             present=True,
             check_enabled=spec.release_check.enabled,
