@@ -124,34 +124,46 @@ def _kind_arguments(
     that passes its own ``kind`` on (``kind=kind``, the client layer's functions) is
     followed to its callers."""
     found: set[str] = set()
-    for tree in trees.values():
+    for _, node, parents in _calls(trees, function):
+        for keyword in node.keywords:
+            if keyword.arg != "kind":
+                continue
+            named = {
+                sub.attr
+                for sub in ast.walk(keyword.value)
+                if isinstance(sub, ast.Attribute)
+                and isinstance(sub.value, ast.Attribute)
+                and sub.value.attr == "Kind"
+            }
+            found |= {str(kinds.PLURALS[kinds.Kind[kind]]) for kind in named}
+            if not named and isinstance(keyword.value, ast.Name):
+                caller = next(
+                    p for p in _enclosing(node, parents)
+                    if isinstance(p, ast.FunctionDef | ast.AsyncFunctionDef)
+                )  # fmt: skip
+                if caller.name not in seen:
+                    found |= _kind_arguments(trees, caller.name, seen=seen | {function})
+    return found
+
+
+def _calls(
+    trees: dict[Path, ast.Module], function: str
+) -> Iterator[tuple[Path, ast.Call, dict[ast.AST, ast.AST]]]:
+    """Every call of a function named ``function`` (``f(...)`` or ``x.f(...)``), with its
+    file and the parents of its tree's nodes."""
+    for path, tree in trees.items():
         parents = _parents(tree)
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
             name = node.func.attr if isinstance(node.func, ast.Attribute) else None
             name = node.func.id if isinstance(node.func, ast.Name) else name
-            if name != function:
-                continue
-            for keyword in node.keywords:
-                if keyword.arg != "kind":
-                    continue
-                named = {
-                    sub.attr
-                    for sub in ast.walk(keyword.value)
-                    if isinstance(sub, ast.Attribute)
-                    and isinstance(sub.value, ast.Attribute)
-                    and sub.value.attr == "Kind"
-                }
-                found |= {str(kinds.PLURALS[kinds.Kind[kind]]) for kind in named}
-                if not named and isinstance(keyword.value, ast.Name):
-                    caller = next(
-                        p for p in _enclosing(node, parents)
-                        if isinstance(p, ast.FunctionDef | ast.AsyncFunctionDef)
-                    )  # fmt: skip
-                    if caller.name not in seen:
-                        found |= _kind_arguments(trees, caller.name, seen=seen | {function})
-    return found
+            if name == function:
+                yield path, node, parents
+
+
+def _params(function: ast.FunctionDef) -> list[str]:
+    return [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
 
 
 def _sources(root: Path) -> dict[Path, ast.Module]:
@@ -290,40 +302,30 @@ def _passed(
 ) -> set[str]:
     """Plurals passed to ``function``'s parameter ``name`` by its callers; a ScanError for
     a call that passes one it cannot read."""
-    params = [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
+    params = _params(function)
     position = params.index(name) if name in params else None
     found: set[str] = set()
-    for path, tree in trees.items():
-        parents = _parents(tree)
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
-            called = node.func.attr if isinstance(node.func, ast.Attribute) else None
-            called = node.func.id if isinstance(node.func, ast.Name) else called
-            if called != function.name:
-                continue
-            given = next((k.value for k in node.keywords if k.arg == name), None)
-            if given is None and position is not None and position < len(node.args):
-                given = node.args[position]
-            literal = _plural_in(given) if given is not None else None
-            if literal is not None:
-                found.add(literal)
-                continue
-            outer = next(
-                (p for p in _enclosing(node, parents) if isinstance(p, ast.FunctionDef)), None
-            )
-            if (
-                isinstance(given, ast.Name)
-                and outer is not None
-                and outer.name not in seen
-                and given.id in [a.arg for a in (*outer.args.posonlyargs, *outer.args.args)]
-            ):
-                found |= _passed(trees, outer, given.id, seen=seen | {function.name})
-                continue
-            raise ScanError(
-                f"{path}:{node.lineno}: {function.name} watches a kind the scanner cannot "
-                "read: pass kinds.Plural.X at the call"
-            )
+    for path, node, parents in _calls(trees, function.name):
+        given = next((k.value for k in node.keywords if k.arg == name), None)
+        if given is None and position is not None and position < len(node.args):
+            given = node.args[position]
+        literal = _plural_in(given) if given is not None else None
+        if literal is not None:
+            found.add(literal)
+            continue
+        outer = next((p for p in _enclosing(node, parents) if isinstance(p, ast.FunctionDef)), None)
+        if (
+            isinstance(given, ast.Name)
+            and outer is not None
+            and outer.name not in seen
+            and given.id in _params(outer)
+        ):
+            found |= _passed(trees, outer, given.id, seen=seen | {function.name})
+            continue
+        raise ScanError(
+            f"{path}:{node.lineno}: {function.name} watches a kind the scanner cannot "
+            "read: pass kinds.Plural.X at the call"
+        )
     return found
 
 
