@@ -239,6 +239,19 @@ _LISTED_BY: dict[kinds.Kind, tuple[str, str]] = {
 def _get_own(target: Target, kind: kinds.Kind, name: str) -> dict[str, Any]:
     """The object ``name`` of one of Ichor's kinds in the target namespace; a missing one
     is a CliError naming the command that lists them there (``_LISTED_BY``)."""
+    found = find_own(target, kind, name)
+    if found is None:
+        lister, called = _LISTED_BY[kind]
+        raise CliError(
+            f"{kind} {target.namespace}/{name} does not exist "
+            f"({lister} -n {target.namespace} lists the {called} there)"
+        )
+    return found
+
+
+def find_own(target: Target, kind: kinds.Kind, name: str) -> dict[str, Any] | None:
+    """The object ``name`` of one of Ichor's namespaced kinds in the target namespace, or
+    None when there is none."""
     plural = kinds.PLURALS[kind]
 
     def read() -> dict[str, Any]:
@@ -254,14 +267,7 @@ def _get_own(target: Target, kind: kinds.Kind, name: str) -> dict[str, Any]:
             ),
         )
 
-    found = call(target, f"reading {kind} {target.namespace}/{name}", _or_none(read))
-    if found is None:
-        lister, called = _LISTED_BY[kind]
-        raise CliError(
-            f"{kind} {target.namespace}/{name} does not exist "
-            f"({lister} -n {target.namespace} lists the {called} there)"
-        )
-    return found
+    return call(target, f"reading {kind} {target.namespace}/{name}", _or_none(read))
 
 
 def list_clusters(target: Target, *, all_namespaces: bool) -> list[dict[str, Any]]:
