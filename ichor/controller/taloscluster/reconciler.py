@@ -486,10 +486,9 @@ class ClusterController:
         acting = [site[1] for site in judged if site is not None and site[0] == policy]
         if len(acting) != len(judged):
             return  # some cluster is still judged with the previous policy
-        generation = (body.get("metadata") or {}).get("generation")
         tally = policy_tally(
             policy=policy,
-            generation=generation if isinstance(generation, int) else None,
+            generation=bodies.generation(body),
             acting=acting,
         ).to_api()
         if tally == self._site_written or tally == self._site_wanted:

@@ -57,6 +57,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ichor.api import kinds, owed
 from ichor.api.conditions import OperationReason
 from ichor.api.ichorinstallation import Installation
+from ichor.api.reading import read_whole
 from ichor.api.taloscluster import (
     DEFAULT_KUBECONFIG_KEY,
     DEFAULT_TALOSCONFIG_KEY,
@@ -134,11 +135,7 @@ HealthGate = Callable[[Operation, Mapping[str, Any]], Awaitable[Sequence[tuple[s
 
 
 def _fleet_policy(installation: Mapping[str, Any] | None) -> UpgradePolicy | None:
-    raw = ((installation or {}).get("spec") or {}).get("upgradePolicy")
-    try:
-        return UpgradePolicy.model_validate(raw) if isinstance(raw, Mapping) else None
-    except ValueError:
-        return None
+    return read_whole(UpgradePolicy, ((installation or {}).get("spec") or {}).get("upgradePolicy"))
 
 
 def _namespace(key: Key) -> str:

@@ -27,6 +27,7 @@ from ichor.api.conditions import (
     OperationReason,
 )
 from ichor.api.events import OperationEventReason
+from ichor.api.reading import read_whole
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus, UpgradeStrategy
 from ichor.api.talosoperation import (
     Failure,
@@ -108,10 +109,7 @@ class Operation:
         except ValidationError as error:
             raise ValueError(str(error)) from error
         raw_status: Mapping[str, Any] = body.get("status") or {}
-        try:
-            status = TalosOperationStatus.model_validate(raw_status)
-        except ValidationError:
-            status = TalosOperationStatus()
+        status = read_whole(TalosOperationStatus, raw_status) or TalosOperationStatus()
         return cls(
             namespace=str(meta.get("namespace", "")),
             name=str(meta.get("name", "")),
@@ -222,10 +220,7 @@ class ClusterState:
             spec = TalosClusterSpec.model_validate(body.get("spec") or {})
         except ValidationError as error:
             raise ValueError(str(error)) from error
-        try:
-            status = TalosClusterStatus.model_validate(body.get("status") or {})
-        except ValidationError:
-            status = TalosClusterStatus()
+        status = read_whole(TalosClusterStatus, body.get("status") or {}) or TalosClusterStatus()
         return cls(
             name=str((body.get("metadata") or {}).get("name", "")),
             spec=spec,
