@@ -47,7 +47,7 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from kubernetes_asyncio import client
@@ -231,6 +231,24 @@ class OperationController:
 
     async def _reconcile(self, key: Key) -> float | None:
         namespace, cluster_name = key
+        operations = await self._operations(namespace, cluster_name)
+        self._report(namespace, cluster_name, operations)
+        for op in operations:
+            if lifecycle.FINALIZER in op.finalizers and (op.deleting or op.finished):
+                await self._release(op)
+        order = await self._refuse_past(lifecycle.run_order(operations), cluster_name)
+        ended: set[str] = set()
+        head = await self._drive_running(order, ended)
+        again = self.settings.resync_interval if head is not None else None
+        if head is None:
+            head, again = await self._start_next(order, ended)
+        if head is not None:
+            await self._queue_behind(order, head, ended)
+        return again
+
+    async def _operations(self, namespace: str, cluster_name: str) -> list[Operation]:
+        """The cluster's operations, each readable one; what a step before a restart
+        stored and did not post yet is posted first."""
         listed = await objects.list_all(
             self.api, kind=kinds.Kind.TALOS_OPERATION, namespace=namespace
         )
@@ -247,8 +265,9 @@ class OperationController:
                     body.get("metadata", {}).get("name"),
                     error,
                 )
-        # what a step before a restart stored and did not post yet, first
-        operations = [await self._flush(op) if owing.owes(op.body) else op for op in operations]
+        return [await self._flush(op) if owing.owes(op.body) else op for op in operations]
+
+    def _report(self, namespace: str, cluster_name: str, operations: list[Operation]) -> None:
         metrics.operations_listed(
             namespace=namespace,
             cluster=cluster_name,
@@ -264,11 +283,9 @@ class OperationController:
             ),
             fresh_for=metrics.fresh_for(self.settings),
         )
-        for op in operations:
-            if lifecycle.FINALIZER in op.finalizers and (op.deleting or op.finished):
-                await self._release(op)
 
-        order = lifecycle.run_order(operations)
+    async def _refuse_past(self, order: list[Operation], cluster_name: str) -> list[Operation]:
+        """Refuse the operations queued past ``max_queued``; the run order without them."""
         past = lifecycle.past_queue(order, most=self.settings.max_queued)
         for op in past:
             message = queue_full_message(
@@ -279,40 +296,42 @@ class OperationController:
             )
             await self._refuse(op, OperationReason.QUEUE_FULL, message)
         refused = {op.uid for op in past}
-        order = [op for op in order if op.uid not in refused]
-        again: float | None = None
-        head: Operation | None = None
-        ended: set[str] = set()
+        return [op for op in order if op.uid not in refused]
+
+    async def _drive_running(self, order: list[Operation], ended: set[str]) -> Operation | None:
+        """Follow the Running operations in order; the first still Running is the head
+        (``ended`` gathers the ones that ended)."""
         for op in order:
             if op.phase is Phase.RUNNING:
                 op = await self._drive(op)
                 if op.phase is Phase.RUNNING:
-                    head = op
-                    again = self.settings.resync_interval
-                    break
+                    return op
                 ended.add(op.uid)
-        if head is None:
-            for op in order:
-                if op.uid in ended:
-                    continue
-                op, retry = await self._start(op)
-                if op.finished:
-                    ended.add(op.uid)
-                    continue
-                head = op
-                again = self.settings.resync_interval if op.phase is Phase.RUNNING else retry
-                break
-        if head is not None:
-            # each names the one directly ahead: a new head rewrites one status, not all
-            for op, ahead in lifecycle.waiting_behind(order, head=head, ended=ended):
-                message = lifecycle.waiting_message(op, ahead=ahead, head=ahead is head)
-                op = await self._write(
-                    op,
-                    lifecycle.pending(
-                        op, reason=OperationReason.WAITING, message=message, now=_now()
-                    ),
-                )
-        return again
+        return None
+
+    async def _start_next(
+        self, order: list[Operation], ended: set[str]
+    ) -> tuple[Operation | None, float | None]:
+        """Start the first operation not ended: the head and when to look again."""
+        for op in order:
+            if op.uid in ended:
+                continue
+            op, retry = await self._start(op)
+            if op.finished:
+                ended.add(op.uid)
+                continue
+            return op, self.settings.resync_interval if op.phase is Phase.RUNNING else retry
+        return None, None
+
+    async def _queue_behind(self, order: list[Operation], head: Operation, ended: set[str]) -> None:
+        """Each waiting operation names the one directly ahead: a new head rewrites one
+        status, not all."""
+        for op, ahead in lifecycle.waiting_behind(order, head=head, ended=ended):
+            message = lifecycle.waiting_message(op, ahead=ahead, head=ahead is head)
+            await self._write(
+                op,
+                lifecycle.pending(op, reason=OperationReason.WAITING, message=message, now=_now()),
+            )
 
     # --- starting -----------------------------------------------------------------------
 
@@ -974,54 +993,18 @@ class OperationController:
     ) -> Operation:
         """Each node of the batch has its own Job; a node's Job is created once: its name
         is in ``started`` before it is created, and a Job missing after that was deleted."""
-        policy = nodes.policy or NodePolicy()
-        started = list(nodes.started or ())
-        images = nodes.image_of()
+        started = nodes.started or ()
         outcomes: dict[str, tuple[lifecycle.JobOutcome, str]] = {}
         already = await self._on_target(op, nodes, current, cluster)
         for node in current:
             if node.name in already and node.name not in started:
-                # it runs the target on its own image already (an earlier operation
-                # stopped after it): nothing to install; its checks still run
-                outcomes[node.name] = (
-                    lifecycle.JobOutcome(lifecycle.JobState.SUCCEEDED, reason="AlreadyThere"),
-                    "",
-                )
+                outcomes[node.name] = (nodesteps.ALREADY_THERE, "")
                 continue
             name = jobs.job_name(
                 operation=op.name, uid=op.uid, type_=op.spec.type, step=f"node-{node.name}"
             )
             if node.name not in started:
-                op = await self._write(
-                    op,
-                    nodesteps.stage(
-                        op, nodes, now=_now(), message=f"Job {name} upgrades {node.name}",
-                        started=(*started, node.name), job_name=name,
-                    ),
-                )  # fmt: skip
-                manifest = jobs.node_job(
-                    operation=self._ref(op),
-                    name=name,
-                    version=op.spec.version or "",
-                    node=jobs.TargetNode(
-                        name=node.name,
-                        address=node.address,
-                        role=jobs.NodeRole.CONTROL_PLANE
-                        if node.control_plane
-                        else jobs.NodeRole.WORKER,
-                    ),
-                    image=images[node.name],
-                    drain=policy.drain,
-                    drain_timeout=policy.drain_timeout,
-                    reboot_mode=policy.reboot_mode,
-                    avoid_node=cluster.spec.kubeconfig_secret_ref is None,
-                    talosconfig=talosconfig,
-                    settings=self.settings.executor,
-                )
-                with contextlib.suppress(errors.Conflict):
-                    await batch.create_job(self.api, namespace=op.namespace, body=manifest)
-                logger.info("%s: Job %s/%s upgrades %s", op, op.namespace, name, node.name)
-                return op
+                return await self._start_node(op, nodes, node, name, cluster, talosconfig)
             job = await self._read_job(op.namespace, name)
             if job is None or not _owned_by(job, op):
                 message = (
@@ -1029,35 +1012,74 @@ class OperationController:
                     f"the upgrade of {node.name} may be half done; {nodesteps.progress(nodes)}"
                 )
                 return await self._finish_failed(op, OperationReason.JOB_DELETED, message)
-            pods = await self._pods(op.namespace, name)
-            seen = lifecycle.step_started(pods)
-            if seen is not None and op.status.upgrade_started_at is None:
-                op = await self._write(op, lifecycle.step_seen(op, seen))
-            outcomes[node.name] = (lifecycle.job_outcome(job, pods), name)
-        for node in current:
-            outcome, name = outcomes[node.name]
-            if outcome.state is lifecycle.JobState.FAILED:
-                if policy.drain and nodesteps.drain_timed_out(outcome.message):
-                    message = nodesteps.drain_message(
-                        node=node,
-                        image=images[node.name],
-                        timeout=policy.drain_timeout,
-                        failure=outcome.message,
-                        version=op.spec.version or "",
-                    )
-                    return await self._finish_failed(op, OperationReason.DRAIN_TIMED_OUT, message)
-                message = (
-                    f"the upgrade of {node.name} failed: {outcome.message}; "
-                    f"{nodesteps.progress(nodes)}; the TalosCluster spec is unchanged"
-                )
-                return await self._finish_failed(op, OperationReason.JOB_FAILED, message)
-        skipped = [f"{n} already runs {op.spec.version}: not upgraded again" for n in already
-                   if n in outcomes and outcomes[n][0].reason == "AlreadyThere"]  # fmt: skip
-        running = [
-            f"{n}: {o.message or 'Job ' + j + ' runs'}"
-            for n, (o, j) in outcomes.items()
-            if o.state is lifecycle.JobState.RUNNING
-        ]
+            op, outcomes[node.name] = await self._node_outcome(op, job, name)
+        return await self._upgraded(op, nodes, current, outcomes, already)
+
+    async def _start_node(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        node: PlannedNode,
+        name: str,
+        cluster: ClusterState,
+        talosconfig: jobs.SecretMount,
+    ) -> Operation:
+        """Record that ``node``'s Job ``name`` starts, then create it."""
+        policy = nodes.policy or NodePolicy()
+        op = await self._write(
+            op,
+            nodesteps.stage(
+                op, nodes, now=_now(), message=f"Job {name} upgrades {node.name}",
+                started=(*(nodes.started or ()), node.name), job_name=name,
+            ),
+        )  # fmt: skip
+        manifest = jobs.node_job(
+            operation=self._ref(op),
+            name=name,
+            version=op.spec.version or "",
+            node=jobs.TargetNode(
+                name=node.name,
+                address=node.address,
+                role=jobs.NodeRole.CONTROL_PLANE if node.control_plane else jobs.NodeRole.WORKER,
+            ),
+            image=nodes.image_of()[node.name],
+            drain=policy.drain,
+            drain_timeout=policy.drain_timeout,
+            reboot_mode=policy.reboot_mode,
+            avoid_node=cluster.spec.kubeconfig_secret_ref is None,
+            talosconfig=talosconfig,
+            settings=self.settings.executor,
+        )
+        with contextlib.suppress(errors.Conflict):
+            await batch.create_job(self.api, namespace=op.namespace, body=manifest)
+        logger.info("%s: Job %s/%s upgrades %s", op, op.namespace, name, node.name)
+        return op
+
+    async def _node_outcome(
+        self, op: Operation, job: Mapping[str, Any], name: str
+    ) -> tuple[Operation, tuple[lifecycle.JobOutcome, str]]:
+        """A node's Job as its pods say; the first upgrade step seen is recorded."""
+        pods = await self._pods(op.namespace, name)
+        seen = lifecycle.step_started(pods)
+        if seen is not None and op.status.upgrade_started_at is None:
+            op = await self._write(op, lifecycle.step_seen(op, seen))
+        return op, (lifecycle.job_outcome(job, pods), name)
+
+    async def _upgraded(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        current: tuple[PlannedNode, ...],
+        outcomes: nodesteps.Outcomes,
+        already: set[str],
+    ) -> Operation:
+        """What the batch's Jobs say, written: a failure, Jobs still running, or the
+        batch upgraded and its checks after next."""
+        version = op.spec.version or ""
+        failed = nodesteps.failed_node(current, outcomes, nodes=nodes, version=version)
+        if failed is not None:
+            return await self._finish_failed(op, *failed)
+        running = nodesteps.still_running(outcomes)
         if running:
             return await self._write(
                 op,
@@ -1068,7 +1090,8 @@ class OperationController:
             op,
             nodesteps.stage(
                 op, nodes, now=_now(),
-                message=f"{nodesteps.named(names)} upgraded; checks after", passed=skipped,
+                message=f"{nodesteps.named(names)} upgraded; checks after",
+                passed=nodesteps.skipped(already, outcomes, version=version),
                 stage=NodeStage.VERIFYING, since=_now(), attempt=(nodes.attempt or 0) + 1,
             ),
         )  # fmt: skip
@@ -1111,83 +1134,94 @@ class OperationController:
     ) -> Operation:
         """After the batch: each Node Ready on the target, each control plane node's etcd
         member back, the cluster's own health checks passing; until the deadline."""
-        names = tuple(n.name for n in current)
-        said = nodesteps.named(names)
+        said = nodesteps.named(tuple(n.name for n in current))
         now = _now()
-        late = nodesteps.deadline_passed(
-            nodes, now=now, seconds=self.settings.node_version_deadline
-        )
-        failing: tuple[str, str] | None = None  # (reason, what fails)
-        passed: list[str] = []
+        checked = await self._after_nodes(op, current, cluster, said=said)
+        checked = await self._after_etcd(op, nodes, current, cluster, talosconfig, checked)
+        checked = await self._after_health(op, cluster_body, checked, said=said)
+        return await self._verified(op, nodes, current, checked, now=now)
+
+    async def _after_nodes(
+        self, op: Operation, current: tuple[PlannedNode, ...], cluster: ClusterState, *, said: str
+    ) -> nodesteps.Checked:
+        """The first check after a batch: each of its Nodes Ready on the target."""
+        target = op.spec.version or ""
         try:
             items = await self._node_items(op, cluster)
         except (_Unrunnable, Transient) as error:
-            items, failing = [], (OperationReason.CHECK_FAILED, str(error))
-        by_name = {observe.node_report(i).name: i for i in items}
-        target = op.spec.version or ""
-        for node in current:
-            item = by_name.get(node.name)
-            report = observe.node_report(item) if item is not None else None
-            if report is None:
-                failing = failing or (
-                    OperationReason.NODES_NOT_UPGRADED,
-                    f"Node {node.name} is no longer in the workload cluster",
-                )
-            elif report.talos is None or report.talos.tag != target:
-                shown = report.talos.tag if report.talos else "no readable Talos"
-                failing = failing or (
-                    OperationReason.NODES_NOT_UPGRADED,
-                    f"Node {node.name} reports {shown}, not {target} (a node that does not "
-                    f"come up on the new Talos boots its previous version back)",
-                )
-            elif not observe.node_ready(item):
-                failing = failing or (
-                    OperationReason.CHECK_FAILED,
-                    f"Node {node.name} is not Ready",
-                )
-        if failing is None:
-            passed.append(f"after {said}: Ready on {target}")
-        etcd_done = f"after {said}: etcd member back"
-        needs_etcd = any(n.control_plane for n in current) and etcd_done not in (nodes.checks or ())
-        if failing is None and needs_etcd:
-            own = tuple(n.name for n in current if n.control_plane)
-            health = await self._etcd(op, nodes, cluster, talosconfig, only=own)
-            if health is None:
-                failing = (OperationReason.CHECK_FAILED, "its etcd check runs")
-            elif not health.healthy:
-                failing = (
-                    OperationReason.CHECK_FAILED,
-                    f"etcd member not back: {'; '.join(health.problems)}",
-                )
-                if not late:
-                    # the next look is a new check Job
-                    return await self._write(
-                        op,
-                        nodesteps.stage(
-                            op, nodes, now=now, message=f"after {said}: {failing[1]}",
-                            attempt=(nodes.attempt or 0) + 1,
-                        ),
-                    )  # fmt: skip
-            else:
-                passed.append(etcd_done)
-        if failing is None and self.health_gate is not None:
-            found = await self.health_gate(op, cluster_body)
-            bad = [f"health check {name}: {message}" for name, ok, message in found if not ok]
-            if bad:
-                failing = (OperationReason.CHECK_FAILED, "; ".join(bad))
-            elif found:
-                passed.append(f"after {said}: {len(found)} health check(s) pass")
-        if failing is None:
+            return nodesteps.Checked().fails(OperationReason.CHECK_FAILED, str(error))
+        failing = nodesteps.not_on_target(current, items, target=target)
+        if failing is not None:
+            return nodesteps.Checked().fails(*failing)
+        return nodesteps.Checked().passes(f"after {said}: Ready on {target}")
+
+    async def _after_etcd(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        current: tuple[PlannedNode, ...],
+        cluster: ClusterState,
+        talosconfig: jobs.SecretMount,
+        checked: nodesteps.Checked,
+    ) -> nodesteps.Checked:
+        """Then each control plane node's etcd member back (once passed, not again)."""
+        done = f"after {nodesteps.named(tuple(n.name for n in current))}: etcd member back"
+        needed = any(n.control_plane for n in current) and done not in (nodes.checks or ())
+        if checked.failing is not None or not needed:
+            return checked
+        own = tuple(n.name for n in current if n.control_plane)
+        health = await self._etcd(op, nodes, cluster, talosconfig, only=own)
+        if health is None:
+            return checked.fails(OperationReason.CHECK_FAILED, "its etcd check runs")
+        if not health.healthy:
+            # the next look is a new check Job
+            what = f"etcd member not back: {'; '.join(health.problems)}"
+            return checked.fails(OperationReason.CHECK_FAILED, what, new_attempt=True)
+        return checked.passes(done)
+
+    async def _after_health(
+        self,
+        op: Operation,
+        cluster_body: Mapping[str, Any],
+        checked: nodesteps.Checked,
+        *,
+        said: str,
+    ) -> nodesteps.Checked:
+        """Then the cluster's own health checks, when this process runs them."""
+        if checked.failing is not None or self.health_gate is None:
+            return checked
+        found = await self.health_gate(op, cluster_body)
+        bad = [f"health check {name}: {message}" for name, ok, message in found if not ok]
+        if bad:
+            return checked.fails(OperationReason.CHECK_FAILED, "; ".join(bad))
+        if found:
+            return checked.passes(f"after {said}: {len(found)} health check(s) pass")
+        return checked
+
+    async def _verified(
+        self,
+        op: Operation,
+        nodes: OperationNodes,
+        current: tuple[PlannedNode, ...],
+        checked: nodesteps.Checked,
+        *,
+        now: datetime,
+    ) -> Operation:
+        """What the checks after a batch found, written: the batch done, a new check Job,
+        a wait until the node deadline, or the failure past it."""
+        names = tuple(n.name for n in current)
+        said = nodesteps.named(names)
+        if checked.failing is None:
             done = (*(nodes.done or ()), *names)
             return await self._write(
                 op,
                 nodesteps.stage(
-                    op, nodes, now=now, message=f"{said} done", passed=passed,
+                    op, nodes, now=now, message=f"{said} done", passed=checked.passed,
                     done=done, current=None, stage=None, since=None,
                 ),
             )  # fmt: skip
-        reason, what = failing
-        if late:
+        reason, what = checked.failing
+        if nodesteps.deadline_passed(nodes, now=now, seconds=self.settings.node_version_deadline):
             step = (
                 "look at the node (talosctl dmesg, talosctl version, kubectl describe node), "
                 "then create a new operation: the nodes done keep the new Talos, the "
@@ -1197,13 +1231,21 @@ class OperationController:
                 check=what, when="after", node=said, nodes=nodes, step=step
             )
             return await self._finish_failed(op, reason, message, kind=Failure.UPGRADE_FAILED)
+        if checked.new_attempt:
+            return await self._write(
+                op,
+                nodesteps.stage(
+                    op, nodes, now=now, message=f"after {said}: {what}",
+                    attempt=(nodes.attempt or 0) + 1,
+                ),
+            )  # fmt: skip
         until = (nodes.since or now) + timedelta(seconds=self.settings.node_version_deadline)
         return await self._write(
             op,
             nodesteps.stage(
                 op, nodes, now=now,
                 message=f"after {said}: waits until {what} (gives up at {until.isoformat()})",
-                passed=[p for p in passed if p not in (nodes.checks or ())],
+                passed=[p for p in checked.passed if p not in (nodes.checks or ())],
             ),
         )  # fmt: skip
 
