@@ -65,7 +65,6 @@ from ichor.api.taloscluster import (
 )
 from ichor.api.talosoperation import (
     Failure,
-    ImageNodes,
     NodePolicy,
     NodeStage,
     OperationNodes,
@@ -492,30 +491,38 @@ class OperationController:
             return await self._finish_succeeded(op)
         job = await self._read_job(op.namespace, name)
         complete = next((c for c in op.status.conditions if c.type == lifecycle.Complete), None)
+        creating = complete is not None and complete.reason == OperationReason.JOB_CREATING
         if job is None:
-            if complete is not None and complete.reason == OperationReason.JOB_CREATING:
-                # claimed before a restart, Job not created yet: create it now
-                cluster_body = await self._read_cluster(op)
-                if cluster_body is None:
-                    message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
-                    return await self._finish_failed(op, OperationReason.CLUSTER_NOT_FOUND, message)
-                try:
-                    cluster = ClusterState.from_body(cluster_body)
-                    manifest, detail = await self._manifest(op, cluster, cluster_body)
-                except ValueError as error:
-                    return await self._finish_failed(
-                        op, OperationReason.INVALID_OPERATION, str(error)
-                    )
-                except _Unrunnable as error:
-                    return await self._finish_failed(op, error.reason, error.message)
-                return await self._create_job(
-                    op, manifest, detail=detail, cluster_body=cluster_body
-                )
-            message = f"Job {name} was deleted before it finished; the upgrade may be half done"
-            return await self._finish_failed(op, OperationReason.JOB_DELETED, message)
+            return await self._job_missing(op, name, creating=creating)
         if not _owned_by(job, op):
             message = f"Job {name} is not this operation's"
             return await self._finish_failed(op, OperationReason.INVALID_OPERATION, message)
+        return await self._job_seen(op, job, name, creating=creating)
+
+    async def _job_missing(self, op: Operation, name: str, *, creating: bool) -> Operation:
+        """No Job: claimed before a restart and not created yet, it is created now;
+        missing after it ran, someone deleted it."""
+        if not creating:
+            message = f"Job {name} was deleted before it finished; the upgrade may be half done"
+            return await self._finish_failed(op, OperationReason.JOB_DELETED, message)
+        cluster_body = await self._read_cluster(op)
+        if cluster_body is None:
+            message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
+            return await self._finish_failed(op, OperationReason.CLUSTER_NOT_FOUND, message)
+        try:
+            cluster = ClusterState.from_body(cluster_body)
+            manifest, detail = await self._manifest(op, cluster, cluster_body)
+        except ValueError as error:
+            return await self._finish_failed(op, OperationReason.INVALID_OPERATION, str(error))
+        except _Unrunnable as error:
+            return await self._finish_failed(op, error.reason, error.message)
+        return await self._create_job(op, manifest, detail=detail, cluster_body=cluster_body)
+
+    async def _job_seen(
+        self, op: Operation, job: Mapping[str, Any], name: str, *, creating: bool
+    ) -> Operation:
+        """The operation's Job as its pods say: running, failed, or succeeded (then its
+        nodes are followed)."""
         pods = await self._pods(op.namespace, name)
         started = lifecycle.step_started(pods)
         if started is not None and op.status.upgrade_started_at is None:
@@ -524,7 +531,7 @@ class OperationController:
             op = await self._write(op, lifecycle.step_seen(op, started))
         outcome = lifecycle.job_outcome(job, pods)
         if outcome.state is lifecycle.JobState.RUNNING:
-            if complete is not None and complete.reason == OperationReason.JOB_CREATING:
+            if creating:
                 return await self._job_runs(op, name, f"Job {name} runs")
             if outcome.message:
                 message = f"Job {name} runs: {outcome.message}"
@@ -626,29 +633,16 @@ class OperationController:
         now = _now()
         finished = lifecycle.job_finished_at(job) or now
         until = finished + timedelta(seconds=self.settings.node_version_deadline)
-        failing: str | None = None
         try:
-            talosconfig = await self._talosconfig(op, cluster)
-            nodes = await self._nodes(op, cluster)
+            checking, failing = await self._etcd_after(op, cluster)
         except _Unrunnable as error:
             return await self._finish_failed(op, error.reason, error.message)
-        except Transient as error:
-            failing = str(error)
-            nodes = jobs.NodeList(nodes=())
-        control_plane = {n.address: n.name for n in nodes.control_plane}
-        if failing is None and control_plane:
-            health = await self._etcd_check(
-                op, cluster, talosconfig, control_plane=control_plane, step="check-after"
+        if checking:
+            return await self._job_runs(
+                op, name, f"Job {name} succeeded; checks etcd after talosctl upgrade-k8s"
             )
-            if health is None:
-                return await self._job_runs(
-                    op, name, f"Job {name} succeeded; checks etcd after talosctl upgrade-k8s"
-                )
-            if not health.healthy:
-                failing = f"etcd is not healthy with every member: {'; '.join(health.problems)}"
-        if failing is None and self.health_gate is not None:
-            found = await self.health_gate(op, cluster_body)
-            bad = [f"health check {n}: {message}" for n, ok, message in found if not ok]
+        if failing is None:
+            bad, _ = await self._health(op, cluster_body)
             failing = "; ".join(bad) or None
         if failing is None:
             return None
@@ -668,6 +662,37 @@ class OperationController:
         return await self._finish_failed(
             op, OperationReason.CHECK_FAILED, message, kind=Failure.UPGRADE_FAILED
         )
+
+    async def _etcd_after(self, op: Operation, cluster: ClusterState) -> tuple[bool, str | None]:
+        """etcd after ``talosctl upgrade-k8s``: whether its check Job still runs, and what
+        fails (None: nothing)."""
+        try:
+            talosconfig = await self._talosconfig(op, cluster)
+            nodes = await self._nodes(op, cluster)
+        except Transient as error:
+            return False, str(error)
+        control_plane = {n.address: n.name for n in nodes.control_plane}
+        if not control_plane:
+            return False, None
+        health = await self._etcd_check(
+            op, cluster, talosconfig, control_plane=control_plane, step="check-after"
+        )
+        if health is None:
+            return True, None
+        if not health.healthy:
+            return False, f"etcd is not healthy with every member: {'; '.join(health.problems)}"
+        return False, None
+
+    async def _health(
+        self, op: Operation, cluster_body: Mapping[str, Any]
+    ) -> tuple[list[str], int]:
+        """The cluster's own health checks (none when this process runs none): what each
+        failing one says, and how many ran."""
+        if self.health_gate is None:
+            return [], 0
+        found = await self.health_gate(op, cluster_body)
+        bad = [f"health check {name}: {message}" for name, ok, message in found if not ok]
+        return bad, len(found)
 
     async def _job_runs(self, op: Operation, name: str, message: str) -> Operation:
         """Write that the created Job ``name`` runs, saying ``message``."""
@@ -865,14 +890,17 @@ class OperationController:
             return await self._upgrade(op, nodes, current, cluster, talosconfig)
         return await self._verify(op, nodes, current, cluster, cluster_body, talosconfig)
 
-    async def _talosconfig(self, op: Operation, cluster: ClusterState) -> jobs.SecretMount:
+    async def _talosconfig(
+        self, op: Operation, cluster: ClusterState, *, missing: str = " any more"
+    ) -> jobs.SecretMount:
         """The talosconfig to mount, once it can carry the next node: read as data, and
-        the pre-flight again (not expiring before a node's Job could end, os:admin)."""
+        the pre-flight again (not expiring before a node's Job could end, os:admin).
+        ``missing`` ends the refusal when the TalosCluster names none."""
         ref = cluster.spec.talosconfig_secret_ref
         if ref is None:
             raise _Unrunnable(
                 OperationReason.CREDENTIALS_UNUSABLE,
-                f"TalosCluster {cluster.name} names no talosconfigSecretRef any more",
+                f"TalosCluster {cluster.name} names no talosconfigSecretRef{missing}",
             )
         key = ref.key or DEFAULT_TALOSCONFIG_KEY
         return await self._secret_mount(op, ref.name, key, what="talosconfig")
@@ -1188,14 +1216,13 @@ class OperationController:
         said: str,
     ) -> nodesteps.Checked:
         """Then the cluster's own health checks, when this process runs them."""
-        if checked.failing is not None or self.health_gate is None:
+        if checked.failing is not None:
             return checked
-        found = await self.health_gate(op, cluster_body)
-        bad = [f"health check {name}: {message}" for name, ok, message in found if not ok]
+        bad, ran = await self._health(op, cluster_body)
         if bad:
             return checked.fails(OperationReason.CHECK_FAILED, "; ".join(bad))
-        if found:
-            return checked.passes(f"after {said}: {len(found)} health check(s) pass")
+        if ran:
+            return checked.passes(f"after {said}: {ran} health check(s) pass")
         return checked
 
     async def _verified(
@@ -1262,78 +1289,76 @@ class OperationController:
         """The operation's Job and what it runs; a Talos Job upgrades the nodes of
         ``planned`` (else of the plan its status recorded at the claim), each with its
         own image."""
-        settings = self.settings.executor
-        ref = jobs.OperationRef(
-            namespace=op.namespace,
-            name=op.name,
-            uid=op.uid,
-            cluster=op.spec.cluster_ref.name,
-            type=op.spec.type,
-        )
-        spec = cluster.spec
         if op.spec.type is OperationType.CNI:
-            kubeconfig = None
-            if spec.kubeconfig_secret_ref is not None:
-                kubeconfig = await self._secret_mount(
-                    op,
-                    spec.kubeconfig_secret_ref.name,
-                    spec.kubeconfig_secret_ref.key or DEFAULT_KUBECONFIG_KEY,
-                    what="kubeconfig",
-                )
-            override = cluster.status.cni.image_override if cluster.status.cni else None
-            manifest = jobs.cilium_job(
-                operation=ref, kubeconfig=kubeconfig, image_override=override, settings=settings
-            )
-            detail = (
-                f"helm upgrade {settings.cilium_release} to chart {settings.cilium_chart_version}"
-            )
-            return manifest, detail
-        if spec.talosconfig_secret_ref is None:
-            raise _Unrunnable(
-                OperationReason.CREDENTIALS_UNUSABLE,
-                f"TalosCluster {cluster.name} names no talosconfigSecretRef, so talosctl has "
-                f"no credentials; set it and create the operation again",
-            )
-        talosconfig = await self._secret_mount(
-            op,
-            spec.talosconfig_secret_ref.name,
-            spec.talosconfig_secret_ref.key or DEFAULT_TALOSCONFIG_KEY,
-            what="talosconfig",
-        )
-        version = op.spec.version or ""
+            return await self._cilium_manifest(op, cluster)
+        talosconfig = await self._talosconfig(op, cluster, missing=_NO_TALOSCONFIG)
         if op.spec.type is OperationType.TALOS:
-            plan = planned or op.status.nodes
-            if plan is None or not plan.order:
-                raise _Unrunnable(
-                    OperationReason.INVALID_OPERATION,
-                    f"{op} has no recorded nodes to upgrade; create the operation again",
-                )
-            targets = [
-                jobs.TargetNode(
-                    name=n.name,
-                    address=n.address,
-                    role=jobs.NodeRole.CONTROL_PLANE if n.control_plane else jobs.NodeRole.WORKER,
-                )
-                for n in plan.order
-            ]
-            manifest = jobs.talos_job(
-                operation=ref,
-                version=version,
-                nodes=targets,
-                images=plan.image_of(),
-                talosconfig=talosconfig,
-                settings=settings,
+            return self._talos_manifest(op, planned or op.status.nodes, talosconfig)
+        return await self._kubernetes_manifest(op, cluster, talosconfig)
+
+    async def _cilium_manifest(
+        self, op: Operation, cluster: ClusterState
+    ) -> tuple[jobs.JobManifest, str]:
+        """The Helm Job of a cni operation, with the kubeconfig the TalosCluster names."""
+        settings = self.settings.executor
+        ref = cluster.spec.kubeconfig_secret_ref
+        kubeconfig = None
+        if ref is not None:
+            kubeconfig = await self._secret_mount(
+                op, ref.name, ref.key or DEFAULT_KUBECONFIG_KEY, what="kubeconfig"
             )
-            names = ", ".join(n.name for n in targets)
-            images = len(plan.images)
-            detail = (
-                f"talosctl upgrade to {version} on {len(targets)} node(s), one at a time, "
-                f"each with its own installer ({images} image{'s' if images != 1 else ''}): "
-                f"{names}"
+        override = cluster.status.cni.image_override if cluster.status.cni else None
+        manifest = jobs.cilium_job(
+            operation=self._ref(op),
+            kubeconfig=kubeconfig,
+            image_override=override,
+            settings=settings,
+        )
+        detail = f"helm upgrade {settings.cilium_release} to chart {settings.cilium_chart_version}"
+        return manifest, detail
+
+    def _talos_manifest(
+        self, op: Operation, plan: OperationNodes | None, talosconfig: jobs.SecretMount
+    ) -> tuple[jobs.JobManifest, str]:
+        """The one Job of a Talos operation over the nodes of ``plan``, one at a time."""
+        if plan is None or not plan.order:
+            raise _Unrunnable(
+                OperationReason.INVALID_OPERATION,
+                f"{op} has no recorded nodes to upgrade; create the operation again",
             )
-            if plan.changes:
-                detail += "; extensions change as the spec names: " + "; ".join(plan.changes)
-            return manifest, detail
+        version = op.spec.version or ""
+        targets = [
+            jobs.TargetNode(
+                name=n.name,
+                address=n.address,
+                role=jobs.NodeRole.CONTROL_PLANE if n.control_plane else jobs.NodeRole.WORKER,
+            )
+            for n in plan.order
+        ]
+        manifest = jobs.talos_job(
+            operation=self._ref(op),
+            version=version,
+            nodes=targets,
+            images=plan.image_of(),
+            talosconfig=talosconfig,
+            settings=self.settings.executor,
+        )
+        names = ", ".join(n.name for n in targets)
+        images = len(plan.images)
+        detail = (
+            f"talosctl upgrade to {version} on {len(targets)} node(s), one at a time, "
+            f"each with its own installer ({images} image{'s' if images != 1 else ''}): "
+            f"{names}"
+        )
+        if plan.changes:
+            detail += "; extensions change as the spec names: " + "; ".join(plan.changes)
+        return manifest, detail
+
+    async def _kubernetes_manifest(
+        self, op: Operation, cluster: ClusterState, talosconfig: jobs.SecretMount
+    ) -> tuple[jobs.JobManifest, str]:
+        """The Job of talosctl upgrade-k8s, through the first control plane node."""
+        version = op.spec.version or ""
         nodes = await self._nodes(op, cluster)
         control_plane = nodes.control_plane
         if not control_plane:
@@ -1341,12 +1366,12 @@ class OperationController:
                 OperationReason.NO_NODES, _no_nodes(cluster, nodes, control_plane=True)
             )
         manifest = jobs.kubernetes_job(
-            operation=ref,
+            operation=self._ref(op),
             version=version,
-            talos=spec.talos_version,
+            talos=cluster.spec.talos_version,
             control_plane=control_plane[0],
             talosconfig=talosconfig,
-            settings=settings,
+            settings=self.settings.executor,
         )
         return manifest, f"talosctl upgrade-k8s --to {version} through {control_plane[0].name}"
 
@@ -1357,48 +1382,60 @@ class OperationController:
         Refused (``_Refused``, no override passes it) when a node's image cannot be
         given safely (``node_images.plan_images``). The TalosCluster's
         ``status.nodeImages`` records what was read."""
-        spec = cluster.spec
-        if spec.talosconfig_secret_ref is None:
-            raise _Unrunnable(
-                OperationReason.CREDENTIALS_UNUSABLE,
-                f"TalosCluster {cluster.name} names no talosconfigSecretRef, so talosctl has "
-                f"no credentials; set it and create the operation again",
-            )
-        talosconfig = await self._secret_mount(
-            op,
-            spec.talosconfig_secret_ref.name,
-            spec.talosconfig_secret_ref.key or DEFAULT_TALOSCONFIG_KEY,
-            what="talosconfig",
-        )
+        talosconfig = await self._talosconfig(op, cluster, missing=_NO_TALOSCONFIG)
         items = await self._node_items(op, cluster)
         nodes = jobs.target_nodes(items)
         if not nodes.nodes:
             raise _Unrunnable(OperationReason.NO_NODES, _no_nodes(cluster, nodes))
         addresses = {n.name: n.address for n in nodes.nodes}
+        output = await self._image_read(op, cluster, talosconfig, addresses)
+        if isinstance(output, _Reading):
+            return output
+        state = talosread.image_state(
+            output.logs, addresses=addresses.values(), exit_codes=output.exit_codes
+        )
+        readings = talosread.readings(items, state, addresses=addresses)
+        await self._record_images(op, readings)
+        plan = self._image_plan(op, cluster, readings)
+        if plan.refusals:
+            raise _Refused(
+                OperationReason.NODE_IMAGE_REFUSED,
+                nodesteps.images_refused(
+                    plan,
+                    what=f"{op} ({op.what})",
+                    read_nothing=not state.images,
+                    failure=output.failure,
+                ),
+            )
+        return nodesteps.planned_nodes(nodes, plan)
+
+    async def _image_read(
+        self,
+        op: Operation,
+        cluster: ClusterState,
+        talosconfig: jobs.SecretMount,
+        addresses: Mapping[str, str],
+    ) -> talosread.ReadOutput | _Reading:
+        """The read Job's output once it ended; ``_Reading`` while it runs (created
+        first when it does not exist)."""
         name = jobs.job_name(operation=op.name, uid=op.uid, type_=op.spec.type, step="read")
-        reading = (
+        reading = _Reading(
             f"Job {name} reads the schematic, platform and SecureBoot of {len(addresses)} "
             f"node(s) through the Talos API, to upgrade each with its own image"
         )
         job = await self._read_job(op.namespace, name)
         if job is None:
             manifest = talosread.read_job(
-                operation=jobs.OperationRef(
-                    namespace=op.namespace,
-                    name=op.name,
-                    uid=op.uid,
-                    cluster=op.spec.cluster_ref.name,
-                    type=op.spec.type,
-                ),
+                operation=self._ref(op),
                 name=name,
-                talos_version=spec.talos_version,
+                talos_version=cluster.spec.talos_version,
                 addresses=list(addresses.values()),
                 talosconfig=talosconfig,
                 settings=self.settings.executor,
             )
             with contextlib.suppress(errors.Conflict):
                 await batch.create_job(self.api, namespace=op.namespace, body=manifest)
-            return _Reading(reading)
+            return reading
         if not _owned_by(job, op):
             raise _Unrunnable(
                 OperationReason.INVALID_OPERATION,
@@ -1406,14 +1443,14 @@ class OperationController:
                 f"create the operation again",
             )
         output = await self.read_output(op.namespace, job)
-        if output is None:
-            return _Reading(reading)
-        state = talosread.image_state(
-            output.logs, addresses=addresses.values(), exit_codes=output.exit_codes
-        )
-        readings = talosread.readings(items, state, addresses=addresses)
-        await self._record_images(op, readings)
-        plan = node_images.plan_images(
+        return reading if output is None else output
+
+    def _image_plan(
+        self, op: Operation, cluster: ClusterState, readings: Sequence[NodeReading]
+    ) -> node_images.ImagePlan:
+        """Each node's image for the target, as the spec's schematics name them."""
+        spec = cluster.spec
+        return node_images.plan_images(
             readings,
             version=op.spec.version or "",
             spec_schematic=spec.schematic,
@@ -1424,31 +1461,6 @@ class OperationController:
                 for rule in spec.node_schematics or ()
             ],
             default_factory=self.settings.executor.image_factory,
-        )
-        if plan.refusals:
-            detail = " ".join(f"{r}." for r in plan.refusals)
-            if not state.images and output.failure:
-                detail += f" The read ended: {output.failure}."
-            raise _Refused(
-                OperationReason.NODE_IMAGE_REFUSED,
-                f"{op} ({op.what}) is refused before any node is upgraded: each node is "
-                f"upgraded to the image it runs, and {detail}",
-            )
-        by_image: dict[str, list[str]] = {}
-        for node_plan in plan.nodes:
-            by_image.setdefault(node_plan.image, []).append(node_plan.name)
-        return OperationNodes(
-            order=tuple(
-                PlannedNode(
-                    name=n.name,
-                    address=n.address,
-                    control_plane=n.role is jobs.NodeRole.CONTROL_PLANE,
-                )
-                for n in nodes.nodes
-            ),
-            images=tuple(ImageNodes(image=i, nodes=tuple(ns)) for i, ns in by_image.items()),
-            changes=plan.changes or None,
-            changing=tuple(p.name for p in plan.nodes if p.changes) or None,
         )
 
     async def _drop_read(self, op: Operation) -> None:
@@ -1751,6 +1763,10 @@ class _Unrunnable(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
+
+
+#: How the refusal of a TalosCluster that names no talosconfig ends, before a claim.
+_NO_TALOSCONFIG = ", so talosctl has no credentials; set it and create the operation again"
 
 
 def _owned_by(job: Mapping[str, Any], op: Operation) -> bool:

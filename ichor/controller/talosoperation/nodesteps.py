@@ -21,6 +21,7 @@ from typing import Any
 from ichor.api.conditions import OperationReason
 from ichor.api.taloscluster import UpgradePolicy
 from ichor.api.talosoperation import (
+    ImageNodes,
     NodePolicy,
     NodeStage,
     OperationNodes,
@@ -28,8 +29,9 @@ from ichor.api.talosoperation import (
     TalosOperationStatus,
 )
 from ichor.controller import observe
-from ichor.controller.talosoperation import lifecycle
+from ichor.controller.talosoperation import jobs, lifecycle
 from ichor.controller.talosoperation.lifecycle import Operation
+from ichor.upgrade.node_images import ImagePlan
 from ichor.upgrade.node_images import single_node_statement as single_node_statement
 
 #: Passed checks kept in the status, the latest last.
@@ -146,6 +148,39 @@ def begin(
 def deadline_passed(nodes: OperationNodes, *, now: datetime, seconds: float) -> bool:
     since = nodes.since or now
     return now >= since + timedelta(seconds=seconds)
+
+
+def planned_nodes(nodes: jobs.NodeList, plan: ImagePlan) -> OperationNodes:
+    """What a claim records of the nodes read: their order, their images grouped by
+    identical image, and the nodes whose extensions change."""
+    by_image: dict[str, list[str]] = {}
+    for node_plan in plan.nodes:
+        by_image.setdefault(node_plan.image, []).append(node_plan.name)
+    return OperationNodes(
+        order=tuple(
+            PlannedNode(
+                name=n.name,
+                address=n.address,
+                control_plane=n.role is jobs.NodeRole.CONTROL_PLANE,
+            )
+            for n in nodes.nodes
+        ),
+        images=tuple(ImageNodes(image=i, nodes=tuple(ns)) for i, ns in by_image.items()),
+        changes=plan.changes or None,
+        changing=tuple(p.name for p in plan.nodes if p.changes) or None,
+    )
+
+
+def images_refused(plan: ImagePlan, *, what: str, read_nothing: bool, failure: str) -> str:
+    """Why operation ``what`` is refused when a node's image cannot be given safely;
+    a read that found no image and ended badly says how it ended."""
+    detail = " ".join(f"{r}." for r in plan.refusals)
+    if read_nothing and failure:
+        detail += f" The read ended: {failure}."
+    return (
+        f"{what} is refused before any node is upgraded: each node is upgraded to the "
+        f"image it runs, and {detail}"
+    )
 
 
 # --- the checks after a batch ---------------------------------------------------------

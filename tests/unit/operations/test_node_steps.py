@@ -20,6 +20,7 @@ from ichor.api.talosoperation import (
 from ichor.controller.talosoperation import jobs, lifecycle, nodesteps
 from ichor.controller.talosoperation.jobs import NodeRole, TargetNode
 from ichor.settings import ExecutorSettings
+from ichor.upgrade.node_images import ImagePlan, NodeImage, NodePlan
 
 ORDER = (
     PlannedNode(name="cp-1", address="10.0.0.1", control_plane=True),
@@ -266,3 +267,45 @@ def test_skipped_names_only_the_nodes_already_there() -> None:
     outcomes = {"w-1": (nodesteps.ALREADY_THERE, ""), "w-2": (outcome("Succeeded"), "j2")}
     found = nodesteps.skipped(["w-1", "w-2", "w-3"], outcomes, version="v1.10.3")
     assert found == ["w-1 already runs v1.10.3: not upgraded again"]
+
+
+def test_planned_nodes_records_the_order_the_images_grouped_and_the_changing() -> None:
+    own = NodeImage(platform="metal", secure_boot=False, schematic="s1", factory="f")
+    plan = ImagePlan(
+        nodes=(
+            NodePlan(name="cp-1", image="i:1", own=own, schematic="s1"),
+            NodePlan(name="w-1", image="i:2", own=own, schematic="s2"),
+            NodePlan(name="w-2", image="i:1", own=own, schematic="s1"),
+        )
+    )
+    read = jobs.NodeList(
+        nodes=(
+            TargetNode(name="cp-1", address="10.0.0.1", role=NodeRole.CONTROL_PLANE),
+            TargetNode(name="w-1", address="10.0.0.11", role=NodeRole.WORKER),
+            TargetNode(name="w-2", address="10.0.0.12", role=NodeRole.WORKER),
+        )
+    )
+    found = nodesteps.planned_nodes(read, plan)
+    assert found.order == (ORDER[0], ORDER[2], ORDER[3])
+    assert found.images == (
+        ImageNodes(image="i:1", nodes=("cp-1", "w-2")),
+        ImageNodes(image="i:2", nodes=("w-1",)),
+    )
+    assert found.changing == ("w-1",)
+    assert found.changes == plan.changes
+    unchanged = nodesteps.planned_nodes(read, ImagePlan(nodes=plan.nodes[:1]))
+    assert unchanged.changing is None
+    assert unchanged.changes is None
+
+
+def test_images_refused_says_every_refusal_and_how_an_empty_read_ended() -> None:
+    plan = ImagePlan(refusals=("Node a is unread", "Node b runs no factory image"))
+    said = nodesteps.images_refused(plan, what="op (x)", read_nothing=True, failure="exit 1")
+    assert said == (
+        "op (x) is refused before any node is upgraded: each node is upgraded to the image "
+        "it runs, and Node a is unread. Node b runs no factory image. The read ended: exit 1."
+    )
+    read = nodesteps.images_refused(plan, what="op", read_nothing=False, failure="exit 1")
+    assert "The read ended" not in read
+    clean = nodesteps.images_refused(plan, what="op", read_nothing=True, failure="")
+    assert "The read ended" not in clean
