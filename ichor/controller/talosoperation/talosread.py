@@ -199,41 +199,64 @@ def image_state(
     images: dict[str, NodeImage] = {}
     problems: dict[str, str] = {}
     for address in addresses:
-        missing = [
-            resource
-            for container, resource in IMAGE_READS
-            if address not in by_node[container] and not (container == "extensions" and clean)
-        ]
-        if missing:
-            said = "; ".join(
-                read[c].errors for c, r in IMAGE_READS if r in missing and read[c].errors
-            )
-            problems[address] = f"no {', '.join(missing)}" + (f" ({said})" if said else "")
-            continue
-        platform_spec = _spec(by_node["platform"][address][0])
-        security_spec = _spec(by_node["security"][address][0])
-        platform = _text(platform_spec.get("platform"), most=63)
-        secure_boot = security_spec.get("secureBoot", False)
-        schematic, factory, names = _extensions(by_node["extensions"].get(address, []))
-        if platform is None or not platform.replace("-", "").isalnum():
-            problems[address] = "its platformmetadata names no platform"
-        elif not isinstance(secure_boot, bool):
-            problems[address] = "its securitystate says no readable secureBoot"
-        elif schematic is not None and factory is None:
-            problems[address] = (
-                f"its schematic meta-extension ({schematic[:12]}) names no Image Factory host"
-            )
-        elif schematic is not None and not all(c in "0123456789abcdef" for c in schematic):
-            problems[address] = "its schematic meta-extension is not a schematic ID"
+        unanswered = _unanswered(address, read, by_node, clean=clean)
+        found = unanswered or _node_image(
+            by_node["platform"][address][0],
+            by_node["security"][address][0],
+            by_node["extensions"].get(address, []),
+        )
+        if isinstance(found, NodeImage):
+            images[address] = found
         else:
-            images[address] = NodeImage(
-                platform=platform,
-                secure_boot=secure_boot,
-                schematic=schematic,
-                factory=factory,
-                extensions=tuple(names),
-            )
+            problems[address] = found
     return ImageState(images=images, problems=problems)
+
+
+def _unanswered(
+    address: str,
+    read: Mapping[str, Documents],
+    by_node: Mapping[str, Mapping[str, list[Mapping[str, Any]]]],
+    *,
+    clean: bool,
+) -> str | None:
+    """The resources the node at ``address`` did not answer, with talosctl's errors of
+    those reads; None when it answered each (its extensions may be absent from a clean
+    read: it has none)."""
+    missing = [
+        resource
+        for container, resource in IMAGE_READS
+        if address not in by_node[container] and not (container == "extensions" and clean)
+    ]
+    if not missing:
+        return None
+    said = "; ".join(read[c].errors for c, r in IMAGE_READS if r in missing and read[c].errors)
+    return f"no {', '.join(missing)}" + (f" ({said})" if said else "")
+
+
+def _node_image(
+    platform_doc: Mapping[str, Any],
+    security_doc: Mapping[str, Any],
+    extension_docs: Sequence[Mapping[str, Any]],
+) -> NodeImage | str:
+    """One node's image from its documents, or why it is unread."""
+    platform = _text(_spec(platform_doc).get("platform"), most=63)
+    secure_boot = _spec(security_doc).get("secureBoot", False)
+    schematic, factory, names = _extensions(extension_docs)
+    if platform is None or not platform.replace("-", "").isalnum():
+        return "its platformmetadata names no platform"
+    if not isinstance(secure_boot, bool):
+        return "its securitystate says no readable secureBoot"
+    if schematic is not None and factory is None:
+        return f"its schematic meta-extension ({schematic[:12]}) names no Image Factory host"
+    if schematic is not None and not all(c in "0123456789abcdef" for c in schematic):
+        return "its schematic meta-extension is not a schematic ID"
+    return NodeImage(
+        platform=platform,
+        secure_boot=secure_boot,
+        schematic=schematic,
+        factory=factory,
+        extensions=tuple(names),
+    )
 
 
 @dataclass(frozen=True)

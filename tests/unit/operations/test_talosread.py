@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import pytest
+
 from ichor.api.talosoperation import OperationType
 from ichor.cli import views
 from ichor.controller.talosoperation import jobs, talosread
@@ -302,3 +304,72 @@ def test_etcd_job_reads_members_and_status_of_every_control_plane_node() -> None
     args = {c["name"]: c["args"] for c in manifest["spec"]["template"]["spec"]["containers"]}
     assert args["members"][-4:] == ["etcd", "members", "--nodes", "10.0.0.1,10.0.0.2"]
     assert args["status"][-4:] == ["etcd", "status", "--nodes", "10.0.0.1,10.0.0.2"]
+
+
+def test_unanswered_names_each_missing_resource_with_its_reads_errors() -> None:
+    read = {name: talosread.documents(text) for name, text in logs(missing="10.0.0.2").items()}
+    read["security"] = talosread.documents(logs(missing="10.0.0.2")["security"] + "error: nope")
+    by_node = {name: docs.by_node() for name, docs in read.items()}
+    assert talosread._unanswered("10.0.0.1", read, by_node, clean=True) is None
+    assert (
+        talosread._unanswered("10.0.0.2", read, by_node, clean=True)
+        == "no securitystate (error: nope)"
+    )
+    # its extensions are missing too: read as none only from a clean read
+    assert talosread._unanswered("10.0.0.2", read, by_node, clean=False) == (
+        "no extensions, securitystate (error: nope)"
+    )
+
+
+def spec(value: dict[str, Any]) -> dict[str, Any]:
+    return {"spec": value}
+
+
+def factory_schematic(
+    version: str = SCHEMATIC, author: str = "Image Factory (https://f.dev)"
+) -> dict[str, Any]:
+    return spec({"metadata": {"name": "schematic", "version": version, "author": author}})
+
+
+@pytest.mark.parametrize(
+    ("platform", "security", "extensions", "said"),
+    [
+        (spec({"platform": "not a word"}), spec({}), [], "names no platform"),
+        (spec({}), spec({}), [], "names no platform"),
+        (spec({"platform": "metal"}), spec({"secureBoot": "yes"}), [], "no readable secureBoot"),
+        (
+            spec({"platform": "metal"}),
+            spec({}),
+            [factory_schematic(author="Someone")],
+            f"its schematic meta-extension ({SCHEMATIC[:12]}) names no Image Factory host",
+        ),
+        (
+            spec({"platform": "metal"}),
+            spec({}),
+            [factory_schematic(version="XYZ")],
+            "is not a schematic ID",
+        ),
+    ],
+)
+def test_node_image_says_why_a_node_is_unread(
+    platform: dict[str, Any], security: dict[str, Any], extensions: list[Any], said: str
+) -> None:
+    found = talosread._node_image(platform, security, extensions)
+    assert isinstance(found, str)
+    assert said in found
+
+
+def test_node_image_reads_platform_secure_boot_schematic_and_extensions() -> None:
+    tools = spec({"metadata": {"name": "iscsi-tools", "version": "v1"}})
+    found = talosread._node_image(
+        spec({"platform": "equinix-metal"}),
+        spec({"secureBoot": True}),
+        [tools, factory_schematic()],
+    )
+    assert found == NodeImage(
+        platform="equinix-metal",
+        secure_boot=True,
+        schematic=SCHEMATIC,
+        factory="f.dev",
+        extensions=("iscsi-tools",),
+    )
