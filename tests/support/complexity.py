@@ -40,8 +40,6 @@ ALLOWED: dict[str, int] = {
     # with the figures above; ``_drive`` and ``judge_operation`` grew by its dispatch).
     "ichor/cli/clusters.py:adopt": 17,
     "ichor/cli/output.py:status_table": 16,
-    "ichor/controller/talosoperation/lifecycle.py:_stuck": 17,
-    "ichor/controller/talosoperation/preflight.py:read_certificate": 16,
     "ichor/upgrade/node_images.py:plan_images": 21,
     # The release check's I/O.
     "ichor/controller/releasecheck/check.py:ReleaseCheck.check": 19,
