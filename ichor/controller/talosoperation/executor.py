@@ -1,44 +1,14 @@
 """The TalosOperation executor: the controller that runs each operation as a Job and
 follows it to the end (its kopf registration is ``wiring``).
 
-Level-triggered, keyed by *cluster*: every watch event of a TalosOperation or of a Job
-this controller created asks for its cluster to be looked at again, and one reconcile
-reads that cluster's operations from the API and takes the next step. The work queue
-never runs one key on two workers, so two operations of one cluster never start
-together; the API, not memory, holds the state, so a restart resumes where it stopped:
-
-1. the oldest operation not yet finished runs; the others wait in ``Pending`` with a
-   condition naming the one directly ahead of them (a new head rewrites one of them, not
-   all), and one created past ``max_queued`` that raced past the webhook is refused;
-2. it is checked again (``lifecycle.decide_execution``): a refusal is ``Failed`` with a
-   condition naming the rule; overridable refusals run only under ``override: true``,
-   and the Accepted condition and the Override Event name every one passed;
-3. it is claimed: finalizer, then status ``Running`` with ``Complete=False/JobCreating``
-   and the Job's deterministic name (``jobs.job_name``), then the Job is created (an
-   existing Job of that name owned by the operation is the one created before a
-   restart), then ``JobRunning``. A restart between claim and create creates the Job;
-   a Job missing after ``JobRunning`` was deleted by someone and fails the operation;
-4. the Job's conditions decide the end: on success the operation first records it
-   (``Complete=False/SpecUpdating``, still Running), then the TalosCluster's spec moves
-   to the new version (a normal, optimistic update that the webhook judges as the
-   operator's: it carries the override the operation was admitted under, if any; never
-   backwards; never at all for a ``Declarative`` cluster, whose spec is the desired
-   state: ``lifecycle.spec_record``), then ``Succeeded``; on failure ``Failed`` with the
-   Job's reason and the failed container's last log lines, and the spec untouched.
-   Events are owed by each step's status write. The first upgrade step seen started in
-   the Job's pod is recorded (``status.upgradeStartedAt``), and every failure says its
-   kind (``status.failure``, ``lifecycle.failure_kind``): only a step that ran and failed
-   is ``UpgradeFailed``, the one failure auto-patch halts a version on.
-
-Every status write carries the ``resourceVersion`` it was computed from: a 409 means the
-object moved, and the whole step is computed again from a fresh read (never lost, never
-applied over a newer state). Deleting a Running operation is handled by a finalizer that
-deletes its Job (with its pods) before the operation goes; nothing is rolled back.
-
-It refuses to decide a rule itself (``lifecycle`` asks ``ichor.upgrade``) and never
-writes a TalosCluster's status (the TalosCluster controller owns it and recomputes the
-choices when the spec moves). The recorded Cilium image patch is kept or cleared by that
-controller too (``status._frozen_patch``); the Helm Job only renders it.
+Level-triggered and keyed by cluster: each event of an operation or of its Job asks for
+its cluster to be looked at again, and one reconcile takes the next step from what the
+API holds, so a restart resumes where it stopped. The oldest unfinished operation runs
+(the others wait in ``Pending``): checked again, claimed, its Job created and followed
+to the end; on success the TalosCluster's spec moves. Each status write carries the
+resourceVersion it came from (a 409 computes the step again). It decides no rule itself
+(``lifecycle`` asks ``ichor.upgrade``) and never writes a TalosCluster's status.
+More in docs/design/notes.md, "ichor/controller/talosoperation/executor.py".
 """
 
 from __future__ import annotations
