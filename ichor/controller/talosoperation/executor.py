@@ -14,6 +14,7 @@ More in docs/design/notes.md, "ichor/controller/talosoperation/executor.py".
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -45,7 +46,7 @@ from ichor.api.talosoperation import (
     queue_full_message,
 )
 from ichor.controller import observe
-from ichor.controller.queue import WorkQueue
+from ichor.controller.keyed import ClusterKeyed, Key
 from ichor.controller.talosoperation import jobs, lifecycle, nodesteps, preflight, talosread
 from ichor.controller.talosoperation.lifecycle import ClusterState, Operation
 from ichor.controller.talosoperation.talosread import node_image_status
@@ -70,13 +71,11 @@ from ichor.kube.clients import (
 )
 from ichor.kube.impersonation import ReadRefused, impersonating, refusal, refused_message
 from ichor.release.policy import SitePolicy
-from ichor.settings import CredentialSettings, OperationSettings, TenantSettings
+from ichor.settings import OperationSettings
 from ichor.upgrade import node_images
 from ichor.upgrade.node_images import NodeReading
 
 logger = logging.getLogger(__name__)
-
-Key = tuple[str, str]  # (namespace, TalosCluster name)
 
 
 class Moved(Exception):
@@ -110,10 +109,6 @@ def _fleet_policy(installation: Mapping[str, Any] | None) -> UpgradePolicy | Non
         return None
 
 
-def _namespace(key: Key) -> str:
-    return key[0]
-
-
 _now = clock.now
 
 
@@ -121,35 +116,20 @@ def _raw(api: ApiClient, model: Any) -> dict[str, Any]:
     return cast(dict[str, Any], api.sanitize_for_serialization(model))
 
 
-class OperationController:
-    def __init__(
-        self,
-        api: ApiClient,
-        settings: OperationSettings,
-        tenants: TenantSettings | None = None,
-        credentials: CredentialSettings | None = None,
-    ) -> None:
-        self.api = api
-        self.settings = settings
-        #: As whose account a cluster without a kubeconfig Secret is read.
-        self.tenants = tenants or TenantSettings()
-        #: What a kubeconfig or talosconfig Secret may set beyond inline credentials.
-        self.credentials = credentials or CredentialSettings()
-        self.queue: WorkQueue[Key] = WorkQueue(
-            self.reconcile,
-            workers=settings.workers,
-            group=_namespace,
-            group_workers=settings.group_workers,
-        )
-        self.before_write: BeforeWrite | None = None
-        #: What a read Job printed once it ended (a seam: the component tier, where no
-        #: kubelet runs a Pod, plays talosctl's output for the Job's nodes).
-        self.read_output: ReadOutput = self._read_output
-        #: The cluster's own health checks (auto-patch's CEL checks), run after each
-        #: node: (name, passed, message) each; None: none configured in this process.
-        self.health_gate: HealthGate | None = None
-        #: 409s met on writes, each followed by a fresh step (for tests and logs).
-        self.conflicts = 0
+class OperationController(ClusterKeyed[OperationSettings]):
+    #: Called before every status write (a test seam).
+    before_write: BeforeWrite | None = None
+    #: The cluster's own health checks (auto-patch's CEL checks), run after each node:
+    #: (name, passed, message) each; None: none configured in this process.
+    health_gate: HealthGate | None = None
+    #: 409s met on writes, each followed by a fresh step (for tests and logs).
+    conflicts = 0
+
+    @functools.cached_property
+    def read_output(self) -> ReadOutput:
+        """What a read Job printed once it ended (a seam: the component tier, where no
+        kubelet runs a Pod, plays talosctl's output for the Job's nodes)."""
+        return self._read_output
 
     def start(self) -> None:
         metrics.operation_deadlines(self.settings)
@@ -475,12 +455,8 @@ class OperationController:
         if not creating:
             message = f"Job {name} was deleted before it finished; the upgrade may be half done"
             return await self._finish_failed(op, OperationReason.JOB_DELETED, message)
-        cluster_body = await self._read_cluster(op)
-        if cluster_body is None:
-            message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
-            return await self._finish_failed(op, OperationReason.CLUSTER_NOT_FOUND, message)
         try:
-            cluster = ClusterState.from_body(cluster_body)
+            cluster_body, cluster = await self._cluster(op)
             manifest, detail = await self._manifest(op, cluster, cluster_body)
         except ValueError as error:
             return await self._finish_failed(op, OperationReason.INVALID_OPERATION, str(error))
@@ -517,12 +493,8 @@ class OperationController:
         (``lifecycle.follow_nodes`` says why the Job's success is not enough)."""
         if op.spec.type is OperationType.CNI:
             return await self._finish_succeeded(op)
-        cluster_body = await self._read_cluster(op)
-        if cluster_body is None:
-            message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
-            return await self._finish_failed(op, OperationReason.CLUSTER_NOT_FOUND, message)
         try:
-            cluster = ClusterState.from_body(cluster_body)
+            cluster_body, cluster = await self._cluster(op)
             items = await self._node_items(op, cluster)
         except ValueError as error:
             return await self._finish_failed(op, OperationReason.INVALID_OPERATION, str(error))
@@ -845,20 +817,17 @@ class OperationController:
             if not batch:
                 return await self._finish_succeeded(op)
             return await self._write(op, nodesteps.begin(op, nodes, batch, now=_now()))
-        cluster_body = await self._read_cluster(op)
-        if cluster_body is None:
-            message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
-            return await self._finish_failed(op, OperationReason.CLUSTER_NOT_FOUND, message)
-        cluster = ClusterState.from_body(cluster_body)
         try:
+            cluster_body, cluster = await self._cluster(op)
             talosconfig = await self._talosconfig(op, cluster)
         except _Unrunnable as error:
             return await self._finish_failed(op, error.reason, error.message)
+        step = _Step(nodes, current, cluster, cluster_body, talosconfig)
         if nodes.stage is NodeStage.CHECKING:
-            return await self._check_before(op, nodes, current, cluster, talosconfig)
+            return await self._check_before(op, step)
         if nodes.stage is NodeStage.UPGRADING:
-            return await self._upgrade(op, nodes, current, cluster, talosconfig)
-        return await self._verify(op, nodes, current, cluster, cluster_body, talosconfig)
+            return await self._upgrade(op, step)
+        return await self._verify(op, step)
 
     async def _talosconfig(
         self, op: Operation, cluster: ClusterState, *, missing: str = " any more"
@@ -885,19 +854,13 @@ class OperationController:
         )
 
     async def _etcd(
-        self,
-        op: Operation,
-        nodes: OperationNodes,
-        cluster: ClusterState,
-        talosconfig: jobs.SecretMount,
-        *,
-        only: tuple[str, ...] = (),
+        self, op: Operation, step: _Step, *, only: tuple[str, ...] = ()
     ) -> talosread.EtcdHealth | None:
         """etcd as this attempt's check Job reads it; None while the Job runs. The Job is
         deleted once read: the next attempt is a Job of its own."""
-        attempt = nodes.attempt or 0
+        attempt = step.nodes.attempt or 0
         return await self._etcd_check(
-            op, cluster, talosconfig, control_plane=nodesteps.control_plane(nodes),
+            op, step.cluster, step.talosconfig, control_plane=nodesteps.control_plane(step.nodes),
             step=f"check-{attempt}", only=only,
         )  # fmt: skip
 
@@ -935,19 +898,12 @@ class OperationController:
             await batch.delete_job(self.api, namespace=op.namespace, name=name)
         return talosread.etcd_health(output, control_plane=control_plane, only=only)
 
-    async def _check_before(
-        self,
-        op: Operation,
-        nodes: OperationNodes,
-        current: tuple[PlannedNode, ...],
-        cluster: ClusterState,
-        talosconfig: jobs.SecretMount,
-    ) -> Operation:
+    async def _check_before(self, op: Operation, step: _Step) -> Operation:
         """Before a control plane node: etcd healthy with every member."""
-        names = tuple(n.name for n in current)
+        nodes, names = step.nodes, step.names
         passed: list[str] = []
-        if any(n.control_plane for n in current):
-            health = await self._etcd(op, nodes, cluster, talosconfig)
+        if any(n.control_plane for n in step.current):
+            health = await self._etcd(op, step)
             if health is None:
                 return await self._write(
                     op,
@@ -981,20 +937,14 @@ class OperationController:
             ),
         )  # fmt: skip
 
-    async def _upgrade(
-        self,
-        op: Operation,
-        nodes: OperationNodes,
-        current: tuple[PlannedNode, ...],
-        cluster: ClusterState,
-        talosconfig: jobs.SecretMount,
-    ) -> Operation:
+    async def _upgrade(self, op: Operation, step: _Step) -> Operation:
         """Each node of the batch has its own Job; a node's Job is created once: its name
         is in ``started`` before it is created, and a Job missing after that was deleted."""
+        nodes = step.nodes
         started = nodes.started or ()
         outcomes: dict[str, tuple[lifecycle.JobOutcome, str]] = {}
-        already = await self._on_target(op, nodes, current, cluster)
-        for node in current:
+        already = await self._on_target(op, step)
+        for node in step.current:
             if node.name in already and node.name not in started:
                 outcomes[node.name] = (nodesteps.ALREADY_THERE, "")
                 continue
@@ -1002,7 +952,7 @@ class OperationController:
                 operation=op.name, uid=op.uid, type_=op.spec.type, step=f"node-{node.name}"
             )
             if node.name not in started:
-                return await self._start_node(op, nodes, node, name, cluster, talosconfig)
+                return await self._start_node(op, step, node, name)
             job = await self._read_job(op.namespace, name)
             if job is None or not _owned_by(job, op):
                 message = (
@@ -1011,18 +961,13 @@ class OperationController:
                 )
                 return await self._finish_failed(op, OperationReason.JOB_DELETED, message)
             op, outcomes[node.name] = await self._node_outcome(op, job, name)
-        return await self._upgraded(op, nodes, current, outcomes, already)
+        return await self._upgraded(op, step, outcomes, already)
 
     async def _start_node(
-        self,
-        op: Operation,
-        nodes: OperationNodes,
-        node: PlannedNode,
-        name: str,
-        cluster: ClusterState,
-        talosconfig: jobs.SecretMount,
+        self, op: Operation, step: _Step, node: PlannedNode, name: str
     ) -> Operation:
         """Record that ``node``'s Job ``name`` starts, then create it."""
+        nodes = step.nodes
         policy = nodes.policy or NodePolicy()
         op = await self._write(
             op,
@@ -1044,8 +989,8 @@ class OperationController:
             drain=policy.drain,
             drain_timeout=policy.drain_timeout,
             reboot_mode=policy.reboot_mode,
-            avoid_node=cluster.spec.kubeconfig_secret_ref is None,
-            talosconfig=talosconfig,
+            avoid_node=step.cluster.spec.kubeconfig_secret_ref is None,
+            talosconfig=step.talosconfig,
             settings=self.settings.executor,
         )
         with contextlib.suppress(errors.Conflict):
@@ -1064,17 +1009,12 @@ class OperationController:
         return op, (lifecycle.job_outcome(job, pods), name)
 
     async def _upgraded(
-        self,
-        op: Operation,
-        nodes: OperationNodes,
-        current: tuple[PlannedNode, ...],
-        outcomes: nodesteps.Outcomes,
-        already: set[str],
+        self, op: Operation, step: _Step, outcomes: nodesteps.Outcomes, already: set[str]
     ) -> Operation:
         """What the batch's Jobs say, written: a failure, Jobs still running, or the
         batch upgraded and its checks after next."""
-        version = op.spec.version or ""
-        failed = nodesteps.failed_node(current, outcomes, nodes=nodes, version=version)
+        nodes, version = step.nodes, op.spec.version or ""
+        failed = nodesteps.failed_node(step.current, outcomes, nodes=nodes, version=version)
         if failed is not None:
             return await self._finish_failed(op, *failed)
         running = nodesteps.still_running(outcomes)
@@ -1083,32 +1023,25 @@ class OperationController:
                 op,
                 nodesteps.stage(op, nodes, now=_now(), message="upgrades " + "; ".join(running)),
             )
-        names = tuple(n.name for n in current)
         return await self._write(
             op,
             nodesteps.stage(
                 op, nodes, now=_now(),
-                message=f"{nodesteps.named(names)} upgraded; checks after",
+                message=f"{step.said} upgraded; checks after",
                 passed=nodesteps.skipped(already, outcomes, version=version),
                 stage=NodeStage.VERIFYING, since=_now(), attempt=(nodes.attempt or 0) + 1,
             ),
         )  # fmt: skip
 
-    async def _on_target(
-        self,
-        op: Operation,
-        nodes: OperationNodes,
-        current: tuple[PlannedNode, ...],
-        cluster: ClusterState,
-    ) -> set[str]:
+    async def _on_target(self, op: Operation, step: _Step) -> set[str]:
         """The nodes of the batch that already report the target, Ready, and whose
         schematic the spec does not change: upgrading them again would only reboot them."""
-        changing = set(nodes.changing or ())
+        changing = set(step.nodes.changing or ())
         try:
-            items = await self._node_items(op, cluster)
+            items = await self._node_items(op, step.cluster)
         except (_Unrunnable, Transient):
             return set()
-        wanted = {n.name for n in current} - changing
+        wanted = set(step.names) - changing
         found: set[str] = set()
         for item in items:
             report = observe.node_report(item)
@@ -1121,54 +1054,37 @@ class OperationController:
                 found.add(report.name)
         return found
 
-    async def _verify(
-        self,
-        op: Operation,
-        nodes: OperationNodes,
-        current: tuple[PlannedNode, ...],
-        cluster: ClusterState,
-        cluster_body: Mapping[str, Any],
-        talosconfig: jobs.SecretMount,
-    ) -> Operation:
+    async def _verify(self, op: Operation, step: _Step) -> Operation:
         """After the batch: each Node Ready on the target, each control plane node's etcd
         member back, the cluster's own health checks passing; until the deadline."""
-        said = nodesteps.named(tuple(n.name for n in current))
         now = _now()
-        checked = await self._after_nodes(op, current, cluster, said=said)
-        checked = await self._after_etcd(op, nodes, current, cluster, talosconfig, checked)
-        checked = await self._after_health(op, cluster_body, checked, said=said)
-        return await self._verified(op, nodes, current, checked, now=now)
+        checked = await self._after_nodes(op, step)
+        checked = await self._after_etcd(op, step, checked)
+        checked = await self._after_health(op, step, checked)
+        return await self._verified(op, step, checked, now=now)
 
-    async def _after_nodes(
-        self, op: Operation, current: tuple[PlannedNode, ...], cluster: ClusterState, *, said: str
-    ) -> nodesteps.Checked:
+    async def _after_nodes(self, op: Operation, step: _Step) -> nodesteps.Checked:
         """The first check after a batch: each of its Nodes Ready on the target."""
         target = op.spec.version or ""
         try:
-            items = await self._node_items(op, cluster)
+            items = await self._node_items(op, step.cluster)
         except (_Unrunnable, Transient) as error:
             return nodesteps.Checked().fails(OperationReason.CHECK_FAILED, str(error))
-        failing = nodesteps.not_on_target(current, items, target=target)
+        failing = nodesteps.not_on_target(step.current, items, target=target)
         if failing is not None:
             return nodesteps.Checked().fails(*failing)
-        return nodesteps.Checked().passes(f"after {said}: Ready on {target}")
+        return nodesteps.Checked().passes(f"after {step.said}: Ready on {target}")
 
     async def _after_etcd(
-        self,
-        op: Operation,
-        nodes: OperationNodes,
-        current: tuple[PlannedNode, ...],
-        cluster: ClusterState,
-        talosconfig: jobs.SecretMount,
-        checked: nodesteps.Checked,
+        self, op: Operation, step: _Step, checked: nodesteps.Checked
     ) -> nodesteps.Checked:
         """Then each control plane node's etcd member back (once passed, not again)."""
-        done = f"after {nodesteps.named(tuple(n.name for n in current))}: etcd member back"
-        needed = any(n.control_plane for n in current) and done not in (nodes.checks or ())
+        done = f"after {step.said}: etcd member back"
+        own = tuple(n.name for n in step.current if n.control_plane)
+        needed = bool(own) and done not in (step.nodes.checks or ())
         if checked.failing is not None or not needed:
             return checked
-        own = tuple(n.name for n in current if n.control_plane)
-        health = await self._etcd(op, nodes, cluster, talosconfig, only=own)
+        health = await self._etcd(op, step, only=own)
         if health is None:
             return checked.fails(OperationReason.CHECK_FAILED, "its etcd check runs")
         if not health.healthy:
@@ -1178,38 +1094,26 @@ class OperationController:
         return checked.passes(done)
 
     async def _after_health(
-        self,
-        op: Operation,
-        cluster_body: Mapping[str, Any],
-        checked: nodesteps.Checked,
-        *,
-        said: str,
+        self, op: Operation, step: _Step, checked: nodesteps.Checked
     ) -> nodesteps.Checked:
         """Then the cluster's own health checks, when this process runs them."""
         if checked.failing is not None:
             return checked
-        bad, ran = await self._health(op, cluster_body)
+        bad, ran = await self._health(op, step.cluster_body)
         if bad:
             return checked.fails(OperationReason.CHECK_FAILED, "; ".join(bad))
         if ran:
-            return checked.passes(f"after {said}: {ran} health check(s) pass")
+            return checked.passes(f"after {step.said}: {ran} health check(s) pass")
         return checked
 
     async def _verified(
-        self,
-        op: Operation,
-        nodes: OperationNodes,
-        current: tuple[PlannedNode, ...],
-        checked: nodesteps.Checked,
-        *,
-        now: datetime,
+        self, op: Operation, step: _Step, checked: nodesteps.Checked, *, now: datetime
     ) -> Operation:
         """What the checks after a batch found, written: the batch done, a new check Job,
         a wait until the node deadline, or the failure past it."""
-        names = tuple(n.name for n in current)
-        said = nodesteps.named(names)
+        nodes, said = step.nodes, step.said
         if checked.failing is None:
-            done = (*(nodes.done or ()), *names)
+            done = (*(nodes.done or ()), *step.names)
             return await self._write(
                 op,
                 nodesteps.stage(
@@ -1219,13 +1123,13 @@ class OperationController:
             )  # fmt: skip
         reason, what = checked.failing
         if nodesteps.deadline_passed(nodes, now=now, seconds=self.settings.node_version_deadline):
-            step = (
+            advice = (
                 "look at the node (talosctl dmesg, talosctl version, kubectl describe node), "
                 "then create a new operation: the nodes done keep the new Talos, the "
                 "TalosCluster spec is unchanged"
             )
             message = nodesteps.failed_between(
-                check=what, when="after", node=said, nodes=nodes, step=step
+                check=what, when="after", node=said, nodes=nodes, step=advice
             )
             return await self._finish_failed(op, reason, message, kind=Failure.UPGRADE_FAILED)
         if checked.new_attempt:
@@ -1617,6 +1521,17 @@ class OperationController:
         webhook and the TalosCluster controller read it."""
         return Installation.from_body(await objects.get_installation(self.api)).policy
 
+    async def _cluster(self, op: Operation) -> tuple[dict[str, Any], ClusterState]:
+        """The operation's TalosCluster, as its body and as read (``ValueError``: it
+        cannot be read); ``_Unrunnable`` once it is deleted."""
+        body = await self._read_cluster(op)
+        if body is None:
+            raise _Unrunnable(
+                OperationReason.CLUSTER_NOT_FOUND,
+                f"TalosCluster {op.spec.cluster_ref.name} was deleted",
+            )
+        return body, ClusterState.from_body(body)
+
     async def _read_cluster(self, op: Operation) -> dict[str, Any] | None:
         return await objects.get(
             self.api,
@@ -1707,6 +1622,26 @@ class OperationController:
         except errors.NotFound as error:
             raise Moved(f"{op} is gone") from error
         return op if written is None else Operation.from_body(written)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One step of a Talos operation node by node: the nodes as recorded, the batch it
+    upgrades, its TalosCluster (read, and as its body) and the talosconfig to mount."""
+
+    nodes: OperationNodes
+    current: tuple[PlannedNode, ...]
+    cluster: ClusterState
+    cluster_body: Mapping[str, Any]
+    talosconfig: jobs.SecretMount
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n.name for n in self.current)
+
+    @property
+    def said(self) -> str:
+        return nodesteps.named(self.names)
 
 
 @dataclass(frozen=True)
