@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Protocol, TypeVar
 
 import kopf
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio.client.api_client import ApiClient
 
 T = TypeVar("T")
 
