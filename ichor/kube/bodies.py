@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from ichor.api.reading import whole_number
 from ichor.kube.payloads import ObjectReference
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -52,16 +53,12 @@ def without_managed_fields(body: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def generation(body: Mapping[str, Any]) -> int | None:
     """``metadata.generation`` of ``body``, None when it holds no number."""
-    return _number((body.get("metadata") or {}).get("generation"))
+    return whole_number((body.get("metadata") or {}).get("generation"))
 
 
 def observed_generation(body: Mapping[str, Any]) -> int | None:
     """``status.observedGeneration`` of ``body``, None when it holds no number."""
-    return _number((body.get("status") or {}).get("observedGeneration"))
-
-
-def _number(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return whole_number((body.get("status") or {}).get("observedGeneration"))
 
 
 #: Where Events about cluster-scoped objects (IchorInstallation) are written.
@@ -112,15 +109,18 @@ def event_body(
     message: str,
     component: str = COMPONENT,
     now: datetime | None = None,
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """A core/v1 Event about ``involved``; ``message`` is cut to the API's 1 KiB limit."""
+    """A core/v1 Event about ``involved``; ``message`` is cut to the API's 1 KiB limit.
+    ``name``: the Event's name (an owed Event's, ``ichor.api.owed.event_name``), else a
+    random one."""
     moment = _rfc3339(now or datetime.now(UTC))
     namespace = involved.get("namespace") or CLUSTER_SCOPED_EVENT_NAMESPACE
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            "name": f"{involved.get('name', 'object')}.{uuid.uuid4().hex[:16]}",
+            "name": name or f"{involved.get('name', 'object')}.{uuid.uuid4().hex[:16]}",
             "namespace": namespace,
         },
         "involvedObject": dict(involved),

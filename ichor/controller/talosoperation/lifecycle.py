@@ -15,17 +15,19 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from ichor.api import records, taloscluster
+from ichor.api import owed, records, taloscluster
 from ichor.api.conditions import (
     Condition,
     ConditionStatus,
     OperationConditionType,
     OperationReason,
 )
+from ichor.api.events import OperationEventReason
+from ichor.api.reading import read_whole
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus, UpgradeStrategy
 from ichor.api.talosoperation import (
     Failure,
@@ -107,10 +109,7 @@ class Operation:
         except ValidationError as error:
             raise ValueError(str(error)) from error
         raw_status: Mapping[str, Any] = body.get("status") or {}
-        try:
-            status = TalosOperationStatus.model_validate(raw_status)
-        except ValidationError:
-            status = TalosOperationStatus()
+        status = read_whole(TalosOperationStatus, raw_status) or TalosOperationStatus()
         return cls(
             namespace=str(meta.get("namespace", "")),
             name=str(meta.get("name", "")),
@@ -221,10 +220,7 @@ class ClusterState:
             spec = TalosClusterSpec.model_validate(body.get("spec") or {})
         except ValidationError as error:
             raise ValueError(str(error)) from error
-        try:
-            status = TalosClusterStatus.model_validate(body.get("status") or {})
-        except ValidationError:
-            status = TalosClusterStatus()
+        status = read_whole(TalosClusterStatus, body.get("status") or {}) or TalosClusterStatus()
         return cls(
             name=str((body.get("metadata") or {}).get("name", "")),
             spec=spec,
@@ -461,24 +457,37 @@ STUCK_REASONS = frozenset(
 
 
 def _stuck(pods: Sequence[Mapping[str, Any]]) -> str | None:
+    """What keeps a Job's pod from running: it cannot be scheduled, or a container of it
+    cannot start."""
     for pod in pods:
-        for condition in (pod.get("status") or {}).get("conditions") or ():
-            if (
-                isinstance(condition, Mapping)
-                and condition.get("type") == "PodScheduled"
-                and condition.get("status") == "False"
-                and condition.get("reason") == "Unschedulable"
-            ):
-                said = " ".join(str(condition.get("message") or "").split())[:300]
-                head = "its Pod cannot be scheduled"
-                return f"{head}: {said}" if said else head
-        for container in _containers(pod):
-            waiting = (container.get("state") or {}).get("waiting") or {}
-            reason = waiting.get("reason")
-            if reason in STUCK_REASONS:
-                head = f"container {container.get('name')} cannot start ({reason})"
-                detail = " ".join(str(waiting.get("message") or "").split())
-                return f"{head}: {detail}" if detail else head
+        said = _unschedulable(pod) or _cannot_start(pod)
+        if said is not None:
+            return said
+    return None
+
+
+def _unschedulable(pod: Mapping[str, Any]) -> str | None:
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+        ):
+            said = " ".join(str(condition.get("message") or "").split())[:300]
+            head = "its Pod cannot be scheduled"
+            return f"{head}: {said}" if said else head
+    return None
+
+
+def _cannot_start(pod: Mapping[str, Any]) -> str | None:
+    for container in _containers(pod):
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason in STUCK_REASONS:
+            head = f"container {container.get('name')} cannot start ({reason})"
+            detail = " ".join(str(waiting.get("message") or "").split())
+            return f"{head}: {detail}" if detail else head
     return None
 
 
@@ -725,6 +734,25 @@ def _status(
     )
 
 
+def _complete(
+    op: Operation,
+    status: ConditionStatus,
+    reason: str,
+    *,
+    message: str,
+    now: datetime,
+    **fields: Any,
+) -> TalosOperationStatus:
+    """The status whose only new condition is Complete ``status`` for ``reason``."""
+    return _status(
+        op,
+        now=now,
+        updates=[_condition(Complete, status, reason, message, op.generation)],
+        message=message,
+        **fields,
+    )
+
+
 def summary(
     phase: Phase, merged: Sequence[Condition], *, generation: int | None
 ) -> tuple[Condition, Condition | None, Condition | None]:
@@ -824,12 +852,8 @@ def spec_updating(op: Operation, *, message: str, now: datetime) -> TalosOperati
     as succeeded, and the executor resumes from here after a restart even when the Job
     is gone by then.
     """
-    return _status(
-        op,
-        now=now,
-        updates=[_condition(Complete, F, OperationReason.SPEC_UPDATING, message, op.generation)],
-        phase=Phase.RUNNING,
-        message=message,
+    return _complete(
+        op, F, OperationReason.SPEC_UPDATING, message=message, now=now, phase=Phase.RUNNING
     )
 
 
@@ -844,13 +868,14 @@ def job_succeeded(op: Operation) -> bool:
 
 
 def succeeded(op: Operation, *, message: str, now: datetime) -> TalosOperationStatus:
-    return _status(
+    return _complete(
         op,
+        T,
+        OperationReason.JOB_SUCCEEDED,
+        message=message,
         now=now,
-        updates=[_condition(Complete, T, OperationReason.JOB_SUCCEEDED, message, op.generation)],
         phase=Phase.SUCCEEDED,
         finished_at=now,
-        message=message,
     )
 
 
@@ -935,3 +960,96 @@ def needs_spec_update(*, current: str, target: str) -> bool:
         return parse(current) < parse(target)
     except VersionError:
         return current != target
+
+
+# --- the Events each step owes ----------------------------------------------------------
+
+
+def _started(status: TalosOperationStatus) -> bool:
+    """Running and past creating its Job: the work was handed to the cluster."""
+    complete = conditions.find(status.conditions, Complete)
+    return (
+        status.phase is Phase.RUNNING
+        and complete is not None
+        and complete.reason != OperationReason.JOB_CREATING
+    )
+
+
+def owed_events(
+    op: Operation, status: TalosOperationStatus, *, now: datetime
+) -> dict[str, owed.OwedEvent]:
+    """The Events the step from ``op.status`` to ``status`` owes, by key: written with the
+    status, posted after it (``ichor.api.owed``). Each key is the operation's uid and the
+    reason (and for ``Waiting`` its message), so one step posted twice is one Event.
+
+    Override when ``Accepted`` turns ``Overridden`` (the claim, before the Job exists);
+    Started and the cluster's UpgradeStarted when the work first runs; Succeeded, Failed
+    or Refused (and the cluster's UpgradeSucceeded, UpgradeFailed) when it ends; Waiting
+    when the operation it waits for changes.
+    """
+    before = op.status
+    found: dict[str, owed.OwedEvent] = {}
+
+    def add(
+        type_: Literal["Normal", "Warning"],
+        reason: str,
+        message: str,
+        *,
+        cluster: bool = False,
+        part: str = "",
+    ) -> None:
+        about: owed.About | None = owed.CLUSTER if cluster else None
+        found[owed.key(op.uid, reason, part)] = owed.owe(
+            type_, reason, message, at=now, about=about
+        )
+
+    message = status.message or ""
+    accepted = conditions.find(status.conditions, Accepted)
+    was = conditions.find(before.conditions, Accepted)
+    if accepted is not None and _newly(accepted, was, OperationReason.OVERRIDDEN):
+        add("Warning", OperationEventReason.OVERRIDE, f"{op} {accepted.message}")
+    if _started(status) and not _started(before):
+        add("Normal", OperationEventReason.STARTED, message)
+        add("Normal", OperationEventReason.UPGRADE_STARTED, f"{op} started: {message}",
+            cluster=True)  # fmt: skip
+    if status.phase is Phase.SUCCEEDED and before.phase is not Phase.SUCCEEDED:
+        add("Normal", OperationEventReason.SUCCEEDED, message)
+        add("Normal", OperationEventReason.UPGRADE_SUCCEEDED, f"{op} succeeded: {message}",
+            cluster=True)  # fmt: skip
+    if status.phase is Phase.FAILED and before.phase is not Phase.FAILED:
+        if accepted is not None and accepted.status == F:
+            add("Warning", OperationEventReason.REFUSED, message)
+        else:
+            add("Warning", OperationEventReason.FAILED, message)
+            add("Warning", OperationEventReason.UPGRADE_FAILED, f"{op} failed: {message}",
+                cluster=True)  # fmt: skip
+    if _waits_anew(status, before, accepted):
+        add("Normal", OperationEventReason.WAITING, message, part=message)
+    return found
+
+
+def _newly(accepted: Condition, was: Condition | None, reason: OperationReason) -> bool:
+    """``Accepted`` has ``reason`` now and did not before."""
+    return accepted.reason == reason and (was is None or was.reason != reason)
+
+
+def _waits_anew(
+    status: TalosOperationStatus, before: TalosOperationStatus, accepted: Condition | None
+) -> bool:
+    """Pending behind another operation, and the one it waits for changed (its message)."""
+    return (
+        status.phase is Phase.PENDING
+        and accepted is not None
+        and accepted.reason == OperationReason.WAITING
+        and (status.message or "") != (before.message or "")
+    )
+
+
+def stopped(op: Operation, *, message: str, now: datetime) -> TalosOperationStatus:
+    """The status of an operation deleted while Running, once its Job is stopped: it owes
+    the cluster's Stopped Event (its finalizer goes once that is posted)."""
+    event = owed.owe("Warning", OperationEventReason.STOPPED, message, at=now, about=owed.CLUSTER)
+    entries = owed.merged(
+        op.status.pending_events, {owed.key(op.uid, OperationEventReason.STOPPED): event}
+    )
+    return op.status.model_copy(update={"message": message, "pending_events": entries})
