@@ -28,8 +28,6 @@ ALLOWED: dict[str, int] = {
     "ichor/controller/talosoperation/executor.py:OperationController._reconcile": 27,
     "ichor/controller/talosoperation/executor.py:OperationController._drive": 21,
     # The webhook's judgement of a write, and the rules of a cluster write.
-    "ichor/webhook/judgement.py:judge_cluster": 27,
-    "ichor/webhook/judgement.py:judge_operation": 22,
     "ichor/webhook/decisions.py:review_cluster": 17,
     # The pure path plan and the blocked releases.
     "ichor/upgrade/path_plan.py:plan_path": 24,
