@@ -27,8 +27,6 @@ ALLOWED: dict[str, int] = {
     # The TalosOperation controller's I/O loop.
     "ichor/controller/talosoperation/executor.py:OperationController._reconcile": 27,
     "ichor/controller/talosoperation/executor.py:OperationController._drive": 21,
-    # The webhook's judgement of a write, and the rules of a cluster write.
-    "ichor/webhook/decisions.py:review_cluster": 17,
     # The pure path plan and the blocked releases.
     "ichor/upgrade/path_plan.py:plan_path": 24,
     "ichor/upgrade/path_plan.py:_unreachable": 21,
