@@ -14,7 +14,6 @@ LIMIT = 12
 #: Modules other changes were editing when the limit came in, with their docstring's
 #: length then: each may shrink, never grow, and leaves this list once within the limit.
 LONGER = {
-    "ichor/upgrade/path_plan.py": 52,
     "ichor/controller/talosoperation/executor.py": 42,
     "ichor/controller/releasecheck/check.py": 42,
     "ichor/upgrade/blocked.py": 38,
