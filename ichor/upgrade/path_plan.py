@@ -545,11 +545,26 @@ def plan_path(
         return _not_reached(
             search, goal, gate=gate, name=name, recorded=recorded, warnings=warnings
         )
+    return _reachable(
+        path, start=cluster, goal=goal, name=name, recorded=recorded, warnings=warnings
+    )
+
+
+def _reachable(
+    path: Sequence[_Edge],
+    *,
+    start: ClusterVersions,
+    goal: Goal,
+    name: str,
+    recorded: Mapping[Component, Releases],
+    warnings: tuple[str, ...],
+) -> PathPlan:
+    """The plan of a path the search found."""
     return PathPlan(
         outcome=PlanOutcome.REACHABLE,
-        start=cluster,
+        start=start,
         goal=goal,
-        steps=_steps(path, start=cluster, goal=goal, name=name, recorded=recorded),
+        steps=_steps(path, start=start, goal=goal, name=name, recorded=recorded),
         warnings=warnings,
     )
 
@@ -737,10 +752,6 @@ def _instead(
     route = search.walk(closer)
     if route is None:
         return None
-    return PathPlan(
-        outcome=PlanOutcome.REACHABLE,
-        start=start,
-        goal=closer,
-        steps=_steps(route, start=start, goal=closer, name=name, recorded=recorded),
-        warnings=warnings,
+    return _reachable(
+        route, start=start, goal=closer, name=name, recorded=recorded, warnings=warnings
     )

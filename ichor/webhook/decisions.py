@@ -388,18 +388,24 @@ def cilium_trace_of_write(
     """
     if old is not None and (new.kubernetes == old.kubernetes or steps.is_cilium(old.cni_preset)):
         return None
-    try:
-        refusal = steps.skipped_cilium_half(
-            preset=new.cni_preset,
-            detected=new.detected_cni,
-            version=new.detected_cni_version,
-            unreadable=new.cni_unreadable,
-            kubernetes=new.kubernetes,
-        )
-    except versions.VersionError:
-        return None  # the form rule refuses it
+    refusal = _skipped_cilium(new, kubernetes=new.kubernetes)  # None: the form rule refuses it
     detail = f"{operation.lower()} spec.kubernetesVersion to {new.kubernetes}"
     return _trace(refusal, requester=requester, detail=detail)
+
+
+def _skipped_cilium(cluster: ClusterObject, *, kubernetes: str) -> Refusal | None:
+    """What the Cilium rule would say of ``kubernetes`` on this cluster left unmanaged
+    (None: nothing, or a version that does not parse)."""
+    try:
+        return steps.skipped_cilium_half(
+            preset=cluster.cni_preset,
+            detected=cluster.detected_cni,
+            version=cluster.detected_cni_version,
+            unreadable=cluster.cni_unreadable,
+            kubernetes=kubernetes,
+        )
+    except versions.VersionError:
+        return None
 
 
 def cilium_trace_of_operation(
@@ -410,16 +416,9 @@ def cilium_trace_of_operation(
     status shows, when the Cilium rule would have refused it (``cilium_trace_of_write``)."""
     if spec.type is not OperationType.KUBERNETES or spec.version is None:
         return None
-    try:
-        refusal = steps.skipped_cilium_half(
-            preset=cluster.cni_preset,
-            detected=cluster.detected_cni,
-            version=cluster.detected_cni_version,
-            unreadable=cluster.cni_unreadable,
-            kubernetes=spec.version,
-        )
-    except versions.VersionError:
-        return None  # the plan refuses the target's form
+    refusal = _skipped_cilium(cluster, kubernetes=spec.version)  # None: the plan refuses its form
+    if refusal is None:
+        return None
     detail = f"kubernetes to {spec.version} on TalosCluster {spec.cluster_ref}"
     if started_by:
         detail += f", started by {started_by}"

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, TypedDict, Unpack
+from typing import Any, TypedDict, TypeVar, Unpack
 
 from ichor.api import kinds, queue_limits, records, talosoperation
 from ichor.api.autopatch import UNHALT_ANNOTATION, parse_unhalt
@@ -28,6 +28,7 @@ from ichor.webhook import decisions, kubeapi, marks, reviews, stamps
 
 _log = logging.getLogger(__name__)
 _Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
+_Read = TypeVar("_Read")
 
 
 def _annotations(body: object) -> Mapping[str, Any]:
@@ -178,14 +179,33 @@ def _read_cluster_write(
     *, new: object, old: object, userinfo: object, operation: object
 ) -> _ClusterWrite | Judged:
     """The TalosCluster review as read, or the refusal of one that cannot be read."""
-    try:
-        refused = _unvalidated(operation, ("CREATE", "UPDATE"))
-        if refused is not None:
-            return refused
-        who = reviews.requester(userinfo)
+
+    def read(who: reviews.Requester) -> _ClusterWrite:
         cluster = reviews.cluster_versions(new, where="object")
         before = reviews.cluster_versions(old, where="oldObject") if operation == "UPDATE" else None
-        return _without_old(operation, old) or _ClusterWrite(who, cluster, before)
+        return _ClusterWrite(who, cluster, before)
+
+    return _read_review(read, old=old, userinfo=userinfo, operation=operation)
+
+
+def _read_review(
+    read: Callable[[reviews.Requester], _Read],
+    *,
+    old: object,
+    userinfo: object,
+    operation: object,
+    validated: tuple[str, ...] = ("CREATE", "UPDATE"),
+) -> _Read | Judged:
+    """A review read in order: an operation validated here, the requester, the object
+    (``read``), then the old object an UPDATE carries; or the refusal of the first that
+    cannot be read."""
+    try:
+        refused = _unvalidated(operation, validated)
+        if refused is not None:
+            return refused
+        written = read(reviews.requester(userinfo))
+        refused = _without_old(operation, old)
+        return written if refused is None else refused
     except reviews.MalformedReview as error:
         return Judged(decisions.malformed(str(error)))
 
@@ -411,15 +431,11 @@ def _read_operation_write(
     *, new: object, old: object, userinfo: object, operation: object
 ) -> _OperationWrite | Judged:
     """The TalosOperation review as read, or the refusal of one that cannot be read."""
-    try:
-        refused = _unvalidated(operation, ("CREATE", "UPDATE"))
-        if refused is not None:
-            return refused
-        who = reviews.requester(userinfo)
-        spec = reviews.operation_spec(new, where="object")
-        return _without_old(operation, old) or _OperationWrite(who, spec)
-    except reviews.MalformedReview as error:
-        return Judged(decisions.malformed(str(error)))
+
+    def read(who: reviews.Requester) -> _OperationWrite:
+        return _OperationWrite(who, reviews.operation_spec(new, where="object"))
+
+    return _read_review(read, old=old, userinfo=userinfo, operation=operation)
 
 
 async def _plan_answer(
@@ -494,17 +510,14 @@ async def judge_installation(
     and an entry that claims to allow what the table refuses is refused), and a request
     to lift auto-patch halts (``ichor.dev/unhalt``), whose requester the admission record
     names for the operator's Event; never raises. Its spec is the installer's (RBAC)."""
-    try:
-        refused = _unvalidated(operation, ("UPDATE",))
-        if refused is not None:
-            return refused
-        who = reviews.requester(userinfo)
+
+    def read(who: reviews.Requester) -> reviews.Requester:
         reviews.object_name(new)
-        refused = _without_old(operation, old)
-        if refused is not None:
-            return refused
-    except reviews.MalformedReview as error:
-        return Judged(decisions.malformed(str(error)))
+        return who
+
+    who = _read_review(read, old=old, userinfo=userinfo, operation=operation, validated=("UPDATE",))
+    if isinstance(who, Judged):
+        return who
     try:
         operator = await _is_operator(backend, who)
     except Exception as error:

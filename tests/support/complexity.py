@@ -27,8 +27,6 @@ ALLOWED: dict[str, int] = {
     # The TalosOperation controller's I/O loop.
     "ichor/controller/talosoperation/executor.py:OperationController._reconcile": 27,
     "ichor/controller/talosoperation/executor.py:OperationController._drive": 21,
-    # The site's policy (merged from its own change with the figures above).
-    "ichor/release/policy.py:_span": 16,
     # Each node's own image and the node-by-node Talos operation (merged from its branch
     # with the figures above; ``_drive`` and ``judge_operation`` grew by its dispatch).
     "ichor/cli/clusters.py:adopt": 17,

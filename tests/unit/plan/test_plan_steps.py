@@ -234,3 +234,15 @@ def test__instead_plans_the_newest_reached_for_a_defaulted_goal_only() -> None:
     assert path_plan._instead(found, asked, name="prod", recorded=RECORDED, warnings=()) is None
     stuck = search(ClusterVersions("v1.14.4", "v1.36.7", "1.20.4", "cilium"), goal=goal)
     assert path_plan._instead(stuck, goal, name="prod", recorded=RECORDED, warnings=()) is None
+
+
+def test__reachable_plans_the_path_found_with_its_warnings() -> None:
+    goal = Goal(kubernetes=v("v1.34.7"))
+    path = search(goal=goal).walk(goal)
+    assert path is not None
+    plan = path_plan._reachable(
+        path, start=ON_1_12, goal=goal, name="prod", recorded=RECORDED, warnings=("w",)
+    )
+    assert plan.outcome is PlanOutcome.REACHABLE
+    assert (plan.start, plan.goal, plan.warnings) == (ON_1_12, goal, ("w",))
+    assert plan.commands == ("ichor upgrade kubernetes prod v1.34.7",)

@@ -274,3 +274,35 @@ def test__with_image_warnings_speaks_of_an_allowed_talos_upgrade_only() -> None:
     assert judgement._with_image_warnings(ALLOWED, kubernetes, cluster=one_node) is ALLOWED
     unversioned = _plan(operation=talosoperation("talos")).spec
     assert judgement._with_image_warnings(ALLOWED, unversioned, cluster=one_node) is ALLOWED
+
+
+def test__read_review_reads_in_order_and_refuses_the_first_unreadable() -> None:
+    read: list[str] = []
+
+    def reader(who: reviews.Requester) -> str:
+        read.append(who.username)
+        return "object"
+
+    assert (
+        judgement._read_review(reader, old={}, userinfo=userinfo(), operation="UPDATE") == "object"
+    )
+    assert read == ["alice"]
+    unlisted = judgement._read_review(
+        reader, old={}, userinfo=userinfo(), operation="CREATE", validated=("UPDATE",)
+    )
+    assert isinstance(unlisted, Judged)
+    assert "not validated here" in unlisted.answer.message
+    assert read == ["alice"]  # nothing read after a refused operation
+    nobody = judgement._read_review(reader, old={}, userinfo="nobody", operation="CREATE")
+    assert isinstance(nobody, Judged)
+    assert nobody.answer.code == decisions.Code.BAD_REQUEST
+    no_old = judgement._read_review(reader, old=None, userinfo=userinfo(), operation="UPDATE")
+    assert isinstance(no_old, Judged)
+    assert no_old.answer.message.endswith("an UPDATE review carries no oldObject")
+
+    def malformed(who: reviews.Requester) -> str:
+        raise reviews.MalformedReview("object.spec is not an object")
+
+    refused = judgement._read_review(malformed, old=None, userinfo=userinfo(), operation="UPDATE")
+    assert isinstance(refused, Judged)
+    assert refused.answer.message.endswith("object.spec is not an object")  # before the old

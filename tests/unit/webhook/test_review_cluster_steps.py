@@ -155,3 +155,12 @@ def test__denied_carries_the_refusals_rule_and_the_message() -> None:
     assert replace(denied, overridable=True) == decisions._denied(
         pair, "said", cluster=REF, overridable=True
     )
+
+
+def test__skipped_cilium_says_what_the_rule_would_of_an_unmanaged_cluster() -> None:
+    unmanaged = cluster(preset="unmanaged", cilium="1.20.4")
+    skipped = decisions._skipped_cilium(unmanaged, kubernetes="v1.37.2")
+    assert skipped is not None
+    assert skipped.rule is Rule.CILIUM_KUBERNETES
+    assert decisions._skipped_cilium(unmanaged, kubernetes="v1.36.7") is None
+    assert decisions._skipped_cilium(unmanaged, kubernetes="garbage") is None
