@@ -80,17 +80,17 @@ def _passed_refusals(verdict: Verdict) -> tuple[records.Passed, ...]:
 
 def _admitting(
     record: records.Record,
-    *,
     kind: str,
-    namespace: str,
-    name: str,
+    named: NamespacedName,
+    *,
     cluster: NamespacedName,
     warnings: tuple[str, ...],
 ) -> Answer:
+    """An allowed write of the ``kind`` object ``named``, admitted with ``record``."""
     return Answer(
         allowed=True,
         warnings=warnings,
-        record=records.message(record, kind=kind, namespace=namespace, name=name),
+        record=records.message(record, kind=kind, namespace=named.namespace, name=named.name),
         cluster=cluster,
         admitted=record,
     )
@@ -466,14 +466,9 @@ def _passed(
         detail=detail,
         passed=_passed_refusals(verdict),
     )
-    return _admitting(
-        record,
-        kind=kind,
-        namespace=namespace,
-        name=name,
-        cluster=cluster,
-        warnings=tuple(_warning(requester, r) for r in verdict.overridable),
-    )
+    warnings = tuple(_warning(requester, r) for r in verdict.overridable)
+    named = NamespacedName(namespace, name)
+    return _admitting(record, kind, named, cluster=cluster, warnings=warnings)
 
 
 #: The TalosCluster spec field each operation type moves when it succeeds.
@@ -534,14 +529,8 @@ def _carried(
         field=_SPEC_FIELDS[carried.type],
         value=carried.version,
     )
-    return _admitting(
-        record,
-        kind="TalosCluster",
-        namespace=cluster.namespace,
-        name=cluster.name,
-        cluster=cluster,
-        warnings=tuple(_warning(requester, r) for r in verdict.overridable),
-    )
+    warnings = tuple(_warning(requester, r) for r in verdict.overridable)
+    return _admitting(record, "TalosCluster", cluster, cluster=cluster, warnings=warnings)
 
 
 def _adopted(verdict: Verdict, *, requester: Requester, cluster: NamespacedName) -> Answer:
@@ -558,14 +547,7 @@ def _adopted(verdict: Verdict, *, requester: Requester, cluster: NamespacedName)
         )[:WARNING_LIMIT]
         for r in verdict.overridable
     )
-    return _admitting(
-        record,
-        kind="TalosCluster",
-        namespace=cluster.namespace,
-        name=cluster.name,
-        cluster=cluster,
-        warnings=warnings,
-    )
+    return _admitting(record, "TalosCluster", cluster, cluster=cluster, warnings=warnings)
 
 
 #: Said to the writer of a Declarative TalosCluster that sets spec.autoPatch: admitted
@@ -655,12 +637,19 @@ def _denied(
     refusal: Refusal, message: str, *, cluster: NamespacedName, overridable: bool = False
 ) -> Answer:
     """A write denied by ``refusal``'s rule, in ``message``."""
+    return _forbidden(message, reason=str(refusal.rule), cluster=cluster, overridable=overridable)
+
+
+def _forbidden(
+    message: str, *, reason: str, cluster: NamespacedName | None = None, overridable: bool = False
+) -> Answer:
+    """A write this webhook refuses (403), in ``message``; ``reason`` is what kubectl shows."""
     return Answer(
         allowed=False,
         message=message,
         code=Code.FORBIDDEN,
         cluster=cluster,
-        reason=str(refusal.rule),
+        reason=reason,
         overridable=overridable,
     )
 
@@ -753,15 +742,11 @@ def answer_status(
     if (requester.username == operator) if matches is None else matches:
         return Answer(allowed=True)
     what = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
-    return Answer(
-        allowed=False,
-        message=(
-            f"the status of {what} is refused for user {requester.username!r}: status is "
-            f"what the ichor operator observed and decided, and only the operator "
-            f"({operator}) writes it, whatever a role grants on the status subresource; "
-            f"change the spec instead, or let the operator write the status"
-        ),
-        code=Code.FORBIDDEN,
+    return _forbidden(
+        f"the status of {what} is refused for user {requester.username!r}: status is "
+        f"what the ichor operator observed and decided, and only the operator "
+        f"({operator}) writes it, whatever a role grants on the status subresource; "
+        f"change the spec instead, or let the operator write the status",
         reason="StatusWrite",
     )
 
@@ -778,18 +763,14 @@ def _clean_override(
     cluster = spec.cluster_ref
     what = f"TalosOperation {spec.namespace}/{spec.name}"
     if not holds_verb:
-        return Answer(
-            allowed=False,
-            message=(
-                f"{what} is refused: `override: true` is set, but user "
-                f"{requester.username!r} does not hold {_verb_text(cluster)}, which "
-                f"`override: true` needs even when the plan refuses nothing (the executor "
-                f"would pass a refusal it meets at execution on it); the plan passes "
-                f"without it, so remove `override: true`."
-            ),
-            code=Code.FORBIDDEN,
-            cluster=cluster,
+        return _forbidden(
+            f"{what} is refused: `override: true` is set, but user "
+            f"{requester.username!r} does not hold {_verb_text(cluster)}, which "
+            f"`override: true` needs even when the plan refuses nothing (the executor "
+            f"would pass a refusal it meets at execution on it); the plan passes "
+            f"without it, so remove `override: true`.",
             reason="OverrideVerb",
+            cluster=cluster,
         )
     warning = (
         f"override: true set by {requester.username}: the plan refuses nothing now; a "
@@ -800,26 +781,17 @@ def _clean_override(
         user=requester.username,
         detail=f"{spec.type} to {_target(spec)}",
     )
-    return _admitting(
-        record,
-        kind="TalosOperation",
-        namespace=spec.namespace,
-        name=spec.name,
-        cluster=cluster,
-        warnings=(warning[:WARNING_LIMIT],),
-    )
+    named = NamespacedName(spec.namespace, spec.name)
+    warnings = (warning[:WARNING_LIMIT],)
+    return _admitting(record, "TalosOperation", named, cluster=cluster, warnings=warnings)
 
 
 def missing_cluster(spec: OperationSpec) -> Answer:
     """The plan of an operation whose cluster does not exist."""
-    return Answer(
-        allowed=False,
-        message=(
-            f"TalosOperation {spec.namespace}/{spec.name} is refused: TalosCluster "
-            f"{spec.cluster_ref} does not exist; spec.clusterRef.name must name a TalosCluster "
-            f"in namespace {spec.namespace!r}."
-        ),
-        code=Code.FORBIDDEN,
+    return _forbidden(
+        f"TalosOperation {spec.namespace}/{spec.name} is refused: TalosCluster "
+        f"{spec.cluster_ref} does not exist; spec.clusterRef.name must name a TalosCluster "
+        f"in namespace {spec.namespace!r}.",
         reason="ClusterNotFound",
     )
 

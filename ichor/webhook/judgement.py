@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, TypedDict, TypeVar, Unpack
+from typing import Any, Protocol, TypedDict, TypeVar, Unpack
 
 from ichor.api import kinds, queue_limits, records, talosoperation
 from ichor.api.autopatch import UNHALT_ANNOTATION, parse_unhalt
@@ -630,15 +630,6 @@ class Review(TypedDict):
     backend: kubeapi.Backend
 
 
-async def cluster_answer(
-    *, dryrun: bool, logger: _Logger = _log, **review: Unpack[Review]
-) -> decisions.Answer:
-    """The validating answer to a TalosCluster create or update; never raises."""
-    judged = await judge_cluster(logger=logger, **review)
-    kind = kinds.Kind.TALOS_CLUSTER
-    return _checked(judged, kind=kind, new=review["new"], dryrun=dryrun, logger=logger)
-
-
 async def operation_answer(
     *,
     new: object,
@@ -663,13 +654,33 @@ async def operation_answer(
     return _checked(judged, kind=kinds.Kind.TALOS_OPERATION, new=new, dryrun=dryrun, logger=logger)
 
 
-async def installation_answer(
-    *, dryrun: bool, logger: _Logger = _log, **review: Unpack[Review]
-) -> decisions.Answer:
-    """The validating answer to an IchorInstallation update; never raises."""
-    judged = await judge_installation(logger=logger, **review)
-    kind = kinds.Kind.ICHOR_INSTALLATION
-    return _checked(judged, kind=kind, new=review["new"], dryrun=dryrun, logger=logger)
+class _Judge(Protocol):
+    def __call__(self, *, logger: _Logger = ..., **review: Unpack[Review]) -> Awaitable[Judged]: ...
+
+
+class _Answering(Protocol):
+    def __call__(
+        self, *, dryrun: bool, logger: _Logger = ..., **review: Unpack[Review]
+    ) -> Coroutine[Any, Any, decisions.Answer]: ...
+
+
+def _validating(judge: _Judge, kind: kinds.Kind) -> _Answering:
+    """The validating answer of ``judge``: its judgement, checked against the stamp the
+    object carries (``_checked``); never raises."""
+
+    async def answer(
+        *, dryrun: bool, logger: _Logger = _log, **review: Unpack[Review]
+    ) -> decisions.Answer:
+        judged = await judge(logger=logger, **review)
+        return _checked(judged, kind=kind, new=review["new"], dryrun=dryrun, logger=logger)
+
+    return answer
+
+
+#: The validating answer to a TalosCluster create or update; never raises.
+cluster_answer = _validating(judge_cluster, kinds.Kind.TALOS_CLUSTER)
+#: The validating answer to an IchorInstallation update; never raises.
+installation_answer = _validating(judge_installation, kinds.Kind.ICHOR_INSTALLATION)
 
 
 async def status_answer(

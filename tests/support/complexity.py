@@ -29,8 +29,6 @@ ALLOWED: dict[str, int] = {
     "ichor/controller/talosoperation/executor.py:OperationController._drive": 21,
     # Each node's own image and the node-by-node Talos operation (merged from its branch
     # with the figures above; ``_drive`` and ``judge_operation`` grew by its dispatch).
-    "ichor/cli/clusters.py:adopt": 17,
-    "ichor/cli/output.py:status_table": 16,
     "ichor/controller/talosoperation/executor.py:OperationController._kubernetes_after": 16,
     "ichor/controller/talosoperation/executor.py:OperationController._manifest": 18,
     "ichor/controller/talosoperation/executor.py:OperationController._read_images": 22,

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from ichor.api import kinds
 from ichor.api.talosoperation import OperationType
 from ichor.release.policy import NO_POLICY, SitePolicy
 from ichor.release.refusals import Rule, Verdict, refuse
@@ -306,3 +307,23 @@ def test__read_review_reads_in_order_and_refuses_the_first_unreadable() -> None:
     refused = judgement._read_review(malformed, old=None, userinfo=userinfo(), operation="UPDATE")
     assert isinstance(refused, Judged)
     assert refused.answer.message.endswith("object.spec is not an object")  # before the old
+
+
+async def test__validating_checks_the_judgement_against_the_stamp_it_carries() -> None:
+    judged: list[dict[str, Any]] = []
+
+    async def judge(**given: Any) -> Judged:
+        judged.append(given)
+        return Judged(ALLOWED)
+
+    answer = judgement._validating(judge, kinds.Kind.TALOS_CLUSTER)
+    body = taloscluster()
+    backend = FakeBackend()
+    said = await answer(
+        new=body, old=None, userinfo=userinfo(), operation="CREATE", dryrun=False, backend=backend
+    )
+    assert said is ALLOWED  # no stamp to check: the judgement's answer
+    (given,) = judged
+    assert given["new"] is body
+    assert given["backend"] is backend
+    assert given["logger"] is judgement._log

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from ichor.api import records
 from ichor.release import steps
 from ichor.release.policy import NO_POLICY, SitePolicy
 from ichor.release.refusals import Refusal, Rule, Verdict, refuse
@@ -164,3 +165,24 @@ def test__skipped_cilium_says_what_the_rule_would_of_an_unmanaged_cluster() -> N
     assert skipped.rule is Rule.CILIUM_KUBERNETES
     assert decisions._skipped_cilium(unmanaged, kubernetes="v1.36.7") is None
     assert decisions._skipped_cilium(unmanaged, kubernetes="garbage") is None
+
+
+def test__forbidden_is_a_403_with_the_reason_kubectl_shows() -> None:
+    said = decisions._forbidden("no.", reason="StatusWrite")
+    assert (said.allowed, said.code, said.reason, said.cluster) == (False, 403, "StatusWrite", None)
+    assert decisions._forbidden("no.", reason="R", cluster=REF, overridable=True).overridable
+
+
+def test__admitting_names_the_object_in_the_record_of_the_answer() -> None:
+    record = records.Record(kind=records.RecordKind.ADOPTION, user="alice", detail="create")
+    named = NamespacedName("team-a", "up")
+    answer = decisions._admitting(record, "TalosOperation", named, cluster=REF, warnings=("w",))
+    assert (answer.allowed, answer.admitted, answer.cluster, answer.warnings) == (
+        True,
+        record,
+        REF,
+        ("w",),
+    )
+    assert answer.record == records.message(
+        record, kind="TalosOperation", namespace="team-a", name="up"
+    )
