@@ -38,7 +38,6 @@ ALLOWED: dict[str, int] = {
     "ichor/controller/talosoperation/preflight.py:read_certificate": 16,
     "ichor/controller/talosoperation/talosread.py:etcd_health": 35,
     "ichor/controller/talosoperation/talosread.py:image_state": 23,
-    "ichor/upgrade/node_images.py:plan_images": 21,
     # The release check's I/O.
     "ichor/controller/releasecheck/check.py:ReleaseCheck.check": 19,
     "ichor/controller/releasecheck/check.py:ReleaseCheck.delay": 18,
