@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from ichor.api._base import ApiModel
 from ichor.api.autopatch import FleetAutoPatchSpec, FleetAutoPatchStatus
 from ichor.api.conditions import Condition
+from ichor.api.owed import OwedEvent
 from ichor.api.reading import read_model
 from ichor.api.taloscluster import UpgradePolicy
 from ichor.release import policy as site_policy
@@ -134,6 +135,8 @@ class IchorInstallationStatus(ApiModel):
     #: Written by auto-patch: the fleet's halts and when each release was first seen.
     auto_patch: FleetAutoPatchStatus | None = None
     conditions: tuple[Condition, ...] = ()
+    #: Events decided with this status and not posted yet (``ichor.api.owed``).
+    pending_events: dict[str, OwedEvent] | None = None
     #: Written by the TalosCluster controller: which policy entries matched how many clusters.
     site_policy: SitePolicyStatus | None = None
 

@@ -15,6 +15,7 @@ from enum import StrEnum
 from ichor.api._base import ApiModel
 from ichor.api.autopatch import AutoPatchSpec, AutoPatchStatus
 from ichor.api.conditions import Condition
+from ichor.api.owed import OwedEvent
 from ichor.release import steps
 from ichor.release.policy import NO_POLICY, SitePolicy
 from ichor.upgrade.rule import ClusterVersions
@@ -232,6 +233,8 @@ class TalosClusterStatus(ApiModel):
     #: Written by auto-patch; the rest of the status carries it over unchanged.
     auto_patch: AutoPatchStatus | None = None
     conditions: tuple[Condition, ...] = ()
+    #: Events decided with this status and not posted yet (``ichor.api.owed``).
+    pending_events: dict[str, OwedEvent] | None = None
 
 
 def cluster_versions(

@@ -12,6 +12,7 @@ from enum import StrEnum
 
 from ichor.api._base import ApiModel
 from ichor.api.conditions import Condition
+from ichor.api.owed import OwedEvent
 
 #: Label on an operation the controller started by itself, naming who (``StartedBy``).
 #: Only the operator's identity may set, change or remove it: the webhook refuses it from
@@ -165,6 +166,8 @@ class TalosOperationStatus(ApiModel):
     upgrade_started_at: datetime | None = None
     #: On a Failed operation: which kind of failure (None: written by an older Ichor).
     failure: Failure | None = None
+    #: Events decided with this status and not posted yet (``ichor.api.owed``).
+    pending_events: dict[str, OwedEvent] | None = None
     #: A Talos operation's nodes and their images, written when it is claimed.
     nodes: OperationNodes | None = None
 

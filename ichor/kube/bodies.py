@@ -112,15 +112,18 @@ def event_body(
     message: str,
     component: str = COMPONENT,
     now: datetime | None = None,
+    name: str | None = None,
 ) -> dict[str, Any]:
-    """A core/v1 Event about ``involved``; ``message`` is cut to the API's 1 KiB limit."""
+    """A core/v1 Event about ``involved``; ``message`` is cut to the API's 1 KiB limit.
+    ``name``: the Event's name (an owed Event's, ``ichor.api.owed.event_name``), else a
+    random one."""
     moment = _rfc3339(now or datetime.now(UTC))
     namespace = involved.get("namespace") or CLUSTER_SCOPED_EVENT_NAMESPACE
     return {
         "apiVersion": "v1",
         "kind": "Event",
         "metadata": {
-            "name": f"{involved.get('name', 'object')}.{uuid.uuid4().hex[:16]}",
+            "name": name or f"{involved.get('name', 'object')}.{uuid.uuid4().hex[:16]}",
             "namespace": namespace,
         },
         "involvedObject": dict(involved),

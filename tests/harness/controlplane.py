@@ -130,6 +130,7 @@ class _Child:
     popen: subprocess.Popen[bytes]
     binary: Path
     log: Path
+    args: tuple[str, ...] = ()
 
     def state(self) -> ProcessState:
         return {
@@ -270,6 +271,25 @@ class ControlPlane:
         with _running_lock:
             _running.discard(self)
         shutil.rmtree(self.workdir / "etcd", ignore_errors=True)
+
+    def restart(self, name: str, *, down: float = 1.0) -> float:
+        """Stop ``etcd`` or ``kube-apiserver`` (SIGTERM, as a node shutting down does),
+        keep it down ``down`` seconds, start it again on the same port with the same
+        data, and return once it is ready again: the seconds it was away."""
+        child = next(c for c in self._children if c.name == name)
+        started = time.monotonic()
+        child.stop()
+        self._children.remove(child)
+        time.sleep(down)
+        again = self._spawn(name, child.binary, child.args)
+        if name == "etcd":
+            self._wait(again, timeout=_ETCD_READY_TIMEOUT,
+                       ready=lambda: _etcd_healthy(f"{self.etcd_url}/health"))  # fmt: skip
+        apiserver = next(c for c in self._children if c.name == "kube-apiserver")
+        context = self.ssl_context()
+        self._wait(apiserver, timeout=_APISERVER_READY_TIMEOUT,
+                   ready=lambda: _apiserver_ready(f"{self.server}/readyz", context))  # fmt: skip
+        return time.monotonic() - started
 
     def __enter__(self) -> ControlPlane:
         return self.start()
@@ -465,7 +485,7 @@ class ControlPlane:
                 start_new_session=True,
                 preexec_fn=None if self._detached_or_thread() else _die_with_parent,
             )
-        child = _Child(name=name, popen=popen, binary=binary, log=log)
+        child = _Child(name=name, popen=popen, binary=binary, log=log, args=tuple(args))
         self._children.append(child)
         return child
 

@@ -514,8 +514,11 @@ class Node(controlplane.ControlPlane):
             raise
         return self
 
-    def stop(self) -> None:
-        """Stop everything and leave nothing behind (idempotent)."""
+    def stop(self, *, locked: Callable[[], None] | None = None) -> None:
+        """Stop everything and leave nothing behind (idempotent).
+
+        ``locked`` is called once nothing of this node is left, while this process still
+        holds the machine-wide lock (a snapshot taken there holds no other node's state)."""
         with self._lock:
             if self._stopped:
                 return
@@ -557,6 +560,8 @@ class Node(controlplane.ControlPlane):
         shutil.rmtree(self.workdir / "etcd", ignore_errors=True)
         shutil.rmtree(self.workdir / "containerd", ignore_errors=True)
         atexit.unregister(self.stop)
+        if locked is not None:
+            step("the call under the lock after the stop", locked)
         # last: the next node (of any process) may start once nothing of this one is left
         self._machine_lock.release()
         with _one_at_a_time:

@@ -150,6 +150,7 @@ def one_node(
     kernel modules), after the whole tier ran on it."""
     cluster = node.Node(workdir=tmp_path_factory.mktemp("node"), registry_port=node_registry.port)
     snapshots: list[machine.Snapshot] = []
+    lasting: list[tuple[machine.Snapshot, list[str]]] = []
     try:
         # taken under the machine-wide lock: never with another run's node in it
         cluster.start(locked=lambda: snapshots.append(machine.Snapshot.take()))
@@ -160,12 +161,14 @@ def one_node(
     try:
         yield cluster
     finally:
-        cluster.stop()
+        # the after-snapshot too under the lock: never with another run's node in it
+        cluster.stop(locked=lambda: lasting.append(machine.lasting_diff(snapshots[0])))
         _clock.stopped_at = time.monotonic()
         _clock.stop_seconds = cluster.timings.stop
         _figures["node stop"] = f"{cluster.timings.stop:.1f} s"
     (before,) = snapshots
-    after, changes = machine.lasting_diff(before)
+    # (a node stopped before the teardown ran no call: taken now, without the lock)
+    after, changes = lasting[0] if lasting else machine.lasting_diff(before)
     allowed = before.allowed_modules(after)
     if allowed:
         record("kernel modules loaded (allowed to stay)", " ".join(allowed))

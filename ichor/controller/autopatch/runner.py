@@ -23,7 +23,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 from pydantic import ValidationError
 
-from ichor.api import kinds
+from ichor.api import kinds, owed
 from ichor.api.autopatch import (
     DEFAULT_HEALTH_CHECK_RESOURCES,
     HALTED_ANNOTATION,
@@ -52,7 +52,7 @@ from ichor.controller.autopatch import decisions, health
 from ichor.controller.autopatch.evaluator import Evaluator
 from ichor.controller.autopatch.policy import Policy, effective, max_concurrent
 from ichor.controller.talosoperation import creating, start_request
-from ichor.kube import bodies, clock, errors, events, metrics, objects, patching, untrusted
+from ichor.kube import bodies, clock, errors, metrics, objects, patching, untrusted
 from ichor.upgrade.rule import Component
 
 logger = logging.getLogger(__name__)
@@ -685,8 +685,18 @@ class AutoPatcher:
             attempt=plan.attempt,
             reason=plan.reason,
         )
+        # the create itself owes AutoPatchStarted (the operation carries it until the
+        # executor posted it): a restart after the create cannot lose it
+        name = start_request.operation_name(request)
+        announce = owed.owe(
+            "Normal", AutoPatchEventReason.STARTED, f"started TalosOperation {name}: {plan.reason}",
+            at=now, about=owed.CLUSTER,
+        )  # fmt: skip
         try:
-            started = await creating.start_operation(self.api, request=request)
+            started = await creating.start_operation(
+                self.api, request=request,
+                owes={owed.key(name, AutoPatchEventReason.STARTED): announce},
+            )  # fmt: skip
         except creating.StartRefused as error:
             metrics.auto_patch_run(result="Refused")
             return decisions.refused(
@@ -721,13 +731,6 @@ class AutoPatcher:
         planned = list(decision.events)
         if started.created:
             metrics.auto_patch_run(result="Started")
-            planned.append(
-                bodies.PlannedEvent(
-                    bodies.EventType.NORMAL,
-                    AutoPatchEventReason.STARTED,
-                    f"started TalosOperation {started.name}: {plan.reason}",
-                )
-            )
         return decisions.Decision(
             status=status,
             condition=decision.condition.model_copy(update={"message": status.message})
@@ -772,14 +775,6 @@ async def lift_halts(
             continue
         return lifted
     raise errors.Conflict(ApiException(status=409, reason="the IchorInstallation kept moving"))
-
-
-async def post(
-    api: ApiClient, body: Mapping[str, Any], planned: Sequence[bodies.PlannedEvent]
-) -> None:
-    involved = bodies.reference(body)
-    for event in planned:
-        await events.post(api, involved, event)
 
 
 def _fleet_spec(installation: Mapping[str, Any] | None) -> FleetAutoPatchSpec | None:

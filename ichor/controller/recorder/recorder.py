@@ -3,9 +3,10 @@
 The webhook writes no Event; its mutating half puts a record of each passed override or
 adoption into the object (``ichor.api.records``). This controller sees the stored object
 through its watch, posts each record as a Warning Event naming the user, then removes the
-records it posted. A record is never lost: it stays in etcd until posted (a crash may post
-one twice, never skip one). A record on the IchorInstallation lifts auto-patch halts.
-
+records it posted. A record is never lost: it stays in etcd until posted. Nor doubled:
+its Event is named by the object's uid and the record's place among all its records
+(``POSTED``), so a crash between post and removal posts it again under the same name and
+meets the first (409). A record on the IchorInstallation lifts auto-patch halts.
 More in docs/design/notes.md, "ichor/controller/recorder/recorder.py".
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from ichor.api import kinds, records
+from ichor.api import kinds, owed, records
 from ichor.api.autopatch import UNHALT_ANNOTATION, Halt, HaltScope, parse_unhalt
 from ichor.api.events import AutoPatchEventReason, RecordEventReason
 from ichor.controller.autopatch import runner as autopatch
@@ -29,6 +30,9 @@ logger = logging.getLogger(__name__)
 
 #: Attempts to remove the posted records when the object keeps moving.
 ATTEMPTS = 5
+#: How many records were posted and removed from the object so far (an operator's mark):
+#: the first record of the list is the object's record number POSTED.
+POSTED = "ichor.dev/records-posted"
 #: Seconds before a failed attempt (API down) runs again.
 RETRY_SECONDS = 5.0
 
@@ -73,6 +77,21 @@ def unhalt_message(record: records.Record, lifted: tuple[Halt, ...] | None) -> s
 
 def has_records(body: Mapping[str, Any]) -> bool:
     return records.RECORDS in records.annotations_of(body)
+
+
+def posted_before(body: Mapping[str, Any]) -> int:
+    """How many records the object held and the operator removed (``POSTED``)."""
+    raw = records.annotations_of(body).get(POSTED)
+    try:
+        found = int(str(raw)) if raw is not None else 0
+    except ValueError:
+        return 0
+    return max(found, 0)
+
+
+def record_key(uid: str, number: int) -> str:
+    """The owed-Event key of the object's record number ``number``: its Event's name."""
+    return owed.key(uid, "record", str(number))
 
 
 class Recorder:
@@ -130,24 +149,29 @@ class Recorder:
                 self._posted.pop(uid, None)
                 return
             done = min(self._posted.get(uid, 0), len(found))
+            first = posted_before(body)
             for record in found[done:]:
-                await self._post(key, body, record)
+                await self._post(key, body, record, number=first + done)
                 done += 1
                 self._posted[uid] = done
-            if await self._remove(key, body, rest=found[done:]):
+            if await self._remove(key, body, rest=found[done:], posted=first + done):
                 self._posted.pop(uid, None)
                 return
         raise TimeoutError(f"{key[0]} {key[1]}/{key[2]} kept moving")
 
     async def _remove(
-        self, key: Key, body: Mapping[str, Any], *, rest: tuple[records.Record, ...]
+        self, key: Key, body: Mapping[str, Any], *, rest: tuple[records.Record, ...], posted: int
     ) -> bool:
-        """Drop the posted records (those before ``rest``); False when the object moved."""
+        """Drop the posted records (those before ``rest``) and count them (``POSTED``);
+        False when the object moved."""
         plural, namespace, name = key
         meta = body.get("metadata") or {}
         version = meta.get("resourceVersion")
         kind = _KINDS[plural]
-        annotations: dict[str, str | None] = {records.RECORDS: records.dump(rest)}
+        annotations: dict[str, str | None] = {
+            records.RECORDS: records.dump(rest),
+            POSTED: str(posted),
+        }
         if kind is kinds.Kind.ICHOR_INSTALLATION and not rest:
             # every request is handled: the request annotation goes with its records (a
             # new request written meanwhile moved the object, and this write fails)
@@ -172,7 +196,9 @@ class Recorder:
             return True
         return True
 
-    async def _post(self, key: Key, body: Mapping[str, Any], record: records.Record) -> None:
+    async def _post(
+        self, key: Key, body: Mapping[str, Any], record: records.Record, *, number: int
+    ) -> None:
         plural, namespace, name = key
         involved: Mapping[str, Any] = body
         kind = _KINDS[plural].value
@@ -184,13 +210,22 @@ class Recorder:
         message = records.message(record, kind=kind, namespace=namespace, name=name)
         if record.kind is records.RecordKind.UNHALT and plural is kinds.Plural.ICHOR_INSTALLATIONS:
             message = await self._unhalt(record)
-        await events.emit(
-            self.api,
-            bodies.reference(involved),
-            type_=bodies.EventType.WARNING,
-            reason=REASONS[record.kind],
-            message=message,
-        )
+        reference = bodies.reference(involved)
+        try:
+            await events.emit(
+                self.api,
+                reference,
+                type_=bodies.EventType.WARNING,
+                reason=REASONS[record.kind],
+                message=message,
+                name=owed.event_name(
+                    str(reference.get("name") or "object"),
+                    record_key(str((body.get("metadata") or {}).get("uid", "")), number),
+                ),
+            )
+        except errors.Conflict:
+            logger.info("record %d of %s %s/%s was posted before", number, *key)
+            return
         logger.warning("recorded: %s", message)
 
     async def _unhalt(self, record: records.Record) -> str:

@@ -47,7 +47,7 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -57,7 +57,7 @@ from kubernetes_asyncio.client.api_client import ApiClient
 from pydantic import ValidationError
 
 from ichor import registry
-from ichor.api import kinds
+from ichor.api import kinds, owed
 from ichor.api.ichorinstallation import (
     IchorInstallationSpec,
     PullSecretRef,
@@ -68,13 +68,13 @@ from ichor.controller.releasecheck.decisions import (
     Listed,
     Listing,
     ListKind,
+    Step,
     due_in,
     last_successes,
     next_status,
     parse_interval,
 )
-from ichor.kube import bodies, clock, errors, events, metrics, objects, patching
-from ichor.kube.bodies import PlannedEvent
+from ichor.kube import bodies, clock, errors, metrics, objects, owing, patching
 from ichor.kube.clients import KubeconfigError, read_secret_key
 from ichor.settings import ReleaseCheckSettings
 
@@ -301,10 +301,13 @@ class ReleaseCheck:
             return Failed(f"cannot list tags of {reference}: {type(error).__name__}: {error}")
 
     async def check(self) -> None:
-        """List the three repositories and write the result; Events after the write."""
+        """List the three repositories and write the result with the Events it owes
+        (``ichor.api.owed``), then post them."""
         body = self.body
         if body is None:
             return
+        if owing.owes(body):
+            body = await self._flush(body)
         generation = bodies.generation(body)
         try:
             spec = IchorInstallationSpec.model_validate(body.get("spec") or {}).release_check
@@ -343,7 +346,7 @@ class ReleaseCheck:
                 now=now,
             )
             try:
-                written = await self._write(body, step.patch)
+                written = await self._write(body, _owing(body, step, now=now))
             except errors.NotFound:
                 return  # deleted meanwhile: the watch says so
             except errors.Conflict:
@@ -372,7 +375,7 @@ class ReleaseCheck:
                 metrics.release_check_written(listing_failed=listing_failed)
                 if written is not None:
                     self.body = written
-                await self._post(written or body, step.events)
+                    await self._flush(written)
                 return
             break
         self._attempt = _Attempt(
@@ -398,7 +401,29 @@ class ReleaseCheck:
             resource_version=str(version) if version else None,
         )
 
-    async def _post(self, body: Mapping[str, Any], planned: Sequence[PlannedEvent]) -> None:
-        involved = bodies.reference(body)
-        for event in planned:
-            await events.post(self.api, involved, event)
+    async def _flush(self, body: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Post the Events the stored status owes; what is left owed is posted at the
+        next check. Returns the object as last written."""
+        try:
+            written = await owing.flush(self.api, kind=kinds.Kind.ICHOR_INSTALLATION, body=body)
+        except errors.FAILED as error:
+            logger.warning("release check events not posted yet: %s", error)
+            return body
+        if written is None:
+            return body
+        self.body = written
+        return written
+
+
+def _owing(body: Mapping[str, Any], step: Step, *, now: datetime) -> dict[str, Any]:
+    """``step``'s status patch with the Events it owes (keyed by the object's uid, the
+    resourceVersion the step was computed from, the reason and the message)."""
+    if not step.events:
+        return dict(step.patch)
+    meta: Mapping[str, Any] = body.get("metadata") or {}
+    uid, version = str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+    entries: dict[str, Any] = {}
+    for event in step.events:
+        key = owed.key(uid, version, event.reason, event.message)
+        entries[key] = owed.owe(str(event.type), event.reason, event.message, at=now).to_api()
+    return {**step.patch, owed.FIELD: entries}

@@ -22,8 +22,9 @@ from typing import Any
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from ichor.api import kinds
+from ichor.api import kinds, owed
 from ichor.api.conditions import ClusterReason, SpecReachedReason
+from ichor.api.events import AutoPatchEventReason, ClusterEventReason
 from ichor.api.reading import read_model
 from ichor.api.taloscluster import (
     DEFAULT_KUBECONFIG_KEY,
@@ -52,7 +53,17 @@ from ichor.controller.taloscluster.status import (
     read_spec,
     with_auto_patch,
 )
-from ichor.kube import accounts, bodies, clock, errors, events, metrics, objects, untrusted
+from ichor.kube import (
+    accounts,
+    bodies,
+    clock,
+    errors,
+    events,
+    metrics,
+    objects,
+    owing,
+    untrusted,
+)
 from ichor.kube.accounts import ServiceAccount, Unnamed
 from ichor.kube.bodies import PlannedEvent, merge_patch
 from ichor.kube.clients import (
@@ -108,6 +119,39 @@ class _Cluster:
     deferrals: int = 0
     #: The site policy this cluster was last judged with, and its entries that act on it.
     site: tuple[SitePolicy, frozenset[str]] | None = None
+
+
+#: The cluster controller's Events a stored status owes: what auto-patch and the
+#: declarative mode decided (a start, a suspension and halt, a gate that stopped a start,
+#: a refused or failed spec, a spec reached). Its other Events say what it observed: a
+#: restart observes again, and the conditions hold the same.
+OWED_REASONS = frozenset(
+    {
+        *AutoPatchEventReason,
+        ClusterEventReason.UPGRADE_REFUSED,
+        ClusterEventReason.SPEC_NOT_REACHED,
+        ClusterEventReason.SPEC_REACHED,
+    }
+)
+
+
+def _owed(
+    body: Mapping[str, Any], planned: Sequence[PlannedEvent], *, now: datetime
+) -> tuple[dict[str, owed.OwedEvent], list[PlannedEvent]]:
+    """The Events of ``planned`` a write of ``body``'s status owes, by key (the cluster's
+    uid, the resourceVersion decided from, the reason and message: the same decision
+    taken again from the same object is the same Event), and the rest."""
+    meta: Mapping[str, Any] = body.get("metadata") or {}
+    uid, version = str(meta.get("uid", "")), str(meta.get("resourceVersion", ""))
+    owes: dict[str, owed.OwedEvent] = {}
+    told: list[PlannedEvent] = []
+    for event in planned:
+        if event.reason not in OWED_REASONS:
+            told.append(event)
+            continue
+        key = owed.key(uid, version, event.reason, event.message)
+        owes[key] = owed.owe(str(event.type), event.reason, event.message, at=now)
+    return owes, told
 
 
 class _NotRead(Exception):
@@ -296,10 +340,11 @@ class ClusterController:
         decided = await self._declare(key, cluster, spec) if spec is not None else None
         now = clock.now()  # the one clock of this look
         raw_status: Mapping[str, Any] = body.get("status") or {}
+        previous = read_model(TalosClusterStatus, raw_status) or TalosClusterStatus()
         outcome = evaluate(
             spec=body.get("spec") or {},
             generation=generation,
-            previous=read_model(TalosClusterStatus, raw_status) or TalosClusterStatus(),
+            previous=previous,
             observation=cluster.observation,
             failure=cluster.failure,
             installation=self.installation,
@@ -320,16 +365,37 @@ class ClusterController:
         metrics.cluster_conditions(
             namespace=key[0], cluster=key[1], conditions=new_status.conditions
         )
+        # the Events of a decision a person acts on are owed by this write; the rest are
+        # observations, posted after it at best
+        owes, told = _owed(body, [*outcome.events, *(auto.events if auto else ())], now=now)
+        new_status = new_status.model_copy(
+            update={"pending_events": owed.merged(previous.pending_events, owes)}
+        )
         metrics.upgrades_available(
             namespace=key[0], cluster=key[1], choices=outcome.status.upgrade_choices
         )
-        written = await self._write(key, cluster, raw_status, new_status)
-        if written is None:
+        if not await self._write_and_post(key, cluster, raw_status, new_status, told):
             return
-        if written:
-            await self._post(body, outcome.events)
-            await autopatch.post(self.api, body, auto.events if auto else ())
         self._again(key, cluster, spec, generation, wake_at=auto.wake_at if auto else None, now=now)
+
+    async def _write_and_post(
+        self,
+        key: Key,
+        cluster: _Cluster,
+        raw_status: Mapping[str, Any],
+        status: TalosClusterStatus,
+        told: Sequence[PlannedEvent],
+    ) -> bool:
+        """Write the status with the Events it owes, post the observations when it changed
+        and then what the stored status owes; False when a step failed (retried)."""
+        body = cluster.body
+        written = await self._write(key, cluster, raw_status, status)
+        if written is None:
+            return False
+        changed, stored = written
+        if changed:
+            await self._post(body, told)
+        return not owing.owes(stored) or await self._flush(key, cluster, stored)
 
     async def _observe_when_due(self, key: Key, cluster: _Cluster, spec: TalosClusterSpec) -> None:
         """Read the workload cluster when its observation is due, or its source moved."""
@@ -360,13 +426,13 @@ class ClusterController:
         cluster: _Cluster,
         raw_status: Mapping[str, Any],
         status: TalosClusterStatus,
-    ) -> bool | None:
-        """Write what differs from ``raw_status``: True when written, False when nothing
-        differs, None when the write failed (retried after the backoff) or the cluster
-        went."""
+    ) -> tuple[bool, Mapping[str, Any]] | None:
+        """Write what differs from ``raw_status``: whether anything differed and the
+        object as stored, or None when the write failed (retried after the backoff) or
+        the cluster went."""
         patch = merge_patch(raw_status, status.to_api())
         if not patch:
-            return False
+            return False, cluster.body
         namespace, name = key
         try:
             written = await patch_status(
@@ -384,7 +450,7 @@ class ClusterController:
             return None
         if self.clusters.get(key) is cluster:
             cluster.body = bodies.without_managed_fields(written)
-        return True
+        return True, written
 
     def _again(
         self,
@@ -499,6 +565,23 @@ class ClusterController:
         if result.reason in decisions.STALLED and not result.retry:
             cluster.declared[memo] = result
         return result
+
+    async def _flush(self, key: Key, cluster: _Cluster, body: Mapping[str, Any]) -> bool:
+        """Post the Events the stored status owes; False (retried after the backoff) when
+        the API did not take them all."""
+        try:
+            written = await owing.flush(self.api, kind=kinds.Kind.TALOS_CLUSTER, body=body)
+        except errors.NotFound:
+            return False  # deleted meanwhile; the watch says so next
+        except errors.FAILED as error:
+            logger.warning("events of %s/%s not posted yet: %s", *key, error)
+            self.queue.add_after(key, self.settings.backoff_initial)
+            return False
+        if owing.owes(written or body):
+            self.queue.add_after(key, self.settings.backoff_initial)
+        if written is not None and self.clusters.get(key) is cluster:
+            cluster.body = bodies.without_managed_fields(written)
+        return True
 
     async def _post(self, body: Mapping[str, Any], planned: Sequence[PlannedEvent]) -> None:
         involved = bodies.reference(body)

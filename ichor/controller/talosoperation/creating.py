@@ -12,12 +12,13 @@ More in docs/design/notes.md, "ichor/controller/talosoperation/creating.py".
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from kubernetes_asyncio.client.api_client import ApiClient
 
-from ichor.api import kinds
+from ichor.api import kinds, owed
 from ichor.controller.talosoperation import start_request
 from ichor.kube import errors, objects
 
@@ -53,9 +54,16 @@ class StartRefused(Exception):
         return self.status == 403 and _WEBHOOK_DENIAL.match(self.message) is not None
 
 
-async def start_operation(api: ApiClient, *, request: start_request.StartRequest) -> Started:
-    """Create the request's operation, or return the one a earlier run created."""
-    body = start_request.manifest(request)
+async def start_operation(
+    api: ApiClient,
+    *,
+    request: start_request.StartRequest,
+    owes: Mapping[str, owed.OwedEvent] | None = None,
+) -> Started:
+    """Create the request's operation, or return the one a earlier run created. ``owes``:
+    the Events its create owes (``ichor.api.owed``), carried by the operation until the
+    executor posted them."""
+    body = start_request.manifest(request, owes=owes)
     name = body["metadata"]["name"]
     try:
         created = await objects.create(

@@ -25,10 +25,10 @@ together; the API, not memory, holds the state, so a restart resumes where it st
    backwards; never at all for a ``Declarative`` cluster, whose spec is the desired
    state: ``lifecycle.spec_record``), then ``Succeeded``; on failure ``Failed`` with the
    Job's reason and the failed container's last log lines, and the spec untouched.
-   Events mark start and end. The first upgrade step seen started in the Job's pod is
-   recorded (``status.upgradeStartedAt``), and every failure says its kind
-   (``status.failure``, ``lifecycle.failure_kind``): only a step that ran and failed is
-   ``UpgradeFailed``, the one failure auto-patch halts a version on.
+   Events are owed by each step's status write. The first upgrade step seen started in
+   the Job's pod is recorded (``status.upgradeStartedAt``), and every failure says its
+   kind (``status.failure``, ``lifecycle.failure_kind``): only a step that ran and failed
+   is ``UpgradeFailed``, the one failure auto-patch halts a version on.
 
 Every status write carries the ``resourceVersion`` it was computed from: a 409 means the
 object moved, and the whole step is computed again from a fresh read (never lost, never
@@ -54,9 +54,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.api_client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from ichor.api import kinds
+from ichor.api import kinds, owed
 from ichor.api.conditions import OperationReason
-from ichor.api.events import OperationEventReason
 from ichor.api.ichorinstallation import Installation
 from ichor.api.taloscluster import (
     DEFAULT_KUBECONFIG_KEY,
@@ -84,17 +83,16 @@ from ichor.controller.talosoperation.talosread import node_image_status
 from ichor.kube import (
     accounts,
     batch,
-    bodies,
     clock,
     credentials,
     errors,
-    events,
     metrics,
     objects,
+    owing,
     patching,
 )
 from ichor.kube.accounts import ServiceAccount
-from ichor.kube.bodies import PlannedEvent, merge_patch
+from ichor.kube.bodies import merge_patch
 from ichor.kube.clients import (
     REQUEST_TIMEOUT,
     KubeconfigError,
@@ -249,6 +247,8 @@ class OperationController:
                     body.get("metadata", {}).get("name"),
                     error,
                 )
+        # what a step before a restart stored and did not post yet, first
+        operations = [await self._flush(op) if owing.owes(op.body) else op for op in operations]
         metrics.operations_listed(
             namespace=namespace,
             cluster=cluster_name,
@@ -306,17 +306,12 @@ class OperationController:
             # each names the one directly ahead: a new head rewrites one status, not all
             for op, ahead in lifecycle.waiting_behind(order, head=head, ended=ended):
                 message = lifecycle.waiting_message(op, ahead=ahead, head=ahead is head)
-                previous = op.status.message
                 op = await self._write(
                     op,
                     lifecycle.pending(
                         op, reason=OperationReason.WAITING, message=message, now=_now()
                     ),
                 )
-                if previous != message:
-                    await self._event(
-                        op.body, bodies.EventType.NORMAL, OperationEventReason.WAITING, message
-                    )
         return again
 
     # --- starting -----------------------------------------------------------------------
@@ -414,17 +409,11 @@ class OperationController:
                 nodes=planned,
             ),
         )
+        # the claim's write owed the Override Event, and posted it: before the Job exists
         if planned is not None:
             # what it read is recorded (the plan, status.nodeImages): a restart from here
             # builds the Job from the plan and never reads again
             await self._drop_read(op)
-        if decision.passed is not None:
-            await self._event(
-                op.body,
-                bodies.EventType.WARNING,
-                OperationEventReason.OVERRIDE,
-                f"{op} runs under override: true, {decision.passing}",
-            )
         op = await self._create_job(op, manifest, detail=detail, cluster_body=cluster_body)
         return op, None
 
@@ -439,7 +428,6 @@ class OperationController:
                 op, reason=reason, message=message, now=_now(), refused=True, kind=kind
             ),
         )
-        await self._event(op.body, bodies.EventType.WARNING, OperationEventReason.REFUSED, message)
         return op
 
     async def _create_job(
@@ -467,19 +455,9 @@ class OperationController:
             # one line per Job made: with replicas, the log shows which one made it
             logger.info("%s: Job %s/%s created to run %s", op, op.namespace, name, detail)
         message = f"Job {name} runs {detail}"
-        op = await self._job_runs(op, name, message)
-        if created:
-            await self._event(
-                op.body, bodies.EventType.NORMAL, OperationEventReason.STARTED, message
-            )
-            if cluster_body is not None:
-                await self._event(
-                    cluster_body,
-                    bodies.EventType.NORMAL,
-                    OperationEventReason.UPGRADE_STARTED,
-                    f"{op} started: {message}",
-                )
-        return op
+        # this write owes Started and UpgradeStarted (``lifecycle.owed_events``), even when
+        # the Job was created before a restart
+        return await self._job_runs(op, name, message)
 
     # --- following a Running operation --------------------------------------------------
 
@@ -721,8 +699,6 @@ class OperationController:
                     f"; TalosCluster {op.spec.cluster_ref.name} spec.{spec_field} is "
                     f"{op.spec.version}"
                 )
-        else:
-            cluster_body = await self._read_cluster(op)
         message = lifecycle.success_message(op, spec_note=note)
         op = await self._write(op, lifecycle.succeeded(op, message=message, now=_now()))
         return await self._announce_end(op, cluster_body, succeeded=True, message=message)
@@ -730,11 +706,11 @@ class OperationController:
     async def _finish_failed(
         self, op: Operation, reason: str, message: str, *, kind: Failure | None = None
     ) -> Operation:
+        # the write owes Failed and the cluster's UpgradeFailed, and posts them
         op = await self._write(
             op, lifecycle.failed(op, reason=reason, message=message, now=_now(), kind=kind)
         )
-        cluster_body = await self._read_cluster(op)
-        return await self._announce_end(op, cluster_body, succeeded=False, message=message)
+        return await self._announce_end(op, None, succeeded=False, message=message)
 
     async def _announce_end(
         self,
@@ -744,24 +720,8 @@ class OperationController:
         succeeded: bool,
         message: str,
     ) -> Operation:
-        """The Events, metric and queue release that every ended operation gets."""
-        if succeeded:
-            kind, on_op, on_cluster, verb = (
-                bodies.EventType.NORMAL,
-                OperationEventReason.SUCCEEDED,
-                OperationEventReason.UPGRADE_SUCCEEDED,
-                "succeeded",
-            )
-        else:
-            kind, on_op, on_cluster, verb = (
-                bodies.EventType.WARNING,
-                OperationEventReason.FAILED,
-                OperationEventReason.UPGRADE_FAILED,
-                "failed",
-            )
-        await self._event(op.body, kind, on_op, message)
-        if cluster_body is not None:
-            await self._event(cluster_body, kind, on_cluster, f"{op} {verb}: {message}")
+        """The metric and queue release that every ended operation gets (its end's write
+        owed the Events, on the operation and its cluster, and posted them)."""
         result = metrics.Result.SUCCEEDED if succeeded else metrics.Result.FAILED
         metrics.operation_finished(type_=op.spec.type, result=result, created=op.created)
         await self._release(op)
@@ -840,23 +800,9 @@ class OperationController:
                 reason=OperationReason.NODES_UPGRADING,
             ),
         )
-        # what it read is recorded (the plan, status.nodeImages): a restart from here goes
-        # on from the plan and never reads again
-        await self._drop_read(op)
-        if decision.passed is not None:
-            await self._event(
-                op.body,
-                bodies.EventType.WARNING,
-                OperationEventReason.OVERRIDE,
-                f"{op} runs under override: true, {decision.passing}",
-            )
-        await self._event(op.body, bodies.EventType.NORMAL, OperationEventReason.STARTED, detail)
-        await self._event(
-            cluster_body,
-            bodies.EventType.NORMAL,
-            OperationEventReason.UPGRADE_STARTED,
-            f"{op} started: {detail}",
-        )
+        # this write owed the Override (when it runs under one), Started and the cluster's
+        # UpgradeStarted (``lifecycle.owed_events``) and posted them, before any node's Job;
+        # the first node step deletes the read Job
         return await self._drive_nodes(op)
 
     async def _drive_nodes(self, op: Operation) -> Operation:
@@ -877,6 +823,10 @@ class OperationController:
             return await self._finish_succeeded(op)
         current = nodesteps.planned(nodes, nodes.current or ())
         if not current:
+            if not nodes.attempt:
+                # what it read is recorded (the plan, status.nodeImages): the read Job goes
+                # before the first step, also after a restart between the claim and here
+                await self._drop_read(op)
             batch = nodesteps.next_batch(nodes)
             if not batch:
                 return await self._finish_succeeded(op)
@@ -1654,7 +1604,13 @@ class OperationController:
     # --- writes ---------------------------------------------------------------------------
 
     async def _write(self, op: Operation, status: TalosOperationStatus) -> Operation:
-        """Write the status difference, guarded by the resourceVersion it came from."""
+        """Write the status difference, guarded by the resourceVersion it came from, with
+        the Events the step owes (``lifecycle.owed_events``); then post them."""
+        owes = lifecycle.owed_events(op, status, now=_now())
+        if owes:
+            status = status.model_copy(
+                update={"pending_events": owed.merged(status.pending_events, owes)}
+            )
         patch = merge_patch(op.raw_status, status.to_api())
         if not patch:
             return op
@@ -1673,7 +1629,8 @@ class OperationController:
             raise Moved(f"{op} moved before its status was written") from error
         except errors.NotFound as error:
             raise Moved(f"{op} is gone") from error
-        return Operation.from_body(written)
+        op = Operation.from_body(written)
+        return await self._flush(op) if owing.owes(written) else op
 
     async def _finalizer(self, op: Operation, *, add: bool) -> Operation:
         """Add or remove the operation's finalizer, guarded by the version read."""
@@ -1710,17 +1667,22 @@ class OperationController:
                 f"middle of its upgrade finishes it on its own); the TalosCluster spec is "
                 f"unchanged"
             )
-            cluster_body = await self._read_cluster(op)
-            if cluster_body is not None:
-                await self._event(
-                    cluster_body, bodies.EventType.WARNING, OperationEventReason.STOPPED, message
-                )
+            # owed before the finalizer goes: a restart in between still posts it
+            op = await self._write(op, lifecycle.stopped(op, message=message, now=_now()))
         await self._finalizer(op, add=False)
 
-    async def _event(
-        self, body: Mapping[str, Any], type_: bodies.EventType, reason: str, message: str
-    ) -> None:
-        await events.post(self.api, bodies.reference(body), PlannedEvent(type_, reason, message))
+    async def _flush(self, op: Operation) -> Operation:
+        """Post the Events ``op`` owes and remove them (``ichor.kube.owing``)."""
+        try:
+            written = await owing.flush(
+                self.api,
+                kind=kinds.Kind.TALOS_OPERATION,
+                body=op.body,
+                about=lambda: self._read_cluster(op),
+            )
+        except errors.NotFound as error:
+            raise Moved(f"{op} is gone") from error
+        return op if written is None else Operation.from_body(written)
 
 
 @dataclass(frozen=True)

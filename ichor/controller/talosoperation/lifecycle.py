@@ -15,17 +15,18 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import ValidationError
 
-from ichor.api import records, taloscluster
+from ichor.api import owed, records, taloscluster
 from ichor.api.conditions import (
     Condition,
     ConditionStatus,
     OperationConditionType,
     OperationReason,
 )
+from ichor.api.events import OperationEventReason
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus, UpgradeStrategy
 from ichor.api.talosoperation import (
     Failure,
@@ -935,3 +936,96 @@ def needs_spec_update(*, current: str, target: str) -> bool:
         return parse(current) < parse(target)
     except VersionError:
         return current != target
+
+
+# --- the Events each step owes ----------------------------------------------------------
+
+
+def _started(status: TalosOperationStatus) -> bool:
+    """Running and past creating its Job: the work was handed to the cluster."""
+    complete = conditions.find(status.conditions, Complete)
+    return (
+        status.phase is Phase.RUNNING
+        and complete is not None
+        and complete.reason != OperationReason.JOB_CREATING
+    )
+
+
+def owed_events(
+    op: Operation, status: TalosOperationStatus, *, now: datetime
+) -> dict[str, owed.OwedEvent]:
+    """The Events the step from ``op.status`` to ``status`` owes, by key: written with the
+    status, posted after it (``ichor.api.owed``). Each key is the operation's uid and the
+    reason (and for ``Waiting`` its message), so one step posted twice is one Event.
+
+    Override when ``Accepted`` turns ``Overridden`` (the claim, before the Job exists);
+    Started and the cluster's UpgradeStarted when the work first runs; Succeeded, Failed
+    or Refused (and the cluster's UpgradeSucceeded, UpgradeFailed) when it ends; Waiting
+    when the operation it waits for changes.
+    """
+    before = op.status
+    found: dict[str, owed.OwedEvent] = {}
+
+    def add(
+        type_: Literal["Normal", "Warning"],
+        reason: str,
+        message: str,
+        *,
+        cluster: bool = False,
+        part: str = "",
+    ) -> None:
+        about: owed.About | None = owed.CLUSTER if cluster else None
+        found[owed.key(op.uid, reason, part)] = owed.owe(
+            type_, reason, message, at=now, about=about
+        )
+
+    message = status.message or ""
+    accepted = conditions.find(status.conditions, Accepted)
+    was = conditions.find(before.conditions, Accepted)
+    if accepted is not None and _newly(accepted, was, OperationReason.OVERRIDDEN):
+        add("Warning", OperationEventReason.OVERRIDE, f"{op} {accepted.message}")
+    if _started(status) and not _started(before):
+        add("Normal", OperationEventReason.STARTED, message)
+        add("Normal", OperationEventReason.UPGRADE_STARTED, f"{op} started: {message}",
+            cluster=True)  # fmt: skip
+    if status.phase is Phase.SUCCEEDED and before.phase is not Phase.SUCCEEDED:
+        add("Normal", OperationEventReason.SUCCEEDED, message)
+        add("Normal", OperationEventReason.UPGRADE_SUCCEEDED, f"{op} succeeded: {message}",
+            cluster=True)  # fmt: skip
+    if status.phase is Phase.FAILED and before.phase is not Phase.FAILED:
+        if accepted is not None and accepted.status == F:
+            add("Warning", OperationEventReason.REFUSED, message)
+        else:
+            add("Warning", OperationEventReason.FAILED, message)
+            add("Warning", OperationEventReason.UPGRADE_FAILED, f"{op} failed: {message}",
+                cluster=True)  # fmt: skip
+    if _waits_anew(status, before, accepted):
+        add("Normal", OperationEventReason.WAITING, message, part=message)
+    return found
+
+
+def _newly(accepted: Condition, was: Condition | None, reason: OperationReason) -> bool:
+    """``Accepted`` has ``reason`` now and did not before."""
+    return accepted.reason == reason and (was is None or was.reason != reason)
+
+
+def _waits_anew(
+    status: TalosOperationStatus, before: TalosOperationStatus, accepted: Condition | None
+) -> bool:
+    """Pending behind another operation, and the one it waits for changed (its message)."""
+    return (
+        status.phase is Phase.PENDING
+        and accepted is not None
+        and accepted.reason == OperationReason.WAITING
+        and (status.message or "") != (before.message or "")
+    )
+
+
+def stopped(op: Operation, *, message: str, now: datetime) -> TalosOperationStatus:
+    """The status of an operation deleted while Running, once its Job is stopped: it owes
+    the cluster's Stopped Event (its finalizer goes once that is posted)."""
+    event = owed.owe("Warning", OperationEventReason.STOPPED, message, at=now, about=owed.CLUSTER)
+    entries = owed.merged(
+        op.status.pending_events, {owed.key(op.uid, OperationEventReason.STOPPED): event}
+    )
+    return op.status.model_copy(update={"message": message, "pending_events": entries})

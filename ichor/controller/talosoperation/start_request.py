@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ichor.api import kinds
+from ichor.api import kinds, owed
 from ichor.api.talosoperation import (
     ATTEMPT_ANNOTATION,
     STARTED_BY_LABEL,
@@ -102,12 +102,17 @@ def operation_name(request: StartRequest) -> str:
     return f"{head}-{digest}"
 
 
-def manifest(request: StartRequest) -> dict[str, Any]:
-    """The TalosOperation the controller creates for ``request`` (never an override)."""
+def manifest(
+    request: StartRequest, *, owes: Mapping[str, owed.OwedEvent] | None = None
+) -> dict[str, Any]:
+    """The TalosOperation the controller creates for ``request`` (never an override);
+    ``owes``: the Events its create owes, in ``owed.OWED_ANNOTATION``."""
     cluster = request.cluster
     annotations = {ATTEMPT: request.attempt}
     if request.reason:
         annotations[REASON] = request.reason[:1024]
+    if owes:
+        annotations[owed.OWED_ANNOTATION] = owed.dump(owes)
     return {
         "apiVersion": kinds.API_VERSION,
         "kind": kinds.Kind.TALOS_OPERATION.value,

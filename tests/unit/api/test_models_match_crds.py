@@ -46,11 +46,11 @@ def _root_schema(kind: kinds.Kind) -> dict[str, Any]:
     return schema
 
 
-def _nested_model(annotation: Any) -> tuple[type[BaseModel], bool] | None:
-    """The model inside ``annotation`` (through ``| None`` and ``tuple[M, ...]``), and
-    whether it sits in an array."""
+def _nested_model(annotation: Any) -> tuple[type[BaseModel], str | None] | None:
+    """The model inside ``annotation`` (through ``| None``, ``tuple[M, ...]`` and
+    ``dict[str, M]``), and where it sits: None, ``array`` or ``map``."""
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
-        return annotation, False
+        return annotation, None
     origin = typing.get_origin(annotation)
     args = typing.get_args(annotation)
     if origin in (typing.Union, types.UnionType):
@@ -61,7 +61,11 @@ def _nested_model(annotation: Any) -> tuple[type[BaseModel], bool] | None:
     if origin in (tuple, list) and args:
         inner = _nested_model(args[0])
         if inner:
-            return inner[0], True
+            return inner[0], "array"
+    if origin is dict and len(args) == 2:
+        inner = _nested_model(args[1])
+        if inner:
+            return inner[0], "map"
     return None
 
 
@@ -79,11 +83,14 @@ def _mismatches(model: type[BaseModel], schema: dict[str, Any], where: str) -> l
         nested = _nested_model(info.annotation)
         if nested is None or alias not in properties:
             continue
-        inner, is_array = nested
+        inner, container = nested
         sub = properties[alias]
-        if is_array:
+        if container == "array":
             assert sub.get("type") == "array", f"{where}.{alias} is not an array in the CRD"
             sub = sub["items"]
+        elif container == "map":
+            assert sub.get("type") == "object", f"{where}.{alias} is not a map in the CRD"
+            sub = sub["additionalProperties"]
         problems += _mismatches(inner, sub, f"{where}.{alias}")
     return problems
 

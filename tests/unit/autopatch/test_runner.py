@@ -153,7 +153,9 @@ class Patcher(runner.AutoPatcher):
 def api(monkeypatch: pytest.MonkeyPatch) -> Api:
     made = Api()
 
-    async def start(_: object, *, request: start_request.StartRequest) -> creating.Started:
+    async def start(
+        _: object, *, request: start_request.StartRequest, owes: object = None
+    ) -> creating.Started:
         made.started.append(request)
         name = f"auto-{request.cluster.name}-{request.version}"
         body = operation(name, cluster=request.cluster.name, phase=None, version=request.version,

@@ -16,6 +16,7 @@ from typing import Any, cast
 import pytest
 from kubernetes_asyncio.client.api_client import ApiClient
 
+from ichor.api import owed
 from ichor.api.conditions import ClusterConditionType as Type
 from ichor.api.conditions import SpecReachedReason as Reason
 from ichor.api.events import ClusterEventReason
@@ -27,7 +28,7 @@ from ichor.controller.taloscluster import reconciler
 from ichor.controller.taloscluster.reconciler import ClusterController, _Cluster
 from ichor.controller.taloscluster.status import evaluate
 from ichor.controller.talosoperation import creating, start_request
-from ichor.kube import events
+from ichor.kube import events, patching
 from ichor.kube.accounts import NAMESPACE_DEFAULT, Origin, ServiceAccount
 from ichor.kube.bodies import PlannedEvent
 from ichor.settings import ControllerSettings
@@ -146,13 +147,16 @@ class Reconciles:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, answer: object) -> None:
         self.answer = answer
         self.calls: list[start_request.StartRequest] = []
-        self.events: list[PlannedEvent] = []
+        self.events: list[PlannedEvent | owed.OwedEvent] = []
         self.settings = ControllerSettings(
             observe_interval=60.0, backoff_initial=5.0, backoff_max=300.0, workers=1
         )
         monkeypatch.setattr(creating, "start_operation", self._start)
         monkeypatch.setattr(reconciler, "patch_status", self._patch_status)
         monkeypatch.setattr(events, "post", self._post)
+        # the Events the stored status owes are posted by name, then cleared from it
+        monkeypatch.setattr(events, "post_owed", self._post_owed)
+        monkeypatch.setattr(patching, "patch_status", self._patch_status)
         self.controller = ClusterController(cast(ApiClient, object()), self.settings)
         self.queue = FakeQueue()
         self.controller.queue = cast(Any, self.queue)
@@ -175,7 +179,7 @@ class Reconciles:
         )
 
     async def _start(
-        self, api: ApiClient, *, request: start_request.StartRequest
+        self, api: ApiClient, *, request: start_request.StartRequest, owes: object = None
     ) -> creating.Started:
         self.calls.append(request)
         answer = self.answer
@@ -188,6 +192,12 @@ class Reconciles:
         return copy.deepcopy(self.body)
 
     async def _post(self, api: ApiClient, involved: object, event: PlannedEvent) -> bool:
+        self.events.append(event)
+        return True
+
+    async def _post_owed(
+        self, api: ApiClient, involved: object, *, key: str, event: owed.OwedEvent
+    ) -> bool:
         self.events.append(event)
         return True
 
