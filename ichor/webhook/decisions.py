@@ -637,19 +637,12 @@ def _denied(
     refusal: Refusal, message: str, *, cluster: NamespacedName, overridable: bool = False
 ) -> Answer:
     """A write denied by ``refusal``'s rule, in ``message``."""
-    return _forbidden(message, reason=str(refusal.rule), cluster=cluster, overridable=overridable)
-
-
-def _forbidden(
-    message: str, *, reason: str, cluster: NamespacedName | None = None, overridable: bool = False
-) -> Answer:
-    """A write this webhook refuses (403), in ``message``; ``reason`` is what kubectl shows."""
     return Answer(
         allowed=False,
         message=message,
         code=Code.FORBIDDEN,
         cluster=cluster,
-        reason=reason,
+        reason=str(refusal.rule),
         overridable=overridable,
     )
 
@@ -742,11 +735,15 @@ def answer_status(
     if (requester.username == operator) if matches is None else matches:
         return Answer(allowed=True)
     what = f"{kind} {namespace}/{name}" if namespace else f"{kind} {name}"
-    return _forbidden(
-        f"the status of {what} is refused for user {requester.username!r}: status is "
-        f"what the ichor operator observed and decided, and only the operator "
-        f"({operator}) writes it, whatever a role grants on the status subresource; "
-        f"change the spec instead, or let the operator write the status",
+    return Answer(
+        allowed=False,
+        message=(
+            f"the status of {what} is refused for user {requester.username!r}: status is "
+            f"what the ichor operator observed and decided, and only the operator "
+            f"({operator}) writes it, whatever a role grants on the status subresource; "
+            f"change the spec instead, or let the operator write the status"
+        ),
+        code=Code.FORBIDDEN,
         reason="StatusWrite",
     )
 
@@ -763,14 +760,18 @@ def _clean_override(
     cluster = spec.cluster_ref
     what = f"TalosOperation {spec.namespace}/{spec.name}"
     if not holds_verb:
-        return _forbidden(
-            f"{what} is refused: `override: true` is set, but user "
-            f"{requester.username!r} does not hold {_verb_text(cluster)}, which "
-            f"`override: true` needs even when the plan refuses nothing (the executor "
-            f"would pass a refusal it meets at execution on it); the plan passes "
-            f"without it, so remove `override: true`.",
-            reason="OverrideVerb",
+        return Answer(
+            allowed=False,
+            message=(
+                f"{what} is refused: `override: true` is set, but user "
+                f"{requester.username!r} does not hold {_verb_text(cluster)}, which "
+                f"`override: true` needs even when the plan refuses nothing (the executor "
+                f"would pass a refusal it meets at execution on it); the plan passes "
+                f"without it, so remove `override: true`."
+            ),
+            code=Code.FORBIDDEN,
             cluster=cluster,
+            reason="OverrideVerb",
         )
     warning = (
         f"override: true set by {requester.username}: the plan refuses nothing now; a "
@@ -788,10 +789,14 @@ def _clean_override(
 
 def missing_cluster(spec: OperationSpec) -> Answer:
     """The plan of an operation whose cluster does not exist."""
-    return _forbidden(
-        f"TalosOperation {spec.namespace}/{spec.name} is refused: TalosCluster "
-        f"{spec.cluster_ref} does not exist; spec.clusterRef.name must name a TalosCluster "
-        f"in namespace {spec.namespace!r}.",
+    return Answer(
+        allowed=False,
+        message=(
+            f"TalosOperation {spec.namespace}/{spec.name} is refused: TalosCluster "
+            f"{spec.cluster_ref} does not exist; spec.clusterRef.name must name a TalosCluster "
+            f"in namespace {spec.namespace!r}."
+        ),
+        code=Code.FORBIDDEN,
         reason="ClusterNotFound",
     )
 

@@ -167,12 +167,6 @@ def test__skipped_cilium_says_what_the_rule_would_of_an_unmanaged_cluster() -> N
     assert decisions._skipped_cilium(unmanaged, kubernetes="garbage") is None
 
 
-def test__forbidden_is_a_403_with_the_reason_kubectl_shows() -> None:
-    said = decisions._forbidden("no.", reason="StatusWrite")
-    assert (said.allowed, said.code, said.reason, said.cluster) == (False, 403, "StatusWrite", None)
-    assert decisions._forbidden("no.", reason="R", cluster=REF, overridable=True).overridable
-
-
 def test__admitting_names_the_object_in_the_record_of_the_answer() -> None:
     record = records.Record(kind=records.RecordKind.ADOPTION, user="alice", detail="create")
     named = NamespacedName("team-a", "up")
