@@ -32,6 +32,8 @@ def test_explain_asks_the_sites_policy_before_the_components_case() -> None:
         line = blocked.explain(component=component, version=v(version), cluster=unreadable)
         assert line is not None
         assert line.blocker is Blocker.SITE_POLICY_UNREADABLE
+        assert line.reason.startswith("this site's policy cannot be read (")
+        assert line.step == "correct spec.policy of IchorInstallation ichor; no override passes it"
 
 
 def test__cni_held_holds_kubernetes_until_the_cni_is_observed() -> None:

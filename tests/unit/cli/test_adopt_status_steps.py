@@ -104,6 +104,12 @@ def test__adopted_contract_probes_the_running_minor_and_refuses_a_newer_one(
         clusters._adopted_contract(talos, kubernetes, version_contract="v1.13", cni_unmanaged=True)
         == "v1.13"
     )
+    assert capsys.readouterr().err == ""
+    old_pair = clusters._adopted_contract(
+        talos, parse("v1.30.0"), version_contract=None, cni_unmanaged=True
+    )
+    assert old_pair == "v1.14"
+    assert capsys.readouterr().err.startswith("Warning: Kubernetes v1.30.0 is refused with Talos")
     with pytest.raises(SystemExit):
         clusters._adopted_contract(talos, kubernetes, version_contract="v1.15", cni_unmanaged=True)
     assert capsys.readouterr().err.rstrip().endswith("Nothing was written.")
@@ -193,6 +199,12 @@ def test__status_columns_adds_namespace_auto_patch_and_images_when_needed() -> N
     assert headers[0] == "NAMESPACE"
     assert headers[-2:] == ["AUTO-PATCH", "IMAGES"]
     assert [field for _, field in every][-2:] == ["auto_patch", "images"]
+    only_images = [header for header, _ in output._status_columns([imaged], namespaces=False)]
+    assert only_images[-1] == "IMAGES"
+    assert "AUTO-PATCH" not in only_images
+    only_patch = [header for header, _ in output._status_columns([patched], namespaces=False)]
+    assert only_patch[-1] == "AUTO-PATCH"
+    assert "IMAGES" not in only_patch
     assert (
         tuple((header, field) for header, field in output._STATUS_COLUMNS if hasattr(ROW, field))
         == output._STATUS_COLUMNS

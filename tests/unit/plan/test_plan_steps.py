@@ -141,7 +141,12 @@ def test__wanted_checks_a_given_goal_and_defaults_to_the_newest() -> None:
     assert wanted(None) is None
     assert wanted(None, defaulted=True) == v("v1.14.4")
     assert wanted("v1.13.5") == v("v1.13.5")
-    assert wanted("v1.12.4") == v("v1.12.4")  # what runs is no move, and no list needed
+    assert wanted("v1.12.4") == v("v1.12.4")  # what runs is no move
+    unrecorded = path_plan._wanted(
+        Component.TALOS, "v1.12.8", cluster=ON_1_12, running=v("v1.12.8"), releases=talos,
+        defaulted=False,
+    )  # fmt: skip
+    assert unrecorded == v("v1.12.8")  # and needs no recorded release
     behind = wanted("v1.12.1")
     assert isinstance(behind, PathPlan)
     assert behind.outcome is PlanOutcome.UNREACHABLE
@@ -210,6 +215,12 @@ def test__not_reached_says_unavailable_only_when_the_gate_alone_stops_it() -> No
         == "Kubernetes v1.34.7 needs a Kubernetes step, and none can be planned yet: held."
     )
     assert held.warnings == ("w",)
+    # no gate: the goal is unreachable, whatever a search with Kubernetes free would find
+    ungated = path_plan._not_reached(
+        search(goal=goal, move=False), goal, gate=None, name="prod", recorded=RECORDED,
+        warnings=(),
+    )  # fmt: skip
+    assert ungated.outcome is PlanOutcome.UNREACHABLE
     far = Goal(kubernetes=v("v1.37.2"))
     out = path_plan._not_reached(
         search(goal=far), far, gate=None, name="prod", recorded=RECORDED, warnings=()

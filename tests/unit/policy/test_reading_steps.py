@@ -33,7 +33,9 @@ def test__ranges_reads_either_end_and_refuses_a_downward_one() -> None:
     assert policy._ranges(None, "e.range", problems) == ()
     assert policy._ranges({"from": "1.14.0"}, "e.range", problems) == ((v("v1.14.0"), None),)
     assert policy._ranges({"to": "1.14.2"}, "e.range", problems) == ((None, v("v1.14.2")),)
-    assert problems.found == []
+    one = policy._ranges({"from": "1.14.2", "to": "1.14.2"}, "e.range", problems)
+    assert one == ((v("v1.14.2"), v("v1.14.2")),)
+    assert problems.found == []  # a range of one release holds it
     down = policy._ranges({"from": "1.14.2", "to": "1.14.0"}, "e.range", problems)
     assert down == ((v("v1.14.2"), v("v1.14.0")),)
     assert problems.found == ["e.range goes from 1.14.2 down to 1.14.0, and holds nothing"]
@@ -56,6 +58,12 @@ def test__span_needs_versions_or_a_range_and_reads_the_versions_first() -> None:
     span = policy._span({"versions": ["bad"], "range": {"from": "worse"}}, "e", both)
     assert span == Span(ranges=((None, None),))  # an open range, as the entry wrote it
     assert [found.split(" ")[0] for found in both.found] == ["e.versions[0]", "e.range.from"]
+    alone = policy._Problems()
+    assert policy._span({"versions": ["1.14.4"]}, "e", alone) == Span(exact=(v("v1.14.4"),))
+    assert policy._span({"range": {"to": "1.14.2"}}, "e", alone) == Span(
+        ranges=((None, v("v1.14.2")),)
+    )
+    assert alone.found == []
     read = policy._span({"versions": ["1.14.4"], "range": {"to": "1.14.2"}}, "e", both)
     assert read == Span(exact=(v("v1.14.4"),), ranges=((None, v("v1.14.2")),))
 

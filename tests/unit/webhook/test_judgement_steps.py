@@ -93,8 +93,19 @@ def test__read_cluster_write_reads_the_old_object_of_an_update_only() -> None:
     assert "not validated here" in unlisted.answer.message
 
 
-async def test__health_check_refusal_judges_only_a_cluster_with_checks() -> None:
+async def test__health_check_refusal_judges_only_a_cluster_with_checks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    asked: list[object] = []
+    judged = decisions.health_check_refusal
+
+    def recorded(*given: Any) -> Any:
+        asked.append(given)
+        return judged(*given)
+
+    monkeypatch.setattr(decisions, "health_check_refusal", recorded)
     assert await judgement._health_check_refusal(write()) is None
+    assert asked == []  # no checks: nothing parsed, no thread
     body = taloscluster()
     body["spec"]["autoPatch"] = {
         "healthChecks": [
@@ -105,6 +116,7 @@ async def test__health_check_refusal_judges_only_a_cluster_with_checks() -> None
     assert refused is not None
     assert not refused.allowed
     assert 'health check "bad"' in refused.message
+    assert len(asked) == 1
 
 
 async def test__cluster_site_policy_is_read_on_a_create_or_a_moved_version_only() -> None:
