@@ -1,18 +1,12 @@
 """The operator's settings: one frozen object, read once from the environment at start.
 
-``Settings.from_env()`` is the one reading of the environment in ``ichor``: the chart's
-Deployment sets the variables, ``ichor.operator`` reads them when the process starts and
-hands each part to whoever needs it (the webhook, the metrics, each controller), and the
-``ichor`` command reads its own two with ``CliSettings.from_env()``. Nothing else in the
-package looks at ``os.environ``.
+``Settings.from_env()`` is the one reading of the environment in ``ichor`` (the CLI reads
+its own two with ``CliSettings.from_env()``). Unset or empty means the default, except
+for the argument lists (``*_ARGS``). A value that cannot be read stops the start with a
+``SettingsError`` naming the variable. Each field names its variable (``env(...)``) and
+says what it means in a ``#:`` comment; docs/configuration.md lists them all.
 
-Unset or empty means the default, except for the argument lists (``*_ARGS``): set to an
-empty string, the command gets no extra arguments. A value that is not a number where one
-is expected stops the start with a ``SettingsError`` naming the variable; nothing guesses.
-
-Each field names its variable (``env(...)``) and carries a ``#:`` comment saying what it
-means; docs/configuration.md lists every variable with its default and that meaning, and
-a test keeps the page and these classes equal.
+More in docs/design/notes.md, "ichor/settings.py".
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """The budget of a health check's CEL expression, estimated from its parse tree before it
 ever runs: what the webhook refuses at admission and the controller at evaluation.
 
-Like Kubernetes' estimate of a CRD validation rule (cel-go's checker/cost.go, under
-k8s.io/apiserver/pkg/cel): every node of the tree the evaluator visits is one step, and a
-macro over a list (``all``, ``exists``, ``exists_one``, ``map``, ``filter``) costs the
-list's worst-case length times the steps of its body, so nested macros multiply. A list's
-worst case is its literal length, else ``LIST_BOUND``, the objects one check may list.
-The evaluator counts the same steps (``ichor.controller.autopatch.health``), so an
-admitted expression over lists of that length never meets its step limit.
+Every node the evaluator visits is one step; a macro over a list costs the list's
+worst-case length times the steps of its body (``LIST_BOUND`` when the length is not
+literal). Pure: celpy's parser (lark) only; nothing is evaluated here.
 
-Pure: celpy's parser (lark) only; nothing is evaluated here.
+More in docs/design/notes.md, "ichor/api/celbudget.py".
 """
 
 from __future__ import annotations

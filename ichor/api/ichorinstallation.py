@@ -14,13 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from pydantic import ValidationError
-
 from ichor.api._base import ApiModel
 from ichor.api.autopatch import FleetAutoPatchSpec, FleetAutoPatchStatus
 from ichor.api.conditions import Condition
 from ichor.api.owed import OwedEvent
-from ichor.api.reading import read_model
+from ichor.api.reading import read_model, read_whole, whole_number
 from ichor.api.taloscluster import UpgradePolicy
 from ichor.release import policy as site_policy
 from ichor.release.policy import NO_POLICY, SitePolicy
@@ -147,12 +145,9 @@ def read_status(raw: object) -> IchorInstallationStatus:
     (``read_model``), and a condition that does not load is left out. The one reader of
     this status for the controllers and the CLI."""
     status = raw if isinstance(raw, Mapping) else {}
-    generation = status.get("observedGeneration")
     listed = status.get("conditions")
     return IchorInstallationStatus(
-        observed_generation=generation
-        if isinstance(generation, int) and not isinstance(generation, bool)
-        else None,
+        observed_generation=whole_number(status.get("observedGeneration")),
         upgrade_targets=read_model(UpgradeTargets, status.get("upgradeTargets")),
         latest_release=read_model(LatestRelease, status.get("latestRelease")),
         auto_patch=read_model(FleetAutoPatchStatus, status.get("autoPatch")),
@@ -191,10 +186,7 @@ class Installation:
         if body is None:
             return cls()
         raw_spec = body.get("spec")
-        try:
-            spec = IchorInstallationSpec.model_validate(raw_spec or {})
-        except ValidationError:
-            spec = IchorInstallationSpec()
+        spec = read_whole(IchorInstallationSpec, raw_spec or {}) or IchorInstallationSpec()
         return cls(
             present=True,
             check_enabled=spec.release_check.enabled,

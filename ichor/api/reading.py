@@ -3,7 +3,8 @@
 What the API server stores was written by this Ichor, an older one, or a person with a
 status grant; a part that does not load costs that part only, never the reconcile. A
 setting (``read_whole``) is taken whole or not at all; a record (``read_model``) keeps
-the fields that load.
+the fields that load; a count such as a generation is a whole number or absent
+(``whole_number``).
 """
 
 from __future__ import annotations
@@ -45,3 +46,8 @@ def read_model(model: type[M], raw: object) -> M | None:
         return model.model_validate(good)
     except ValidationError:
         return None
+
+
+def whole_number(value: object) -> int | None:
+    """``value`` when it is an integer (a JSON ``true`` is not), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None

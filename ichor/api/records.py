@@ -1,23 +1,14 @@
 """Admission records: what the webhook admitted under a person's authority, stored with the
-object it admitted, until the operator has posted it as an Event.
+object it admitted until the operator has posted it as an Event.
 
-An override (or an adoption of an incompatible pair) must leave a Warning Event naming
-the user; but a review may never cause a write unless the object it admitted was then
-stored (a forged review, a dry run, a write a later admission step refused leave no
-trace). So the webhook writes no Event: its mutating half puts a record into the object
-under review (``RECORDS``, a JSON list), its validating half refuses any object whose
-records are not exactly the ones it would have written (a user cannot add, change or drop
-one, with or without the mutating half), and the operator posts each record it finds on
-a stored object as an Event and then removes it (the only change to the list anyone but
-the webhook may make). The record travels with the object, so it survives an operator
-restart and reaches whichever replica runs the handlers.
+The webhook's mutating half puts a record into the object under review (``RECORDS``, a
+JSON list); its validating half refuses an object whose records are not exactly those.
+The operator posts each record it finds on a stored object as an Event, then removes it.
+A TalosOperation created with ``override: true`` also keeps ``OVERRIDE_BY``, the user
+it was admitted for. This module only reads and writes the shapes; the webhook decides
+what they must be.
 
-A TalosOperation created with ``override: true`` also keeps ``OVERRIDE_BY``, the user the
-webhook admitted it for (immutable, like the operation's spec): the executor passes an
-execution-time refusal on ``override: true`` only when it is there, and the Event of the
-cluster's spec move names that user.
-
-This module only reads and writes the shapes; the webhook decides what they must be.
+More in docs/design/notes.md, "ichor/api/records.py".
 """
 
 from __future__ import annotations
@@ -116,24 +107,18 @@ def dump(records: Sequence[Record]) -> str | None:
 
 def annotations_of(body: object) -> Mapping[str, Any]:
     """``metadata.annotations`` of a raw object, or an empty mapping."""
-    if isinstance(body, Mapping):
-        meta = body.get("metadata")
-        if isinstance(meta, Mapping):
-            found = meta.get("annotations")
-            if isinstance(found, Mapping):
-                return found
-    return {}
+    return _metadata_map(body, "annotations")
 
 
 def labels_of(body: object) -> Mapping[str, Any]:
     """``metadata.labels`` of a raw object, or an empty mapping."""
-    if isinstance(body, Mapping):
-        meta = body.get("metadata")
-        if isinstance(meta, Mapping):
-            found = meta.get("labels")
-            if isinstance(found, Mapping):
-                return found
-    return {}
+    return _metadata_map(body, "labels")
+
+
+def _metadata_map(body: object, key: str) -> Mapping[str, Any]:
+    meta = body.get("metadata") if isinstance(body, Mapping) else None
+    found = meta.get(key) if isinstance(meta, Mapping) else None
+    return found if isinstance(found, Mapping) else {}
 
 
 def message(record: Record, *, kind: str, namespace: str, name: str) -> str:

@@ -54,55 +54,40 @@ def _store(field: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
     return callback
 
 
+def _global_option(*decls: str, field: str, **attrs: Any) -> Callable[[F], F]:
+    """One global option: taken before the command runs, kept in the ``Connection``
+    (``field``), never passed to the command itself."""
+    return click.option(*decls, expose_value=False, is_eager=True, callback=_store(field), **attrs)
+
+
 def kubeconfig_option(
     help_text: str = "Path of the kubeconfig of the management cluster (else $KUBECONFIG).",
 ) -> Callable[[F], F]:
-    return click.option(
-        "--kubeconfig",
-        type=click.Path(dir_okay=False),
-        default=None,
-        expose_value=False,
-        is_eager=True,
-        callback=_store("kubeconfig"),
-        help=help_text,
+    return _global_option(
+        "--kubeconfig", field="kubeconfig", type=click.Path(dir_okay=False), help=help_text
     )
 
 
-context_option = click.option(
-    "--context",
-    default=None,
-    expose_value=False,
-    is_eager=True,
-    callback=_store("context"),
-    help="The kubeconfig context to use.",
-)
-namespace_option = click.option(
+context_option = _global_option("--context", field="context", help="The kubeconfig context to use.")
+namespace_option = _global_option(
     "-n",
     "--namespace",
-    default=None,
-    expose_value=False,
-    is_eager=True,
-    callback=_store("namespace"),
+    field="namespace",
     help="Namespace of the TalosCluster (else the context's, else default).",
 )
-as_option = click.option(
+as_option = _global_option(
     "--as",
     "as_user",
-    default=None,
+    field="as_user",
     metavar="USER",
-    expose_value=False,
-    is_eager=True,
-    callback=_store("as_user"),
     help="Call the management cluster's API as USER (impersonation, as kubectl --as).",
 )
-as_group_option = click.option(
+as_group_option = _global_option(
     "--as-group",
     "as_groups",
+    field="as_groups",
     multiple=True,
     metavar="GROUP",
-    expose_value=False,
-    is_eager=True,
-    callback=_store("as_groups"),
     help="A group to impersonate with --as; repeat for more.",
 )
 

@@ -226,21 +226,33 @@ def warnings_of(headers: Any) -> list[str]:
 
 def get_cluster(target: Target, name: str) -> dict[str, Any]:
     """The TalosCluster ``name`` in the target namespace; a missing one is a CliError."""
-    return _get_own(
-        target,
-        kinds.Plural.TALOS_CLUSTERS,
-        "TalosCluster",
-        name,
-        lister="ichor status",
-        kind_plural="clusters",
-    )
+    return _get_own(target, kinds.Kind.TALOS_CLUSTER, name)
 
 
-def _get_own(
-    target: Target, plural: kinds.Plural, kind: str, name: str, *, lister: str, kind_plural: str
-) -> dict[str, Any]:
+#: The command that lists each of Ichor's namespaced kinds, and what it calls them.
+_LISTED_BY: dict[kinds.Kind, tuple[str, str]] = {
+    kinds.Kind.TALOS_CLUSTER: ("ichor status", "clusters"),
+    kinds.Kind.TALOS_OPERATION: ("ichor operations", "operations"),
+}
+
+
+def _get_own(target: Target, kind: kinds.Kind, name: str) -> dict[str, Any]:
     """The object ``name`` of one of Ichor's kinds in the target namespace; a missing one
-    is a CliError naming the command (``lister``) that lists them there."""
+    is a CliError naming the command that lists them there (``_LISTED_BY``)."""
+    found = find_own(target, kind, name)
+    if found is None:
+        lister, called = _LISTED_BY[kind]
+        raise CliError(
+            f"{kind} {target.namespace}/{name} does not exist "
+            f"({lister} -n {target.namespace} lists the {called} there)"
+        )
+    return found
+
+
+def find_own(target: Target, kind: kinds.Kind, name: str) -> dict[str, Any] | None:
+    """The object ``name`` of one of Ichor's namespaced kinds in the target namespace, or
+    None when there is none."""
+    plural = kinds.PLURALS[kind]
 
     def read() -> dict[str, Any]:
         return cast(
@@ -255,26 +267,17 @@ def _get_own(
             ),
         )
 
-    found = call(target, f"reading {kind} {target.namespace}/{name}", _or_none(read))
-    if found is None:
-        raise CliError(
-            f"{kind} {target.namespace}/{name} does not exist "
-            f"({lister} -n {target.namespace} lists the {kind_plural} there)"
-        )
-    return found
+    return call(target, f"reading {kind} {target.namespace}/{name}", _or_none(read))
 
 
 def list_clusters(target: Target, *, all_namespaces: bool) -> list[dict[str, Any]]:
     """The TalosClusters of the target namespace (or of every namespace)."""
-    return _list_own(
-        target, kinds.Plural.TALOS_CLUSTERS, "TalosClusters", all_namespaces=all_namespaces
-    )
+    return _list_own(target, kinds.Kind.TALOS_CLUSTER, all_namespaces=all_namespaces)
 
 
-def _list_own(
-    target: Target, plural: kinds.Plural, kinds_name: str, *, all_namespaces: bool
-) -> list[dict[str, Any]]:
+def _list_own(target: Target, kind: kinds.Kind, *, all_namespaces: bool) -> list[dict[str, Any]]:
     """The objects of one of Ichor's kinds in the target namespace, or in every one."""
+    plural = kinds.PLURALS[kind]
 
     def read() -> list[dict[str, Any]]:
         if all_namespaces:
@@ -294,7 +297,7 @@ def _list_own(
             )
         return list(cast(dict[str, Any], found).get("items") or [])
 
-    return call(target, f"listing {kinds_name}", read)
+    return call(target, f"listing {kind}s", read)
 
 
 def get_installation(target: Target) -> dict[str, Any] | None:
@@ -421,21 +424,12 @@ def annotate_installation(target: Target, key: str, value: str) -> dict[str, Any
 
 def list_operations(target: Target, *, all_namespaces: bool) -> list[dict[str, Any]]:
     """The TalosOperations of the target namespace (or of every namespace)."""
-    return _list_own(
-        target, kinds.Plural.TALOS_OPERATIONS, "TalosOperations", all_namespaces=all_namespaces
-    )
+    return _list_own(target, kinds.Kind.TALOS_OPERATION, all_namespaces=all_namespaces)
 
 
 def get_operation(target: Target, name: str) -> dict[str, Any]:
     """The TalosOperation ``name`` in the target namespace; a missing one is a CliError."""
-    return _get_own(
-        target,
-        kinds.Plural.TALOS_OPERATIONS,
-        "TalosOperation",
-        name,
-        lister="ichor operations",
-        kind_plural="operations",
-    )
+    return _get_own(target, kinds.Kind.TALOS_OPERATION, name)
 
 
 def job_pods(target: Target, job: str) -> list[dict[str, Any]]:

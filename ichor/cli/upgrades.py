@@ -12,7 +12,7 @@ offered, and why. There is no ``ichor upgrade cluster``: each component upgrades
 from __future__ import annotations
 
 import time
-from typing import Any, cast
+from typing import Any
 
 import click
 
@@ -138,11 +138,7 @@ def _follow(target: kube.Target, name: str, *, timeout: float) -> None:
     seen: tuple[str, str] | None = None
 
     def read() -> dict[str, Any] | None:
-        return kube.call(
-            target,
-            f"reading TalosOperation {target.namespace}/{name}",
-            lambda: _read_operation(target, name),
-        )
+        return kube.find_own(target, kinds.Kind.TALOS_OPERATION, name)
 
     with out.status(f"Following TalosOperation {target.namespace}/{name}...") as spinner:
         while True:
@@ -169,25 +165,6 @@ def _follow(target: kube.Target, name: str, *, timeout: float) -> None:
         click.echo(f"TalosOperation {target.namespace}/{name} Failed.", err=True)
         raise SystemExit(common.EXIT_REFUSED)
     click.echo(f"TalosOperation {target.namespace}/{name} Succeeded.")
-
-
-def _read_operation(target: kube.Target, name: str) -> dict[str, Any] | None:
-    from kubernetes.client.exceptions import ApiException
-
-    try:
-        found = target.custom.get_namespaced_custom_object(
-            kinds.GROUP,
-            kinds.VERSION,
-            target.namespace,
-            kinds.Plural.TALOS_OPERATIONS,
-            name,
-            _request_timeout=kube.REQUEST_TIMEOUT,
-        )
-    except ApiException as error:
-        if error.status == 404:
-            return None
-        raise
-    return cast(dict[str, Any], found)
 
 
 def _choices(

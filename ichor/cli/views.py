@@ -419,26 +419,26 @@ def age(since: datetime, now: datetime) -> str:
         return f"{seconds}s"
     minutes = seconds // 60
     if minutes < 10:
-        rest = seconds % 60
-        return f"{minutes}m{rest}s" if rest else f"{minutes}m"
+        return _two(minutes, "m", seconds % 60, "s")
     if minutes < 180:
         return f"{minutes}m"
     hours = minutes // 60
     if hours < 8:
-        rest = minutes % 60
-        return f"{hours}h{rest}m" if rest else f"{hours}h"
+        return _two(hours, "h", minutes % 60, "m")
     if hours < 48:
         return f"{hours}h"
     if hours < 24 * 8:
-        rest = hours % 24
-        return f"{hours // 24}d{rest}h" if rest else f"{hours // 24}d"
+        return _two(hours // 24, "d", hours % 24, "h")
     if hours < 24 * 365 * 2:
         return f"{hours // 24}d"
     if hours < 24 * 365 * 8:
-        rest = (hours // 24) % 365
-        years = hours // 24 // 365
-        return f"{years}y{rest}d" if rest else f"{years}y"
+        return _two(hours // 24 // 365, "y", (hours // 24) % 365, "d")
     return f"{hours // 24 // 365}y"
+
+
+def _two(big: int, unit: str, rest: int, small: str) -> str:
+    """``5m30s``, or ``5m`` when the smaller unit's ``rest`` is 0."""
+    return f"{big}{unit}{rest}{small}" if rest else f"{big}{unit}"
 
 
 @dataclass(frozen=True)

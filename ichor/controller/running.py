@@ -5,15 +5,19 @@ Each wiring makes its controller at kopf's startup with the operator's client an
 part of the settings, keeps it in kopf's memo under its own key, and at kopf's cleanup
 stops it and closes its client. A test runs a controller with other settings by putting
 its part into the memo under the wiring's ``SETTINGS`` key before the start (``part``).
-What is a wiring's own stays there: which controller, which watches, which extra step.
+Its watches of Ichor's kinds are registered alike (``watch``). What is a wiring's own
+stays there: which controller, which watches, which extra step.
 """
 
 from __future__ import annotations
 
-from typing import Protocol, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
 import kopf
 from kubernetes_asyncio.client.api_client import ApiClient
+
+from ichor.api import kinds
 
 T = TypeVar("T")
 
@@ -53,3 +57,16 @@ async def stop(memo: kopf.Memo, key: str, kind: type[R]) -> R | None:
     await found.stop()
     await found.api.close()
     return found
+
+
+def watch(
+    registry: kopf.OperatorRegistry,
+    plural: kinds.Plural,
+    handler: Callable[..., Awaitable[Any]],
+    *,
+    id: str,
+) -> None:
+    """Hand ``handler`` the raw watch events of ``plural`` (an Ichor kind) under ``id``: a
+    low-level ``on.event`` handler, which writes nothing to the object (no finalizer, no
+    progress annotation)."""
+    kopf.on.event(kinds.GROUP, kinds.VERSION, plural, id=id, registry=registry)(handler)

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
+from ichor.api.reading import whole_number
 from ichor.kube.payloads import ObjectReference
 
 MERGE_PATCH = "application/merge-patch+json"
@@ -52,16 +53,12 @@ def without_managed_fields(body: Mapping[str, Any]) -> Mapping[str, Any]:
 
 def generation(body: Mapping[str, Any]) -> int | None:
     """``metadata.generation`` of ``body``, None when it holds no number."""
-    return _number((body.get("metadata") or {}).get("generation"))
+    return whole_number((body.get("metadata") or {}).get("generation"))
 
 
 def observed_generation(body: Mapping[str, Any]) -> int | None:
     """``status.observedGeneration`` of ``body``, None when it holds no number."""
-    return _number((body.get("status") or {}).get("observedGeneration"))
-
-
-def _number(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    return whole_number((body.get("status") or {}).get("observedGeneration"))
 
 
 #: Where Events about cluster-scoped objects (IchorInstallation) are written.

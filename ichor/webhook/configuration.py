@@ -109,6 +109,17 @@ def _metadata(name: str) -> Metadata:
     )
 
 
+def _webhooks(*, url: str, ca_bundle: bytes, timeout_seconds: int, mutating: bool) -> list[Webhook]:
+    """One webhook per claim of the half ``mutating`` says, served at ``url``."""
+    base = url.rstrip("/")
+    bundle = base64.b64encode(ca_bundle).decode("ascii")
+    return [
+        _webhook(claim, base=base, bundle=bundle, timeout_seconds=timeout_seconds)
+        for claim in CLAIMS
+        if claim.mutating is mutating
+    ]
+
+
 def render_configuration(
     *,
     url: str,
@@ -123,17 +134,13 @@ def render_configuration(
     endpoint would refuse as unclaimed. DELETE is not matched, so clusters and operations
     can be removed while the operator is down.
     """
-    base = url.rstrip("/")
-    bundle = base64.b64encode(ca_bundle).decode("ascii")
     return ValidatingWebhookConfiguration(
         apiVersion="admissionregistration.k8s.io/v1",
         kind="ValidatingWebhookConfiguration",
         metadata=_metadata(name),
-        webhooks=[
-            _webhook(claim, base=base, bundle=bundle, timeout_seconds=timeout_seconds)
-            for claim in CLAIMS
-            if not claim.mutating
-        ],
+        webhooks=_webhooks(
+            url=url, ca_bundle=ca_bundle, timeout_seconds=timeout_seconds, mutating=False
+        ),
     )
 
 
@@ -152,18 +159,10 @@ def render_mutating_configuration(
     mutating webhook fails closed. ``reinvocationPolicy: IfNeeded``: when a later mutating
     webhook changes the object, the records are computed again for what is stored.
     """
-    base = url.rstrip("/")
-    bundle = base64.b64encode(ca_bundle).decode("ascii")
+    hooks = _webhooks(url=url, ca_bundle=ca_bundle, timeout_seconds=timeout_seconds, mutating=True)
     return MutatingWebhookConfiguration(
         apiVersion="admissionregistration.k8s.io/v1",
         kind="MutatingWebhookConfiguration",
         metadata=_metadata(name),
-        webhooks=[
-            MutatingWebhook(
-                **_webhook(claim, base=base, bundle=bundle, timeout_seconds=timeout_seconds),
-                reinvocationPolicy="IfNeeded",
-            )
-            for claim in CLAIMS
-            if claim.mutating
-        ],
+        webhooks=[MutatingWebhook(**hook, reinvocationPolicy="IfNeeded") for hook in hooks],
     )

@@ -4,16 +4,16 @@
 Two halves per kind: the mutating handlers (``stamp_*``) write the judgement's stamp
 into kopf's patch of the object, the validating handlers (``validate_*``) answer and
 raise ``kopf.AdmissionError`` for a denial. A status handler answers a write of a status
-subresource. They are registered by ``wiring`` (the paths are ``intake``'s) and decide
-nothing themselves. A passed override is logged and returned as an admission warning.
-Each marks its path once its judgement is given (``intake.judged``): the endpoint refuses
-an allowed answer no handler of the path gave.
+subresource. ``wiring`` registers them (``HANDLERS``, under ``intake``'s paths); they
+decide nothing themselves. A passed override is logged and returned as an admission
+warning. Each marks its path once its judgement is given (``intake.judged``): the
+endpoint refuses an allowed answer no handler of the path gave.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine, MutableMapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, MutableMapping
 from typing import Any
 
 import kopf
@@ -30,6 +30,10 @@ BACKEND = "ichor_webhook_backend"
 MAX_QUEUED = "ichor_webhook_max_queued"
 
 _log = logging.getLogger(__name__)
+
+Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
+#: A kopf admission handler, as ``wiring`` registers it.
+Handler = Callable[..., Coroutine[Any, Any, None]]
 
 
 def backend_of(memo: kopf.Memo) -> kubeapi.Backend:
@@ -57,57 +61,6 @@ def deliver(answer: decisions.Answer, warnings: list[str], *, path: str) -> None
         raise kopf.AdmissionError(answer.message, code=int(answer.code))
 
 
-async def validate_taloscluster(
-    *,
-    memo: kopf.Memo,
-    new: object = None,
-    old: object = None,
-    userinfo: object = None,
-    operation: object = None,
-    dryrun: bool = False,
-    warnings: list[str],
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
-    **_: Any,
-) -> None:
-    """kopf handler: TalosCluster create/update."""
-    answer = await judgement.cluster_answer(
-        new=new,
-        old=old,
-        userinfo=userinfo,
-        operation=operation,
-        dryrun=bool(dryrun),
-        backend=backend_of(memo),
-        logger=logger,
-    )
-    deliver(answer, warnings, path=intake.CLUSTER_HANDLER)
-
-
-async def validate_talosoperation(
-    *,
-    memo: kopf.Memo,
-    new: object = None,
-    old: object = None,
-    userinfo: object = None,
-    operation: object = None,
-    dryrun: bool = False,
-    warnings: list[str],
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
-    **_: Any,
-) -> None:
-    """kopf handler: TalosOperation create (the plan) and update (its stamp)."""
-    answer = await judgement.operation_answer(
-        new=new,
-        old=old,
-        userinfo=userinfo,
-        operation=operation,
-        dryrun=bool(dryrun),
-        backend=backend_of(memo),
-        logger=logger,
-        max_queued=max_queued_of(memo),
-    )
-    deliver(answer, warnings, path=intake.OPERATION_HANDLER)
-
-
 def stamp_patch(judged: judgement.Judged, patch: MutableMapping[str, Any], *, path: str) -> None:
     """The mutating half: write the judgement's stamp into kopf's patch of the object.
 
@@ -132,123 +85,110 @@ def stamp_patch(judged: judgement.Judged, patch: MutableMapping[str, Any], *, pa
         annotations[key] = value
 
 
-async def stamp_taloscluster(
-    *,
-    memo: kopf.Memo,
-    new: object = None,
-    old: object = None,
-    userinfo: object = None,
-    operation: object = None,
-    patch: MutableMapping[str, Any],
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
-    **_: Any,
-) -> None:
-    """kopf mutating handler: the admission records of a TalosCluster write."""
-    judged = await judgement.judge_cluster(
-        new=new,
-        old=old,
-        userinfo=userinfo,
-        operation=operation,
-        backend=backend_of(memo),
-        logger=logger,
-    )
-    stamp_patch(judged, patch, path=intake.CLUSTER_STAMP)
+def _named(handler: Handler, verb: str, path: str) -> Handler:
+    """``handler`` named for its path (``validate_taloscluster``) in logs and tracebacks."""
+    handler.__name__ = handler.__qualname__ = f"{verb}_{path.replace('-', '_')}"
+    return handler
 
 
-async def stamp_talosoperation(
-    *,
-    memo: kopf.Memo,
-    new: object = None,
-    old: object = None,
-    userinfo: object = None,
-    operation: object = None,
-    patch: MutableMapping[str, Any],
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
-    **_: Any,
-) -> None:
-    """kopf mutating handler: the admission records and stamp of a TalosOperation write."""
-    judged = await judgement.judge_operation(
-        new=new,
-        old=old,
-        userinfo=userinfo,
-        operation=operation,
-        backend=backend_of(memo),
-        logger=logger,
-    )
-    stamp_patch(judged, patch, path=intake.OPERATION_STAMP)
+def validating(
+    answer_of: Callable[..., Awaitable[decisions.Answer]], *, path: str, queued: bool = False
+) -> Handler:
+    """The validating handler of ``path``: the review and the memo's backend handed to
+    ``answer_of`` (a ``judgement.*_answer``), its answer delivered (``deliver``).
+    ``queued``: ``answer_of`` is told the most operations one cluster queues."""
 
-
-async def validate_ichorinstallation(
-    *,
-    memo: kopf.Memo,
-    new: object = None,
-    old: object = None,
-    userinfo: object = None,
-    operation: object = None,
-    dryrun: bool = False,
-    warnings: list[str],
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
-    **_: Any,
-) -> None:
-    """kopf handler: IchorInstallation update (the operator's marks, an unhalt request)."""
-    answer = await judgement.installation_answer(
-        new=new,
-        old=old,
-        userinfo=userinfo,
-        operation=operation,
-        dryrun=bool(dryrun),
-        backend=backend_of(memo),
-        logger=logger,
-    )
-    deliver(answer, warnings, path=intake.INSTALLATION_HANDLER)
-
-
-async def stamp_ichorinstallation(
-    *,
-    memo: kopf.Memo,
-    new: object = None,
-    old: object = None,
-    userinfo: object = None,
-    operation: object = None,
-    patch: MutableMapping[str, Any],
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
-    **_: Any,
-) -> None:
-    """kopf mutating handler: the admission record of an unhalt request."""
-    judged = await judgement.judge_installation(
-        new=new,
-        old=old,
-        userinfo=userinfo,
-        operation=operation,
-        backend=backend_of(memo),
-        logger=logger,
-    )
-    stamp_patch(judged, patch, path=intake.INSTALLATION_STAMP)
-
-
-def status_handler(kind: kinds.Kind) -> Callable[..., Coroutine[Any, Any, None]]:
-    """The kopf handler of a write of ``kind``'s status subresource."""
-
-    async def validate_status(
+    async def validate(
         *,
         memo: kopf.Memo,
         new: object = None,
         old: object = None,
         userinfo: object = None,
         operation: object = None,
+        dryrun: bool = False,
         warnings: list[str],
+        logger: Logger = _log,
         **_: Any,
     ) -> None:
-        """kopf handler: a write of the status subresource."""
-        answer = await judgement.status_answer(
-            kind=kind,
+        limits = {"max_queued": max_queued_of(memo)} if queued else {}
+        answer = await answer_of(
+            new=new,
+            old=old,
+            userinfo=userinfo,
+            operation=operation,
+            dryrun=bool(dryrun),
+            backend=backend_of(memo),
+            logger=logger,
+            **limits,
+        )
+        deliver(answer, warnings, path=path)
+
+    return _named(validate, "validate", path)
+
+
+def stamping(judge: Callable[..., Awaitable[judgement.Judged]], *, path: str) -> Handler:
+    """The mutating handler of ``path``: the review and the memo's backend handed to
+    ``judge`` (a ``judgement.judge_*``), its stamp written into kopf's patch
+    (``stamp_patch``)."""
+
+    async def stamp(
+        *,
+        memo: kopf.Memo,
+        new: object = None,
+        old: object = None,
+        userinfo: object = None,
+        operation: object = None,
+        patch: MutableMapping[str, Any],
+        logger: Logger = _log,
+        **_: Any,
+    ) -> None:
+        judged = await judge(
             new=new,
             old=old,
             userinfo=userinfo,
             operation=operation,
             backend=backend_of(memo),
+            logger=logger,
         )
-        deliver(answer, warnings, path=intake.STATUS_HANDLERS[kind])
+        stamp_patch(judged, patch, path=path)
 
-    validate_status.__qualname__ = f"validate_{kind.value.lower()}_status"
-    return validate_status
+    return _named(stamp, "stamp", path)
+
+
+def status_handler(kind: kinds.Kind) -> Handler:
+    """The kopf handler of a write of ``kind``'s status subresource."""
+
+    async def answer_of(*, dryrun: bool, logger: Logger, **review: Any) -> decisions.Answer:
+        del dryrun, logger  # a status write is judged alike in a dry run, and logs nothing
+        return await judgement.status_answer(kind=kind, **review)
+
+    return validating(answer_of, path=intake.STATUS_HANDLERS[kind])
+
+
+#: TalosCluster create/update.
+validate_taloscluster = validating(judgement.cluster_answer, path=intake.CLUSTER_HANDLER)
+#: TalosOperation create (the plan, within the queue's limit) and update (its stamp).
+validate_talosoperation = validating(
+    judgement.operation_answer, path=intake.OPERATION_HANDLER, queued=True
+)
+#: IchorInstallation update (the operator's marks, an unhalt request).
+validate_ichorinstallation = validating(
+    judgement.installation_answer, path=intake.INSTALLATION_HANDLER
+)
+#: The admission records of a TalosCluster write.
+stamp_taloscluster = stamping(judgement.judge_cluster, path=intake.CLUSTER_STAMP)
+#: The admission records and stamp of a TalosOperation write.
+stamp_talosoperation = stamping(judgement.judge_operation, path=intake.OPERATION_STAMP)
+#: The admission record of an unhalt request.
+stamp_ichorinstallation = stamping(judgement.judge_installation, path=intake.INSTALLATION_STAMP)
+
+#: The handler of each path of ``intake.CLAIMS``: what ``wiring`` registers there.
+HANDLERS: Mapping[str, Handler] = {
+    intake.CLUSTER_HANDLER: validate_taloscluster,
+    intake.OPERATION_HANDLER: validate_talosoperation,
+    intake.INSTALLATION_HANDLER: validate_ichorinstallation,
+    intake.CLUSTER_STAMP: stamp_taloscluster,
+    intake.OPERATION_STAMP: stamp_talosoperation,
+    intake.INSTALLATION_STAMP: stamp_ichorinstallation,
+    **{path: status_handler(kind) for kind, path in intake.STATUS_HANDLERS.items()},
+}

@@ -213,6 +213,11 @@ async def _head(stream: aiohttp.StreamReader) -> bytes:
         return b""
 
 
+async def _peeked_uid(request: aiohttp.web.BaseRequest) -> str:
+    """The uid at the start of a body that will not be read (``_head``, ``peek_uid``)."""
+    return intake.peek_uid(await _head(request.content))
+
+
 def _common_name(peer: Mapping[str, Any] | None) -> str | None:
     for rdn in (peer or {}).get("subject", ()):
         for key, value in rdn:
@@ -291,9 +296,8 @@ class AdmissionServer:
         if self.client_names and _common_name(peer) not in self.client_names:
             # The CA signed it (the handshake checked), but it is not the API server's.
             intake.denied_for("NotApiServer")
-            head = await _head(request.content)
             return denial(
-                intake.peek_uid(head),
+                await _peeked_uid(request),
                 f"{intake.PREFIX} answers only the API server: the client certificate "
                 f"{intake.clip(str(_common_name(peer)), 80)!r} is not one of "
                 f"{', '.join(sorted(self.client_names))}; nothing was changed",
@@ -303,8 +307,9 @@ class AdmissionServer:
             return intake.unreadable("", f"{request.method} is not POST"), True
         length = request.content_length
         if length is not None and length > MAX_REVIEW_BYTES:
-            head = await _head(request.content)
-            return intake.unreadable(intake.peek_uid(head), intake.too_large_problem(length)), True
+            return intake.unreadable(
+                await _peeked_uid(request), intake.too_large_problem(length)
+            ), True
         bound = intake.cost_bound(length if length is not None else MAX_REVIEW_BYTES)
         try:
             async with self.budget.hold(bound) as held:
@@ -329,32 +334,35 @@ class AdmissionServer:
                 )
                 return answer, False
         except OverBudget:
-            head = await _head(request.content)
             return intake.unreadable(
-                intake.peek_uid(head),
+                await _peeked_uid(request),
                 f"reading a body of {length:,} bytes could take {_mib(bound)}, more than "
                 f"the webhook's budget of {_mib(self.budget.total)}",
             ), True
         except Full:
-            head = await _head(request.content)
-            return denial(
-                intake.peek_uid(head),
-                f"{intake.PREFIX} already holds {_mib(self.budget.in_use)} of reviews and "
-                f"{self.budget.waiting} more wait for room, as many as may; nothing was "
-                "changed, retry the write",
-                code=decisions.Code.UNAVAILABLE,
-            ), True
+            return await self._no_room(request, queue_full=True), True
         except Busy:
-            head = await _head(request.content)
-            return denial(
-                intake.peek_uid(head),
-                f"{intake.PREFIX} already holds {_mib(self.budget.in_use)} of reviews, its "
-                f"budget, and this one waited {QUEUE_SECONDS:.0f} s for room; nothing was "
-                "changed, retry the write",
-                code=decisions.Code.UNAVAILABLE,
-            ), True
+            return await self._no_room(request, queue_full=False), True
         except (OSError, aiohttp.ClientError, ValueError) as error:
             return intake.unreadable("", f"the body could not be read ({error})"), True
+
+    async def _no_room(
+        self, request: aiohttp.web.BaseRequest, *, queue_full: bool
+    ) -> dict[str, Any]:
+        """The denial of a review the budget holds no room for, to be retried: the queue
+        for room is full, or the review waited its time in it."""
+        uid = await _peeked_uid(request)
+        why = (
+            f" and {self.budget.waiting} more wait for room, as many as may"
+            if queue_full
+            else f", its budget, and this one waited {QUEUE_SECONDS:.0f} s for room"
+        )
+        return denial(
+            uid,
+            f"{intake.PREFIX} already holds {_mib(self.budget.in_use)} of reviews{why}; "
+            "nothing was changed, retry the write",
+            code=decisions.Code.UNAVAILABLE,
+        )
 
     async def reply(self, fn: kopf.WebhookFn, request: aiohttp.web.Request) -> aiohttp.web.Response:
         """The HTTP response to one request, its body encoded: the whole of what the
@@ -453,32 +461,9 @@ def quiet_refusals() -> None:
         objects.addFilter(RefusalsAreAnswers())
 
 
-def configure(
-    settings: kopf.OperatorSettings,
-    *,
-    port: int,
-    certfile: Path,
-    pkeyfile: Path,
-    cafile: Path | None = None,
-    client_ca: Path | None = None,
-    client_names: Collection[str] = (),
-    addr: str = "127.0.0.1",
-    host: str | None = None,
-    readiness: Readiness | None = None,
-) -> AdmissionServer:
-    """Point kopf at the admission server; the configuration is fixed, not kopf-managed."""
+def configure(settings: kopf.OperatorSettings, server: AdmissionServer) -> AdmissionServer:
+    """Point kopf at ``server``; the configuration is fixed, not kopf-managed."""
     quiet_refusals()
-    server = AdmissionServer(
-        readiness=readiness,
-        port=port,
-        certfile=certfile,
-        pkeyfile=pkeyfile,
-        cafile=cafile,
-        client_ca=client_ca,
-        client_names=client_names,
-        addr=addr,
-        host=host,
-    )
     settings.admission.server = server
     settings.admission.managed = None
     return server

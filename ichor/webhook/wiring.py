@@ -1,17 +1,17 @@
 """kopf registration of the admission webhook, and nothing else.
 
-``register_handlers`` puts the thin handlers of ``handlers`` into a registry under the
-paths ``intake`` claims (the mutating and validating halves of both kinds, the status
-subresources), a start that puts the API backend into kopf's memo (as the controllers
-keep theirs) and asks once who the operator is, and a stop that closes the backend's
-client. ``register``, the operator's, also points kopf at the HTTPS endpoint
-(``server``) at start, and registers nothing without a certificate.
+``register_handlers`` puts the thin handlers of ``handlers`` into a registry, one under
+each path ``intake`` claims (``intake.CLAIMS``: the mutating and validating halves of
+each kind, the status subresources), a start that puts the API backend into kopf's memo
+(as the controllers keep theirs) and asks once who the operator is, and a stop that
+closes the backend's client. ``register``, the operator's, also points kopf at the HTTPS
+endpoint (``server``) at start, and registers nothing without a certificate.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 import kopf
 
@@ -60,8 +60,7 @@ def register(
     cert, key = webhook.cert, webhook.key
 
     async def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
-        server.configure(
-            settings,
+        endpoint = server.AdmissionServer(
             port=webhook.port,
             certfile=cert,
             pkeyfile=key,
@@ -70,6 +69,7 @@ def register(
             addr=webhook.addr,
             readiness=readiness,
         )
+        server.configure(settings, endpoint)
 
     kopf.on.startup(id="webhook-configure", registry=registry)(configure)
     register_handlers(registry, kube=settings.kube, max_queued=settings.operations.max_queued)
@@ -97,64 +97,18 @@ def register_handlers(
         memo.setdefault(handlers.MAX_QUEUED, max_queued)
         await identify(handlers.backend_of(memo), logger)
 
-    kopf.on.validate(
-        kinds.GROUP,
-        kinds.VERSION,
-        kinds.Plural.TALOS_CLUSTERS.value,
-        id=intake.CLUSTER_HANDLER,
-        operations=["CREATE", "UPDATE"],
-        registry=registry,
-    )(handlers.validate_taloscluster)
-    kopf.on.validate(
-        kinds.GROUP,
-        kinds.VERSION,
-        kinds.Plural.TALOS_OPERATIONS.value,
-        id=intake.OPERATION_HANDLER,
-        operations=["CREATE", "UPDATE"],
-        registry=registry,
-    )(handlers.validate_talosoperation)
-    kopf.on.mutate(
-        kinds.GROUP,
-        kinds.VERSION,
-        kinds.Plural.TALOS_CLUSTERS.value,
-        id=intake.CLUSTER_STAMP,
-        operations=["CREATE", "UPDATE"],
-        registry=registry,
-    )(handlers.stamp_taloscluster)
-    kopf.on.mutate(
-        kinds.GROUP,
-        kinds.VERSION,
-        kinds.Plural.TALOS_OPERATIONS.value,
-        id=intake.OPERATION_STAMP,
-        operations=["CREATE", "UPDATE"],
-        registry=registry,
-    )(handlers.stamp_talosoperation)
-    kopf.on.validate(
-        kinds.GROUP,
-        kinds.VERSION,
-        kinds.Plural.ICHOR_INSTALLATIONS.value,
-        id=intake.INSTALLATION_HANDLER,
-        operations=["UPDATE"],
-        registry=registry,
-    )(handlers.validate_ichorinstallation)
-    kopf.on.mutate(
-        kinds.GROUP,
-        kinds.VERSION,
-        kinds.Plural.ICHOR_INSTALLATIONS.value,
-        id=intake.INSTALLATION_STAMP,
-        operations=["UPDATE"],
-        registry=registry,
-    )(handlers.stamp_ichorinstallation)
-    for kind, path in intake.STATUS_HANDLERS.items():
-        kopf.on.validate(
+    for claim in intake.CLAIMS:
+        on = kopf.on.mutate if claim.mutating else kopf.on.validate
+        (subresource,) = claim.subresources  # kopf takes one: "" is the object itself
+        on(
             kinds.GROUP,
             kinds.VERSION,
-            kinds.PLURALS[kind].value,
-            id=path,
-            operations=["UPDATE"],
-            subresource="status",
+            claim.plural.value,
+            id=claim.path,
+            operations=cast(list[kopf.Operation], sorted(claim.operations)),
+            subresource=subresource or None,
             registry=registry,
-        )(handlers.status_handler(kind))
+        )(handlers.HANDLERS[claim.path])
     # Explicit ids: kopf keys an activity's progress by id (the controllers register
     # functions named start/stop too).
     kopf.on.startup(id="webhook-start", registry=registry)(start)

@@ -47,7 +47,7 @@ def main() -> int:
         constructor(self, *args, **kwargs)
         self.read_output = reads.output
 
-    executor.OperationController.__init__ = played  # type: ignore[method-assign]
+    executor.OperationController.__init__ = played  # type: ignore[method-assign,assignment]
     operator.run()
     return 0
 

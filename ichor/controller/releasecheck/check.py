@@ -1,44 +1,13 @@
 """The release check: list the published Talos, Kubernetes and Ichor releases into the
 IchorInstallation singleton's status.
 
-Every ``spec.releaseCheck.interval`` (6h by default; at once after a spec change) the check
-lists three OCI repositories concurrently with the tag lister (``ichor.registry``): Talos
-(``installer-base``), Kubernetes (``kubelet``) and the Ichor chart. It writes
-``status.upgradeTargets`` (the final ``vX.Y.Z`` releases, newest first, and each list's
-error), ``status.latestRelease`` (the newest final chart version and whether it is newer
-than the running Ichor) and the conditions ``ReleasesListed``, ``IchorUpgradeAvailable`` and
-``Ready`` (which kstatus, ``kubectl wait`` and the GitOps tools read).
-The TalosCluster controller watches the object and recomputes every cluster's choices.
-
-What it refuses to do:
-
-- lose a good list: a failed listing keeps its last good list and records its own error,
-  and never marks another list unavailable; a failed chart listing touches only
-  ``latestRelease``. A status that does not load is read field by field, so one bad
-  field costs only that field;
-- list Cilium: ``cilium`` and ``ciliumError`` that an earlier controller wrote are cleared
-  (Cilium moves only to the chart this Ichor embeds);
-- post an Event per tick: an Event goes out when a list newly fails or recovers, judged
-  against the recorded status, so a restart does not repeat it;
-- write outside ``/status``, or over a newer state: the status patch carries the
-  resourceVersion it was computed from, so a concurrent writer makes it recompute.
-
-Why not ``kopf.timer``: kopf attaches its finalizer to every object with a timer or daemon,
-so the singleton could not be deleted while the operator is gone (``helm uninstall``
-removes both at once), and the controller's rule is to write nothing to an object but its
-status. The timer is therefore the operator's own task, fed by an ``on.event`` watch of the
-singleton: it sleeps until the next check is due (from ``checkedAt`` in the status, so a
-restart does not list again early), wakes on any change of the object, and idles while
-the object is absent or the check is off.
-
-One replica runs each check, through the object itself rather than kopf's peering: kopf
-pauses its watches on a peer that is not the leader, but not a task of ours, and a timer
-would bring the finalizer back. So when a check falls due the task waits a random moment
-(``jitter``), reads the object afresh and checks again whether it is due; another
-replica's recent ``checkedAt`` makes it sleep on. Two replicas that still list together
-write once: the second write fails on its resourceVersion, and a re-read showing a check
-newer than its own start drops its result. With one replica (``ICHOR_PEERING`` unset) this
-costs one read per check.
+Every ``spec.releaseCheck.interval`` (at once after a spec change) it lists three OCI
+repositories concurrently (``ichor.registry``) and writes ``status.upgradeTargets``,
+``status.latestRelease`` and the conditions ``ReleasesListed``, ``IchorUpgradeAvailable``
+and ``Ready``. A failed listing keeps its last good list; an Event goes out only when a
+list newly fails or recovers; the write carries the resourceVersion it came from. The
+timer is the operator's own task, not ``kopf.timer``, and one replica runs each check.
+More in docs/design/notes.md, "ichor/controller/releasecheck/check.py".
 """
 
 from __future__ import annotations
@@ -48,7 +17,7 @@ import contextlib
 import logging
 import random
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -61,15 +30,18 @@ from ichor.api import kinds, owed
 from ichor.api.ichorinstallation import (
     IchorInstallationSpec,
     PullSecretRef,
+    ReleaseCheckSpec,
     read_status,
 )
 from ichor.controller.releasecheck.decisions import (
+    Attempt,
     Failed,
     Listed,
     Listing,
     ListKind,
     Step,
     due_in,
+    last_check,
     last_successes,
     next_status,
     parse_interval,
@@ -85,16 +57,6 @@ DOCKER_CONFIG_KEY = ".dockerconfigjson"
 
 
 # --- settings and the running check ------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Attempt:
-    """The last check this process ran: the watch may not have shown its write yet."""
-
-    at: datetime
-    generation: int | None
-    listing_failed: bool
-    write_failed: bool
 
 
 def _checked_at(body: Mapping[str, Any]) -> datetime | None:
@@ -131,7 +93,7 @@ class ReleaseCheck:
         self.lister = registry.TagLister(limits=settings.limits)
         self._body: Mapping[str, Any] | None = None
         self.checks = 0
-        self._attempt: _Attempt | None = None
+        self._attempt: Attempt | None = None
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._reported_spec: int | None = None
@@ -178,6 +140,30 @@ class ReleaseCheck:
         if body is None:
             return None
         generation = bodies.generation(body)
+        timing = self._timing(body, generation)
+        if timing is None:
+            return None
+        enabled, interval = timing
+        last = last_check(
+            read_status(body.get("status")),
+            self._attempt,
+            generation=generation,
+            retry_failed=self.settings.retry_failed,
+            retry_write=self.settings.retry_write,
+        )
+        return due_in(
+            enabled=enabled,
+            interval=interval,
+            retry=last.retry,
+            checked_at=last.checked_at,
+            failed=last.failed,
+            spec_changed=last.spec_changed,
+            now=now,
+        )
+
+    def _timing(self, body: Mapping[str, Any], generation: int | None) -> tuple[bool, float] | None:
+        """Whether the check is on and its interval (at most ``max_interval``); None, said
+        once per generation, when the spec is unusable."""
         try:
             spec = IchorInstallationSpec.model_validate(body.get("spec") or {}).release_check
             interval = parse_interval(spec.interval)
@@ -190,34 +176,7 @@ class ReleaseCheck:
             return None
         if self.settings.max_interval is not None:
             interval = min(interval, self.settings.max_interval)
-        status = read_status(body.get("status"))
-        targets, latest = status.upgrade_targets, status.latest_release
-        checked_at = targets.checked_at if targets is not None else None
-        failed = bool(
-            (targets is not None and (targets.talos_error or targets.kubernetes_error))
-            or (latest is not None and latest.error)
-        )
-        observed = status.observed_generation
-        spec_changed = generation is not None and generation != observed
-        attempt = self._attempt
-        retry = self.settings.retry_failed
-        if attempt is not None:
-            if checked_at is None or attempt.at > checked_at:
-                checked_at = attempt.at
-                failed = attempt.listing_failed or attempt.write_failed
-                if attempt.write_failed:
-                    retry = self.settings.retry_write
-            if attempt.generation == generation:
-                spec_changed = False
-        return due_in(
-            enabled=spec.enabled,
-            interval=interval,
-            retry=retry,
-            checked_at=checked_at,
-            failed=failed,
-            spec_changed=spec_changed,
-            now=now,
-        )
+        return spec.enabled, interval
 
     async def _run(self) -> None:
         while not self._stopping:
@@ -233,7 +192,7 @@ class ReleaseCheck:
                     raise
                 except Exception:
                     logger.exception("release check failed unexpectedly")
-                    self._attempt = _Attempt(
+                    self._attempt = Attempt(
                         at=clock.now(),
                         generation=bodies.generation(body) if body is not None else None,
                         listing_failed=True,
@@ -314,6 +273,22 @@ class ReleaseCheck:
         except ValidationError:
             return  # delay() reports it and idles
         started = datetime.now(UTC)
+        results = await self._listings(spec)
+        metrics.lists_checked(
+            {k: len(r.tags) if isinstance(r, Listed) else None for k, r in results.items()}
+        )
+        now = clock.now()
+        self.checks += 1
+        attempt = Attempt(
+            at=now,
+            generation=generation,
+            listing_failed=any(isinstance(result, Failed) for result in results.values()),
+            write_failed=False,
+        )
+        await self._record(body, spec, results, attempt=attempt, started=started)
+
+    async def _listings(self, spec: ReleaseCheckSpec) -> dict[ListKind, Listing]:
+        """The three repositories, listed together with the pull Secret's credentials."""
         docker_config, secret_error = await self._pull_secret(spec.pull_secret_ref)
         talos, kubernetes, chart = await asyncio.gather(
             *(
@@ -325,62 +300,72 @@ class ReleaseCheck:
                 )
             )
         )
-        results: dict[ListKind, Listing] = {
-            ListKind.TALOS: talos,
-            ListKind.KUBERNETES: kubernetes,
-            ListKind.CHART: chart,
-        }
-        metrics.lists_checked(
-            {k: len(r.tags) if isinstance(r, Listed) else None for k, r in results.items()}
-        )
-        now = clock.now()
-        self.checks += 1
-        listing_failed = any(isinstance(result, Failed) for result in results.values())
+        return {ListKind.TALOS: talos, ListKind.KUBERNETES: kubernetes, ListKind.CHART: chart}
+
+    async def _record(
+        self,
+        body: Mapping[str, Any],
+        spec: ReleaseCheckSpec,
+        results: Mapping[ListKind, Listing],
+        *,
+        attempt: Attempt,
+        started: datetime,
+    ) -> None:
+        """Write the lists into the status, computed again from a fresh read after a
+        conflict (three times at most); ``attempt`` is what this check ran."""
         for _ in range(3):
             step = next_status(
                 body.get("status") or {},
                 results=results,
                 running=self.settings.running_version,
                 chart_repository=spec.chart_repository,
-                generation=generation,
-                now=now,
+                generation=attempt.generation,
+                now=attempt.at,
             )
             try:
-                written = await self._write(body, _owing(body, step, now=now))
+                written = await self._write(body, _owing(body, step, now=attempt.at))
             except errors.NotFound:
                 return  # deleted meanwhile: the watch says so
             except errors.Conflict:
-                fresh = await self._read()
+                fresh = await self._unchecked(started, listing_failed=attempt.listing_failed)
                 if fresh is None:
                     return
                 body = fresh
-                recorded = _checked_at(fresh)
-                if recorded is not None and recorded > started:
-                    # another replica checked after this one began: its lists stand
-                    self.body = fresh
-                    self._attempt = _Attempt(
-                        at=recorded,
-                        generation=bodies.generation(fresh),
-                        listing_failed=listing_failed,
-                        write_failed=False,
-                    )
-                    return
                 continue
             except errors.FAILED as error:
                 logger.warning("release check status not written: %s", error)
             else:
-                self._attempt = _Attempt(
-                    at=now, generation=generation, listing_failed=listing_failed, write_failed=False
-                )
-                metrics.release_check_written(listing_failed=listing_failed)
-                if written is not None:
-                    self.body = written
-                    await self._flush(written)
+                await self._recorded(written, attempt)
                 return
             break
-        self._attempt = _Attempt(
-            at=now, generation=generation, listing_failed=listing_failed, write_failed=True
-        )
+        self._attempt = replace(attempt, write_failed=True)
+
+    async def _unchecked(
+        self, started: datetime, *, listing_failed: bool
+    ) -> Mapping[str, Any] | None:
+        """The object read afresh after a conflict; None when it is gone, or when another
+        replica checked after this one began (its lists stand)."""
+        fresh = await self._read()
+        if fresh is None:
+            return None
+        recorded = _checked_at(fresh)
+        if recorded is not None and recorded > started:
+            self.body = fresh
+            self._attempt = Attempt(
+                at=recorded,
+                generation=bodies.generation(fresh),
+                listing_failed=listing_failed,
+                write_failed=False,
+            )
+            return None
+        return fresh
+
+    async def _recorded(self, written: Mapping[str, Any] | None, attempt: Attempt) -> None:
+        self._attempt = attempt
+        metrics.release_check_written(listing_failed=attempt.listing_failed)
+        if written is not None:
+            self.body = written
+            await self._flush(written)
 
     async def _read(self) -> dict[str, Any] | None:
         return await objects.get_installation(self.api)

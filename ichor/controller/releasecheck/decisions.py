@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
@@ -21,6 +21,7 @@ from ichor.api.conditions import (
 )
 from ichor.api.events import ReleaseCheckEventReason
 from ichor.api.ichorinstallation import (
+    IchorInstallationStatus,
     LatestRelease,
     UpgradeTargets,
     read_status,
@@ -106,6 +107,68 @@ def due_in(
         return 0.0
     wait = min(interval, retry) if failed else interval
     return (checked_at + timedelta(seconds=wait) - now).total_seconds()
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """The last check this process ran: the watch may not have shown its write yet."""
+
+    at: datetime
+    generation: int | None
+    listing_failed: bool
+    write_failed: bool
+
+
+@dataclass(frozen=True)
+class LastCheck:
+    """The last check, as the next one is timed from it: when it ran, whether it failed,
+    the wait after a failure, and whether the spec changed since."""
+
+    checked_at: datetime | None
+    failed: bool
+    retry: float
+    spec_changed: bool
+
+
+def last_check(
+    status: IchorInstallationStatus,
+    attempt: Attempt | None,
+    *,
+    generation: int | None,
+    retry_failed: float,
+    retry_write: float,
+) -> LastCheck:
+    """The last check as the status records it, or as this process ran it when that is
+    newer (its write failed: retried after ``retry_write``)."""
+    targets, latest = status.upgrade_targets, status.latest_release
+    recorded = LastCheck(
+        checked_at=targets.checked_at if targets is not None else None,
+        failed=bool(
+            (targets is not None and (targets.talos_error or targets.kubernetes_error))
+            or (latest is not None and latest.error)
+        ),
+        retry=retry_failed,
+        spec_changed=generation is not None and generation != status.observed_generation,
+    )
+    if attempt is None:
+        return recorded
+    return _with_attempt(recorded, attempt, generation=generation, retry_write=retry_write)
+
+
+def _with_attempt(
+    recorded: LastCheck, attempt: Attempt, *, generation: int | None, retry_write: float
+) -> LastCheck:
+    last = recorded
+    if last.checked_at is None or attempt.at > last.checked_at:
+        last = replace(
+            last,
+            checked_at=attempt.at,
+            failed=attempt.listing_failed or attempt.write_failed,
+            retry=retry_write if attempt.write_failed else last.retry,
+        )
+    if attempt.generation == generation:
+        last = replace(last, spec_changed=False)
+    return last
 
 
 # --- merging a listing into the recorded status ------------------------------------------

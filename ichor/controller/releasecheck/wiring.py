@@ -44,10 +44,9 @@ def register(registry_: kopf.OperatorRegistry, *, settings: Settings) -> None:
 
     kopf.on.startup(id="releasecheck-start", registry=registry_)(start)
     kopf.on.cleanup(id="releasecheck-stop", registry=registry_)(stop)
-    kopf.on.event(
-        kinds.GROUP,
-        kinds.VERSION,
+    running.watch(
+        registry_,
         kinds.Plural.ICHOR_INSTALLATIONS,
+        installation_event,
         id="releasecheck-installation",
-        registry=registry_,
-    )(installation_event)
+    )

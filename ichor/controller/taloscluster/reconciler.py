@@ -35,6 +35,7 @@ from ichor.api.taloscluster import (
 from ichor.controller.autopatch import runner as autopatch
 from ichor.controller.declarative import decisions, starting
 from ichor.controller.declarative.decisions import ActiveOperation, Decision
+from ichor.controller.keyed import ClusterKeyed, Key
 from ichor.controller.observe import (
     NodesObservation,
     NodesTally,
@@ -44,7 +45,6 @@ from ichor.controller.observe import (
     cni_observation,
     unreadable_nodes,
 )
-from ichor.controller.queue import WorkQueue
 from ichor.controller.taloscluster.status import (
     Failure,
     Installation,
@@ -93,7 +93,6 @@ WORKLOAD_IDLE_SECONDS = 0.25
 #: change that recomputes every cluster is one write, not one per cluster.
 SITE_POLICY_SETTLE = 1.0
 
-Key = tuple[str, str]  # (namespace, name)
 SecretKey = tuple[str, str, str]  # (namespace, secret name, data key)
 
 
@@ -158,10 +157,6 @@ class _NotRead(Exception):
     """No account may read the cluster the operator runs in for this TalosCluster."""
 
 
-def _namespace(key: Key) -> str:
-    return key[0]
-
-
 def _describe(error: BaseException) -> str:
     """The failed read in the project's words (``errors.describe``): never the text of
     the server, the TLS library or the exception, which a tenant's server chooses."""
@@ -189,7 +184,7 @@ def _auto_patch_parts(body: Mapping[str, Any] | None) -> tuple[object, object]:
     return (body.get("spec") or {}).get("autoPatch"), (body.get("status") or {}).get("autoPatch")
 
 
-class ClusterController:
+class ClusterController(ClusterKeyed[ControllerSettings]):
     def __init__(
         self,
         api: ApiClient,
@@ -197,12 +192,7 @@ class ClusterController:
         tenants: TenantSettings | None = None,
         credentials: CredentialSettings | None = None,
     ) -> None:
-        self.api = api
-        self.settings = settings
-        #: As whose account a cluster without a kubeconfig Secret is read.
-        self.tenants = tenants or TenantSettings()
-        #: What a kubeconfig Secret may set beyond inline credentials (proxy, insecure TLS).
-        self.credentials = credentials or CredentialSettings()
+        super().__init__(api, settings, tenants=tenants, credentials=credentials)
         self.clusters: dict[Key, _Cluster] = {}
         self.installation = Installation()
         #: The IchorInstallation as last seen, for auto-patch (its settings and record).
@@ -211,14 +201,6 @@ class ClusterController:
             api=api,
             health_resources=settings.health_check_resources,
             ask_timeout=settings.observe_timeout,
-        )
-        # a namespace's clusters share at most ``group_workers``: its slow ones wait
-        # for each other, never the other namespaces' clusters
-        self.queue: WorkQueue[Key] = WorkQueue(
-            self.reconcile,
-            workers=settings.workers,
-            group=_namespace,
-            group_workers=settings.group_workers,
         )
         self._workload: dict[SecretKey, tuple[str, ApiClient]] = {}
         #: Pending or Running operations by (namespace, operation name): their cluster
@@ -486,10 +468,9 @@ class ClusterController:
         acting = [site[1] for site in judged if site is not None and site[0] == policy]
         if len(acting) != len(judged):
             return  # some cluster is still judged with the previous policy
-        generation = (body.get("metadata") or {}).get("generation")
         tally = policy_tally(
             policy=policy,
-            generation=generation if isinstance(generation, int) else None,
+            generation=bodies.generation(body),
             acting=acting,
         ).to_api()
         if tally == self._site_written or tally == self._site_wanted:

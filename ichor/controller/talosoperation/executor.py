@@ -1,53 +1,24 @@
 """The TalosOperation executor: the controller that runs each operation as a Job and
 follows it to the end (its kopf registration is ``wiring``).
 
-Level-triggered, keyed by *cluster*: every watch event of a TalosOperation or of a Job
-this controller created asks for its cluster to be looked at again, and one reconcile
-reads that cluster's operations from the API and takes the next step. The work queue
-never runs one key on two workers, so two operations of one cluster never start
-together; the API, not memory, holds the state, so a restart resumes where it stopped:
-
-1. the oldest operation not yet finished runs; the others wait in ``Pending`` with a
-   condition naming the one directly ahead of them (a new head rewrites one of them, not
-   all), and one created past ``max_queued`` that raced past the webhook is refused;
-2. it is checked again (``lifecycle.decide_execution``): a refusal is ``Failed`` with a
-   condition naming the rule; overridable refusals run only under ``override: true``,
-   and the Accepted condition and the Override Event name every one passed;
-3. it is claimed: finalizer, then status ``Running`` with ``Complete=False/JobCreating``
-   and the Job's deterministic name (``jobs.job_name``), then the Job is created (an
-   existing Job of that name owned by the operation is the one created before a
-   restart), then ``JobRunning``. A restart between claim and create creates the Job;
-   a Job missing after ``JobRunning`` was deleted by someone and fails the operation;
-4. the Job's conditions decide the end: on success the operation first records it
-   (``Complete=False/SpecUpdating``, still Running), then the TalosCluster's spec moves
-   to the new version (a normal, optimistic update that the webhook judges as the
-   operator's: it carries the override the operation was admitted under, if any; never
-   backwards; never at all for a ``Declarative`` cluster, whose spec is the desired
-   state: ``lifecycle.spec_record``), then ``Succeeded``; on failure ``Failed`` with the
-   Job's reason and the failed container's last log lines, and the spec untouched.
-   Events are owed by each step's status write. The first upgrade step seen started in
-   the Job's pod is recorded (``status.upgradeStartedAt``), and every failure says its
-   kind (``status.failure``, ``lifecycle.failure_kind``): only a step that ran and failed
-   is ``UpgradeFailed``, the one failure auto-patch halts a version on.
-
-Every status write carries the ``resourceVersion`` it was computed from: a 409 means the
-object moved, and the whole step is computed again from a fresh read (never lost, never
-applied over a newer state). Deleting a Running operation is handled by a finalizer that
-deletes its Job (with its pods) before the operation goes; nothing is rolled back.
-
-It refuses to decide a rule itself (``lifecycle`` asks ``ichor.upgrade``) and never
-writes a TalosCluster's status (the TalosCluster controller owns it and recomputes the
-choices when the spec moves). The recorded Cilium image patch is kept or cleared by that
-controller too (``status._frozen_patch``); the Helm Job only renders it.
+Level-triggered and keyed by cluster: each event of an operation or of its Job asks for
+its cluster to be looked at again, and one reconcile takes the next step from what the
+API holds, so a restart resumes where it stopped. The oldest unfinished operation runs
+(the others wait in ``Pending``): checked again, claimed, its Job created and followed
+to the end; on success the TalosCluster's spec moves. Each status write carries the
+resourceVersion it came from (a 409 computes the step again). It decides no rule itself
+(``lifecycle`` asks ``ichor.upgrade``) and never writes a TalosCluster's status.
+More in docs/design/notes.md, "ichor/controller/talosoperation/executor.py".
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 from kubernetes_asyncio import client
@@ -57,6 +28,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from ichor.api import kinds, owed
 from ichor.api.conditions import OperationReason
 from ichor.api.ichorinstallation import Installation
+from ichor.api.reading import read_whole
 from ichor.api.taloscluster import (
     DEFAULT_KUBECONFIG_KEY,
     DEFAULT_TALOSCONFIG_KEY,
@@ -65,7 +37,6 @@ from ichor.api.taloscluster import (
 )
 from ichor.api.talosoperation import (
     Failure,
-    ImageNodes,
     NodePolicy,
     NodeStage,
     OperationNodes,
@@ -76,7 +47,7 @@ from ichor.api.talosoperation import (
     queue_full_message,
 )
 from ichor.controller import observe
-from ichor.controller.queue import WorkQueue
+from ichor.controller.keyed import ClusterKeyed, Key
 from ichor.controller.talosoperation import jobs, lifecycle, nodesteps, preflight, talosread
 from ichor.controller.talosoperation.lifecycle import ClusterState, Operation
 from ichor.controller.talosoperation.talosread import node_image_status
@@ -101,13 +72,11 @@ from ichor.kube.clients import (
 )
 from ichor.kube.impersonation import ReadRefused, impersonating, refusal, refused_message
 from ichor.release.policy import SitePolicy
-from ichor.settings import CredentialSettings, OperationSettings, TenantSettings
+from ichor.settings import OperationSettings
 from ichor.upgrade import node_images
 from ichor.upgrade.node_images import NodeReading
 
 logger = logging.getLogger(__name__)
-
-Key = tuple[str, str]  # (namespace, TalosCluster name)
 
 
 class Moved(Exception):
@@ -134,15 +103,7 @@ HealthGate = Callable[[Operation, Mapping[str, Any]], Awaitable[Sequence[tuple[s
 
 
 def _fleet_policy(installation: Mapping[str, Any] | None) -> UpgradePolicy | None:
-    raw = ((installation or {}).get("spec") or {}).get("upgradePolicy")
-    try:
-        return UpgradePolicy.model_validate(raw) if isinstance(raw, Mapping) else None
-    except ValueError:
-        return None
-
-
-def _namespace(key: Key) -> str:
-    return key[0]
+    return read_whole(UpgradePolicy, ((installation or {}).get("spec") or {}).get("upgradePolicy"))
 
 
 _now = clock.now
@@ -152,35 +113,20 @@ def _raw(api: ApiClient, model: Any) -> dict[str, Any]:
     return cast(dict[str, Any], api.sanitize_for_serialization(model))
 
 
-class OperationController:
-    def __init__(
-        self,
-        api: ApiClient,
-        settings: OperationSettings,
-        tenants: TenantSettings | None = None,
-        credentials: CredentialSettings | None = None,
-    ) -> None:
-        self.api = api
-        self.settings = settings
-        #: As whose account a cluster without a kubeconfig Secret is read.
-        self.tenants = tenants or TenantSettings()
-        #: What a kubeconfig or talosconfig Secret may set beyond inline credentials.
-        self.credentials = credentials or CredentialSettings()
-        self.queue: WorkQueue[Key] = WorkQueue(
-            self.reconcile,
-            workers=settings.workers,
-            group=_namespace,
-            group_workers=settings.group_workers,
-        )
-        self.before_write: BeforeWrite | None = None
-        #: What a read Job printed once it ended (a seam: the component tier, where no
-        #: kubelet runs a Pod, plays talosctl's output for the Job's nodes).
-        self.read_output: ReadOutput = self._read_output
-        #: The cluster's own health checks (auto-patch's CEL checks), run after each
-        #: node: (name, passed, message) each; None: none configured in this process.
-        self.health_gate: HealthGate | None = None
-        #: 409s met on writes, each followed by a fresh step (for tests and logs).
-        self.conflicts = 0
+class OperationController(ClusterKeyed[OperationSettings]):
+    #: Called before every status write (a test seam).
+    before_write: BeforeWrite | None = None
+    #: The cluster's own health checks (auto-patch's CEL checks), run after each node:
+    #: (name, passed, message) each; None: none configured in this process.
+    health_gate: HealthGate | None = None
+    #: 409s met on writes, each followed by a fresh step (for tests and logs).
+    conflicts = 0
+
+    @functools.cached_property
+    def read_output(self) -> ReadOutput:
+        """What a read Job printed once it ended (a seam: the component tier, where no
+        kubelet runs a Pod, plays talosctl's output for the Job's nodes)."""
+        return self._read_output
 
     def start(self) -> None:
         metrics.operation_deadlines(self.settings)
@@ -231,6 +177,24 @@ class OperationController:
 
     async def _reconcile(self, key: Key) -> float | None:
         namespace, cluster_name = key
+        operations = await self._operations(namespace, cluster_name)
+        self._report(namespace, cluster_name, operations)
+        for op in operations:
+            if lifecycle.FINALIZER in op.finalizers and (op.deleting or op.finished):
+                await self._release(op)
+        order = await self._refuse_past(lifecycle.run_order(operations), cluster_name)
+        ended: set[str] = set()
+        head = await self._drive_running(order, ended)
+        again = self.settings.resync_interval if head is not None else None
+        if head is None:
+            head, again = await self._start_next(order, ended)
+        if head is not None:
+            await self._queue_behind(order, head, ended)
+        return again
+
+    async def _operations(self, namespace: str, cluster_name: str) -> list[Operation]:
+        """The cluster's operations, each readable one; what a step before a restart
+        stored and did not post yet is posted first."""
         listed = await objects.list_all(
             self.api, kind=kinds.Kind.TALOS_OPERATION, namespace=namespace
         )
@@ -247,8 +211,9 @@ class OperationController:
                     body.get("metadata", {}).get("name"),
                     error,
                 )
-        # what a step before a restart stored and did not post yet, first
-        operations = [await self._flush(op) if owing.owes(op.body) else op for op in operations]
+        return [await self._flush(op) if owing.owes(op.body) else op for op in operations]
+
+    def _report(self, namespace: str, cluster_name: str, operations: list[Operation]) -> None:
         metrics.operations_listed(
             namespace=namespace,
             cluster=cluster_name,
@@ -264,11 +229,9 @@ class OperationController:
             ),
             fresh_for=metrics.fresh_for(self.settings),
         )
-        for op in operations:
-            if lifecycle.FINALIZER in op.finalizers and (op.deleting or op.finished):
-                await self._release(op)
 
-        order = lifecycle.run_order(operations)
+    async def _refuse_past(self, order: list[Operation], cluster_name: str) -> list[Operation]:
+        """Refuse the operations queued past ``max_queued``; the run order without them."""
         past = lifecycle.past_queue(order, most=self.settings.max_queued)
         for op in past:
             message = queue_full_message(
@@ -279,40 +242,42 @@ class OperationController:
             )
             await self._refuse(op, OperationReason.QUEUE_FULL, message)
         refused = {op.uid for op in past}
-        order = [op for op in order if op.uid not in refused]
-        again: float | None = None
-        head: Operation | None = None
-        ended: set[str] = set()
+        return [op for op in order if op.uid not in refused]
+
+    async def _drive_running(self, order: list[Operation], ended: set[str]) -> Operation | None:
+        """Follow the Running operations in order; the first still Running is the head
+        (``ended`` gathers the ones that ended)."""
         for op in order:
             if op.phase is Phase.RUNNING:
                 op = await self._drive(op)
                 if op.phase is Phase.RUNNING:
-                    head = op
-                    again = self.settings.resync_interval
-                    break
+                    return op
                 ended.add(op.uid)
-        if head is None:
-            for op in order:
-                if op.uid in ended:
-                    continue
-                op, retry = await self._start(op)
-                if op.finished:
-                    ended.add(op.uid)
-                    continue
-                head = op
-                again = self.settings.resync_interval if op.phase is Phase.RUNNING else retry
-                break
-        if head is not None:
-            # each names the one directly ahead: a new head rewrites one status, not all
-            for op, ahead in lifecycle.waiting_behind(order, head=head, ended=ended):
-                message = lifecycle.waiting_message(op, ahead=ahead, head=ahead is head)
-                op = await self._write(
-                    op,
-                    lifecycle.pending(
-                        op, reason=OperationReason.WAITING, message=message, now=_now()
-                    ),
-                )
-        return again
+        return None
+
+    async def _start_next(
+        self, order: list[Operation], ended: set[str]
+    ) -> tuple[Operation | None, float | None]:
+        """Start the first operation not ended: the head and when to look again."""
+        for op in order:
+            if op.uid in ended:
+                continue
+            op, retry = await self._start(op)
+            if op.finished:
+                ended.add(op.uid)
+                continue
+            return op, self.settings.resync_interval if op.phase is Phase.RUNNING else retry
+        return None, None
+
+    async def _queue_behind(self, order: list[Operation], head: Operation, ended: set[str]) -> None:
+        """Each waiting operation names the one directly ahead: a new head rewrites one
+        status, not all."""
+        for op, ahead in lifecycle.waiting_behind(order, head=head, ended=ended):
+            message = lifecycle.waiting_message(op, ahead=ahead, head=ahead is head)
+            await self._write(
+                op,
+                lifecycle.pending(op, reason=OperationReason.WAITING, message=message, now=_now()),
+            )
 
     # --- starting -----------------------------------------------------------------------
 
@@ -473,30 +438,34 @@ class OperationController:
             return await self._finish_succeeded(op)
         job = await self._read_job(op.namespace, name)
         complete = next((c for c in op.status.conditions if c.type == lifecycle.Complete), None)
+        creating = complete is not None and complete.reason == OperationReason.JOB_CREATING
         if job is None:
-            if complete is not None and complete.reason == OperationReason.JOB_CREATING:
-                # claimed before a restart, Job not created yet: create it now
-                cluster_body = await self._read_cluster(op)
-                if cluster_body is None:
-                    message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
-                    return await self._finish_failed(op, OperationReason.CLUSTER_NOT_FOUND, message)
-                try:
-                    cluster = ClusterState.from_body(cluster_body)
-                    manifest, detail = await self._manifest(op, cluster, cluster_body)
-                except ValueError as error:
-                    return await self._finish_failed(
-                        op, OperationReason.INVALID_OPERATION, str(error)
-                    )
-                except _Unrunnable as error:
-                    return await self._finish_failed(op, error.reason, error.message)
-                return await self._create_job(
-                    op, manifest, detail=detail, cluster_body=cluster_body
-                )
-            message = f"Job {name} was deleted before it finished; the upgrade may be half done"
-            return await self._finish_failed(op, OperationReason.JOB_DELETED, message)
+            return await self._job_missing(op, name, creating=creating)
         if not _owned_by(job, op):
             message = f"Job {name} is not this operation's"
             return await self._finish_failed(op, OperationReason.INVALID_OPERATION, message)
+        return await self._job_seen(op, job, name, creating=creating)
+
+    async def _job_missing(self, op: Operation, name: str, *, creating: bool) -> Operation:
+        """No Job: claimed before a restart and not created yet, it is created now;
+        missing after it ran, someone deleted it."""
+        if not creating:
+            message = f"Job {name} was deleted before it finished; the upgrade may be half done"
+            return await self._finish_failed(op, OperationReason.JOB_DELETED, message)
+        try:
+            cluster_body, cluster = await self._cluster(op)
+            manifest, detail = await self._manifest(op, cluster, cluster_body)
+        except ValueError as error:
+            return await self._finish_failed(op, OperationReason.INVALID_OPERATION, str(error))
+        except _Unrunnable as error:
+            return await self._finish_failed(op, error.reason, error.message)
+        return await self._create_job(op, manifest, detail=detail, cluster_body=cluster_body)
+
+    async def _job_seen(
+        self, op: Operation, job: Mapping[str, Any], name: str, *, creating: bool
+    ) -> Operation:
+        """The operation's Job as its pods say: running, failed, or succeeded (then its
+        nodes are followed)."""
         pods = await self._pods(op.namespace, name)
         started = lifecycle.step_started(pods)
         if started is not None and op.status.upgrade_started_at is None:
@@ -505,7 +474,7 @@ class OperationController:
             op = await self._write(op, lifecycle.step_seen(op, started))
         outcome = lifecycle.job_outcome(job, pods)
         if outcome.state is lifecycle.JobState.RUNNING:
-            if complete is not None and complete.reason == OperationReason.JOB_CREATING:
+            if creating:
                 return await self._job_runs(op, name, f"Job {name} runs")
             if outcome.message:
                 message = f"Job {name} runs: {outcome.message}"
@@ -521,12 +490,8 @@ class OperationController:
         (``lifecycle.follow_nodes`` says why the Job's success is not enough)."""
         if op.spec.type is OperationType.CNI:
             return await self._finish_succeeded(op)
-        cluster_body = await self._read_cluster(op)
-        if cluster_body is None:
-            message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
-            return await self._finish_failed(op, OperationReason.CLUSTER_NOT_FOUND, message)
         try:
-            cluster = ClusterState.from_body(cluster_body)
+            cluster_body, cluster = await self._cluster(op)
             items = await self._node_items(op, cluster)
         except ValueError as error:
             return await self._finish_failed(op, OperationReason.INVALID_OPERATION, str(error))
@@ -607,29 +572,16 @@ class OperationController:
         now = _now()
         finished = lifecycle.job_finished_at(job) or now
         until = finished + timedelta(seconds=self.settings.node_version_deadline)
-        failing: str | None = None
         try:
-            talosconfig = await self._talosconfig(op, cluster)
-            nodes = await self._nodes(op, cluster)
+            checking, failing = await self._etcd_after(op, cluster)
         except _Unrunnable as error:
             return await self._finish_failed(op, error.reason, error.message)
-        except Transient as error:
-            failing = str(error)
-            nodes = jobs.NodeList(nodes=())
-        control_plane = {n.address: n.name for n in nodes.control_plane}
-        if failing is None and control_plane:
-            health = await self._etcd_check(
-                op, cluster, talosconfig, control_plane=control_plane, step="check-after"
+        if checking:
+            return await self._job_runs(
+                op, name, f"Job {name} succeeded; checks etcd after talosctl upgrade-k8s"
             )
-            if health is None:
-                return await self._job_runs(
-                    op, name, f"Job {name} succeeded; checks etcd after talosctl upgrade-k8s"
-                )
-            if not health.healthy:
-                failing = f"etcd is not healthy with every member: {'; '.join(health.problems)}"
-        if failing is None and self.health_gate is not None:
-            found = await self.health_gate(op, cluster_body)
-            bad = [f"health check {n}: {message}" for n, ok, message in found if not ok]
+        if failing is None:
+            bad, _ = await self._health(op, cluster_body)
             failing = "; ".join(bad) or None
         if failing is None:
             return None
@@ -649,6 +601,37 @@ class OperationController:
         return await self._finish_failed(
             op, OperationReason.CHECK_FAILED, message, kind=Failure.UPGRADE_FAILED
         )
+
+    async def _etcd_after(self, op: Operation, cluster: ClusterState) -> tuple[bool, str | None]:
+        """etcd after ``talosctl upgrade-k8s``: whether its check Job still runs, and what
+        fails (None: nothing)."""
+        try:
+            talosconfig = await self._talosconfig(op, cluster)
+            nodes = await self._nodes(op, cluster)
+        except Transient as error:
+            return False, str(error)
+        control_plane = {n.address: n.name for n in nodes.control_plane}
+        if not control_plane:
+            return False, None
+        health = await self._etcd_check(
+            op, cluster, talosconfig, control_plane=control_plane, step="check-after"
+        )
+        if health is None:
+            return True, None
+        if not health.healthy:
+            return False, f"etcd is not healthy with every member: {'; '.join(health.problems)}"
+        return False, None
+
+    async def _health(
+        self, op: Operation, cluster_body: Mapping[str, Any]
+    ) -> tuple[list[str], int]:
+        """The cluster's own health checks (none when this process runs none): what each
+        failing one says, and how many ran."""
+        if self.health_gate is None:
+            return [], 0
+        found = await self.health_gate(op, cluster_body)
+        bad = [f"health check {name}: {message}" for name, ok, message in found if not ok]
+        return bad, len(found)
 
     async def _job_runs(self, op: Operation, name: str, message: str) -> Operation:
         """Write that the created Job ``name`` runs, saying ``message``."""
@@ -831,29 +814,29 @@ class OperationController:
             if not batch:
                 return await self._finish_succeeded(op)
             return await self._write(op, nodesteps.begin(op, nodes, batch, now=_now()))
-        cluster_body = await self._read_cluster(op)
-        if cluster_body is None:
-            message = f"TalosCluster {op.spec.cluster_ref.name} was deleted"
-            return await self._finish_failed(op, OperationReason.CLUSTER_NOT_FOUND, message)
-        cluster = ClusterState.from_body(cluster_body)
         try:
+            cluster_body, cluster = await self._cluster(op)
             talosconfig = await self._talosconfig(op, cluster)
         except _Unrunnable as error:
             return await self._finish_failed(op, error.reason, error.message)
+        step = _Step(nodes, current, cluster, cluster_body, talosconfig)
         if nodes.stage is NodeStage.CHECKING:
-            return await self._check_before(op, nodes, current, cluster, talosconfig)
+            return await self._check_before(op, step)
         if nodes.stage is NodeStage.UPGRADING:
-            return await self._upgrade(op, nodes, current, cluster, talosconfig)
-        return await self._verify(op, nodes, current, cluster, cluster_body, talosconfig)
+            return await self._upgrade(op, step)
+        return await self._verify(op, step)
 
-    async def _talosconfig(self, op: Operation, cluster: ClusterState) -> jobs.SecretMount:
+    async def _talosconfig(
+        self, op: Operation, cluster: ClusterState, *, missing: str = " any more"
+    ) -> jobs.SecretMount:
         """The talosconfig to mount, once it can carry the next node: read as data, and
-        the pre-flight again (not expiring before a node's Job could end, os:admin)."""
+        the pre-flight again (not expiring before a node's Job could end, os:admin).
+        ``missing`` ends the refusal when the TalosCluster names none."""
         ref = cluster.spec.talosconfig_secret_ref
         if ref is None:
             raise _Unrunnable(
                 OperationReason.CREDENTIALS_UNUSABLE,
-                f"TalosCluster {cluster.name} names no talosconfigSecretRef any more",
+                f"TalosCluster {cluster.name} names no talosconfigSecretRef{missing}",
             )
         key = ref.key or DEFAULT_TALOSCONFIG_KEY
         return await self._secret_mount(op, ref.name, key, what="talosconfig")
@@ -868,19 +851,13 @@ class OperationController:
         )
 
     async def _etcd(
-        self,
-        op: Operation,
-        nodes: OperationNodes,
-        cluster: ClusterState,
-        talosconfig: jobs.SecretMount,
-        *,
-        only: tuple[str, ...] = (),
+        self, op: Operation, step: _Step, *, only: tuple[str, ...] = ()
     ) -> talosread.EtcdHealth | None:
         """etcd as this attempt's check Job reads it; None while the Job runs. The Job is
         deleted once read: the next attempt is a Job of its own."""
-        attempt = nodes.attempt or 0
+        attempt = step.nodes.attempt or 0
         return await self._etcd_check(
-            op, cluster, talosconfig, control_plane=nodesteps.control_plane(nodes),
+            op, step.cluster, step.talosconfig, control_plane=nodesteps.control_plane(step.nodes),
             step=f"check-{attempt}", only=only,
         )  # fmt: skip
 
@@ -918,19 +895,12 @@ class OperationController:
             await batch.delete_job(self.api, namespace=op.namespace, name=name)
         return talosread.etcd_health(output, control_plane=control_plane, only=only)
 
-    async def _check_before(
-        self,
-        op: Operation,
-        nodes: OperationNodes,
-        current: tuple[PlannedNode, ...],
-        cluster: ClusterState,
-        talosconfig: jobs.SecretMount,
-    ) -> Operation:
+    async def _check_before(self, op: Operation, step: _Step) -> Operation:
         """Before a control plane node: etcd healthy with every member."""
-        names = tuple(n.name for n in current)
+        nodes, names = step.nodes, step.names
         passed: list[str] = []
-        if any(n.control_plane for n in current):
-            health = await self._etcd(op, nodes, cluster, talosconfig)
+        if any(n.control_plane for n in step.current):
+            health = await self._etcd(op, step)
             if health is None:
                 return await self._write(
                     op,
@@ -964,64 +934,22 @@ class OperationController:
             ),
         )  # fmt: skip
 
-    async def _upgrade(
-        self,
-        op: Operation,
-        nodes: OperationNodes,
-        current: tuple[PlannedNode, ...],
-        cluster: ClusterState,
-        talosconfig: jobs.SecretMount,
-    ) -> Operation:
+    async def _upgrade(self, op: Operation, step: _Step) -> Operation:
         """Each node of the batch has its own Job; a node's Job is created once: its name
         is in ``started`` before it is created, and a Job missing after that was deleted."""
-        policy = nodes.policy or NodePolicy()
-        started = list(nodes.started or ())
-        images = nodes.image_of()
+        nodes = step.nodes
+        started = nodes.started or ()
         outcomes: dict[str, tuple[lifecycle.JobOutcome, str]] = {}
-        already = await self._on_target(op, nodes, current, cluster)
-        for node in current:
+        already = await self._on_target(op, step)
+        for node in step.current:
             if node.name in already and node.name not in started:
-                # it runs the target on its own image already (an earlier operation
-                # stopped after it): nothing to install; its checks still run
-                outcomes[node.name] = (
-                    lifecycle.JobOutcome(lifecycle.JobState.SUCCEEDED, reason="AlreadyThere"),
-                    "",
-                )
+                outcomes[node.name] = (nodesteps.ALREADY_THERE, "")
                 continue
             name = jobs.job_name(
                 operation=op.name, uid=op.uid, type_=op.spec.type, step=f"node-{node.name}"
             )
             if node.name not in started:
-                op = await self._write(
-                    op,
-                    nodesteps.stage(
-                        op, nodes, now=_now(), message=f"Job {name} upgrades {node.name}",
-                        started=(*started, node.name), job_name=name,
-                    ),
-                )  # fmt: skip
-                manifest = jobs.node_job(
-                    operation=self._ref(op),
-                    name=name,
-                    version=op.spec.version or "",
-                    node=jobs.TargetNode(
-                        name=node.name,
-                        address=node.address,
-                        role=jobs.NodeRole.CONTROL_PLANE
-                        if node.control_plane
-                        else jobs.NodeRole.WORKER,
-                    ),
-                    image=images[node.name],
-                    drain=policy.drain,
-                    drain_timeout=policy.drain_timeout,
-                    reboot_mode=policy.reboot_mode,
-                    avoid_node=cluster.spec.kubeconfig_secret_ref is None,
-                    talosconfig=talosconfig,
-                    settings=self.settings.executor,
-                )
-                with contextlib.suppress(errors.Conflict):
-                    await batch.create_job(self.api, namespace=op.namespace, body=manifest)
-                logger.info("%s: Job %s/%s upgrades %s", op, op.namespace, name, node.name)
-                return op
+                return await self._start_node(op, step, node, name)
             job = await self._read_job(op.namespace, name)
             if job is None or not _owned_by(job, op):
                 message = (
@@ -1029,65 +957,88 @@ class OperationController:
                     f"the upgrade of {node.name} may be half done; {nodesteps.progress(nodes)}"
                 )
                 return await self._finish_failed(op, OperationReason.JOB_DELETED, message)
-            pods = await self._pods(op.namespace, name)
-            seen = lifecycle.step_started(pods)
-            if seen is not None and op.status.upgrade_started_at is None:
-                op = await self._write(op, lifecycle.step_seen(op, seen))
-            outcomes[node.name] = (lifecycle.job_outcome(job, pods), name)
-        for node in current:
-            outcome, name = outcomes[node.name]
-            if outcome.state is lifecycle.JobState.FAILED:
-                if policy.drain and nodesteps.drain_timed_out(outcome.message):
-                    message = nodesteps.drain_message(
-                        node=node,
-                        image=images[node.name],
-                        timeout=policy.drain_timeout,
-                        failure=outcome.message,
-                        version=op.spec.version or "",
-                    )
-                    return await self._finish_failed(op, OperationReason.DRAIN_TIMED_OUT, message)
-                message = (
-                    f"the upgrade of {node.name} failed: {outcome.message}; "
-                    f"{nodesteps.progress(nodes)}; the TalosCluster spec is unchanged"
-                )
-                return await self._finish_failed(op, OperationReason.JOB_FAILED, message)
-        skipped = [f"{n} already runs {op.spec.version}: not upgraded again" for n in already
-                   if n in outcomes and outcomes[n][0].reason == "AlreadyThere"]  # fmt: skip
-        running = [
-            f"{n}: {o.message or 'Job ' + j + ' runs'}"
-            for n, (o, j) in outcomes.items()
-            if o.state is lifecycle.JobState.RUNNING
-        ]
+            op, outcomes[node.name] = await self._node_outcome(op, job, name)
+        return await self._upgraded(op, step, outcomes, already)
+
+    async def _start_node(
+        self, op: Operation, step: _Step, node: PlannedNode, name: str
+    ) -> Operation:
+        """Record that ``node``'s Job ``name`` starts, then create it."""
+        nodes = step.nodes
+        policy = nodes.policy or NodePolicy()
+        op = await self._write(
+            op,
+            nodesteps.stage(
+                op, nodes, now=_now(), message=f"Job {name} upgrades {node.name}",
+                started=(*(nodes.started or ()), node.name), job_name=name,
+            ),
+        )  # fmt: skip
+        manifest = jobs.node_job(
+            operation=self._ref(op),
+            name=name,
+            version=op.spec.version or "",
+            node=jobs.TargetNode(
+                name=node.name,
+                address=node.address,
+                role=jobs.NodeRole.CONTROL_PLANE if node.control_plane else jobs.NodeRole.WORKER,
+            ),
+            image=nodes.image_of()[node.name],
+            drain=policy.drain,
+            drain_timeout=policy.drain_timeout,
+            reboot_mode=policy.reboot_mode,
+            avoid_node=step.cluster.spec.kubeconfig_secret_ref is None,
+            talosconfig=step.talosconfig,
+            settings=self.settings.executor,
+        )
+        with contextlib.suppress(errors.Conflict):
+            await batch.create_job(self.api, namespace=op.namespace, body=manifest)
+        logger.info("%s: Job %s/%s upgrades %s", op, op.namespace, name, node.name)
+        return op
+
+    async def _node_outcome(
+        self, op: Operation, job: Mapping[str, Any], name: str
+    ) -> tuple[Operation, tuple[lifecycle.JobOutcome, str]]:
+        """A node's Job as its pods say; the first upgrade step seen is recorded."""
+        pods = await self._pods(op.namespace, name)
+        seen = lifecycle.step_started(pods)
+        if seen is not None and op.status.upgrade_started_at is None:
+            op = await self._write(op, lifecycle.step_seen(op, seen))
+        return op, (lifecycle.job_outcome(job, pods), name)
+
+    async def _upgraded(
+        self, op: Operation, step: _Step, outcomes: nodesteps.Outcomes, already: set[str]
+    ) -> Operation:
+        """What the batch's Jobs say, written: a failure, Jobs still running, or the
+        batch upgraded and its checks after next."""
+        nodes, version = step.nodes, op.spec.version or ""
+        failed = nodesteps.failed_node(step.current, outcomes, nodes=nodes, version=version)
+        if failed is not None:
+            return await self._finish_failed(op, *failed)
+        running = nodesteps.still_running(outcomes)
         if running:
             return await self._write(
                 op,
                 nodesteps.stage(op, nodes, now=_now(), message="upgrades " + "; ".join(running)),
             )
-        names = tuple(n.name for n in current)
         return await self._write(
             op,
             nodesteps.stage(
                 op, nodes, now=_now(),
-                message=f"{nodesteps.named(names)} upgraded; checks after", passed=skipped,
+                message=f"{step.said} upgraded; checks after",
+                passed=nodesteps.skipped(already, outcomes, version=version),
                 stage=NodeStage.VERIFYING, since=_now(), attempt=(nodes.attempt or 0) + 1,
             ),
         )  # fmt: skip
 
-    async def _on_target(
-        self,
-        op: Operation,
-        nodes: OperationNodes,
-        current: tuple[PlannedNode, ...],
-        cluster: ClusterState,
-    ) -> set[str]:
+    async def _on_target(self, op: Operation, step: _Step) -> set[str]:
         """The nodes of the batch that already report the target, Ready, and whose
         schematic the spec does not change: upgrading them again would only reboot them."""
-        changing = set(nodes.changing or ())
+        changing = set(step.nodes.changing or ())
         try:
-            items = await self._node_items(op, cluster)
+            items = await self._node_items(op, step.cluster)
         except (_Unrunnable, Transient):
             return set()
-        wanted = {n.name for n in current} - changing
+        wanted = set(step.names) - changing
         found: set[str] = set()
         for item in items:
             report = observe.node_report(item)
@@ -1100,110 +1051,99 @@ class OperationController:
                 found.add(report.name)
         return found
 
-    async def _verify(
-        self,
-        op: Operation,
-        nodes: OperationNodes,
-        current: tuple[PlannedNode, ...],
-        cluster: ClusterState,
-        cluster_body: Mapping[str, Any],
-        talosconfig: jobs.SecretMount,
-    ) -> Operation:
+    async def _verify(self, op: Operation, step: _Step) -> Operation:
         """After the batch: each Node Ready on the target, each control plane node's etcd
         member back, the cluster's own health checks passing; until the deadline."""
-        names = tuple(n.name for n in current)
-        said = nodesteps.named(names)
         now = _now()
-        late = nodesteps.deadline_passed(
-            nodes, now=now, seconds=self.settings.node_version_deadline
-        )
-        failing: tuple[str, str] | None = None  # (reason, what fails)
-        passed: list[str] = []
-        try:
-            items = await self._node_items(op, cluster)
-        except (_Unrunnable, Transient) as error:
-            items, failing = [], (OperationReason.CHECK_FAILED, str(error))
-        by_name = {observe.node_report(i).name: i for i in items}
+        checked = await self._after_nodes(op, step)
+        checked = await self._after_etcd(op, step, checked)
+        checked = await self._after_health(op, step, checked)
+        return await self._verified(op, step, checked, now=now)
+
+    async def _after_nodes(self, op: Operation, step: _Step) -> nodesteps.Checked:
+        """The first check after a batch: each of its Nodes Ready on the target."""
         target = op.spec.version or ""
-        for node in current:
-            item = by_name.get(node.name)
-            report = observe.node_report(item) if item is not None else None
-            if report is None:
-                failing = failing or (
-                    OperationReason.NODES_NOT_UPGRADED,
-                    f"Node {node.name} is no longer in the workload cluster",
-                )
-            elif report.talos is None or report.talos.tag != target:
-                shown = report.talos.tag if report.talos else "no readable Talos"
-                failing = failing or (
-                    OperationReason.NODES_NOT_UPGRADED,
-                    f"Node {node.name} reports {shown}, not {target} (a node that does not "
-                    f"come up on the new Talos boots its previous version back)",
-                )
-            elif not observe.node_ready(item):
-                failing = failing or (
-                    OperationReason.CHECK_FAILED,
-                    f"Node {node.name} is not Ready",
-                )
-        if failing is None:
-            passed.append(f"after {said}: Ready on {target}")
-        etcd_done = f"after {said}: etcd member back"
-        needs_etcd = any(n.control_plane for n in current) and etcd_done not in (nodes.checks or ())
-        if failing is None and needs_etcd:
-            own = tuple(n.name for n in current if n.control_plane)
-            health = await self._etcd(op, nodes, cluster, talosconfig, only=own)
-            if health is None:
-                failing = (OperationReason.CHECK_FAILED, "its etcd check runs")
-            elif not health.healthy:
-                failing = (
-                    OperationReason.CHECK_FAILED,
-                    f"etcd member not back: {'; '.join(health.problems)}",
-                )
-                if not late:
-                    # the next look is a new check Job
-                    return await self._write(
-                        op,
-                        nodesteps.stage(
-                            op, nodes, now=now, message=f"after {said}: {failing[1]}",
-                            attempt=(nodes.attempt or 0) + 1,
-                        ),
-                    )  # fmt: skip
-            else:
-                passed.append(etcd_done)
-        if failing is None and self.health_gate is not None:
-            found = await self.health_gate(op, cluster_body)
-            bad = [f"health check {name}: {message}" for name, ok, message in found if not ok]
-            if bad:
-                failing = (OperationReason.CHECK_FAILED, "; ".join(bad))
-            elif found:
-                passed.append(f"after {said}: {len(found)} health check(s) pass")
-        if failing is None:
-            done = (*(nodes.done or ()), *names)
+        try:
+            items = await self._node_items(op, step.cluster)
+        except (_Unrunnable, Transient) as error:
+            return nodesteps.Checked().fails(OperationReason.CHECK_FAILED, str(error))
+        failing = nodesteps.not_on_target(step.current, items, target=target)
+        if failing is not None:
+            return nodesteps.Checked().fails(*failing)
+        return nodesteps.Checked().passes(f"after {step.said}: Ready on {target}")
+
+    async def _after_etcd(
+        self, op: Operation, step: _Step, checked: nodesteps.Checked
+    ) -> nodesteps.Checked:
+        """Then each control plane node's etcd member back (once passed, not again)."""
+        done = f"after {step.said}: etcd member back"
+        own = tuple(n.name for n in step.current if n.control_plane)
+        needed = bool(own) and done not in (step.nodes.checks or ())
+        if checked.failing is not None or not needed:
+            return checked
+        health = await self._etcd(op, step, only=own)
+        if health is None:
+            return checked.fails(OperationReason.CHECK_FAILED, "its etcd check runs")
+        if not health.healthy:
+            # the next look is a new check Job
+            what = f"etcd member not back: {'; '.join(health.problems)}"
+            return checked.fails(OperationReason.CHECK_FAILED, what, new_attempt=True)
+        return checked.passes(done)
+
+    async def _after_health(
+        self, op: Operation, step: _Step, checked: nodesteps.Checked
+    ) -> nodesteps.Checked:
+        """Then the cluster's own health checks, when this process runs them."""
+        if checked.failing is not None:
+            return checked
+        bad, ran = await self._health(op, step.cluster_body)
+        if bad:
+            return checked.fails(OperationReason.CHECK_FAILED, "; ".join(bad))
+        if ran:
+            return checked.passes(f"after {step.said}: {ran} health check(s) pass")
+        return checked
+
+    async def _verified(
+        self, op: Operation, step: _Step, checked: nodesteps.Checked, *, now: datetime
+    ) -> Operation:
+        """What the checks after a batch found, written: the batch done, a new check Job,
+        a wait until the node deadline, or the failure past it."""
+        nodes, said = step.nodes, step.said
+        if checked.failing is None:
+            done = (*(nodes.done or ()), *step.names)
             return await self._write(
                 op,
                 nodesteps.stage(
-                    op, nodes, now=now, message=f"{said} done", passed=passed,
+                    op, nodes, now=now, message=f"{said} done", passed=checked.passed,
                     done=done, current=None, stage=None, since=None,
                 ),
             )  # fmt: skip
-        reason, what = failing
-        if late:
-            step = (
+        reason, what = checked.failing
+        if nodesteps.deadline_passed(nodes, now=now, seconds=self.settings.node_version_deadline):
+            advice = (
                 "look at the node (talosctl dmesg, talosctl version, kubectl describe node), "
                 "then create a new operation: the nodes done keep the new Talos, the "
                 "TalosCluster spec is unchanged"
             )
             message = nodesteps.failed_between(
-                check=what, when="after", node=said, nodes=nodes, step=step
+                check=what, when="after", node=said, nodes=nodes, step=advice
             )
             return await self._finish_failed(op, reason, message, kind=Failure.UPGRADE_FAILED)
+        if checked.new_attempt:
+            return await self._write(
+                op,
+                nodesteps.stage(
+                    op, nodes, now=now, message=f"after {said}: {what}",
+                    attempt=(nodes.attempt or 0) + 1,
+                ),
+            )  # fmt: skip
         until = (nodes.since or now) + timedelta(seconds=self.settings.node_version_deadline)
         return await self._write(
             op,
             nodesteps.stage(
                 op, nodes, now=now,
                 message=f"after {said}: waits until {what} (gives up at {until.isoformat()})",
-                passed=[p for p in passed if p not in (nodes.checks or ())],
+                passed=[p for p in checked.passed if p not in (nodes.checks or ())],
             ),
         )  # fmt: skip
 
@@ -1220,78 +1160,76 @@ class OperationController:
         """The operation's Job and what it runs; a Talos Job upgrades the nodes of
         ``planned`` (else of the plan its status recorded at the claim), each with its
         own image."""
-        settings = self.settings.executor
-        ref = jobs.OperationRef(
-            namespace=op.namespace,
-            name=op.name,
-            uid=op.uid,
-            cluster=op.spec.cluster_ref.name,
-            type=op.spec.type,
-        )
-        spec = cluster.spec
         if op.spec.type is OperationType.CNI:
-            kubeconfig = None
-            if spec.kubeconfig_secret_ref is not None:
-                kubeconfig = await self._secret_mount(
-                    op,
-                    spec.kubeconfig_secret_ref.name,
-                    spec.kubeconfig_secret_ref.key or DEFAULT_KUBECONFIG_KEY,
-                    what="kubeconfig",
-                )
-            override = cluster.status.cni.image_override if cluster.status.cni else None
-            manifest = jobs.cilium_job(
-                operation=ref, kubeconfig=kubeconfig, image_override=override, settings=settings
-            )
-            detail = (
-                f"helm upgrade {settings.cilium_release} to chart {settings.cilium_chart_version}"
-            )
-            return manifest, detail
-        if spec.talosconfig_secret_ref is None:
-            raise _Unrunnable(
-                OperationReason.CREDENTIALS_UNUSABLE,
-                f"TalosCluster {cluster.name} names no talosconfigSecretRef, so talosctl has "
-                f"no credentials; set it and create the operation again",
-            )
-        talosconfig = await self._secret_mount(
-            op,
-            spec.talosconfig_secret_ref.name,
-            spec.talosconfig_secret_ref.key or DEFAULT_TALOSCONFIG_KEY,
-            what="talosconfig",
-        )
-        version = op.spec.version or ""
+            return await self._cilium_manifest(op, cluster)
+        talosconfig = await self._talosconfig(op, cluster, missing=_NO_TALOSCONFIG)
         if op.spec.type is OperationType.TALOS:
-            plan = planned or op.status.nodes
-            if plan is None or not plan.order:
-                raise _Unrunnable(
-                    OperationReason.INVALID_OPERATION,
-                    f"{op} has no recorded nodes to upgrade; create the operation again",
-                )
-            targets = [
-                jobs.TargetNode(
-                    name=n.name,
-                    address=n.address,
-                    role=jobs.NodeRole.CONTROL_PLANE if n.control_plane else jobs.NodeRole.WORKER,
-                )
-                for n in plan.order
-            ]
-            manifest = jobs.talos_job(
-                operation=ref,
-                version=version,
-                nodes=targets,
-                images=plan.image_of(),
-                talosconfig=talosconfig,
-                settings=settings,
+            return self._talos_manifest(op, planned or op.status.nodes, talosconfig)
+        return await self._kubernetes_manifest(op, cluster, talosconfig)
+
+    async def _cilium_manifest(
+        self, op: Operation, cluster: ClusterState
+    ) -> tuple[jobs.JobManifest, str]:
+        """The Helm Job of a cni operation, with the kubeconfig the TalosCluster names."""
+        settings = self.settings.executor
+        ref = cluster.spec.kubeconfig_secret_ref
+        kubeconfig = None
+        if ref is not None:
+            kubeconfig = await self._secret_mount(
+                op, ref.name, ref.key or DEFAULT_KUBECONFIG_KEY, what="kubeconfig"
             )
-            names = ", ".join(n.name for n in targets)
-            images = len(plan.images)
-            detail = (
-                f"talosctl upgrade to {version} on {len(targets)} node(s), one at a time, "
-                f"each with its own installer ({images} image{'s' if images != 1 else ''}): "
-                f"{names}"
+        override = cluster.status.cni.image_override if cluster.status.cni else None
+        manifest = jobs.cilium_job(
+            operation=self._ref(op),
+            kubeconfig=kubeconfig,
+            image_override=override,
+            settings=settings,
+        )
+        detail = f"helm upgrade {settings.cilium_release} to chart {settings.cilium_chart_version}"
+        return manifest, detail
+
+    def _talos_manifest(
+        self, op: Operation, plan: OperationNodes | None, talosconfig: jobs.SecretMount
+    ) -> tuple[jobs.JobManifest, str]:
+        """The one Job of a Talos operation over the nodes of ``plan``, one at a time."""
+        if plan is None or not plan.order:
+            raise _Unrunnable(
+                OperationReason.INVALID_OPERATION,
+                f"{op} has no recorded nodes to upgrade; create the operation again",
             )
-            if plan.changes:
-                detail += "; extensions change as the spec names: " + "; ".join(plan.changes)
-            return manifest, detail
+        version = op.spec.version or ""
+        targets = [
+            jobs.TargetNode(
+                name=n.name,
+                address=n.address,
+                role=jobs.NodeRole.CONTROL_PLANE if n.control_plane else jobs.NodeRole.WORKER,
+            )
+            for n in plan.order
+        ]
+        manifest = jobs.talos_job(
+            operation=self._ref(op),
+            version=version,
+            nodes=targets,
+            images=plan.image_of(),
+            talosconfig=talosconfig,
+            settings=self.settings.executor,
+        )
+        names = ", ".join(n.name for n in targets)
+        images = len(plan.images)
+        detail = (
+            f"talosctl upgrade to {version} on {len(targets)} node(s), one at a time, "
+            f"each with its own installer ({images} image{'s' if images != 1 else ''}): "
+            f"{names}"
+        )
+        if plan.changes:
+            detail += "; extensions change as the spec names: " + "; ".join(plan.changes)
+        return manifest, detail
+
+    async def _kubernetes_manifest(
+        self, op: Operation, cluster: ClusterState, talosconfig: jobs.SecretMount
+    ) -> tuple[jobs.JobManifest, str]:
+        """The Job of talosctl upgrade-k8s, through the first control plane node."""
+        version = op.spec.version or ""
         nodes = await self._nodes(op, cluster)
         control_plane = nodes.control_plane
         if not control_plane:
@@ -1299,12 +1237,12 @@ class OperationController:
                 OperationReason.NO_NODES, _no_nodes(cluster, nodes, control_plane=True)
             )
         manifest = jobs.kubernetes_job(
-            operation=ref,
+            operation=self._ref(op),
             version=version,
-            talos=spec.talos_version,
+            talos=cluster.spec.talos_version,
             control_plane=control_plane[0],
             talosconfig=talosconfig,
-            settings=settings,
+            settings=self.settings.executor,
         )
         return manifest, f"talosctl upgrade-k8s --to {version} through {control_plane[0].name}"
 
@@ -1315,48 +1253,60 @@ class OperationController:
         Refused (``_Refused``, no override passes it) when a node's image cannot be
         given safely (``node_images.plan_images``). The TalosCluster's
         ``status.nodeImages`` records what was read."""
-        spec = cluster.spec
-        if spec.talosconfig_secret_ref is None:
-            raise _Unrunnable(
-                OperationReason.CREDENTIALS_UNUSABLE,
-                f"TalosCluster {cluster.name} names no talosconfigSecretRef, so talosctl has "
-                f"no credentials; set it and create the operation again",
-            )
-        talosconfig = await self._secret_mount(
-            op,
-            spec.talosconfig_secret_ref.name,
-            spec.talosconfig_secret_ref.key or DEFAULT_TALOSCONFIG_KEY,
-            what="talosconfig",
-        )
+        talosconfig = await self._talosconfig(op, cluster, missing=_NO_TALOSCONFIG)
         items = await self._node_items(op, cluster)
         nodes = jobs.target_nodes(items)
         if not nodes.nodes:
             raise _Unrunnable(OperationReason.NO_NODES, _no_nodes(cluster, nodes))
         addresses = {n.name: n.address for n in nodes.nodes}
+        output = await self._image_read(op, cluster, talosconfig, addresses)
+        if isinstance(output, _Reading):
+            return output
+        state = talosread.image_state(
+            output.logs, addresses=addresses.values(), exit_codes=output.exit_codes
+        )
+        readings = talosread.readings(items, state, addresses=addresses)
+        await self._record_images(op, readings)
+        plan = self._image_plan(op, cluster, readings)
+        if plan.refusals:
+            raise _Refused(
+                OperationReason.NODE_IMAGE_REFUSED,
+                nodesteps.images_refused(
+                    plan,
+                    what=f"{op} ({op.what})",
+                    read_nothing=not state.images,
+                    failure=output.failure,
+                ),
+            )
+        return nodesteps.planned_nodes(nodes, plan)
+
+    async def _image_read(
+        self,
+        op: Operation,
+        cluster: ClusterState,
+        talosconfig: jobs.SecretMount,
+        addresses: Mapping[str, str],
+    ) -> talosread.ReadOutput | _Reading:
+        """The read Job's output once it ended; ``_Reading`` while it runs (created
+        first when it does not exist)."""
         name = jobs.job_name(operation=op.name, uid=op.uid, type_=op.spec.type, step="read")
-        reading = (
+        reading = _Reading(
             f"Job {name} reads the schematic, platform and SecureBoot of {len(addresses)} "
             f"node(s) through the Talos API, to upgrade each with its own image"
         )
         job = await self._read_job(op.namespace, name)
         if job is None:
             manifest = talosread.read_job(
-                operation=jobs.OperationRef(
-                    namespace=op.namespace,
-                    name=op.name,
-                    uid=op.uid,
-                    cluster=op.spec.cluster_ref.name,
-                    type=op.spec.type,
-                ),
+                operation=self._ref(op),
                 name=name,
-                talos_version=spec.talos_version,
+                talos_version=cluster.spec.talos_version,
                 addresses=list(addresses.values()),
                 talosconfig=talosconfig,
                 settings=self.settings.executor,
             )
             with contextlib.suppress(errors.Conflict):
                 await batch.create_job(self.api, namespace=op.namespace, body=manifest)
-            return _Reading(reading)
+            return reading
         if not _owned_by(job, op):
             raise _Unrunnable(
                 OperationReason.INVALID_OPERATION,
@@ -1364,14 +1314,14 @@ class OperationController:
                 f"create the operation again",
             )
         output = await self.read_output(op.namespace, job)
-        if output is None:
-            return _Reading(reading)
-        state = talosread.image_state(
-            output.logs, addresses=addresses.values(), exit_codes=output.exit_codes
-        )
-        readings = talosread.readings(items, state, addresses=addresses)
-        await self._record_images(op, readings)
-        plan = node_images.plan_images(
+        return reading if output is None else output
+
+    def _image_plan(
+        self, op: Operation, cluster: ClusterState, readings: Sequence[NodeReading]
+    ) -> node_images.ImagePlan:
+        """Each node's image for the target, as the spec's schematics name them."""
+        spec = cluster.spec
+        return node_images.plan_images(
             readings,
             version=op.spec.version or "",
             spec_schematic=spec.schematic,
@@ -1382,31 +1332,6 @@ class OperationController:
                 for rule in spec.node_schematics or ()
             ],
             default_factory=self.settings.executor.image_factory,
-        )
-        if plan.refusals:
-            detail = " ".join(f"{r}." for r in plan.refusals)
-            if not state.images and output.failure:
-                detail += f" The read ended: {output.failure}."
-            raise _Refused(
-                OperationReason.NODE_IMAGE_REFUSED,
-                f"{op} ({op.what}) is refused before any node is upgraded: each node is "
-                f"upgraded to the image it runs, and {detail}",
-            )
-        by_image: dict[str, list[str]] = {}
-        for node_plan in plan.nodes:
-            by_image.setdefault(node_plan.image, []).append(node_plan.name)
-        return OperationNodes(
-            order=tuple(
-                PlannedNode(
-                    name=n.name,
-                    address=n.address,
-                    control_plane=n.role is jobs.NodeRole.CONTROL_PLANE,
-                )
-                for n in nodes.nodes
-            ),
-            images=tuple(ImageNodes(image=i, nodes=tuple(ns)) for i, ns in by_image.items()),
-            changes=plan.changes or None,
-            changing=tuple(p.name for p in plan.nodes if p.changes) or None,
         )
 
     async def _drop_read(self, op: Operation) -> None:
@@ -1593,6 +1518,17 @@ class OperationController:
         webhook and the TalosCluster controller read it."""
         return Installation.from_body(await objects.get_installation(self.api)).policy
 
+    async def _cluster(self, op: Operation) -> tuple[dict[str, Any], ClusterState]:
+        """The operation's TalosCluster, as its body and as read (``ValueError``: it
+        cannot be read); ``_Unrunnable`` once it is deleted."""
+        body = await self._read_cluster(op)
+        if body is None:
+            raise _Unrunnable(
+                OperationReason.CLUSTER_NOT_FOUND,
+                f"TalosCluster {op.spec.cluster_ref.name} was deleted",
+            )
+        return body, ClusterState.from_body(body)
+
     async def _read_cluster(self, op: Operation) -> dict[str, Any] | None:
         return await objects.get(
             self.api,
@@ -1686,6 +1622,26 @@ class OperationController:
 
 
 @dataclass(frozen=True)
+class _Step:
+    """One step of a Talos operation node by node: the nodes as recorded, the batch it
+    upgrades, its TalosCluster (read, and as its body) and the talosconfig to mount."""
+
+    nodes: OperationNodes
+    current: tuple[PlannedNode, ...]
+    cluster: ClusterState
+    cluster_body: Mapping[str, Any]
+    talosconfig: jobs.SecretMount
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(n.name for n in self.current)
+
+    @property
+    def said(self) -> str:
+        return nodesteps.named(self.names)
+
+
+@dataclass(frozen=True)
 class _Reading:
     """The nodes' images are being read; ``message`` says by which Job."""
 
@@ -1709,6 +1665,10 @@ class _Unrunnable(Exception):
         super().__init__(message)
         self.reason = reason
         self.message = message
+
+
+#: How the refusal of a TalosCluster that names no talosconfig ends, before a claim.
+_NO_TALOSCONFIG = ", so talosctl has no credentials; set it and create the operation again"
 
 
 def _owned_by(job: Mapping[str, Any], op: Operation) -> bool:

@@ -27,6 +27,7 @@ from ichor.api.conditions import (
     OperationReason,
 )
 from ichor.api.events import OperationEventReason
+from ichor.api.reading import read_whole
 from ichor.api.taloscluster import TalosClusterSpec, TalosClusterStatus, UpgradeStrategy
 from ichor.api.talosoperation import (
     Failure,
@@ -108,10 +109,7 @@ class Operation:
         except ValidationError as error:
             raise ValueError(str(error)) from error
         raw_status: Mapping[str, Any] = body.get("status") or {}
-        try:
-            status = TalosOperationStatus.model_validate(raw_status)
-        except ValidationError:
-            status = TalosOperationStatus()
+        status = read_whole(TalosOperationStatus, raw_status) or TalosOperationStatus()
         return cls(
             namespace=str(meta.get("namespace", "")),
             name=str(meta.get("name", "")),
@@ -222,10 +220,7 @@ class ClusterState:
             spec = TalosClusterSpec.model_validate(body.get("spec") or {})
         except ValidationError as error:
             raise ValueError(str(error)) from error
-        try:
-            status = TalosClusterStatus.model_validate(body.get("status") or {})
-        except ValidationError:
-            status = TalosClusterStatus()
+        status = read_whole(TalosClusterStatus, body.get("status") or {}) or TalosClusterStatus()
         return cls(
             name=str((body.get("metadata") or {}).get("name", "")),
             spec=spec,
@@ -462,24 +457,37 @@ STUCK_REASONS = frozenset(
 
 
 def _stuck(pods: Sequence[Mapping[str, Any]]) -> str | None:
+    """What keeps a Job's pod from running: it cannot be scheduled, or a container of it
+    cannot start."""
     for pod in pods:
-        for condition in (pod.get("status") or {}).get("conditions") or ():
-            if (
-                isinstance(condition, Mapping)
-                and condition.get("type") == "PodScheduled"
-                and condition.get("status") == "False"
-                and condition.get("reason") == "Unschedulable"
-            ):
-                said = " ".join(str(condition.get("message") or "").split())[:300]
-                head = "its Pod cannot be scheduled"
-                return f"{head}: {said}" if said else head
-        for container in _containers(pod):
-            waiting = (container.get("state") or {}).get("waiting") or {}
-            reason = waiting.get("reason")
-            if reason in STUCK_REASONS:
-                head = f"container {container.get('name')} cannot start ({reason})"
-                detail = " ".join(str(waiting.get("message") or "").split())
-                return f"{head}: {detail}" if detail else head
+        said = _unschedulable(pod) or _cannot_start(pod)
+        if said is not None:
+            return said
+    return None
+
+
+def _unschedulable(pod: Mapping[str, Any]) -> str | None:
+    for condition in (pod.get("status") or {}).get("conditions") or ():
+        if (
+            isinstance(condition, Mapping)
+            and condition.get("type") == "PodScheduled"
+            and condition.get("status") == "False"
+            and condition.get("reason") == "Unschedulable"
+        ):
+            said = " ".join(str(condition.get("message") or "").split())[:300]
+            head = "its Pod cannot be scheduled"
+            return f"{head}: {said}" if said else head
+    return None
+
+
+def _cannot_start(pod: Mapping[str, Any]) -> str | None:
+    for container in _containers(pod):
+        waiting = (container.get("state") or {}).get("waiting") or {}
+        reason = waiting.get("reason")
+        if reason in STUCK_REASONS:
+            head = f"container {container.get('name')} cannot start ({reason})"
+            detail = " ".join(str(waiting.get("message") or "").split())
+            return f"{head}: {detail}" if detail else head
     return None
 
 
@@ -726,6 +734,25 @@ def _status(
     )
 
 
+def _complete(
+    op: Operation,
+    status: ConditionStatus,
+    reason: str,
+    *,
+    message: str,
+    now: datetime,
+    **fields: Any,
+) -> TalosOperationStatus:
+    """The status whose only new condition is Complete ``status`` for ``reason``."""
+    return _status(
+        op,
+        now=now,
+        updates=[_condition(Complete, status, reason, message, op.generation)],
+        message=message,
+        **fields,
+    )
+
+
 def summary(
     phase: Phase, merged: Sequence[Condition], *, generation: int | None
 ) -> tuple[Condition, Condition | None, Condition | None]:
@@ -825,12 +852,8 @@ def spec_updating(op: Operation, *, message: str, now: datetime) -> TalosOperati
     as succeeded, and the executor resumes from here after a restart even when the Job
     is gone by then.
     """
-    return _status(
-        op,
-        now=now,
-        updates=[_condition(Complete, F, OperationReason.SPEC_UPDATING, message, op.generation)],
-        phase=Phase.RUNNING,
-        message=message,
+    return _complete(
+        op, F, OperationReason.SPEC_UPDATING, message=message, now=now, phase=Phase.RUNNING
     )
 
 
@@ -845,13 +868,14 @@ def job_succeeded(op: Operation) -> bool:
 
 
 def succeeded(op: Operation, *, message: str, now: datetime) -> TalosOperationStatus:
-    return _status(
+    return _complete(
         op,
+        T,
+        OperationReason.JOB_SUCCEEDED,
+        message=message,
         now=now,
-        updates=[_condition(Complete, T, OperationReason.JOB_SUCCEEDED, message, op.generation)],
         phase=Phase.SUCCEEDED,
         finished_at=now,
-        message=message,
     )
 
 

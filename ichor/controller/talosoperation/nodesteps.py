@@ -14,20 +14,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from ichor.api.conditions import OperationReason
 from ichor.api.taloscluster import UpgradePolicy
 from ichor.api.talosoperation import (
+    ImageNodes,
     NodePolicy,
     NodeStage,
     OperationNodes,
     PlannedNode,
     TalosOperationStatus,
 )
-from ichor.controller.talosoperation import lifecycle
+from ichor.controller import observe
+from ichor.controller.talosoperation import jobs, lifecycle
 from ichor.controller.talosoperation.lifecycle import Operation
+from ichor.upgrade.node_images import ImagePlan
 from ichor.upgrade.node_images import single_node_statement as single_node_statement
 
 #: Passed checks kept in the status, the latest last.
@@ -144,6 +148,139 @@ def begin(
 def deadline_passed(nodes: OperationNodes, *, now: datetime, seconds: float) -> bool:
     since = nodes.since or now
     return now >= since + timedelta(seconds=seconds)
+
+
+def planned_nodes(nodes: jobs.NodeList, plan: ImagePlan) -> OperationNodes:
+    """What a claim records of the nodes read: their order, their images grouped by
+    identical image, and the nodes whose extensions change."""
+    by_image: dict[str, list[str]] = {}
+    for node_plan in plan.nodes:
+        by_image.setdefault(node_plan.image, []).append(node_plan.name)
+    return OperationNodes(
+        order=tuple(
+            PlannedNode(
+                name=n.name,
+                address=n.address,
+                control_plane=n.role is jobs.NodeRole.CONTROL_PLANE,
+            )
+            for n in nodes.nodes
+        ),
+        images=tuple(ImageNodes(image=i, nodes=tuple(ns)) for i, ns in by_image.items()),
+        changes=plan.changes or None,
+        changing=tuple(p.name for p in plan.nodes if p.changes) or None,
+    )
+
+
+def images_refused(plan: ImagePlan, *, what: str, read_nothing: bool, failure: str) -> str:
+    """Why operation ``what`` is refused when a node's image cannot be given safely;
+    a read that found no image and ended badly says how it ended."""
+    detail = " ".join(f"{r}." for r in plan.refusals)
+    if read_nothing and failure:
+        detail += f" The read ended: {failure}."
+    return (
+        f"{what} is refused before any node is upgraded: each node is upgraded to the "
+        f"image it runs, and {detail}"
+    )
+
+
+# --- the checks after a batch ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Checked:
+    """The checks after a batch, in order: the passed ones, the first that fails as
+    (reason, what fails), and whether that failure asks for a new check Job."""
+
+    passed: tuple[str, ...] = ()
+    failing: tuple[str, str] | None = None
+    new_attempt: bool = False
+
+    def passes(self, check: str) -> Checked:
+        return replace(self, passed=(*self.passed, check))
+
+    def fails(self, reason: str, what: str, *, new_attempt: bool = False) -> Checked:
+        return replace(self, failing=(reason, what), new_attempt=new_attempt)
+
+
+def not_on_target(
+    current: Sequence[PlannedNode], items: Sequence[object], *, target: str
+) -> tuple[str, str] | None:
+    """The first node of the batch not back on ``target`` among the Node objects
+    ``items``, as (reason, what fails); None when each is Ready on it."""
+    by_name = {observe.node_report(i).name: i for i in items}
+    for node in current:
+        item = by_name.get(node.name)
+        if item is None:
+            return (
+                OperationReason.NODES_NOT_UPGRADED,
+                f"Node {node.name} is no longer in the workload cluster",
+            )
+        report = observe.node_report(item)
+        if report.talos is None or report.talos.tag != target:
+            shown = report.talos.tag if report.talos else "no readable Talos"
+            return (
+                OperationReason.NODES_NOT_UPGRADED,
+                f"Node {node.name} reports {shown}, not {target} (a node that does not "
+                f"come up on the new Talos boots its previous version back)",
+            )
+        if not observe.node_ready(item):
+            return OperationReason.CHECK_FAILED, f"Node {node.name} is not Ready"
+    return None
+
+
+# --- each node's Job in a batch ---------------------------------------------------------
+
+#: The outcome of a node that runs the target on its own image already (an earlier
+#: operation stopped after it): nothing to install; its checks still run.
+ALREADY_THERE = lifecycle.JobOutcome(lifecycle.JobState.SUCCEEDED, reason="AlreadyThere")
+
+#: Each node's Job outcome and the Job's name (empty for a node already there).
+Outcomes = Mapping[str, tuple[lifecycle.JobOutcome, str]]
+
+
+def failed_node(
+    current: Sequence[PlannedNode], outcomes: Outcomes, *, nodes: OperationNodes, version: str
+) -> tuple[str, str] | None:
+    """The first node of the batch whose Job failed, as (reason, message): a drain
+    that did not finish says how to finish or undo it; None when none failed."""
+    policy = nodes.policy or NodePolicy()
+    for node in current:
+        outcome, _ = outcomes[node.name]
+        if outcome.state is not lifecycle.JobState.FAILED:
+            continue
+        if policy.drain and drain_timed_out(outcome.message):
+            message = drain_message(
+                node=node,
+                image=nodes.image_of()[node.name],
+                timeout=policy.drain_timeout,
+                failure=outcome.message,
+                version=version,
+            )
+            return OperationReason.DRAIN_TIMED_OUT, message
+        message = (
+            f"the upgrade of {node.name} failed: {outcome.message}; "
+            f"{progress(nodes)}; the TalosCluster spec is unchanged"
+        )
+        return OperationReason.JOB_FAILED, message
+    return None
+
+
+def still_running(outcomes: Outcomes) -> list[str]:
+    """What each node's Job still running says, for the message."""
+    return [
+        f"{n}: {o.message or 'Job ' + j + ' runs'}"
+        for n, (o, j) in outcomes.items()
+        if o.state is lifecycle.JobState.RUNNING
+    ]
+
+
+def skipped(already: Iterable[str], outcomes: Outcomes, *, version: str) -> list[str]:
+    """The checks passed of the nodes not upgraded again: they ran ``version``."""
+    return [
+        f"{n} already runs {version}: not upgraded again"
+        for n in already
+        if n in outcomes and outcomes[n][0].reason == ALREADY_THERE.reason
+    ]
 
 
 # --- what a failed node's Job says --------------------------------------------------------

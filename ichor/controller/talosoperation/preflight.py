@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -80,6 +80,15 @@ def read_certificate(der: bytes) -> ClientCertificate:
     """``notAfter`` and the subject's Organizations of an X.509 certificate (DER)."""
     if len(der) > _MAX_DER:
         raise Unreadable("the certificate is larger than any client certificate")
+    tbs = _tbs_fields(der)
+    return ClientCertificate(
+        not_after=_not_after(der, tbs[3]), roles=tuple(_organizations(der, tbs[4]))
+    )
+
+
+def _tbs_fields(der: bytes) -> list[tuple[int, int, int]]:
+    """The TBSCertificate's fields from serialNumber on (its version dropped): at least
+    serialNumber, signature, issuer, validity and subject, the last two sequences."""
     top = list(_der_items(der))
     if len(top) != 1 or top[0][0] != 0x30:
         raise Unreadable("it is not one DER certificate")
@@ -89,22 +98,26 @@ def read_certificate(der: bytes) -> ClientCertificate:
     tbs = list(_der_items(der, certificate[0][1], certificate[0][2]))
     if tbs and tbs[0][0] == 0xA0:  # [0] version
         tbs = tbs[1:]
-    # serialNumber, signature, issuer, validity, subject
     if len(tbs) < 5 or tbs[3][0] != 0x30 or tbs[4][0] != 0x30:
         raise Unreadable("its TBSCertificate lacks a validity or a subject")
-    validity = list(_der_items(der, tbs[3][1], tbs[3][2]))
-    if len(validity) != 2:
+    return tbs
+
+
+def _not_after(der: bytes, validity: tuple[int, int, int]) -> datetime:
+    times = list(_der_items(der, validity[1], validity[2]))
+    if len(times) != 2:
         raise Unreadable("its validity is not two times")
-    tag, a, b = validity[1]
-    not_after = _time(tag, der[a:b])
-    roles: list[str] = []
-    for _set_tag, sa, sb in _der_items(der, tbs[4][1], tbs[4][2]):
+    tag, a, b = times[1]
+    return _time(tag, der[a:b])
+
+
+def _organizations(der: bytes, subject: tuple[int, int, int]) -> Iterator[str]:
+    """The subject's Organizations (its roles, for Talos), in order."""
+    for _set_tag, sa, sb in _der_items(der, subject[1], subject[2]):
         for _seq_tag, qa, qb in _der_items(der, sa, sb):
             parts = list(_der_items(der, qa, qb))
             if len(parts) == 2 and der[parts[0][1] - 2 : parts[0][2]] == _ORGANIZATION:
-                value = der[parts[1][1] : parts[1][2]].decode("utf-8", errors="replace")
-                roles.append(value)
-    return ClientCertificate(not_after=not_after, roles=tuple(roles))
+                yield der[parts[1][1] : parts[1][2]].decode("utf-8", errors="replace")
 
 
 def pem_certificate(pem: bytes | str) -> ClientCertificate:
@@ -144,11 +157,7 @@ def refusal_pem(
     crt_pem: bytes | str, *, now: datetime, deadline_seconds: float, what: str
 ) -> str | None:
     """``refusal`` of a client certificate already taken out of its talosconfig."""
-    try:
-        certificate = pem_certificate(crt_pem)
-    except Unreadable as error:
-        return f"the client certificate of {what} cannot be read ({error})"
-    return _judge(certificate, now=now, deadline_seconds=deadline_seconds, what=what)
+    return _refusal(pem_certificate, crt_pem, now=now, deadline_seconds=deadline_seconds, what=what)
 
 
 def refusal(
@@ -157,8 +166,21 @@ def refusal(
     """Why the talosconfig cannot carry the operation (None: it can): unreadable, its
     certificate expiring before ``now`` + ``deadline_seconds`` (the longest one node's
     Job may run), or without ``os:admin``."""
+    return _refusal(
+        client_certificate, talosconfig, now=now, deadline_seconds=deadline_seconds, what=what
+    )
+
+
+def _refusal(
+    read: Callable[[bytes | str], ClientCertificate],
+    source: bytes | str,
+    *,
+    now: datetime,
+    deadline_seconds: float,
+    what: str,
+) -> str | None:
     try:
-        certificate = client_certificate(talosconfig)
+        certificate = read(source)
     except Unreadable as error:
         return f"the client certificate of {what} cannot be read ({error})"
     return _judge(certificate, now=now, deadline_seconds=deadline_seconds, what=what)

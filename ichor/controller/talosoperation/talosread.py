@@ -12,9 +12,10 @@ exception.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -46,6 +47,25 @@ IMAGE_READS = (
 )
 
 
+@dataclass(frozen=True)
+class Reads:
+    """What a read Job reads: each container's name and talosctl's arguments before and
+    after ``--nodes``; and why a read of no node is refused."""
+
+    containers: tuple[tuple[str, tuple[str, ...], tuple[str, ...]], ...]
+    empty: str
+
+    def args(self, nodes: str) -> list[tuple[str, list[str]]]:
+        return [(c, [*before, "--nodes", nodes, *after]) for c, before, after in self.containers]
+
+
+#: Each node's image state, one resource per container.
+IMAGES = Reads(
+    containers=tuple((c, ("get", r), ("-o", "json")) for c, r in IMAGE_READS),
+    empty="a read needs at least one node",
+)
+
+
 def read_job(
     *,
     operation: jobs.OperationRef,
@@ -54,19 +74,19 @@ def read_job(
     addresses: Sequence[str],
     talosconfig: jobs.SecretMount,
     settings: ExecutorSettings,
+    reads: Reads = IMAGES,
 ) -> jobs.JobManifest:
-    """The Job that reads each node's image state: one container per resource, side by
-    side, each for every node (talosctl reads the nodes one after the other and keeps
-    going past one that fails, cmd/talosctl/pkg/talos/helpers/resources.go), with the
-    talosctl of the Talos the cluster runs."""
+    """The Job that reads ``reads`` (by default each node's image state): one container
+    per read, side by side, each for every node (talosctl reads the nodes one after the
+    other and keeps going past one that fails, cmd/talosctl/pkg/talos/helpers/
+    resources.go), with the talosctl of the Talos the cluster runs."""
     if not addresses:
-        raise ValueError("a read needs at least one node")
-    nodes = ",".join(addresses)
+        raise ValueError(reads.empty)
     return jobs.read_job(
         operation=operation,
         name=name,
         talos_version=talos_version,
-        reads=[(c, ["get", r, "--nodes", nodes, "-o", "json"]) for c, r in IMAGE_READS],
+        reads=reads.args(",".join(addresses)),
         talosconfig=talosconfig,
         settings=settings,
     )
@@ -179,41 +199,64 @@ def image_state(
     images: dict[str, NodeImage] = {}
     problems: dict[str, str] = {}
     for address in addresses:
-        missing = [
-            resource
-            for container, resource in IMAGE_READS
-            if address not in by_node[container] and not (container == "extensions" and clean)
-        ]
-        if missing:
-            said = "; ".join(
-                read[c].errors for c, r in IMAGE_READS if r in missing and read[c].errors
-            )
-            problems[address] = f"no {', '.join(missing)}" + (f" ({said})" if said else "")
-            continue
-        platform_spec = _spec(by_node["platform"][address][0])
-        security_spec = _spec(by_node["security"][address][0])
-        platform = _text(platform_spec.get("platform"), most=63)
-        secure_boot = security_spec.get("secureBoot", False)
-        schematic, factory, names = _extensions(by_node["extensions"].get(address, []))
-        if platform is None or not platform.replace("-", "").isalnum():
-            problems[address] = "its platformmetadata names no platform"
-        elif not isinstance(secure_boot, bool):
-            problems[address] = "its securitystate says no readable secureBoot"
-        elif schematic is not None and factory is None:
-            problems[address] = (
-                f"its schematic meta-extension ({schematic[:12]}) names no Image Factory host"
-            )
-        elif schematic is not None and not all(c in "0123456789abcdef" for c in schematic):
-            problems[address] = "its schematic meta-extension is not a schematic ID"
+        unanswered = _unanswered(address, read, by_node, clean=clean)
+        found = unanswered or _node_image(
+            by_node["platform"][address][0],
+            by_node["security"][address][0],
+            by_node["extensions"].get(address, []),
+        )
+        if isinstance(found, NodeImage):
+            images[address] = found
         else:
-            images[address] = NodeImage(
-                platform=platform,
-                secure_boot=secure_boot,
-                schematic=schematic,
-                factory=factory,
-                extensions=tuple(names),
-            )
+            problems[address] = found
     return ImageState(images=images, problems=problems)
+
+
+def _unanswered(
+    address: str,
+    read: Mapping[str, Documents],
+    by_node: Mapping[str, Mapping[str, list[Mapping[str, Any]]]],
+    *,
+    clean: bool,
+) -> str | None:
+    """The resources the node at ``address`` did not answer, with talosctl's errors of
+    those reads; None when it answered each (its extensions may be absent from a clean
+    read: it has none)."""
+    missing = [
+        resource
+        for container, resource in IMAGE_READS
+        if address not in by_node[container] and not (container == "extensions" and clean)
+    ]
+    if not missing:
+        return None
+    said = "; ".join(read[c].errors for c, r in IMAGE_READS if r in missing and read[c].errors)
+    return f"no {', '.join(missing)}" + (f" ({said})" if said else "")
+
+
+def _node_image(
+    platform_doc: Mapping[str, Any],
+    security_doc: Mapping[str, Any],
+    extension_docs: Sequence[Mapping[str, Any]],
+) -> NodeImage | str:
+    """One node's image from its documents, or why it is unread."""
+    platform = _text(_spec(platform_doc).get("platform"), most=63)
+    secure_boot = _spec(security_doc).get("secureBoot", False)
+    schematic, factory, names = _extensions(extension_docs)
+    if platform is None or not platform.replace("-", "").isalnum():
+        return "its platformmetadata names no platform"
+    if not isinstance(secure_boot, bool):
+        return "its securitystate says no readable secureBoot"
+    if schematic is not None and factory is None:
+        return f"its schematic meta-extension ({schematic[:12]}) names no Image Factory host"
+    if schematic is not None and not all(c in "0123456789abcdef" for c in schematic):
+        return "its schematic meta-extension is not a schematic ID"
+    return NodeImage(
+        platform=platform,
+        secure_boot=secure_boot,
+        schematic=schematic,
+        factory=factory,
+        extensions=tuple(names),
+    )
 
 
 @dataclass(frozen=True)
@@ -331,27 +374,13 @@ ETCD_READS = (("members", ("etcd", "members")), ("status", ("etcd", "status")))
 NO_LEADER = "0000000000000000"
 
 
-def etcd_job(
-    *,
-    operation: jobs.OperationRef,
-    name: str,
-    talos_version: str,
-    addresses: Sequence[str],
-    talosconfig: jobs.SecretMount,
-    settings: ExecutorSettings,
-) -> jobs.JobManifest:
-    """A read of etcd on every control plane node (``addresses``)."""
-    if not addresses:
-        raise ValueError("an etcd check needs the control plane nodes")
-    nodes = ",".join(addresses)
-    return jobs.read_job(
-        operation=operation,
-        name=name,
-        talos_version=talos_version,
-        reads=[(c, [*args, "--nodes", nodes]) for c, args in ETCD_READS],
-        talosconfig=talosconfig,
-        settings=settings,
-    )
+#: An etcd check on every control plane node (``addresses``).
+ETCD = Reads(
+    containers=tuple((c, args, ()) for c, args in ETCD_READS),
+    empty="an etcd check needs the control plane nodes",
+)
+#: The Job of an etcd check (``read_job`` of ``ETCD``).
+etcd_job = functools.partial(read_job, reads=ETCD)
 
 
 def table(text: str, *, first: str = "NODE") -> list[dict[str, str]]:
@@ -409,48 +438,95 @@ def etcd_health(
     learner, and every control plane node a member; each member's status must name a
     leader and no error (etcd's own, its alarms among them).
     """
-    members = {row.get("NODE", ""): row for row in table(output.logs.get("members", ""))}
+    only = tuple(only)
+    rows = table(output.logs.get("members", ""))
+    statuses = {row.get("NODE", ""): row for row in table(output.logs.get("status", ""))}
+    lists = _member_lists(rows)
+    known = [found for found in lists.values() if found]
+    wanted = [a for a, n in control_plane.items() if not only or n in only]
+    problems = [
+        *_answers(
+            wanted,
+            control_plane,
+            members={row.get("NODE", "") for row in rows},
+            statuses=statuses,
+            said=_unparsed(output),
+        ),
+        *_membership(known, control_plane, wanted=wanted, only=only),
+    ]
+    return EtcdHealth(
+        problems=tuple(dict.fromkeys(problems)), members=len(known[0]) if known else 0
+    )
+
+
+def _member_lists(rows: Iterable[Mapping[str, str]]) -> dict[str, set[tuple[str, str, str]]]:
+    """Each node's member list: (ID, peer URLs, learner) of each member it lists."""
     lists: dict[str, set[tuple[str, str, str]]] = {}
-    for row in table(output.logs.get("members", "")):
+    for row in rows:
         key = (row.get("ID", ""), row.get("PEER URLS", ""), row.get("LEARNER", ""))
         lists.setdefault(row.get("NODE", ""), set()).add(key)
-    statuses = {row.get("NODE", ""): row for row in table(output.logs.get("status", ""))}
-    named = {address: control_plane[address] for address in control_plane}
-    wanted = [a for a, n in named.items() if not list(only) or n in set(only)]
-    problems: list[str] = []
-    said = " | ".join(
+    return lists
+
+
+def _unparsed(output: ReadOutput) -> str:
+    """The lines of the check's output that are neither a header nor a row (talosctl's
+    errors), bounded."""
+    return " | ".join(
         line.strip()
         for text in output.logs.values()
         for line in text.splitlines()
         if line.strip() and not line.startswith("NODE ") and line not in _rows(text)
     )[:MAX_ERROR_CHARS]
+
+
+def _answers(
+    wanted: Iterable[str],
+    control_plane: Mapping[str, str],
+    *,
+    members: set[str],
+    statuses: Mapping[str, Mapping[str, str]],
+    said: str,
+) -> Iterator[str]:
+    """Each wanted node answers both reads, and its member's status is sound."""
     for address in wanted:
-        name = named[address]
+        name = control_plane[address]
         if address not in members or address not in statuses:
-            problems.append(f"etcd on {name} does not answer" + (f" ({said})" if said else ""))
+            yield f"etcd on {name} does not answer" + (f" ({said})" if said else "")
             continue
-        status = statuses[address]
-        if status.get("ERRORS"):
-            problems.append(f"etcd on {name} reports: {status['ERRORS']}")
-        elif status.get("LEADER", NO_LEADER) in ("", NO_LEADER):
-            problems.append(f"etcd on {name} has no leader")
-        if status.get("LEARNER") == "true":
-            problems.append(f"etcd on {name} is a learner, not yet a voting member")
-    known = [found for found in lists.values() if found]
-    if known:
-        first = known[0]
-        if any(found != first for found in known[1:]):
-            problems.append("the control plane nodes list different etcd members")
-        hosts = {_host(peer.split(",")[0]) for _, peer, _ in first}
-        for _, peer, learner in first:
-            host = _host(peer.split(",")[0])
-            if host not in control_plane:
-                problems.append(f"etcd member at {host or peer} is not a control plane node")
-            elif learner == "true" and (not list(only) or control_plane[host] in set(only)):
-                problems.append(f"etcd member of {control_plane[host]} is a learner")
-        for address in wanted:
-            if address not in hosts:
-                problems.append(f"{named[address]} is not an etcd member")
-    return EtcdHealth(
-        problems=tuple(dict.fromkeys(problems)), members=len(known[0]) if known else 0
-    )
+        yield from _status_problems(name, statuses[address])
+
+
+def _status_problems(name: str, status: Mapping[str, str]) -> Iterator[str]:
+    """A member's own status: no error (its alarms among them), a leader, a voter."""
+    if status.get("ERRORS"):
+        yield f"etcd on {name} reports: {status['ERRORS']}"
+    elif status.get("LEADER", NO_LEADER) in ("", NO_LEADER):
+        yield f"etcd on {name} has no leader"
+    if status.get("LEARNER") == "true":
+        yield f"etcd on {name} is a learner, not yet a voting member"
+
+
+def _membership(
+    known: Sequence[set[tuple[str, str, str]]],
+    control_plane: Mapping[str, str],
+    *,
+    wanted: Iterable[str],
+    only: Sequence[str],
+) -> Iterator[str]:
+    """The member lists agree, each member is a control plane node and a voter (of the
+    nodes ``only`` names, when it names any), and each wanted node is a member."""
+    if not known:
+        return
+    first = known[0]
+    if any(found != first for found in known[1:]):
+        yield "the control plane nodes list different etcd members"
+    hosts = {_host(peer.split(",")[0]) for _, peer, _ in first}
+    for _, peer, learner in first:
+        host = _host(peer.split(",")[0])
+        if host not in control_plane:
+            yield f"etcd member at {host or peer} is not a control plane node"
+        elif learner == "true" and (not only or control_plane[host] in only):
+            yield f"etcd member of {control_plane[host]} is a learner"
+    for address in wanted:
+        if address not in hosts:
+            yield f"{control_plane[address]} is not an etcd member"

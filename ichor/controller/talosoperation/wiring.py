@@ -61,13 +61,7 @@ def register(registry: kopf.OperatorRegistry, *, settings: Settings) -> None:
 
     kopf.on.startup(id="operations-start", registry=registry)(start)
     kopf.on.cleanup(id="operations-stop", registry=registry)(stop)
-    kopf.on.event(
-        kinds.GROUP,
-        kinds.VERSION,
-        kinds.Plural.TALOS_OPERATIONS,
-        id="operation-event",
-        registry=registry,
-    )(operation_event)
+    running.watch(registry, kinds.Plural.TALOS_OPERATIONS, operation_event, id="operation-event")
     kopf.on.event(
         "batch",
         "v1",

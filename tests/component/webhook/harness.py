@@ -146,12 +146,14 @@ def build(
     settings = kopf.OperatorSettings()
     admission_server = server.configure(
         settings,
-        port=port,
-        certfile=files.cert,
-        pkeyfile=files.key,
-        cafile=files.ca,
-        client_ca=credentials.webhook_client_ca,
-        client_names=[controlplane.WEBHOOK_CLIENT],
+        server.AdmissionServer(
+            port=port,
+            certfile=files.cert,
+            pkeyfile=files.key,
+            cafile=files.ca,
+            client_ca=credentials.webhook_client_ca,
+            client_names=[controlplane.WEBHOOK_CLIENT],
+        ),
     )
     settings.posting.enabled = False
     return registry, settings, admission_server

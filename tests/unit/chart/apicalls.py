@@ -9,7 +9,8 @@ The chart's ClusterRole must grant exactly these. They are found without running
   from the ``kinds.Plural`` constant among the arguments (or the ``kind=kinds.Kind.X`` a
   caller of the wrapping function passes);
 - every ``kopf.on.event(kinds.GROUP, kinds.VERSION, kinds.Plural.X, ...)`` is a watch:
-  list and watch on X;
+  list and watch on X; a function that passes its own parameter there (the wiring's
+  ``running.watch``) is followed to its callers, which must name ``kinds.Plural.X``;
 - the ``Impersonate-User`` header (``ichor.kube.impersonation``) is ``impersonate`` on
   serviceaccounts, the only kind of user the operator acts as.
 
@@ -123,34 +124,46 @@ def _kind_arguments(
     that passes its own ``kind`` on (``kind=kind``, the client layer's functions) is
     followed to its callers."""
     found: set[str] = set()
-    for tree in trees.values():
+    for _, node, parents in _calls(trees, function):
+        for keyword in node.keywords:
+            if keyword.arg != "kind":
+                continue
+            named = {
+                sub.attr
+                for sub in ast.walk(keyword.value)
+                if isinstance(sub, ast.Attribute)
+                and isinstance(sub.value, ast.Attribute)
+                and sub.value.attr == "Kind"
+            }
+            found |= {str(kinds.PLURALS[kinds.Kind[kind]]) for kind in named}
+            if not named and isinstance(keyword.value, ast.Name):
+                caller = next(
+                    p for p in _enclosing(node, parents)
+                    if isinstance(p, ast.FunctionDef | ast.AsyncFunctionDef)
+                )  # fmt: skip
+                if caller.name not in seen:
+                    found |= _kind_arguments(trees, caller.name, seen=seen | {function})
+    return found
+
+
+def _calls(
+    trees: dict[Path, ast.Module], function: str
+) -> Iterator[tuple[Path, ast.Call, dict[ast.AST, ast.AST]]]:
+    """Every call of a function named ``function`` (``f(...)`` or ``x.f(...)``), with its
+    file and the parents of its tree's nodes."""
+    for path, tree in trees.items():
         parents = _parents(tree)
         for node in ast.walk(tree):
             if not isinstance(node, ast.Call):
                 continue
             name = node.func.attr if isinstance(node.func, ast.Attribute) else None
             name = node.func.id if isinstance(node.func, ast.Name) else name
-            if name != function:
-                continue
-            for keyword in node.keywords:
-                if keyword.arg != "kind":
-                    continue
-                named = {
-                    sub.attr
-                    for sub in ast.walk(keyword.value)
-                    if isinstance(sub, ast.Attribute)
-                    and isinstance(sub.value, ast.Attribute)
-                    and sub.value.attr == "Kind"
-                }
-                found |= {str(kinds.PLURALS[kinds.Kind[kind]]) for kind in named}
-                if not named and isinstance(keyword.value, ast.Name):
-                    caller = next(
-                        p for p in _enclosing(node, parents)
-                        if isinstance(p, ast.FunctionDef | ast.AsyncFunctionDef)
-                    )  # fmt: skip
-                    if caller.name not in seen:
-                        found |= _kind_arguments(trees, caller.name, seen=seen | {function})
-    return found
+            if name == function:
+                yield path, node, parents
+
+
+def _params(function: ast.FunctionDef) -> list[str]:
+    return [a.arg for a in (*function.args.posonlyargs, *function.args.args)]
 
 
 def _sources(root: Path) -> dict[Path, ast.Module]:
@@ -214,9 +227,10 @@ def scan(root: Path = ROOT) -> Scan:
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and _is_kopf_event(node.func):
                 group, plural = _watched(node)
-                if plural is None:
+                plurals = {plural} if plural is not None else _wrapped(trees, node, parents)
+                if not plurals:
                     raise ScanError(f"{where}:{node.lineno}: kopf.on.event on an unknown kind")
-                needed |= {Permission(group, plural, v) for v in ("list", "watch")}
+                needed |= {Permission(group, p, v) for p in plurals for v in ("list", "watch")}
                 continue
             if not isinstance(node, ast.Attribute) or node.attr not in methods:
                 continue
@@ -267,6 +281,52 @@ def _watched(call: ast.Call) -> tuple[str, str | None]:
         assert isinstance(plural, ast.Constant)
         return str(group.value), str(plural.value)
     return kinds.GROUP, _plural_in(call)
+
+
+def _wrapped(
+    trees: dict[Path, ast.Module], call: ast.Call, parents: dict[ast.AST, ast.AST]
+) -> set[str]:
+    """The plurals a wrapper of ``kopf.on.event`` (``ichor.controller.running.watch``) is
+    called with: its kind is a parameter of the function around it, so every call of
+    that function anywhere must pass ``kinds.Plural.X`` there, or a parameter of its own
+    function, followed to that function's callers in turn."""
+    kind = call.args[2] if len(call.args) >= 3 else None
+    function = next((p for p in _enclosing(call, parents) if isinstance(p, ast.FunctionDef)), None)
+    if not isinstance(kind, ast.Name) or function is None:
+        return set()
+    return _passed(trees, function, kind.id, seen=frozenset())
+
+
+def _passed(
+    trees: dict[Path, ast.Module], function: ast.FunctionDef, name: str, *, seen: frozenset[str]
+) -> set[str]:
+    """Plurals passed to ``function``'s parameter ``name`` by its callers; a ScanError for
+    a call that passes one it cannot read."""
+    params = _params(function)
+    position = params.index(name) if name in params else None
+    found: set[str] = set()
+    for path, node, parents in _calls(trees, function.name):
+        given = next((k.value for k in node.keywords if k.arg == name), None)
+        if given is None and position is not None and position < len(node.args):
+            given = node.args[position]
+        literal = _plural_in(given) if given is not None else None
+        if literal is not None:
+            found.add(literal)
+            continue
+        outer = next((p for p in _enclosing(node, parents) if isinstance(p, ast.FunctionDef)), None)
+        if (
+            isinstance(given, ast.Name)
+            and outer is not None
+            and outer.name not in seen
+            and given.id in _params(outer)
+        ):
+            found |= _passed(trees, outer, given.id, seen=seen | {function.name})
+            continue
+        raise ScanError(
+            f"{path}:{node.lineno}: {function.name} watches a kind the scanner cannot "
+            "read: pass kinds.Plural.X at the call"
+        )
+    return found
 
 
 def _is_kopf_event(func: ast.expr) -> bool:

@@ -124,3 +124,38 @@ def test_the_operators_own_reads_of_a_tenants_cluster_are_workload_reads() -> No
     assert found.workload == reads
     assert not reads & found.operator
     assert apicalls.Permission("", "serviceaccounts", "impersonate") in found.operator
+
+
+WRAPPER = (
+    "import kopf\nfrom ichor.api import kinds\n"
+    "def watch(registry, plural, handler, *, id):\n"
+    "    kopf.on.event(kinds.GROUP, kinds.VERSION, plural, id=id, registry=registry)(handler)\n"
+)
+
+
+def test_a_wrapper_of_kopfs_watch_is_followed_to_the_kinds_its_callers_name(
+    tmp_path: Path,
+) -> None:
+    source = WRAPPER + (
+        "def register(registry):\n"
+        "    def record(plural, id_):\n"
+        "        watch(registry, plural, print, id=id_)\n"
+        "    record(kinds.Plural.TALOS_OPERATIONS, 'a')\n"
+        "    watch(registry, kinds.Plural.ICHOR_INSTALLATIONS, print, id='b')\n"
+    )
+    assert apicalls.permissions(_tree(tmp_path, source)) == {
+        apicalls.Permission("ichor.dev", plural, verb)
+        for plural in ("talosoperations", "ichorinstallations")
+        for verb in ("list", "watch")
+    }
+
+
+def test_a_wrapped_watch_of_a_kind_it_cannot_read_is_an_error(tmp_path: Path) -> None:
+    """A loop over kinds would grant nothing the scanner sees: it refuses, never guesses."""
+    source = WRAPPER + (
+        "def register(registry, kinds_):\n"
+        "    for plural in kinds_:\n"
+        "        watch(registry, plural, print, id='a')\n"
+    )
+    with pytest.raises(apicalls.ScanError, match="watch watches a kind the scanner cannot read"):
+        apicalls.permissions(_tree(tmp_path, source))

@@ -206,3 +206,30 @@ def test_target_and_operation_row_read_what_is_there() -> None:
     assert (bare.cluster, bare.type, bare.phase, bare.age, bare.created) == (
         "-", "-", "Pending", "-", "",
     )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("ago", "shown"),
+    [
+        (timedelta(seconds=-2), "<invalid>"),
+        (timedelta(seconds=-1), "0s"),
+        (timedelta(seconds=70), "70s"),
+        (timedelta(seconds=190), "3m10s"),
+        (timedelta(minutes=5), "5m"),
+        (timedelta(minutes=70), "70m"),
+        (timedelta(hours=3, minutes=10), "3h10m"),
+        (timedelta(hours=3), "3h"),
+        (timedelta(hours=47), "47h"),
+        (timedelta(hours=49), "2d1h"),
+        (timedelta(days=3), "3d"),
+        (timedelta(hours=8 * 24 + 2), "8d"),
+        (timedelta(days=367), "367d"),
+        (timedelta(hours=365 * 2 * 24 + 25), "2y1d"),
+        (timedelta(days=365 * 3), "3y"),
+        (timedelta(hours=365 * 8 * 24 + 2), "8y"),
+    ],
+)
+def test_the_age_column_reads_as_kubectls(ago: timedelta, shown: str) -> None:
+    """apimachinery's ``duration.HumanDuration`` (its own test's table, and each unit's
+    rest of 0 and not 0)."""
+    assert views.age(NOW - ago, NOW) == shown

@@ -780,3 +780,41 @@ def test_nodes_whose_versions_cannot_be_read_refuse_every_operation_at_execution
     # The same Nodes, all read: it runs.
     readable = cluster(observed={"nodes": {"count": 2}}, cni=CILIUM_119)
     assert lifecycle.decide_execution(op, readable).runs
+
+
+UNSCHEDULABLE = {
+    "type": "PodScheduled",
+    "status": "False",
+    "reason": "Unschedulable",
+    "message": "0/3 nodes are available:\n  3 Insufficient cpu.",
+}
+PULLING = {
+    "name": "upgrade-000",
+    "state": {"waiting": {"reason": "ErrImagePull", "message": "not  found"}},
+}
+
+
+def test_unschedulable_says_the_schedulers_words_on_one_line() -> None:
+    found = lifecycle._unschedulable({"status": {"conditions": [UNSCHEDULABLE]}})
+    assert found == "its Pod cannot be scheduled: 0/3 nodes are available: 3 Insufficient cpu."
+    quiet = {**UNSCHEDULABLE, "message": ""}
+    assert lifecycle._unschedulable({"status": {"conditions": [quiet]}}) == (
+        "its Pod cannot be scheduled"
+    )
+    scheduled = {**UNSCHEDULABLE, "status": "True"}
+    assert lifecycle._unschedulable({"status": {"conditions": [scheduled, "junk"]}}) is None
+
+
+def test_cannot_start_names_the_container_and_the_kubelets_reason() -> None:
+    assert lifecycle._cannot_start(pod(PULLING)) == (
+        "container upgrade-000 cannot start (ErrImagePull): not found"
+    )
+    creating = {"name": "x", "state": {"waiting": {"reason": "ContainerCreating"}}}
+    assert lifecycle._cannot_start(pod(creating)) is None
+
+
+def test_stuck_says_unschedulable_first_then_a_container_of_the_first_stuck_pod() -> None:
+    both = {**pod(PULLING), "status": {**pod(PULLING)["status"], "conditions": [UNSCHEDULABLE]}}
+    assert lifecycle._stuck([both]) == lifecycle._unschedulable(both)
+    assert lifecycle._stuck([pod(), pod(PULLING)]) == lifecycle._cannot_start(pod(PULLING))
+    assert lifecycle._stuck([pod()]) is None

@@ -91,3 +91,50 @@ def test_an_unreadable_talosconfig_is_refused_in_words(text: str) -> None:
     said = preflight.refusal(text, now=NOW, deadline_seconds=60, what="t")
     assert said is not None
     assert said.startswith("the client certificate of t cannot be read")
+
+
+def der(
+    roles: tuple[str, ...] = ("os:admin",), not_after: datetime.datetime | None = None
+) -> bytes:
+    pem = AUTHORITY.issue_client(user="ops", groups=roles, not_after=not_after).cert
+    body = "".join(line for line in pem.decode().splitlines() if not line.startswith("-----"))
+    return base64.b64decode(body)
+
+
+def test_tbs_fields_finds_validity_and_subject_and_refuses_other_shapes() -> None:
+    data = der()
+    fields = preflight._tbs_fields(data)
+    assert len(fields) >= 5
+    assert fields[3][0] == fields[4][0] == 0x30
+    with pytest.raises(preflight.Unreadable, match="not one DER certificate"):
+        preflight._tbs_fields(data + data)
+    with pytest.raises(preflight.Unreadable, match="holds no TBSCertificate"):
+        preflight._tbs_fields(bytes([0x30, 0x03, 0x02, 0x01, 0x01]))
+    with pytest.raises(preflight.Unreadable, match="lacks a validity or a subject"):
+        preflight._tbs_fields(bytes([0x30, 0x05, 0x30, 0x03, 0x02, 0x01, 0x01]))
+
+
+def test_not_after_is_the_second_time_of_the_validity() -> None:
+    end = (NOW + datetime.timedelta(days=9)).replace(microsecond=0)
+    data = der(not_after=end)
+    assert preflight._not_after(data, preflight._tbs_fields(data)[3]) == end
+    one_time = bytes([0x30, 0x0F, 0x17, 0x0D, *b"250101000000Z"])
+    with pytest.raises(preflight.Unreadable, match="not two times"):
+        preflight._not_after(one_time, (0x30, 2, len(one_time)))
+
+
+def test_organizations_are_the_subjects_in_order() -> None:
+    data = der(roles=("os:reader", "os:admin"))
+    assert list(preflight._organizations(data, preflight._tbs_fields(data)[4])) == [
+        "os:reader",
+        "os:admin",
+    ]
+
+
+def test_refusal_pem_reads_the_crt_itself_and_refuses_garbage_in_words() -> None:
+    pem = AUTHORITY.issue_client(user="ops", groups=("os:reader",), not_after=None).cert
+    said = preflight.refusal_pem(pem, now=NOW, deadline_seconds=60, what="t")
+    assert said is not None
+    assert "needs os:admin" in said
+    bad = preflight.refusal_pem("!!", now=NOW, deadline_seconds=60, what="t")
+    assert bad == "the client certificate of t cannot be read (its crt is not a PEM certificate)"

@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from ichor.api.events import ReleaseCheckEventReason
+from ichor.api.ichorinstallation import IchorInstallationStatus, read_status
 from ichor.controller.releasecheck.decisions import (
+    Attempt,
     Failed,
+    LastCheck,
     Listed,
     Listing,
     ListKind,
+    _with_attempt,
     due_in,
+    last_check,
     listing_events,
     next_status,
     parse_interval,
@@ -207,3 +213,47 @@ def test_a_retry_never_waits_longer_than_the_interval() -> None:
         spec_changed=False,
         now=NOW,
     ) == pytest.approx(60.0)
+
+
+def status(**fields: Any) -> IchorInstallationStatus:
+    return read_status(fields)
+
+
+def attempt(at: datetime, *, generation: int | None = 2, **failed: bool) -> Attempt:
+    return Attempt(
+        at=at,
+        generation=generation,
+        listing_failed=failed.get("listing", False),
+        write_failed=failed.get("write", False),
+    )
+
+
+def test_last_check_is_the_recorded_one_without_an_attempt() -> None:
+    recorded = status(
+        upgradeTargets={"checkedAt": "2026-12-03T07:00:00Z", "kubernetesError": "down"},
+        observedGeneration=1,
+    )
+    found = last_check(recorded, None, generation=2, retry_failed=60, retry_write=5)
+    assert found == LastCheck(
+        checked_at=NOW - timedelta(hours=1), failed=True, retry=60, spec_changed=True
+    )
+    same = last_check(recorded, None, generation=1, retry_failed=60, retry_write=5)
+    assert not same.spec_changed
+    chart = status(latestRelease={"error": "no chart"})
+    assert last_check(chart, None, generation=None, retry_failed=60, retry_write=5).failed
+    assert not last_check(status(), None, generation=None, retry_failed=60, retry_write=5).failed
+
+
+def test_with_attempt_takes_a_newer_attempt_and_retries_a_failed_write_sooner() -> None:
+    recorded = LastCheck(
+        checked_at=NOW - timedelta(hours=1), failed=False, retry=60, spec_changed=True
+    )
+    newer = _with_attempt(recorded, attempt(NOW, write=True), generation=2, retry_write=5)
+    assert newer == LastCheck(checked_at=NOW, failed=True, retry=5, spec_changed=False)
+    listing = _with_attempt(recorded, attempt(NOW, listing=True), generation=3, retry_write=5)
+    assert listing == LastCheck(checked_at=NOW, failed=True, retry=60, spec_changed=True)
+    older = attempt(NOW - timedelta(hours=2), write=True)
+    assert _with_attempt(recorded, older, generation=3, retry_write=5) == recorded
+    unrecorded = replace(recorded, checked_at=None)
+    first = _with_attempt(unrecorded, attempt(NOW - timedelta(days=1)), generation=3, retry_write=5)
+    assert first.checked_at == NOW - timedelta(days=1)
