@@ -13,13 +13,7 @@ LIMIT = 12
 
 #: Modules other changes were editing when the limit came in, with their docstring's
 #: length then: each may shrink, never grow, and leaves this list once within the limit.
-LONGER = {
-    "ichor/upgrade/path_plan.py": 52,
-    "ichor/upgrade/blocked.py": 38,
-    "ichor/release/policy.py": 18,
-    "ichor/webhook/judgement.py": 17,
-    "ichor/webhook/decisions.py": 16,
-}
+LONGER: dict[str, int] = {}
 POINTER = re.compile(r'docs/design/notes\.md, "([^"]+)"')
 
 
