@@ -414,7 +414,19 @@ def _workload_client(path: Path, context: str | None) -> client.ApiClient:
         return config.new_client_from_config(  # type: ignore[no-untyped-call,no-any-return]
             config_file=str(path), context=context
         )
-    except (ConfigException, OSError, TypeError, ValueError) as error:
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise kube.CliError(
+            f"the kubeconfig {path} cannot be used: it is not YAML{where}; "
+            "give the kubeconfig of the cluster to adopt"
+        ) from None
+    except (TypeError, AttributeError):
+        raise kube.CliError(
+            f"the kubeconfig {path} cannot be used: it is not a kubeconfig (a YAML map of "
+            "clusters, contexts and users); give the kubeconfig of the cluster to adopt"
+        ) from None
+    except (ConfigException, OSError, ValueError) as error:
         raise kube.CliError(f"the kubeconfig {path} cannot be used: {error}") from None
 
 

@@ -36,6 +36,30 @@ def test__workload_client_refuses_a_kubeconfig_it_cannot_use(tmp_path: Path) -> 
         clusters._workload_client(broken, None)
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "apiVersion: v1\nkind: [Config\n",  # not YAML
+        "{{{{",
+        "- a list\n- not a map\n",
+        "just a string\n",
+        "clusters: 7\ncontexts: {a: 1}\nusers: yes\ncurrent-context: a\n",
+        "\tclusters: tab-indented\n",
+        "\x00\x01\x02",
+        "",
+    ],
+)
+def test__workload_client_refuses_garbage_with_a_sentence(tmp_path: Path, text: str) -> None:
+    garbage = tmp_path / "kubeconfig"
+    garbage.write_text(text)
+    with pytest.raises(kube.CliError, match=f"the kubeconfig {garbage} cannot be used") as caught:
+        clusters._workload_client(garbage, None)
+    said = str(caught.value)
+    assert "yaml." not in said, said
+    assert "\n" not in said, said
+    assert "indices" not in said, said
+
+
 def test__adopted_versions_refuses_nodes_that_say_nothing(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
