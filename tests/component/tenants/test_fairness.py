@@ -26,9 +26,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import yaml
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client, config
+from kubernetes.aio.client.api_client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.api.queue_limits import MAX_QUEUED
