@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import yaml
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api import kinds
 from ichor.kube import errors
@@ -132,12 +132,12 @@ async def apply_one(
         )
     api = client.ApiextensionsV1Api(api_client)
     await errors.mapped(
-        api.patch_custom_resource_definition(  # type: ignore[call-arg]
+        api.patch_custom_resource_definition(
             name,
             stamped(body, chart_version),
             field_manager=FIELD_MANAGER,
             force=True,
-            _content_type=APPLY_PATCH,  # missing from the stubs
+            _content_type=APPLY_PATCH,
             _request_timeout=REQUEST_TIMEOUT,
         )
     )

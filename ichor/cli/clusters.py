@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import base64
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import click
 import yaml
@@ -22,7 +23,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from ichor.api import kinds, records
 from ichor.api.taloscluster import DEFAULT_KUBECONFIG_KEY, CNIPreset
-from ichor.cli import common, completers, kube, output, views
+from ichor.cli import common, kube, output, views
 from ichor.kube import credentials
 from ichor.release import observed, release_set
 from ichor.release.observed import Unreadable
@@ -88,6 +89,26 @@ def _write_cluster(target: kube.Target, body: dict[str, Any], *, dry_run: bool) 
 _CNI = click.Choice([preset.value for preset in CNIPreset])
 
 
+_Command = TypeVar("_Command", bound=Callable[..., Any])
+
+
+def _writes_cluster(*, dry_run: str) -> Callable[[_Command], _Command]:
+    """The last options of a command that writes a TalosCluster: ``--schematic``,
+    ``--dry-run`` (``dry_run`` says what it does), the connection options, then the
+    click context."""
+
+    def decorate(command: _Command) -> _Command:
+        decorated: Callable[..., Any] = click.pass_context(command)
+        decorated = common.connection_options(decorated)
+        decorated = click.option("--dry-run", is_flag=True, help=dry_run)(decorated)
+        decorated = click.option(
+            "--schematic", help="Image Factory schematic ID of the installer."
+        )(decorated)
+        return cast("_Command", decorated)
+
+    return decorate
+
+
 @click.command()
 @click.argument("name")
 @click.option(
@@ -111,10 +132,7 @@ _CNI = click.Choice([preset.value for preset in CNIPreset])
 @click.option("--cni", type=_CNI, default=CNIPreset.CILIUM.value, show_default=True)
 @click.option("--talosconfig-secret", help="Secret (key talosconfig) the executors mount.")
 @click.option("--kubeconfig-secret", help="Secret (key kubeconfig) of the workload cluster.")
-@click.option("--schematic", help="Image Factory schematic ID of the installer.")
-@click.option("--dry-run", is_flag=True, help="Ask the server, write nothing.")
-@common.connection_options
-@click.pass_context
+@_writes_cluster(dry_run="Ask the server, write nothing.")
 def init(
     ctx: click.Context,
     name: str,
@@ -329,10 +347,7 @@ def _no_workload_kubeconfig(ctx: click.Context) -> str:
     "or older. Default: probed from the running Talos.",
 )
 @click.option("--talosconfig-secret", help="Secret (key talosconfig) the executors mount.")
-@click.option("--schematic", help="Image Factory schematic ID of the installer.")
-@click.option("--dry-run", is_flag=True, help="Judge and ask the server, write nothing.")
-@common.connection_options
-@click.pass_context
+@_writes_cluster(dry_run="Judge and ask the server, write nothing.")
 def adopt(
     ctx: click.Context,
     name: str,
@@ -352,62 +367,19 @@ def adopt(
     if workload_kubeconfig is None:
         raise click.UsageError(_no_workload_kubeconfig(ctx), ctx)
     path = Path(workload_kubeconfig)
-    try:
-        workload = config.new_client_from_config(  # type: ignore[no-untyped-call]
-            config_file=str(path), context=workload_context
-        )
-    except (ConfigException, OSError, TypeError, ValueError) as error:
-        raise kube.CliError(f"the kubeconfig {path} cannot be used: {error}") from None
+    workload = _workload_client(path, workload_context)
     where = str(workload.configuration.host)
     found_nodes = _workload_nodes(workload, where)
-    try:
-        talos, kubernetes, notes = adopt_versions(found_nodes)
-    except ValueError as error:
-        common.refused(f"Adopt of {name} is refused: {error}.")
+    talos, kubernetes, notes = _adopted_versions(name, found_nodes)
     cilium = _workload_cilium(workload, where)
-    running = (
-        "Cilium (release not readable)" if isinstance(cilium, Unreadable) else f"Cilium {cilium}"
-    )
-    click.echo(
-        f"The cluster at {where} runs Talos {talos.tag}, Kubernetes {kubernetes.tag}"
-        + (f", {running}" if cilium else ", no Cilium")
-        + "."
-    )
-    if isinstance(cilium, Unreadable) and not cni_unmanaged:
-        # A managed adopt takes the running Cilium over, which the preset rule refuses for
-        # a release it cannot read (UnreadableVersion): no Kubernetes step could follow.
-        common.refused(
-            cilium.refusal(f"Adopt of {name} with spec.cni.preset cilium").message
-            + " Or adopt with --cni-unmanaged to keep the CNI yours. Nothing was written."
-        )
+    _say_running(where, talos=talos, kubernetes=kubernetes, cilium=cilium)
+    _refuse_unreadable_cilium(name, cilium, cni_unmanaged=cni_unmanaged)
     for note in notes:
         common.warn(note)
-    images = adopt_images(found_nodes)
-    click.echo("The Nodes show (each is upgraded to the image it runs):")
-    for line in images:
-        click.echo(f"  {line}")
-    if len(images) > 1:
-        common.warn(
-            f"the Nodes run {len(images)} different schematics or extension sets: each "
-            f"keeps its own at a Talos upgrade; the operator reads each node's platform and "
-            f"SecureBoot through the Talos API (status.nodeImages, ichor status)"
-        )
-    if schematic:
-        common.warn(
-            f"--schematic {schematic[:12]} sets spec.schematic: every node installs it at the "
-            f"next Talos upgrade, and one it would drop a known extension from is refused; "
-            f"leave it out to keep each node's own"
-        )
-    verdict = release_set.check_adopt_compat(
-        talos=talos.tag, kubernetes=kubernetes.tag, managed_cni=not cni_unmanaged
+    _show_images(found_nodes, schematic=schematic)
+    contract = _adopted_contract(
+        talos, kubernetes, version_contract=version_contract, cni_unmanaged=cni_unmanaged
     )
-    if verdict.refusal is not None:
-        common.refused(verdict.refusal.message + " Nothing was written.")
-    contract = release_set.adopt_contract(contract=version_contract, talos=talos)
-    if isinstance(contract, Refusal):
-        common.refused(contract.message + " Nothing was written.")
-    for warning in verdict.warnings:
-        common.warn(warning)
     stored = _stored_kubeconfig(path, workload_context)
     target = common.target(ctx)
     secret = f"{name}-kubeconfig"
@@ -426,13 +398,119 @@ def adopt(
     if dry_run:
         click.echo(f"TalosCluster {target.namespace}/{name} would be adopted (dry run).")
         return
-    data = base64.b64encode(stored).decode("ascii")
+    _create_kubeconfig_secret(target, secret, stored)
+    _write_cluster(target, body, dry_run=False)
+    click.echo(
+        f"TalosCluster {target.namespace}/{name} adopted at Talos {talos.tag}, Kubernetes "
+        f"{kubernetes.tag}, contract {body['spec']['versionContract']}, CNI "
+        f"{body['spec']['cni']['preset']} (kubeconfig in Secret {secret})."
+    )
+
+
+def _workload_client(path: Path, context: str | None) -> client.ApiClient:
+    """The API client of the cluster to adopt, from its kubeconfig (refused when the file
+    cannot be used)."""
+    try:
+        return config.new_client_from_config(  # type: ignore[no-untyped-call,no-any-return]
+            config_file=str(path), context=context
+        )
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise kube.CliError(
+            f"the kubeconfig {path} cannot be used: it is not YAML{where}; "
+            "give the kubeconfig of the cluster to adopt"
+        ) from None
+    except (TypeError, AttributeError):
+        raise kube.CliError(
+            f"the kubeconfig {path} cannot be used: it is not a kubeconfig (a YAML map of "
+            "clusters, contexts and users); give the kubeconfig of the cluster to adopt"
+        ) from None
+    except (ConfigException, OSError, ValueError) as error:
+        raise kube.CliError(f"the kubeconfig {path} cannot be used: {error}") from None
+
+
+def _adopted_versions(name: str, nodes: list[dict[str, Any]]) -> tuple[Version, Version, list[str]]:
+    """The Talos and Kubernetes the Nodes run, and the notes on them; the adopt is
+    refused when the Nodes do not say one of each."""
+    try:
+        return adopt_versions(nodes)
+    except ValueError as error:
+        common.refused(f"Adopt of {name} is refused: {error}.")
+
+
+def _say_running(
+    where: str, *, talos: Version, kubernetes: Version, cilium: str | Unreadable | None
+) -> None:
+    """What the cluster to adopt runs, in one sentence."""
+    if isinstance(cilium, Unreadable):
+        running = ", Cilium (release not readable)"
+    else:
+        running = f", Cilium {cilium}" if cilium else ", no Cilium"
+    click.echo(
+        f"The cluster at {where} runs Talos {talos.tag}, Kubernetes {kubernetes.tag}{running}."
+    )
+
+
+def _refuse_unreadable_cilium(
+    name: str, cilium: str | Unreadable | None, *, cni_unmanaged: bool
+) -> None:
+    """A managed adopt takes the running Cilium over, which the preset rule refuses for a
+    release it cannot read (UnreadableVersion): no Kubernetes step could follow."""
+    if not isinstance(cilium, Unreadable) or cni_unmanaged:
+        return
+    common.refused(
+        cilium.refusal(f"Adopt of {name} with spec.cni.preset cilium").message
+        + " Or adopt with --cni-unmanaged to keep the CNI yours. Nothing was written."
+    )
+
+
+def _show_images(nodes: list[dict[str, Any]], *, schematic: str | None) -> None:
+    """The images the Nodes run (each keeps its own), and what ``--schematic`` changes."""
+    images = adopt_images(nodes)
+    click.echo("The Nodes show (each is upgraded to the image it runs):")
+    for line in images:
+        click.echo(f"  {line}")
+    if len(images) > 1:
+        common.warn(
+            f"the Nodes run {len(images)} different schematics or extension sets: each "
+            f"keeps its own at a Talos upgrade; the operator reads each node's platform and "
+            f"SecureBoot through the Talos API (status.nodeImages, ichor status)"
+        )
+    if schematic:
+        common.warn(
+            f"--schematic {schematic[:12]} sets spec.schematic: every node installs it at the "
+            f"next Talos upgrade, and one it would drop a known extension from is refused; "
+            f"leave it out to keep each node's own"
+        )
+
+
+def _adopted_contract(
+    talos: Version, kubernetes: Version, *, version_contract: str | None, cni_unmanaged: bool
+) -> str:
+    """The version contract to record, once the running versions may be adopted; the
+    adopt is refused otherwise, and told what the check warns of."""
+    verdict = release_set.check_adopt_compat(
+        talos=talos.tag, kubernetes=kubernetes.tag, managed_cni=not cni_unmanaged
+    )
+    if verdict.refusal is not None:
+        common.refused(verdict.refusal.message + " Nothing was written.")
+    contract = release_set.adopt_contract(contract=version_contract, talos=talos)
+    if isinstance(contract, Refusal):
+        common.refused(contract.message + " Nothing was written.")
+    for warning in verdict.warnings:
+        common.warn(warning)
+    return contract
+
+
+def _create_kubeconfig_secret(target: kube.Target, secret: str, stored: bytes) -> None:
+    """The Secret that holds the stored kubeconfig, created before the TalosCluster."""
     secret_body = {
         "apiVersion": "v1",
         "kind": "Secret",
         "metadata": {"name": secret, "labels": {"app.kubernetes.io/managed-by": "ichor"}},
         "type": "Opaque",
-        "data": {DEFAULT_KUBECONFIG_KEY: data},
+        "data": {DEFAULT_KUBECONFIG_KEY: base64.b64encode(stored).decode("ascii")},
     }
     kube.call(
         target,
@@ -442,12 +520,6 @@ def adopt(
             secret_body,  # type: ignore[arg-type]
             _request_timeout=kube.REQUEST_TIMEOUT,
         ),
-    )
-    _write_cluster(target, body, dry_run=False)
-    click.echo(
-        f"TalosCluster {target.namespace}/{name} adopted at Talos {talos.tag}, Kubernetes "
-        f"{kubernetes.tag}, contract {body['spec']['versionContract']}, CNI "
-        f"{body['spec']['cni']['preset']} (kubeconfig in Secret {secret})."
     )
 
 
@@ -521,11 +593,7 @@ def _inline_files(path: Path, entry: Any, part: str, *, what: str) -> None:
 
 
 @click.command()
-@click.argument("cluster", required=False, shell_complete=completers.clusters)
-@click.option("-A", "--all-namespaces", is_flag=True, help="Clusters of every namespace.")
-@output.OUTPUT_OPTION
-@common.connection_options
-@click.pass_context
+@output.listing("Clusters")
 def status(ctx: click.Context, cluster: str | None, all_namespaces: bool, fmt: str) -> None:
     """One table of clusters: versions, compatibility and the default upgrades."""
     target = common.target(ctx)
@@ -534,7 +602,6 @@ def status(ctx: click.Context, cluster: str | None, all_namespaces: bool, fmt: s
     else:
         bodies = kube.list_clusters(target, all_namespaces=all_namespaces)
     rows = views.status_rows(bodies)
-    if fmt != output.Format.TABLE:
-        output.emit([row.to_json() for row in rows], fmt)
+    if output.emitted(rows, fmt):
         return
     output.status_table(rows, namespaces=all_namespaces)

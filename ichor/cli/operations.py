@@ -20,18 +20,13 @@ from ichor.cli import common, completers, kube, output, views
 
 
 @click.command()
-@click.argument("cluster", required=False, shell_complete=completers.clusters)
-@click.option("-A", "--all-namespaces", is_flag=True, help="Operations of every namespace.")
-@output.OUTPUT_OPTION
-@common.connection_options
-@click.pass_context
+@output.listing("Operations")
 def operations(ctx: click.Context, cluster: str | None, all_namespaces: bool, fmt: str) -> None:
     """The TalosOperations of a namespace, or of one CLUSTER, newest last."""
     target = common.target(ctx)
     bodies = kube.list_operations(target, all_namespaces=all_namespaces)
     rows = views.operation_rows(bodies, cluster=cluster, now=datetime.now(UTC))
-    if fmt != output.Format.TABLE:
-        output.emit([row.to_json() for row in rows], fmt)
+    if output.emitted(rows, fmt):
         return
     if not rows:
         where = "any namespace" if all_namespaces else f"namespace {target.namespace}"

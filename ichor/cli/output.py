@@ -12,17 +12,22 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
+
+from ichor.cli import common, completers
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from ichor.cli import views
     from ichor.upgrade import path_plan as plans
+
+
+_Command = TypeVar("_Command", bound=Callable[..., Any])
 
 
 class Format(StrEnum):
@@ -56,6 +61,36 @@ def err_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True, highlight=False)
+
+
+def listing(what: str) -> Callable[[_Command], _Command]:
+    """The arguments and options of a command that lists ``what`` (a plural): an optional
+    CLUSTER, ``-A``, ``-o`` and the connection options, then the click context."""
+
+    def decorate(command: _Command) -> _Command:
+        decorated: Callable[..., Any] = command
+        for option in (
+            click.pass_context,
+            common.connection_options,
+            OUTPUT_OPTION,
+            click.option(
+                "-A", "--all-namespaces", is_flag=True, help=f"{what} of every namespace."
+            ),
+            click.argument("cluster", required=False, shell_complete=completers.clusters),
+        ):
+            decorated = option(decorated)
+        return cast("_Command", decorated)
+
+    return decorate
+
+
+def emitted(rows: Sequence[Any], fmt: str) -> bool:
+    """Whether the rows went out as JSON or YAML (their ``to_json()``); a table is the
+    caller's to print."""
+    if fmt == Format.TABLE:
+        return False
+    emit([row.to_json() for row in rows], fmt)
+    return True
 
 
 def emit(data: Mapping[str, Any] | list[Any], fmt: str) -> None:
@@ -163,53 +198,52 @@ def path_plan(result: plans.PathPlan, *, cluster: str) -> None:
         _plan_steps(result.instead)
 
 
+#: The columns of ``ichor status`` every table has, and the attribute of a row each shows.
+_STATUS_COLUMNS = (
+    ("NAME", "name"),
+    ("TALOS", "talos"),
+    ("KUBERNETES", "kubernetes"),
+    ("CILIUM", "cilium"),
+    ("COMPATIBLE", "compatible"),
+    ("TALOS-UPGRADE", "talos_upgrade"),
+    ("KUBERNETES-UPGRADE", "kubernetes_upgrade"),
+    ("READY", "ready"),
+)
+
+
 def status_table(rows: list[views.StatusRow], *, namespaces: bool) -> None:
     if not rows:
         click.echo("No TalosClusters found.")
         return
-    header = [
-        "NAME",
-        "TALOS",
-        "KUBERNETES",
-        "CILIUM",
-        "COMPATIBLE",
-        "TALOS-UPGRADE",
-        "KUBERNETES-UPGRADE",
-        "READY",
-    ]
-    # the column is there once any cluster has auto-patch configured
-    auto_patch = any(row.auto_patch != "-" for row in rows)
-    if auto_patch:
-        header.append("AUTO-PATCH")
-    # the column is there once any cluster's nodes were read (each node's own image)
-    images = any(row.images != "-" for row in rows)
-    if images:
-        header.append("IMAGES")
-    if namespaces:
-        header.insert(0, "NAMESPACE")
-    cells = []
-    for row in rows:
-        line = [
-            row.name,
-            row.talos,
-            row.kubernetes,
-            row.cilium,
-            row.compatible,
-            row.talos_upgrade,
-            row.kubernetes_upgrade,
-            row.ready,
-            *([row.auto_patch] if auto_patch else []),
-            *([row.images] if images else []),
-        ]
-        cells.append([row.namespace, *line] if namespaces else line)
-    for text in columns(header, cells):
+    shown = _status_columns(rows, namespaces=namespaces)
+    cells = [[str(getattr(row, field)) for _, field in shown] for row in rows]
+    for text in columns([header for header, _ in shown], cells):
         click.echo(text)
     for row in rows:
-        if row.message:
-            click.echo(f"{row.namespace}/{row.name}: {row.message}")
-        if row.image_lines:
-            click.echo(
-                f"{row.namespace}/{row.name}: the nodes differ, each is upgraded to its own image:"
-            )
-            for text in row.image_lines:
-                click.echo(f"  {text}")
+        _status_notes(row)
+
+
+def _status_columns(rows: list[views.StatusRow], *, namespaces: bool) -> list[tuple[str, str]]:
+    """The columns in order: NAMESPACE with ``-A``, the fixed ones, then AUTO-PATCH once
+    any cluster has auto-patch configured and IMAGES once any cluster's nodes were read
+    (each node's own image)."""
+    shown = [("NAMESPACE", "namespace")] if namespaces else []
+    shown += _STATUS_COLUMNS
+    if any(row.auto_patch != "-" for row in rows):
+        shown.append(("AUTO-PATCH", "auto_patch"))
+    if any(row.images != "-" for row in rows):
+        shown.append(("IMAGES", "images"))
+    return shown
+
+
+def _status_notes(row: views.StatusRow) -> None:
+    """What follows the table for one cluster: its message, and the images of nodes
+    that differ."""
+    if row.message:
+        click.echo(f"{row.namespace}/{row.name}: {row.message}")
+    if row.image_lines:
+        click.echo(
+            f"{row.namespace}/{row.name}: the nodes differ, each is upgraded to its own image:"
+        )
+        for text in row.image_lines:
+            click.echo(f"  {text}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Generic, Protocol, TypeVar
 
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.controller.queue import WorkQueue
 from ichor.settings import CredentialSettings, TenantSettings

@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 import kopf
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api import kinds
 

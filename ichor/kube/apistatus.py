@@ -1,6 +1,6 @@
 """The Status an API server answers a failed call with (``metav1.Status``), read once.
 
-The operator (kubernetes_asyncio) and the CLI (kubernetes) read the same body: its
+The operator (kubernetes.aio) and the CLI (kubernetes) read the same body: its
 message, and the types of the causes it carries (``details.causes[].reason``, a
 StatusCause's type: Ichor's webhook names there a refusal ``override: true`` would
 pass). Pure, and cheap to import.

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, cast
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.kube import errors
 from ichor.kube.clients import REQUEST_TIMEOUT
@@ -74,12 +74,11 @@ async def pod_log(
     Job's output, read back as the bytes the kubelet kept. Read raw: the client would
     otherwise parse a log that happens to be one JSON document and hand back its repr."""
     response: Any = await errors.mapped(
-        client.CoreV1Api(api).read_namespaced_pod_log(
+        client.CoreV1Api(api).read_namespaced_pod_log_without_preload_content(
             pod,
             namespace,
             container=container,
             limit_bytes=limit_bytes,
-            _preload_content=False,
             _request_timeout=REQUEST_TIMEOUT,
         )
     )

@@ -2,7 +2,7 @@
 
 A TalosCluster names its workload cluster by a Secret holding a kubeconfig; without one,
 the workload cluster is the cluster the operator runs in. This module turns either into a
-``kubernetes_asyncio`` ApiClient and says plainly why it cannot (``KubeconfigError``). A
+``kubernetes.aio`` ApiClient and says plainly why it cannot (``KubeconfigError``). A
 Secret's kubeconfig is never handed to the client library's loader: it is read by
 ``ichor.kube.credentials`` (inline credentials only) and the client is configured from
 what that returns, so no other field of it can do anything (and, on Linux, its keys
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio import client, config
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio import client, config
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.kube import credentials, errors
 from ichor.settings import CredentialSettings, KubeSettings
@@ -44,7 +44,7 @@ async def operator_client(*, kube: KubeSettings) -> ApiClient:
     else the kubeconfig ``kube`` names (or ``~/.kube/config``)."""
     configuration = client.Configuration()
     if kube.in_pod:
-        config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        config.load_incluster_config(client_configuration=configuration)
     else:
         # Name the file now: the client's default is fixed when it is imported.
         await config.load_kube_config(
@@ -171,11 +171,15 @@ def _check_loadable(configuration: client.Configuration, *, origin: str) -> None
 def keep_idle_connections(api: ApiClient, *, seconds: float) -> None:
     """Close the connections of ``api`` once idle for ``seconds``.
 
-    kubernetes_asyncio builds its aiohttp connector itself and takes no keep-alive, so it
-    is set on the connector it built; an aiohttp without that attribute is refused here
+    The client builds its aiohttp session on the first request, with a connector that
+    takes no keep-alive: the session is built here, by the client's own factory, and the
+    keep-alive set on its connector; an aiohttp without that attribute is refused here
     rather than silently keeping every connection.
     """
-    connector = api.rest_client.pool_manager.connector
+    rest = api.rest_client
+    if rest.pool_manager is None:
+        rest.pool_manager = rest._create_pool_manager()
+    connector = rest.pool_manager.connector
     if not isinstance(connector, aiohttp.TCPConnector) or not hasattr(
         connector, "_keepalive_timeout"
     ):
@@ -209,8 +213,8 @@ async def read_secret_key(api: ApiClient, *, namespace: str, name: str, key: str
     reads its Secret, and building the model cost more than the request.
     """
     where = f"Secret {namespace}/{name}"
-    response: Any = await client.CoreV1Api(api).read_namespaced_secret(
-        name, namespace, _request_timeout=REQUEST_TIMEOUT, _preload_content=False
+    response: Any = await client.CoreV1Api(api).read_namespaced_secret_without_preload_content(
+        name, namespace, _request_timeout=REQUEST_TIMEOUT
     )
     try:
         raw = await response.read()

@@ -18,10 +18,10 @@ import http
 import socket
 import ssl
 from collections.abc import Awaitable
-from typing import Any, TypeVar, cast
+from typing import TypeVar
 
 import aiohttp
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.kube import apistatus
 
@@ -109,10 +109,10 @@ def typed(error: ApiException) -> ApiError:
 
 def answered(status: int, reason: str | None, body: bytes) -> ApiError:
     """The typed error of an answer read without the client's own check of its status
-    (a call made with ``_preload_content=False``), with the start of its body."""
+    (a ``*_without_preload_content`` call), with the start of its body."""
     error = ApiException(status=status, reason=reason)
-    # text, as the client's own errors carry it once read (the stubs say bytes)
-    error.body = cast(Any, body.decode(errors="replace")[:1024])
+    # text, as the client's own errors carry it once read
+    error.body = body.decode(errors="replace")[:1024]
     return typed(error)
 
 

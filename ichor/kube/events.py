@@ -16,8 +16,8 @@ import logging
 from datetime import datetime
 from typing import Any, cast
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api import owed
 from ichor.kube import errors
@@ -51,11 +51,10 @@ async def emit(
     # the answer is not read into a V1Event (nothing uses it; building it cost more than
     # the request), so its status is checked here
     response: Any = await errors.mapped(
-        client.CoreV1Api(api).create_namespaced_event(
+        client.CoreV1Api(api).create_namespaced_event_without_preload_content(
             body["metadata"]["namespace"],
             cast(Any, body),
             _request_timeout=REQUEST_TIMEOUT,
-            _preload_content=False,
         )
     )
     try:

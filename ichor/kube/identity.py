@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import aiohttp
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
 
 #: Seconds the SelfSubjectReview may take.
 REVIEW_TIMEOUT = 5.0

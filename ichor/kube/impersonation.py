@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.kube import errors
 from ichor.kube.accounts import Read, ServiceAccount, not_impersonated, refused

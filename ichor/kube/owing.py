@@ -14,7 +14,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api import kinds, owed
 from ichor.kube import bodies, events, patching

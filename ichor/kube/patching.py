@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api import kinds
 from ichor.kube import errors

@@ -1,8 +1,8 @@
 """TypedDicts of the raw Kubernetes payloads Ichor reads (only the fields it reads).
 
-Objects arrive as JSON dicts (from kopf, or from the client with ``_preload_content``
-off); these types say which keys the code relies on, and every key is optional because
-a real object may lack any of them.
+Objects arrive as JSON dicts (from kopf, or from the client's
+``*_without_preload_content`` calls); these types say which keys the code relies on,
+and every key is optional because a real object may lack any of them.
 """
 
 from __future__ import annotations

@@ -75,16 +75,14 @@ def known_talos_minors() -> tuple[tuple[int, int], ...]:
 def upgradeable_from(*, target: str | Version, host: str | Version) -> str | None:
     """``TalosVersion.UpgradeableFrom``: None when ``host`` may install ``target``,
     else machinery's error text. Raises ``VersionError`` when either does not parse."""
-    target_v = target if isinstance(target, Version) else parse(target)
-    host_v = host if isinstance(host, Version) else parse(host)
+    target_v, host_v = _as_version(target), _as_version(host)
     row = _BY_MINOR.get(target_v.minor_key)
     if row is None:
         return f"upgrades to version {target_v} are not supported"
-    host_core = host_v.core
-    if host_core < row.min_host:
-        return f"host version {host_v} is too old to upgrade to Talos {target_v}"
-    if host_core >= row.max_host_downgrade:
-        return f"host version {host_v} is too new to downgrade to Talos {target_v}"
+    too = _outside(host_v, low=row.min_host, high=row.max_host_downgrade)
+    if too is not None:
+        move = "upgrade" if too == "old" else "downgrade"
+        return f"host version {host_v} is too {too} to {move} to Talos {target_v}"
     for denied in row.denied_hosts:
         if host_v == denied:
             return f"host version {host_v} is denied for upgrade to Talos {target_v}"
@@ -94,14 +92,29 @@ def upgradeable_from(*, target: str | Version, host: str | Version) -> str | Non
 def kubernetes_supported_with(*, kubernetes: str | Version, talos: str | Version) -> str | None:
     """``KubernetesVersion.SupportedWith``: None when the Talos target supports this
     Kubernetes, else machinery's error text. Raises ``VersionError`` on unparsable input."""
-    kubernetes_v = kubernetes if isinstance(kubernetes, Version) else parse(kubernetes)
-    talos_v = talos if isinstance(talos, Version) else parse(talos)
+    kubernetes_v, talos_v = _as_version(kubernetes), _as_version(talos)
     row = _BY_MINOR.get(talos_v.minor_key)
     if row is None:
         return f"compatibility with version {talos_v} is not supported"
-    core = kubernetes_v.core
-    if core < row.min_kubernetes:
-        return f"version of Kubernetes {kubernetes_v} is too old to be used with Talos {talos_v}"
-    if core >= row.max_kubernetes:
-        return f"version of Kubernetes {kubernetes_v} is too new to be used with Talos {talos_v}"
+    too = _outside(kubernetes_v, low=row.min_kubernetes, high=row.max_kubernetes)
+    return (
+        None
+        if too is None
+        else f"version of Kubernetes {kubernetes_v} is too {too} to be used with Talos {talos_v}"
+    )
+
+
+def _as_version(value: str | Version) -> Version:
+    """``value`` parsed; raises ``VersionError`` when it does not parse."""
+    return value if isinstance(value, Version) else parse(value)
+
+
+def _outside(
+    version: Version, *, low: tuple[int, int, int], high: tuple[int, int, int]
+) -> str | None:
+    """Where ``version`` falls outside machinery's ``[low, high)``: "old", "new", or None."""
+    if version.core < low:
+        return "old"
+    if version.core >= high:
+        return "new"
     return None

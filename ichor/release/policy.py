@@ -1,20 +1,11 @@
 """A site's policy: versions a platform team refuses, each with the reason a person wrote.
 
-The table says what upstream supports; a site learns between Ichor releases what the
-table cannot know (a Talos patch with a regression on its hardware, a Kubernetes minor
-its workloads are not validated on, a Cilium/Kubernetes pair its own tests failed). The
-IchorInstallation's ``spec.policy`` holds it; the controllers and the webhook read the
-object and hand the policy to the rules, which read it through ``refusals.judge`` with
-the table (this module reads no object).
-
-It can only refuse. An entry denies versions of one component (single versions and
-ranges, or only together with versions of another), or holds a component at a highest
-minor; no field allows anything, and a policy with a key this reader does not know is
-not read at all. Its refusal (rule ``SitePolicy``) names the entry and its reason, comes
-on top of the table's, and only the override verb passes it; an unknown version is
-refused whatever the policy says. A policy that cannot be read refuses every step it
-would judge (``SitePolicyUnreadable``, which no override passes): what it denies is not
-known, so nothing is taken as allowed.
+The IchorInstallation's ``spec.policy`` holds it; the controllers and the webhook hand it
+to the rules, which read it through ``refusals.judge`` with the table (this module reads
+no object). It can only refuse: its refusal (rule ``SitePolicy``) names the entry and its
+reason, and only the override verb passes it. A policy that cannot be read refuses every
+step it would judge (``SitePolicyUnreadable``). More in docs/design/notes.md,
+"ichor/release/policy.py".
 """
 
 from __future__ import annotations
@@ -319,36 +310,43 @@ def _unknown_keys(
 
 
 def _span(raw: Mapping[str, object], where: str, problems: _Problems) -> Span | None:
-    exact: list[Version] = []
-    ranges: list[tuple[Version | None, Version | None]] = []
-    versions = raw.get("versions")
-    if versions is not None:
-        if not isinstance(versions, list) or not versions:
-            problems.add(f"{where}.versions", "is not a list of releases")
-        else:
-            for index, text in enumerate(versions):
-                found = _version(text, f"{where}.versions[{index}]", problems)
-                if found is not None:
-                    exact.append(found)
-    bounds = raw.get("range")
-    if bounds is not None:
-        if not isinstance(bounds, Mapping) or not bounds:
-            problems.add(f"{where}.range", "is not a range with from and/or to")
-        else:
-            _unknown_keys(bounds, _RANGE_KEYS, f"{where}.range", problems)
-            low = (
-                _version(bounds["from"], f"{where}.range.from", problems)
-                if "from" in bounds
-                else None
-            )
-            high = _version(bounds["to"], f"{where}.range.to", problems) if "to" in bounds else None
-            if low is not None and high is not None and low > high:
-                problems.add(f"{where}.range", f"goes from {low} down to {high}, and holds nothing")
-            ranges.append((low, high))
+    """The versions an entry (or its ``with``) names: ``versions`` and/or ``range``."""
+    versions, bounds = raw.get("versions"), raw.get("range")
     if versions is None and bounds is None:
         problems.add(where, "names no versions (versions or range)")
         return None
-    return Span(exact=tuple(exact), ranges=tuple(ranges))
+    return Span(
+        exact=_exact(versions, f"{where}.versions", problems),
+        ranges=_ranges(bounds, f"{where}.range", problems),
+    )
+
+
+def _exact(versions: object, where: str, problems: _Problems) -> tuple[Version, ...]:
+    """The releases of ``versions`` (absent: none), each a problem when it is not one."""
+    if versions is None:
+        return ()
+    if not isinstance(versions, list) or not versions:
+        problems.add(where, "is not a list of releases")
+        return ()
+    found = (_version(text, f"{where}[{index}]", problems) for index, text in enumerate(versions))
+    return tuple(version for version in found if version is not None)
+
+
+def _ranges(
+    bounds: object, where: str, problems: _Problems
+) -> tuple[tuple[Version | None, Version | None], ...]:
+    """The range of ``range`` (absent: none): from and/or to, never downward."""
+    if bounds is None:
+        return ()
+    if not isinstance(bounds, Mapping) or not bounds:
+        problems.add(where, "is not a range with from and/or to")
+        return ()
+    _unknown_keys(bounds, _RANGE_KEYS, where, problems)
+    low = _version(bounds["from"], f"{where}.from", problems) if "from" in bounds else None
+    high = _version(bounds["to"], f"{where}.to", problems) if "to" in bounds else None
+    if low is not None and high is not None and low > high:
+        problems.add(where, f"goes from {low} down to {high}, and holds nothing")
+    return ((low, high),)
 
 
 def _reason(raw: Mapping[str, object], where: str, problems: _Problems) -> str:
@@ -370,37 +368,77 @@ def _name(raw: Mapping[str, object], where: str, problems: _Problems) -> str:
     return name
 
 
-def _deny(raw: object, where: str, problems: _Problems) -> Entry | None:
+@dataclass(frozen=True)
+class _Head:
+    """What every entry holds: the raw entry, its name and its component."""
+
+    raw: Mapping[str, object]
+    name: str
+    component: PolicyComponent | None
+
+
+def _head(raw: object, keys: frozenset[str], where: str, problems: _Problems) -> _Head | None:
+    """The name and component of an entry whose fields are ``keys`` (None: not an entry)."""
     if not isinstance(raw, Mapping):
         problems.add(where, "is not an entry")
         return None
-    _unknown_keys(raw, _DENY_KEYS, where, problems)
+    _unknown_keys(raw, keys, where, problems)
     name = _name(raw, where, problems)
-    component = _component(raw.get("component"), f"{where}.component", problems)
-    span = _span(raw, where, problems)
-    together: tuple[PolicyComponent, Span] | None = None
-    if "with" in raw:
-        other_raw = raw["with"]
-        if not isinstance(other_raw, Mapping):
-            problems.add(f"{where}.with", "is not a component and its versions")
-        else:
-            _unknown_keys(other_raw, _WITH_KEYS, f"{where}.with", problems)
-            other = _component(other_raw.get("component"), f"{where}.with.component", problems)
-            other_span = _span(other_raw, f"{where}.with", problems)
-            if other is not None and other is component:
-                problems.add(f"{where}.with.component", "names the entry's own component")
-            elif other is not None and other_span is not None:
-                together = (other, other_span)
-    reason = _reason(raw, where, problems)
-    if component is None or span is None or not name:
+    return _Head(raw, name, _component(raw.get("component"), f"{where}.component", problems))
+
+
+def _deny(given: object, where: str, problems: _Problems) -> Entry | None:
+    head = _head(given, _DENY_KEYS, where, problems)
+    if head is None:
+        return None
+    span = _span(head.raw, where, problems)
+    together = _together(head, where, problems)
+    reason = _reason(head.raw, where, problems)
+    if span is None:
+        return None
+    return _entry(head, EntryKind.DENY, reason, versions=span, together=together)
+
+
+def _together(head: _Head, where: str, problems: _Problems) -> tuple[PolicyComponent, Span] | None:
+    """The other component's versions (``with``) the entry refuses its own together with
+    (None: none, or not readable)."""
+    if "with" not in head.raw:
+        return None
+    other_raw = head.raw["with"]
+    if not isinstance(other_raw, Mapping):
+        problems.add(f"{where}.with", "is not a component and its versions")
+        return None
+    _unknown_keys(other_raw, _WITH_KEYS, f"{where}.with", problems)
+    other = _component(other_raw.get("component"), f"{where}.with.component", problems)
+    other_span = _span(other_raw, f"{where}.with", problems)
+    if other is not None and other is head.component:
+        problems.add(f"{where}.with.component", "names the entry's own component")
+        return None
+    if other is None or other_span is None:
+        return None
+    return (other, other_span)
+
+
+def _entry(
+    head: _Head,
+    kind: EntryKind,
+    reason: str,
+    *,
+    versions: Span = Span(),
+    together: tuple[PolicyComponent, Span] | None = None,
+    highest: Minor | None = None,
+) -> Entry | None:
+    """The entry, once its name and component are read (None: either is not)."""
+    if head.component is None or not head.name:
         return None
     return Entry(
-        name=name,
-        kind=EntryKind.DENY,
-        component=component,
+        name=head.name,
+        kind=kind,
+        component=head.component,
         reason=reason,
-        versions=span,
+        versions=versions,
         together=together,
+        highest=highest,
     )
 
 
@@ -412,13 +450,11 @@ def _known_minors(component: PolicyComponent) -> Sequence[Minor]:
     return sorted(compat.CILIUM_KUBERNETES)
 
 
-def _highest(raw: object, where: str, problems: _Problems) -> Entry | None:
-    if not isinstance(raw, Mapping):
-        problems.add(where, "is not an entry")
+def _highest(given: object, where: str, problems: _Problems) -> Entry | None:
+    head = _head(given, _HIGHEST_KEYS, where, problems)
+    if head is None:
         return None
-    _unknown_keys(raw, _HIGHEST_KEYS, where, problems)
-    name = _name(raw, where, problems)
-    component = _component(raw.get("component"), f"{where}.component", problems)
+    raw, component = head.raw, head.component
     text = raw.get("minor")
     minor: Minor | None = None
     if not isinstance(text, str) or not (match := _MINOR.fullmatch(text)):
@@ -436,15 +472,9 @@ def _highest(raw: object, where: str, problems: _Problems) -> Entry | None:
                 f"what the table refuses, and a site policy can only refuse; set "
                 f"{compat.minor_text(max(known))} or lower",
             )
-    if component is None or minor is None or not name:
+    if minor is None:
         return None
-    return Entry(
-        name=name,
-        kind=EntryKind.HIGHEST_MINOR,
-        component=component,
-        reason=reason,
-        highest=minor,
-    )
+    return _entry(head, EntryKind.HIGHEST_MINOR, reason, highest=minor)
 
 
 def problems(raw: object) -> tuple[str, ...]:

@@ -1,40 +1,12 @@
 """Why a recorded release is not offered, and the step that would unblock it.
 
-The choices (``choices``) answer "what can I upgrade to"; this module answers the next
-question a person asks: *why not the newer one?* For every recorded final release newer
-than what runs and not offered, it names the component or rule that blocks it and the
-step that unblocks it, one line per minor (the newest release of the minor), newest
-first, so a list of hundreds of tags stays a few lines:
-
-    Kubernetes v1.37.1: Cilium 1.20.4 runs Kubernetes 1.33 to 1.36; a newer Ichor release is needed
-    Kubernetes v1.38.2: two minors up; move to the newest v1.37 first
-    Talos v1.15.0: unknown to this build; a newer Ichor release is needed
-    Talos v1.14.5: denied by this site: NIC regression on R650 (INC-1234); choose another ...
-
-It adds no rule. What is offered comes from ``upgrade_choices.talos_choices`` and
-``upgrade_choices.kubernetes_choices``; the reason is the first refusal of
-``target.check_target_version`` (the choices' rule, in its order: newer, path or skew,
-Talos pair, Cilium), turned into words with the ranges the table and machinery hold.
-Only two lines are not refusals: a Talos release the rule accepts but the choices leave
-out because it skips a minor (``TESTED_PATH``: the choices offer the adjacent minor, the
-path the Talos docs test), and a Kubernetes release held back because the cluster's CNI
-is not observed yet (``CNI_NOT_OBSERVED``: the choices offer nothing then).
-
-A line names the *first* blocker, as the target rule sees it; the step that removes it
-may reveal the next one. ``ichor.upgrade.path_plan`` gives the whole sequence. A minor whose
-newest release is offered has no line, even if an older patch of it is not.
-
-For the callers (the CLI's ``--list`` "Not offered" group and ``--output json``, the
-TalosCluster status):
-
-- ``blocked_releases(component=, cluster=, releases=)`` -> ``list[BlockedRelease]``;
-- ``explain(component=, version=, cluster=)`` -> one ``BlockedRelease`` or None when the
-  release would be offered (the plan uses it to say why a goal cannot be reached);
-- ``summarize(lines)`` -> ``BlockedSummary`` (how many, and the nearest blocker per
-  component) with a one-sentence ``message`` for a condition.
-
-It refuses to raise: a cluster whose spec does not parse has no blocked lines (the
-target rule reports that spec as a ``FORM`` refusal elsewhere).
+For every recorded final release newer than what runs and not offered, one line per
+minor, newest first: the component or rule that blocks it, and the step that unblocks
+it. It adds no rule: the reason is the first refusal of ``target.check_target_version``,
+in words. ``blocked_releases`` gives the lines of one component, ``explain`` one line
+(the plan uses it), ``summarize`` the status summary. It never raises on a spec that
+does not parse: such a cluster has no lines. More in docs/design/notes.md,
+"ichor/upgrade/blocked.py".
 """
 
 from __future__ import annotations
@@ -196,6 +168,9 @@ def explain(
     if component is Component.CNI:
         raise ValueError("the CNI has no recorded releases: it moves to the embedded chart")
     refusal = check_target_version(component=component, target=version, cluster=cluster)
+    site = _site(component, version, cluster=cluster, refusal=refusal) if refusal else None
+    if site is not None:
+        return site
     if component is Component.TALOS:
         return _talos(version, cluster=cluster, refusal=refusal)
     return _kubernetes(version, cluster=cluster, refusal=refusal)
@@ -283,11 +258,9 @@ def _unexplained(component: Component, version: Version, refusal: Refusal) -> Bl
 def _talos(
     version: Version, *, cluster: ClusterVersions, refusal: Refusal | None
 ) -> BlockedRelease | None:
+    """The line of a Talos release no site's policy refuses (``explain`` asks that first)."""
     running = parse(cluster.talos)
     talos = Component.TALOS
-    site = _site(talos, version, cluster=cluster, refusal=refusal) if refusal else None
-    if site is not None:
-        return site
     if refusal is None:
         if version.minor_key <= _next(running.minor_key):
             return None  # the choices offer it (patch or next minor)
@@ -383,71 +356,112 @@ def _talos(
 def _kubernetes(
     version: Version, *, cluster: ClusterVersions, refusal: Refusal | None
 ) -> BlockedRelease | None:
-    running = parse(cluster.kubernetes)
-    kube = Component.KUBERNETES
-    site = _site(kube, version, cluster=cluster, refusal=refusal) if refusal else None
-    if site is not None:
-        return site
+    """The line of a Kubernetes release no site's policy refuses (``explain`` asks that
+    first), by the rule that refuses it: the skew, what the Talos runs, then the Cilium."""
+    running = parse(cluster.kubernetes)  # raises for a spec that does not parse
     if refusal is None:
-        hold = upgrade_choices.kubernetes_hold(cluster)
-        if hold is None:
-            return None
+        return _cni_held(version, cluster=cluster)
+    if refusal.rule is Rule.KUBERNETES_SKEW:
+        return _skew(version, running=running, refusal=refusal)
+    talos = parse(cluster.talos)
+    return (
+        _unknown_talos(version, talos=talos, refusal=refusal)
+        or _talos_pair(version, talos=talos, refusal=refusal)
+        or _unreadable_cilium(version, cluster=cluster, refusal=refusal)
+        or _cilium_pair(version, cluster=cluster, refusal=refusal)
+        or _unexplained(Component.KUBERNETES, version, refusal)
+    )
+
+
+def _cni_held(version: Version, *, cluster: ClusterVersions) -> BlockedRelease | None:
+    """A release the rule accepts: held back while the choices' gate holds Kubernetes
+    (no CNI observed yet), else offered (None)."""
+    hold = upgrade_choices.kubernetes_hold(cluster)
+    if hold is None:
+        return None
+    return _line(
+        Component.KUBERNETES,
+        version,
+        Blocker.CNI_NOT_OBSERVED,
+        reason=hold.reason,
+        step=hold.step,
+        refusal=None,
+    )
+
+
+def _skew(version: Version, *, running: Version, refusal: Refusal) -> BlockedRelease:
+    """A Kubernetes of another major, or more than one minor up."""
+    if version.major != running.major:
         return _line(
-            kube,
-            version,
-            Blocker.CNI_NOT_OBSERVED,
-            reason=hold.reason,
-            step=hold.step,
-            refusal=None,
-        )
-    rule = refusal.rule
-    if rule is Rule.KUBERNETES_SKEW:
-        if version.major != running.major:
-            return _line(
-                kube,
-                version,
-                Blocker.KUBERNETES_SKEW,
-                reason="another major version",
-                step="Kubernetes moves one minor at a time within its major, so no upgrade "
-                "reaches it",
-                refusal=refusal,
-            )
-        up = version.minor - running.minor
-        return _line(
-            kube,
+            Component.KUBERNETES,
             version,
             Blocker.KUBERNETES_SKEW,
-            reason=f"{_WORDS.get(up, str(up))} minors up",
-            step=f"move to the newest v{_text(_next(running.minor_key))} first",
+            reason="another major version",
+            step="Kubernetes moves one minor at a time within its major, so no upgrade reaches it",
             refusal=refusal,
         )
-    talos = parse(cluster.talos)
-    if rule is Rule.UNKNOWN_VERSION and compat.unknown_talos(talos) is not None:
-        return _line(
-            kube,
-            version,
-            Blocker.UNKNOWN,
-            reason=f"the cluster's Talos {talos.tag} is unknown to this build",
-            step=NEWER_ICHOR,
-            refusal=refusal,
-            newer_ichor=True,
-        )
-    if rule is Rule.TALOS_KUBERNETES or (
-        rule is Rule.UNKNOWN_VERSION and compat.unknown_kubernetes(version) is not None
+    up = version.minor - running.minor
+    return _line(
+        Component.KUBERNETES,
+        version,
+        Blocker.KUBERNETES_SKEW,
+        reason=f"{_WORDS.get(up, str(up))} minors up",
+        step=f"move to the newest v{_text(_next(running.minor_key))} first",
+        refusal=refusal,
+    )
+
+
+def _unknown_talos(version: Version, *, talos: Version, refusal: Refusal) -> BlockedRelease | None:
+    """An unknown version, when it is the Talos the cluster runs that this build does not
+    know; None otherwise."""
+    if refusal.rule is not Rule.UNKNOWN_VERSION or compat.unknown_talos(talos) is None:
+        return None
+    return _line(
+        Component.KUBERNETES,
+        version,
+        Blocker.UNKNOWN,
+        reason=f"the cluster's Talos {talos.tag} is unknown to this build",
+        step=NEWER_ICHOR,
+        refusal=refusal,
+        newer_ichor=True,
+    )
+
+
+def _talos_pair(version: Version, *, talos: Version, refusal: Refusal) -> BlockedRelease | None:
+    """The Talos pair refuses it, or it is a Kubernetes this build does not know (which
+    no Talos it knows runs); None otherwise."""
+    if refusal.rule is Rule.TALOS_KUBERNETES or (
+        refusal.rule is Rule.UNKNOWN_VERSION and compat.unknown_kubernetes(version) is not None
     ):
         return _talos_blocks(version, talos=talos, refusal=refusal)
-    if isinstance(cluster.cilium, Unreadable) and rule is Rule.UNREADABLE_VERSION:
-        return _line(
-            kube,
-            version,
-            Blocker.UNREADABLE,
-            reason=cluster.cilium.what,
-            step=cluster.cilium.step,
-            refusal=refusal,
-        )
-    if rule in (Rule.CILIUM_KUBERNETES, Rule.UNKNOWN_VERSION) and cluster.cilium is not None:
-        return _cilium_blocks(version, cluster=cluster, refusal=refusal)
-    return _unexplained(kube, version, refusal)
+    return None
+
+
+def _unreadable_cilium(
+    version: Version, *, cluster: ClusterVersions, refusal: Refusal
+) -> BlockedRelease | None:
+    """A Cilium seen whose release cannot be read; None otherwise."""
+    if not isinstance(cluster.cilium, Unreadable) or refusal.rule is not Rule.UNREADABLE_VERSION:
+        return None
+    return _line(
+        Component.KUBERNETES,
+        version,
+        Blocker.UNREADABLE,
+        reason=cluster.cilium.what,
+        step=cluster.cilium.step,
+        refusal=refusal,
+    )
+
+
+def _cilium_pair(
+    version: Version, *, cluster: ClusterVersions, refusal: Refusal
+) -> BlockedRelease | None:
+    """The Cilium that runs refuses it, or is unknown to this build; None otherwise."""
+    if refusal.rule not in (Rule.CILIUM_KUBERNETES, Rule.UNKNOWN_VERSION):
+        return None
+    if cluster.cilium is None:
+        return None
+    return _cilium_blocks(version, cluster=cluster, refusal=refusal)
 
 
 def _talos_blocks(version: Version, *, talos: Version, refusal: Refusal) -> BlockedRelease:
@@ -547,11 +561,38 @@ def blocked_releases(
     if component is Component.CNI:
         return []
     tags = tuple(releases)
-    try:
-        running = parse(cluster.talos if component is Component.TALOS else cluster.kubernetes)
-        parse(cluster.kubernetes if component is Component.TALOS else cluster.talos)
-    except VersionError:
+    running = _running(component, cluster)
+    if running is None:
         return []
+    offered = _offered(component, cluster=cluster, tags=tags, recommended=recommended)
+    by_minor = _newer_by_minor(tags, running=running)
+    lines = (
+        _minor_line(component, by_minor[minor], cluster=cluster, offered=offered, running=running)
+        for minor in sorted(by_minor, reverse=True)
+    )
+    return [line for line in lines if line is not None]
+
+
+def _running(component: Component, cluster: ClusterVersions) -> Version | None:
+    """What the cluster runs of ``component``; None when either version of its spec does
+    not parse (the target rule reports that spec as a ``FORM`` refusal elsewhere)."""
+    talos = component is Component.TALOS
+    try:
+        running = parse(cluster.talos if talos else cluster.kubernetes)
+        parse(cluster.kubernetes if talos else cluster.talos)
+    except VersionError:
+        return None
+    return running
+
+
+def _offered(
+    component: Component,
+    *,
+    cluster: ClusterVersions,
+    tags: tuple[str, ...],
+    recommended: str | None,
+) -> set[Version]:
+    """What the choices offer, so a line is never written for it."""
     if component is Component.TALOS:
         choices = upgrade_choices.talos_choices(
             cluster=cluster, releases=tags, recommended=recommended or PINNED.talos
@@ -560,32 +601,55 @@ def blocked_releases(
         choices = upgrade_choices.kubernetes_choices(
             cluster=cluster, releases=tags, recommended=recommended or PINNED.kubernetes
         )
-    offered = set(choices.offered)
+    return set(choices.offered)
+
+
+def _newer_by_minor(tags: Iterable[str], *, running: Version) -> dict[Minor, list[Version]]:
+    """The recorded finals newer than what runs, by minor, in the order ``finals`` gives
+    (newest first)."""
     by_minor: dict[Minor, list[Version]] = {}
     for version in upgrade_choices.finals(tags):
         if version > running:
             by_minor.setdefault(version.minor_key, []).append(version)
-    lines: list[BlockedRelease] = []
-    for minor in sorted(by_minor, reverse=True):
-        newest = by_minor[minor][0]
-        if newest in offered:
-            continue
-        line = explain(component=component, version=newest, cluster=cluster)
-        if line is None:
-            continue
-        hidden = sum(1 for version in by_minor[minor] if version not in offered)
-        line = replace(line, not_offered=hidden)
-        some = [version for version in by_minor[minor] if version in offered]
-        if line.blocker is Blocker.TESTED_PATH and some:
-            up = minor[1] - running.minor
-            line = replace(
-                line,
-                reason=f"{_WORDS.get(up, str(up))} minors up, and of Talos {_text(minor)} the "
-                f"choices offer only the release set's {some[0].tag} (the path the Talos docs "
-                f"test goes through each minor)",
-            )
-        lines.append(line)
-    return lines
+    return by_minor
+
+
+def _minor_line(
+    component: Component,
+    versions: list[Version],
+    *,
+    cluster: ClusterVersions,
+    offered: set[Version],
+    running: Version,
+) -> BlockedRelease | None:
+    """The line of one minor: why its newest release is not offered, counting the
+    releases of it not offered (None: its newest is offered, or nothing blocks it)."""
+    newest = versions[0]
+    if newest in offered:
+        return None
+    line = explain(component=component, version=newest, cluster=cluster)
+    if line is None:
+        return None
+    hidden = sum(1 for version in versions if version not in offered)
+    some = [version for version in versions if version in offered]
+    return _tested_path_offered(replace(line, not_offered=hidden), some, running=running)
+
+
+def _tested_path_offered(
+    line: BlockedRelease, some: list[Version], *, running: Version
+) -> BlockedRelease:
+    """A Talos minor up the tested path of which the choices offer the release set's
+    release only: the line says so (any other line stays as it is)."""
+    if line.blocker is not Blocker.TESTED_PATH or not some:
+        return line
+    minor = line.version.minor_key
+    up = minor[1] - running.minor
+    return replace(
+        line,
+        reason=f"{_WORDS.get(up, str(up))} minors up, and of Talos {_text(minor)} the "
+        f"choices offer only the release set's {some[0].tag} (the path the Talos docs "
+        f"test goes through each minor)",
+    )
 
 
 def summarize(lines: Iterable[BlockedRelease]) -> BlockedSummary:

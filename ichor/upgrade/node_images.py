@@ -220,62 +220,115 @@ def plan_images(
     plain schematic, or one another node runs without it), since only a label selector
     names a change for chosen nodes deliberately.
     """
+    plan = _Planning(
+        version=version,
+        spec_schematic=spec_schematic,
+        rules=rules,
+        default_factory=default_factory,
+        known=_known_extensions(readings),
+    )
     problems: dict[str, list[str]] = {}
-
-    def problem(kind: str, name: str) -> None:
-        problems.setdefault(kind, []).append(name)
-
-    known = _known_extensions(readings)
     plans: list[NodePlan] = []
     for reading in readings:
-        image = reading.image
-        if image is None:
-            problem(f"cannot be read through the Talos API: {reading.problem or 'no answer'}",
-                    reading.name)  # fmt: skip
-            continue
-        if reading.annotation is not None and reading.annotation != (image.schematic or ""):
-            problem(
-                f"disagree: the Node annotation extensions.talos.dev/schematic names "
-                f"{short(reading.annotation)}, the Talos API {short(image.schematic)}",
-                reading.name,
-            )
-            continue
-        target, by = _target(reading, spec_schematic=spec_schematic, rules=rules)
-        if image.schematic is None and image.extensions and target is None:
-            problem(
-                f"run extensions that come from no Image Factory schematic ({_extensions(image)})",
-                reading.name,
-            )
-            continue
-        if by == "spec.schematic" and target != image.schematic:
-            lost = set(image.extensions) - known.get(target or "", set(image.extensions))
-            if lost:
-                problem(
-                    f"would lose {', '.join(sorted(lost))} to spec.schematic {short(target)} "
-                    f"(it is known to carry {_extensions_of(known[target or ''])})",
-                    reading.name,
-                )
-                continue
-        schematic = target or image.schematic or PLAIN_SCHEMATIC
-        factory = image.factory or default_factory
-        plans.append(
-            NodePlan(
-                name=reading.name,
-                image=installer_image(
-                    factory=factory,
-                    platform=image.platform,
-                    secure_boot=image.secure_boot,
-                    schematic=schematic,
-                    version=version,
-                ),
-                own=image,
-                schematic=schematic,
-                named_by=by if schematic != (image.schematic or PLAIN_SCHEMATIC) else None,
-            )
-        )
+        planned = _node_plan(reading, plan)
+        if isinstance(planned, NodePlan):
+            plans.append(planned)
+        else:
+            problems.setdefault(planned, []).append(reading.name)
     if problems:
         return ImagePlan(refusals=tuple(_refusals(problems)))
     return ImagePlan(nodes=tuple(plans))
+
+
+@dataclass(frozen=True, slots=True)
+class _Planning:
+    """What every node's plan reads: the Talos version, what the spec names, the factory
+    of a node built by none, and the extensions of each schematic some node runs."""
+
+    version: str
+    spec_schematic: str | None
+    rules: Sequence[SchematicRule]
+    default_factory: str
+    known: Mapping[str, frozenset[str]]
+
+
+def _node_plan(reading: NodeReading, plan: _Planning) -> NodePlan | str:
+    """One node's plan, or the first problem that refuses it, in order: its read, the
+    annotation against the Talos API, extensions from no schematic, then extensions
+    ``spec.schematic`` would drop. A problem is the words the refusal groups nodes by."""
+    image = reading.image
+    if image is None:
+        return f"cannot be read through the Talos API: {reading.problem or 'no answer'}"
+    disagreeing = _disagreeing(reading.annotation, image)
+    if disagreeing is not None:
+        return disagreeing
+    target, by = _target(reading, spec_schematic=plan.spec_schematic, rules=plan.rules)
+    return (
+        _unsourced(image, target=target)
+        or _lost(image, target=target, by=by, known=plan.known)
+        or _planned(reading.name, image, target=target, by=by, plan=plan)
+    )
+
+
+def _disagreeing(annotation: str | None, image: NodeImage) -> str | None:
+    """The Node's schematic annotation, when it names another schematic than the Talos
+    API says the node runs (no annotation: nothing to compare)."""
+    if annotation is None or annotation == (image.schematic or ""):
+        return None
+    return (
+        f"disagree: the Node annotation extensions.talos.dev/schematic names "
+        f"{short(annotation)}, the Talos API {short(image.schematic)}"
+    )
+
+
+def _unsourced(image: NodeImage, *, target: str | None) -> str | None:
+    """Extensions that come from no Image Factory schematic on a node the spec names no
+    schematic for: upstream would fall back to the plain image and drop them."""
+    if image.schematic is not None or not image.extensions or target is not None:
+        return None
+    return f"run extensions that come from no Image Factory schematic ({_extensions(image)})"
+
+
+def _lost(
+    image: NodeImage,
+    *,
+    target: str | None,
+    by: str | None,
+    known: Mapping[str, frozenset[str]],
+) -> str | None:
+    """The extensions ``spec.schematic`` is known to drop from the node (the plain
+    schematic, or one another node runs without them); a label selector names a change
+    deliberately, so only the cluster-wide field is checked."""
+    if by != "spec.schematic" or target == image.schematic:
+        return None
+    lost = set(image.extensions) - known.get(target or "", set(image.extensions))
+    if not lost:
+        return None
+    return (
+        f"would lose {', '.join(sorted(lost))} to spec.schematic {short(target)} "
+        f"(it is known to carry {_extensions_of(known[target or ''])})"
+    )
+
+
+def _planned(
+    name: str, image: NodeImage, *, target: str | None, by: str | None, plan: _Planning
+) -> NodePlan:
+    """The node's installer: its own platform, SecureBoot and factory, with the
+    schematic the spec names for it, else its own, else the plain one."""
+    schematic = target or image.schematic or PLAIN_SCHEMATIC
+    return NodePlan(
+        name=name,
+        image=installer_image(
+            factory=image.factory or plan.default_factory,
+            platform=image.platform,
+            secure_boot=image.secure_boot,
+            schematic=schematic,
+            version=plan.version,
+        ),
+        own=image,
+        schematic=schematic,
+        named_by=by if schematic != (image.schematic or PLAIN_SCHEMATIC) else None,
+    )
 
 
 _STEPS = {

@@ -1,54 +1,12 @@
 """Path plans: the shortest list of upgrades that takes a cluster to a goal, or why none.
 
-A Talos several minors behind, or a Kubernetes the running Talos or Cilium cannot run,
-needs more than one operation, in an order the rules accept. ``plan_path`` finds the
-shortest such list over the recorded releases and says, for each step, the exact command
-and why it is there:
-
-    ichor upgrade kubernetes prod v1.34.7
-    ichor upgrade kubernetes prod v1.35.6
-    ichor cni upgrade prod                     (Kubernetes v1.36.7 needs it)
-    ichor upgrade talos prod v1.13.5           (Kubernetes v1.36.7 needs it)
-    ichor upgrade kubernetes prod v1.36.7
-    ichor upgrade talos prod v1.14.4
-
-It adds no rule. Every step passes ``target.check_target`` at the state the steps before
-it leave (the rule the webhook's dry run and the executors apply), and the moves tried
-are the ones the choices would offer at that state, narrowed to the tested path:
-
-- Talos: the newest recorded patch of the running or the next minor, or the goal (the
-  path the Talos docs test goes through the newest patch of each intermediate minor,
-  though machinery lets a typed version skip one);
-- Kubernetes: the newest recorded patch of the running or the next minor, or the goal
-  (one minor at a time); none while the cluster's CNI is not observed, as the choices;
-- Cilium (a Cilium CNI only): the chart this Ichor embeds (``PINNED.cilium_chart``).
-
-A patch this site's policy denies is routed around: the move is then the newest patch of
-that minor the policy leaves (no other rule tells two patches of one minor apart).
-
-The search is breadth-first over these moves, so the plan has the fewest operations.
-Among plans of that length the order is fixed: a Kubernetes move as soon as one keeps
-the plan shortest, then the Cilium step, then Talos; so the plan reads as Kubernetes one
-minor at a time, with a Cilium or Talos step inserted right where the next Kubernetes
-minor needs it, and the Talos moves the goal still asks for at the end.
-
-The goal is a Talos and/or Kubernetes version; with neither, the newest recorded of each
-(``Goal.defaulted``). A goal no sequence reaches is ``UNREACHABLE`` with the reason: the
-furthest state the rules reach and the line of ``blocked.explain`` that stops the next
-move there ("not reachable with this build: ... a newer Ichor release is needed"). For a
-defaulted goal, ``instead`` then holds the plan to the newest Talos, and the newest
-Kubernetes with it, that the rules do reach.
-
-It refuses to plan what it cannot check: a list that ``choices.availability`` calls
-unusable (check off, never recorded) is ``UNAVAILABLE`` with that reason (a stale list is
-used, with a warning); a goal that is not a final recorded release is ``INVALID``; and
-Kubernetes is not moved while no CNI (or no Cilium release) is observed, nor while the
-Cilium release cannot be read. Nothing is executed: the plan lists commands, and
-upgrades stay one component per operation.
-
-For the callers (``ichor upgrade plan CLUSTER [--talos V] [--kubernetes V]``, status):
-``plan_path(...) -> PathPlan`` (``outcome``, ``goal``, ``steps`` each a ``PlanStep`` with
-``command`` and ``why``, ``reason``, ``blocked``, ``warnings``, ``instead``).
+``plan_path(...) -> PathPlan`` finds, over the recorded releases, the fewest operations
+that reach a Talos and/or Kubernetes goal, each step with its exact command and why it is
+there (``ichor upgrade plan``, the status). It adds no rule: every step passes
+``target.check_target`` at the state the steps before it leave. A goal no sequence
+reaches is ``UNREACHABLE`` with the reason; a list that cannot be used is
+``UNAVAILABLE``, a goal that is not a final recorded release ``INVALID``. Nothing is
+executed. More in docs/design/notes.md, "ichor/upgrade/path_plan.py".
 """
 
 from __future__ import annotations
@@ -450,63 +408,96 @@ def _steps(
 
 
 def _unreachable(search: _Search, goal: Goal) -> tuple[str, blocked.BlockedRelease | None]:
-    """Why no path reaches ``goal``: the furthest state and the move that stops there."""
+    """Why no path reaches ``goal``: a goal pair the table refuses, else for the first
+    component the rules never reach, the furthest state and the move that stops there."""
     verb = "are" if goal.talos is not None and goal.kubernetes is not None else "is"
     head = f"{goal} {verb} not reachable with this build"
-    if goal.talos is not None and goal.kubernetes is not None:
-        pair = talos_kubernetes_error(talos=goal.talos, kubernetes=goal.kubernetes)
-        if pair is not None and pair.rule is not Rule.UNKNOWN_VERSION:
-            return f"{head}: {pair.message}", None
-    chart = PINNED.cilium_chart
+    pair = _goal_pair_refusal(goal)
+    if pair is not None:
+        return f"{head}: {pair.message}", None
     for component, target in (
         (Component.TALOS, goal.talos),
         (Component.KUBERNETES, goal.kubernetes),
     ):
-        if target is None:
+        if target is None or _ever_reached(search, component, target):
             continue
-        mine, other = (
-            ("talos", "kubernetes") if component is Component.TALOS else ("kubernetes", "talos")
-        )
-        if any(parse(getattr(state, mine)) == target for state in search.states):
-            continue
-        # a state past the goal (a newer patch the rules took) can never come back to it
-        short = [state for state in search.states if parse(getattr(state, mine)) < target]
-        furthest = max(
-            short or search.states,
-            key=lambda state: (
-                parse(getattr(state, mine)),
-                parse(getattr(state, other)),
-                state.cilium == chart,
-            ),
-        )
-        running = parse(getattr(furthest, mine))
-        releases = search.talos if component is Component.TALOS else search.kubernetes
-        here, there = running.minor_key, _next(running.minor_key)
-        step = target if target.minor_key in (here, there) else releases.newest(there)
-        at = _describe(furthest)
-        if step is None:
-            return (
-                f"{_NAME[component]} {target.tag} is not reachable with this build: no "
-                f"{_NAME[component]} {there[0]}.{there[1]} release is recorded, and "
-                f"{_NAME[component]} moves one minor at a time (the furthest the rules "
-                f"reach is {at})",
-                None,
-            )
-        line = blocked.explain(component=component, version=step, cluster=furthest)
-        if line is None:
+        stopped = _stopped(search, component, target)
+        if stopped is None:
             break
-        via = "" if step == target else f"it goes through {_NAME[component]} {step.tag}, and "
-        under = (
-            "under this site's policy"
-            if line.blocker in (blocked.Blocker.SITE_POLICY, blocked.Blocker.SITE_POLICY_UNREADABLE)
-            else "with this build"
-        )
-        return (
-            f"{_NAME[component]} {target.tag} is not reachable {under}: {via}"
-            f"{line.reason}; {line.step} (the furthest the rules reach is {at})",
-            line,
-        )
+        return stopped
     return f"{head}: no order of upgrades under the rules reaches both", None
+
+
+def _goal_pair_refusal(goal: Goal) -> Refusal | None:
+    """The table's refusal of a goal's Talos and Kubernetes together (a version it does
+    not know is not this refusal: the moves toward it say why)."""
+    if goal.talos is None or goal.kubernetes is None:
+        return None
+    pair = talos_kubernetes_error(talos=goal.talos, kubernetes=goal.kubernetes)
+    if pair is None or pair.rule is Rule.UNKNOWN_VERSION:
+        return None
+    return pair
+
+
+def _ever_reached(search: _Search, component: Component, target: Version) -> bool:
+    """Whether some state the rules reach runs ``target``."""
+    return any(parse(getattr(state, _field(component))) == target for state in search.states)
+
+
+def _furthest(search: _Search, component: Component, target: Version) -> ClusterVersions:
+    """The state the rules take furthest toward ``target``: the newest of the component,
+    then of the other, then with the embedded Cilium. A state past the goal (a newer
+    patch the rules took) can never come back to it, so it counts only when none is
+    short of it."""
+    mine = _field(component)
+    other = _field(Component.KUBERNETES if component is Component.TALOS else Component.TALOS)
+    short = [state for state in search.states if parse(getattr(state, mine)) < target]
+    return max(
+        short or search.states,
+        key=lambda state: (
+            parse(getattr(state, mine)),
+            parse(getattr(state, other)),
+            state.cilium == PINNED.cilium_chart,
+        ),
+    )
+
+
+def _stopped(
+    search: _Search, component: Component, target: Version
+) -> tuple[str, blocked.BlockedRelease | None] | None:
+    """Why the move toward ``target`` from the furthest state fails: no release of the
+    next minor, or the line of ``blocked.explain`` (None: no line says it)."""
+    furthest = _furthest(search, component, target)
+    running = parse(getattr(furthest, _field(component)))
+    releases = search.talos if component is Component.TALOS else search.kubernetes
+    here, there = running.minor_key, _next(running.minor_key)
+    step = target if target.minor_key in (here, there) else releases.newest(there)
+    at = _describe(furthest)
+    name = _NAME[component]
+    if step is None:
+        return (
+            f"{name} {target.tag} is not reachable with this build: no "
+            f"{name} {there[0]}.{there[1]} release is recorded, and "
+            f"{name} moves one minor at a time (the furthest the rules "
+            f"reach is {at})",
+            None,
+        )
+    line = blocked.explain(component=component, version=step, cluster=furthest)
+    if line is None:
+        return None
+    via = "" if step == target else f"it goes through {name} {step.tag}, and "
+    return (
+        f"{name} {target.tag} is not reachable {_under(line)}: {via}"
+        f"{line.reason}; {line.step} (the furthest the rules reach is {at})",
+        line,
+    )
+
+
+def _under(line: blocked.BlockedRelease) -> str:
+    """What stops a move: this site's policy, or this build's tables."""
+    if line.blocker in (blocked.Blocker.SITE_POLICY, blocked.Blocker.SITE_POLICY_UNREADABLE):
+        return "under this site's policy"
+    return "with this build"
 
 
 def plan_path(
@@ -525,74 +516,23 @@ def plan_path(
     ``talos``/``kubernetes``: the goal (final ``vX.Y.Z``); with neither, the newest
     recorded of each. ``name`` goes into the commands. The availabilities come from
     ``choices.availability`` for each list (``status.upgradeTargets``).
+
+    The steps, in order: the lists must be usable, the goal valid and plannable, then
+    the search; a goal it does not reach is said by ``_not_reached``.
     """
-    warnings: list[str] = []
-    for label, usable in (("Talos", talos_availability), ("Kubernetes", kubernetes_availability)):
-        if not usable.available:
-            return PathPlan(
-                outcome=PlanOutcome.UNAVAILABLE,
-                start=cluster,
-                reason=f"The {label} release list is unavailable: {usable.reason}.",
-            )
-        if usable.reason:
-            warnings.append(f"The {label} release list: {usable.reason}.")
-    try:
-        running_talos, running_kubernetes = parse(cluster.talos), parse(cluster.kubernetes)
-    except VersionError as error:
-        return PathPlan(
-            outcome=PlanOutcome.INVALID,
-            start=cluster,
-            reason=f"The cluster's spec is refused: {error}.",
-        )
+    listed = _usable_lists(cluster, talos=talos_availability, kubernetes=kubernetes_availability)
+    if isinstance(listed, PathPlan):
+        return listed
     recorded = {
         Component.TALOS: Releases.of(talos_releases),
         Component.KUBERNETES: Releases.of(kubernetes_releases),
     }
     gate = _kubernetes_known(cluster)
-    wanted: dict[Component, Version | None] = {}
-    defaulted = talos is None and kubernetes is None
-    for component, given, running in (
-        (Component.TALOS, talos, running_talos),
-        (Component.KUBERNETES, kubernetes, running_kubernetes),
-    ):
-        label = _NAME[component]
-        if given is None:
-            newest = recorded[component].newest_overall() if defaulted else None
-            wanted[component] = newest if newest is not None and newest > running else None
-            continue
-        try:
-            version = check_final(given, field=f"the {label} goal")
-        except VersionError as error:
-            return PathPlan(outcome=PlanOutcome.INVALID, start=cluster, reason=f"{error}.")
-        if version < running:
-            return PathPlan(
-                outcome=PlanOutcome.UNREACHABLE,
-                start=cluster,
-                reason=f"{label} {version.tag} is not reachable: the cluster runs "
-                f"{running.tag}, and a version never moves back.",
-            )
-        if version > running and not recorded[component].holds(version):
-            return PathPlan(
-                outcome=PlanOutcome.INVALID,
-                start=cluster,
-                reason=f"{label} {version.tag} is not among the recorded releases, and the "
-                f"plan moves only to recorded releases.",
-            )
-        wanted[component] = version
-    if gate is not None and wanted[Component.KUBERNETES] not in (None, running_kubernetes):
-        if not defaulted:
-            return PathPlan(
-                outcome=PlanOutcome.UNAVAILABLE,
-                start=cluster,
-                reason=f"No Kubernetes step can be planned: {gate}.",
-            )
-        wanted[Component.KUBERNETES] = None
-        warnings.append(f"No Kubernetes step is planned: {gate}.")
-    goal = Goal(
-        talos=wanted[Component.TALOS],
-        kubernetes=wanted[Component.KUBERNETES],
-        defaulted=defaulted,
-    )
+    aimed = _goal(cluster, talos=talos, kubernetes=kubernetes, recorded=recorded, gate=gate)
+    if isinstance(aimed, PathPlan):
+        return aimed
+    goal, gated = aimed
+    warnings = (*listed, *gated)
     search = _Search(
         start=cluster,
         talos=recorded[Component.TALOS],
@@ -601,51 +541,217 @@ def plan_path(
         move_kubernetes=gate is None,
     )
     path = search.walk(goal)
-    if path is not None:
-        return PathPlan(
-            outcome=PlanOutcome.REACHABLE,
-            start=cluster,
-            goal=goal,
-            steps=_steps(path, start=cluster, goal=goal, name=name, recorded=recorded),
-            warnings=tuple(warnings),
+    if path is None:
+        return _not_reached(
+            search, goal, gate=gate, name=name, recorded=recorded, warnings=warnings
         )
-    reason, line = _unreachable(search, goal)
-    if gate is not None:
-        ungated = _Search(
-            start=cluster,
-            talos=recorded[Component.TALOS],
-            kubernetes=recorded[Component.KUBERNETES],
-            goal=goal,
-            move_kubernetes=True,
-        )
-        if ungated.walk(goal) is not None:
+    return _reachable(
+        path, start=cluster, goal=goal, name=name, recorded=recorded, warnings=warnings
+    )
+
+
+def _reachable(
+    path: Sequence[_Edge],
+    *,
+    start: ClusterVersions,
+    goal: Goal,
+    name: str,
+    recorded: Mapping[Component, Releases],
+    warnings: tuple[str, ...],
+) -> PathPlan:
+    """The plan of a path the search found."""
+    return PathPlan(
+        outcome=PlanOutcome.REACHABLE,
+        start=start,
+        goal=goal,
+        steps=_steps(path, start=start, goal=goal, name=name, recorded=recorded),
+        warnings=warnings,
+    )
+
+
+def _usable_lists(
+    cluster: ClusterVersions, *, talos: Availability, kubernetes: Availability
+) -> PathPlan | tuple[str, ...]:
+    """The warnings of usable release lists (a stale one), or the answer that a list is
+    not usable (the Talos list's first)."""
+    warnings: list[str] = []
+    for label, usable in (("Talos", talos), ("Kubernetes", kubernetes)):
+        if not usable.available:
             return PathPlan(
                 outcome=PlanOutcome.UNAVAILABLE,
                 start=cluster,
-                goal=goal,
-                reason=f"{goal} needs a Kubernetes step, and none can be planned yet: {gate}.",
-                warnings=tuple(warnings),
+                reason=f"The {label} release list is unavailable: {usable.reason}.",
             )
-    instead: PathPlan | None = None
-    if defaulted:
-        best = max(search.states, key=lambda state: (parse(state.talos), parse(state.kubernetes)))
-        if best != cluster:
-            closer = Goal(talos=parse(best.talos), kubernetes=parse(best.kubernetes))
-            route = search.walk(closer)
-            if route is not None:
-                instead = PathPlan(
-                    outcome=PlanOutcome.REACHABLE,
-                    start=cluster,
-                    goal=closer,
-                    steps=_steps(route, start=cluster, goal=closer, name=name, recorded=recorded),
-                    warnings=tuple(warnings),
-                )
+        if usable.reason:
+            warnings.append(f"The {label} release list: {usable.reason}.")
+    return tuple(warnings)
+
+
+def _goal(
+    cluster: ClusterVersions,
+    *,
+    talos: str | None,
+    kubernetes: str | None,
+    recorded: Mapping[Component, Releases],
+    gate: str | None,
+) -> PathPlan | tuple[Goal, tuple[str, ...]]:
+    """The goal and its warnings, or the answer that it cannot be planned: a cluster's
+    spec that does not parse, then each component's goal (Talos first), then a
+    Kubernetes goal the gate holds."""
+    try:
+        running = {
+            Component.TALOS: parse(cluster.talos),
+            Component.KUBERNETES: parse(cluster.kubernetes),
+        }
+    except VersionError as error:
+        return PathPlan(
+            outcome=PlanOutcome.INVALID,
+            start=cluster,
+            reason=f"The cluster's spec is refused: {error}.",
+        )
+    defaulted = talos is None and kubernetes is None
+    wanted: dict[Component, Version | None] = {}
+    for component, given in ((Component.TALOS, talos), (Component.KUBERNETES, kubernetes)):
+        version = _wanted(
+            component,
+            given,
+            cluster=cluster,
+            running=running[component],
+            releases=recorded[component],
+            defaulted=defaulted,
+        )
+        if isinstance(version, PathPlan):
+            return version
+        wanted[component] = version
+    return _gated(
+        Goal(
+            talos=wanted[Component.TALOS],
+            kubernetes=wanted[Component.KUBERNETES],
+            defaulted=defaulted,
+        ),
+        cluster=cluster,
+        running=running[Component.KUBERNETES],
+        gate=gate,
+    )
+
+
+def _wanted(
+    component: Component,
+    given: str | None,
+    *,
+    cluster: ClusterVersions,
+    running: Version,
+    releases: Releases,
+    defaulted: bool,
+) -> PathPlan | Version | None:
+    """One component's goal: the version given, which must be a final recorded release
+    not behind the running one; without one, the newest recorded when the whole goal is
+    defaulted and it is newer than the running one (None: the component does not move)."""
+    label = _NAME[component]
+    if given is None:
+        newest = releases.newest_overall() if defaulted else None
+        return newest if newest is not None and newest > running else None
+    try:
+        version = check_final(given, field=f"the {label} goal")
+    except VersionError as error:
+        return PathPlan(outcome=PlanOutcome.INVALID, start=cluster, reason=f"{error}.")
+    if version < running:
+        return PathPlan(
+            outcome=PlanOutcome.UNREACHABLE,
+            start=cluster,
+            reason=f"{label} {version.tag} is not reachable: the cluster runs "
+            f"{running.tag}, and a version never moves back.",
+        )
+    if version > running and not releases.holds(version):
+        return PathPlan(
+            outcome=PlanOutcome.INVALID,
+            start=cluster,
+            reason=f"{label} {version.tag} is not among the recorded releases, and the "
+            f"plan moves only to recorded releases.",
+        )
+    return version
+
+
+def _gated(
+    goal: Goal, *, cluster: ClusterVersions, running: Version, gate: str | None
+) -> PathPlan | tuple[Goal, tuple[str, ...]]:
+    """The goal under the choices' gate on Kubernetes: a Kubernetes move it holds is
+    refused when asked for, and dropped with a warning from a defaulted goal."""
+    if gate is None or goal.kubernetes in (None, running):
+        return goal, ()
+    if not goal.defaulted:
+        return PathPlan(
+            outcome=PlanOutcome.UNAVAILABLE,
+            start=cluster,
+            reason=f"No Kubernetes step can be planned: {gate}.",
+        )
+    return replace(goal, kubernetes=None), (f"No Kubernetes step is planned: {gate}.",)
+
+
+def _not_reached(
+    search: _Search,
+    goal: Goal,
+    *,
+    gate: str | None,
+    name: str,
+    recorded: Mapping[Component, Releases],
+    warnings: tuple[str, ...],
+) -> PathPlan:
+    """The answer for a goal the search does not reach: unavailable when only the gate
+    on Kubernetes stops it, else unreachable with the reason (and, for a defaulted goal,
+    the plan to the newest the rules do reach)."""
+    reason, line = _unreachable(search, goal)
+    if gate is not None and _reached_ungated(search, goal):
+        return PathPlan(
+            outcome=PlanOutcome.UNAVAILABLE,
+            start=search.start,
+            goal=goal,
+            reason=f"{goal} needs a Kubernetes step, and none can be planned yet: {gate}.",
+            warnings=warnings,
+        )
     return PathPlan(
         outcome=PlanOutcome.UNREACHABLE,
-        start=cluster,
+        start=search.start,
         goal=goal,
         reason=reason.rstrip(".") + ".",
         blocked=line,
-        warnings=tuple(warnings),
-        instead=instead,
+        warnings=warnings,
+        instead=_instead(search, goal, name=name, recorded=recorded, warnings=warnings),
+    )
+
+
+def _reached_ungated(search: _Search, goal: Goal) -> bool:
+    """Whether the goal is reached once Kubernetes may move."""
+    ungated = _Search(
+        start=search.start,
+        talos=search.talos,
+        kubernetes=search.kubernetes,
+        goal=goal,
+        move_kubernetes=True,
+    )
+    return ungated.walk(goal) is not None
+
+
+def _instead(
+    search: _Search,
+    goal: Goal,
+    *,
+    name: str,
+    recorded: Mapping[Component, Releases],
+    warnings: tuple[str, ...],
+) -> PathPlan | None:
+    """For a defaulted goal not reached, the plan to the newest Talos, and the newest
+    Kubernetes with it, that the rules do reach (None: no move, or not defaulted)."""
+    if not goal.defaulted:
+        return None
+    start = search.start
+    best = max(search.states, key=lambda state: (parse(state.talos), parse(state.kubernetes)))
+    if best == start:
+        return None
+    closer = Goal(talos=parse(best.talos), kubernetes=parse(best.kubernetes))
+    route = search.walk(closer)
+    if route is None:
+        return None
+    return _reachable(
+        route, start=start, goal=closer, name=name, recorded=recorded, warnings=warnings
     )

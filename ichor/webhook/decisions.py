@@ -1,23 +1,18 @@
 """The webhook's decisions, as pure functions: which rule refuses a write, and the answer.
 
-Two steps, both without I/O so they are tested without a server:
-
 * ``review_cluster`` / ``review_operation`` call the rules of ``ichor.release`` and
   ``ichor.upgrade`` (never a copy of them) in the order a person should meet them, and
-  return a ``Verdict``: the first refusal nothing passes, and the refusals the override
-  verb may pass.
+  return a ``Verdict``.
 * ``answer_cluster`` / ``answer_operation`` turn a verdict, the override request and the
-  SubjectAccessReview's answer into an ``Answer``: allowed or denied with one message, the
-  admission warnings, and the text of the ``Override`` Event to record.
+  SubjectAccessReview's answer into an ``Answer``.
 
-This module refuses to decide anything the rules do not: no path or skew check on a
-TalosCluster write (the plan's job), no default for a missing version, no override of a
-refusal the rules mark as never overridable.
+Nothing here does I/O, so it is tested without a server. More in docs/design/notes.md,
+"ichor/webhook/decisions.py".
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -85,17 +80,17 @@ def _passed_refusals(verdict: Verdict) -> tuple[records.Passed, ...]:
 
 def _admitting(
     record: records.Record,
-    *,
     kind: str,
-    namespace: str,
-    name: str,
+    named: NamespacedName,
+    *,
     cluster: NamespacedName,
     warnings: tuple[str, ...],
 ) -> Answer:
+    """An allowed write of the ``kind`` object ``named``, admitted with ``record``."""
     return Answer(
         allowed=True,
         warnings=warnings,
-        record=records.message(record, kind=kind, namespace=namespace, name=name),
+        record=records.message(record, kind=kind, namespace=named.namespace, name=named.name),
         cluster=cluster,
         admitted=record,
     )
@@ -149,69 +144,107 @@ def review_cluster(
     release set, an adoption's running versions), and is warned instead
     (``site_warnings``).
     """
-    refusals: list[Refusal | Verdict] = [*_form_refusals(new, old=old)]
-    if refusals:
-        return _verdict(refusals)
-    if old is not None:
-        try:
-            downgrade = steps.check_update(old=_fields(old), new=_fields(new))
-        except versions.VersionError:
-            # A stored value the rules cannot read (written before this webhook ran) is
-            # being replaced: nothing to compare it with, and the form check passed.
-            downgrade = None
-        if downgrade is not None:
-            refusals.append(downgrade)
-    talos_changed = old is None or new.talos != old.talos
-    kubernetes_changed = old is None or new.kubernetes != old.kubernetes
-    # The Cilium half holds when the cluster is managed before *or* after the write: a
-    # write that flips the preset is judged by the table it leaves as well.
+    form = _form_refusals(new, old=old)
+    if form:
+        return judge(form)
+    # every rule is asked, as before the chain: a rule after a blocking one still runs
+    return judge(tuple(_cluster_rules(new, old=old, policy=policy)))
+
+
+def _cluster_rules(
+    new: ClusterObject, *, old: ClusterObject | None, policy: SitePolicy
+) -> Iterator[Refusal | Verdict | None]:
+    """The rules of a well-formed TalosCluster write, in the order a person meets them:
+    the downgrade, the table's steps of the moved fields, then the site's policy."""
+    moved = _Moved(
+        talos=old is None or new.talos != old.talos,
+        kubernetes=old is None or new.kubernetes != old.kubernetes,
+    )
+    yield _downgrade(new, old=old)
+    cilium = _write_cilium(new, old=old)
+    yield from _table_steps(new, old=old, cilium=cilium, moved=moved)
+    if old is not None:  # on top of the table: every refusal without it is one with it
+        yield _site_step(
+            new, policy=policy, cilium=cilium, talos=moved.talos, kubernetes=moved.kubernetes
+        )
+
+
+@dataclass(frozen=True)
+class _Moved:
+    """Which version fields a write moves (both, on a create)."""
+
+    talos: bool
+    kubernetes: bool
+
+
+def _downgrade(new: ClusterObject, *, old: ClusterObject | None) -> Refusal | None:
+    """The refusal of an update that moves a version back, or None."""
+    if old is None:
+        return None
+    try:
+        return steps.check_update(old=_fields(old), new=_fields(new))
+    except versions.VersionError:
+        # A stored value the rules cannot read (written before this webhook ran) is
+        # being replaced: nothing to compare it with, and the form check passed.
+        return None
+
+
+def _write_cilium(new: ClusterObject, *, old: ClusterObject | None) -> steps.CiliumRelease:
+    """The Cilium a write is judged with. The Cilium half holds when the cluster is
+    managed before *or* after the write: a write that flips the preset is judged by the
+    table it leaves as well."""
     managed = old is not None and steps.is_cilium(old.cni_preset)
-    cilium = steps.cilium_release(
+    return steps.cilium_release(
         preset=steps.CILIUM if managed else new.cni_preset,
         detected=new.detected_cni,
         version=new.detected_cni_version,
         unreadable=new.cni_unreadable,
     )
-    step: Refusal | Verdict | None
+
+
+def _table_steps(
+    new: ClusterObject,
+    *,
+    old: ClusterObject | None,
+    cilium: steps.CiliumRelease,
+    moved: _Moved,
+) -> tuple[Refusal | Verdict | None, ...]:
+    """The table's answers to the moved fields: the preset's step, then the versions'.
+    An unchanged field the rules cannot read (stored before this webhook ran) is a form
+    refusal instead of both."""
     try:
-        if kubernetes_changed:
-            # The step holds the Talos pair, and behind it the Cilium that runs (if Cilium).
-            step = steps.kubernetes_step(talos=new.talos, kubernetes=new.kubernetes, cilium=cilium)
-        elif talos_changed:
-            step = compat.talos_kubernetes_error(talos=new.talos, kubernetes=new.kubernetes)
-        else:
-            step = None
-        preset = (
-            steps.cni_preset_step(
-                old_preset=old.cni_preset,
-                new_preset=new.cni_preset,
-                detected=new.detected_cni,
-                version=new.detected_cni_version,
-                # a Kubernetes that moves is judged by the step, with the same Cilium
-                kubernetes=None if kubernetes_changed else new.kubernetes,
-                unreadable=new.cni_unreadable,
-            )
-            if old is not None
-            else None
-        )
+        step = _version_step(new, cilium=cilium, moved=moved)
+        preset = _preset_step(new, old=old, moved=moved)
     except versions.VersionError as error:
-        # An unchanged field the rules cannot read (stored before this webhook ran).
-        step, preset = _form(error), None
-    if preset is not None:
-        refusals.append(preset)
-    if step is not None:
-        refusals.append(step)
-    if old is not None:  # on top of the table: every refusal without it is one with it
-        refusals.append(
-            _site_step(
-                new,
-                policy=policy,
-                cilium=cilium,
-                talos=talos_changed,
-                kubernetes=kubernetes_changed,
-            )
-        )
-    return _verdict(refusals)
+        return (_form(error),)
+    return (preset, step)
+
+
+def _version_step(
+    new: ClusterObject, *, cilium: steps.CiliumRelease, moved: _Moved
+) -> Refusal | Verdict | None:
+    """A moved Kubernetes: the step, which holds the Talos pair and behind it the Cilium
+    that runs (if Cilium); a moved Talos alone: the pair; nothing moved: nothing."""
+    if moved.kubernetes:
+        return steps.kubernetes_step(talos=new.talos, kubernetes=new.kubernetes, cilium=cilium)
+    if moved.talos:
+        return compat.talos_kubernetes_error(talos=new.talos, kubernetes=new.kubernetes)
+    return None
+
+
+def _preset_step(new: ClusterObject, *, old: ClusterObject | None, moved: _Moved) -> Verdict | None:
+    """An update's move of ``spec.cni.preset``; a Kubernetes that moves is judged by the
+    version step, with the same Cilium."""
+    if old is None:
+        return None
+    return steps.cni_preset_step(
+        old_preset=old.cni_preset,
+        new_preset=new.cni_preset,
+        detected=new.detected_cni,
+        version=new.detected_cni_version,
+        kubernetes=None if moved.kubernetes else new.kubernetes,
+        unreadable=new.cni_unreadable,
+    )
 
 
 def _site_step(
@@ -355,18 +388,24 @@ def cilium_trace_of_write(
     """
     if old is not None and (new.kubernetes == old.kubernetes or steps.is_cilium(old.cni_preset)):
         return None
-    try:
-        refusal = steps.skipped_cilium_half(
-            preset=new.cni_preset,
-            detected=new.detected_cni,
-            version=new.detected_cni_version,
-            unreadable=new.cni_unreadable,
-            kubernetes=new.kubernetes,
-        )
-    except versions.VersionError:
-        return None  # the form rule refuses it
+    refusal = _skipped_cilium(new, kubernetes=new.kubernetes)  # None: the form rule refuses it
     detail = f"{operation.lower()} spec.kubernetesVersion to {new.kubernetes}"
     return _trace(refusal, requester=requester, detail=detail)
+
+
+def _skipped_cilium(cluster: ClusterObject, *, kubernetes: str) -> Refusal | None:
+    """What the Cilium rule would say of ``kubernetes`` on this cluster left unmanaged
+    (None: nothing, or a version that does not parse)."""
+    try:
+        return steps.skipped_cilium_half(
+            preset=cluster.cni_preset,
+            detected=cluster.detected_cni,
+            version=cluster.detected_cni_version,
+            unreadable=cluster.cni_unreadable,
+            kubernetes=kubernetes,
+        )
+    except versions.VersionError:
+        return None
 
 
 def cilium_trace_of_operation(
@@ -377,16 +416,9 @@ def cilium_trace_of_operation(
     status shows, when the Cilium rule would have refused it (``cilium_trace_of_write``)."""
     if spec.type is not OperationType.KUBERNETES or spec.version is None:
         return None
-    try:
-        refusal = steps.skipped_cilium_half(
-            preset=cluster.cni_preset,
-            detected=cluster.detected_cni,
-            version=cluster.detected_cni_version,
-            unreadable=cluster.cni_unreadable,
-            kubernetes=spec.version,
-        )
-    except versions.VersionError:
-        return None  # the plan refuses the target's form
+    refusal = _skipped_cilium(cluster, kubernetes=spec.version)  # None: the plan refuses its form
+    if refusal is None:
+        return None
     detail = f"kubernetes to {spec.version} on TalosCluster {spec.cluster_ref}"
     if started_by:
         detail += f", started by {started_by}"
@@ -434,14 +466,9 @@ def _passed(
         detail=detail,
         passed=_passed_refusals(verdict),
     )
-    return _admitting(
-        record,
-        kind=kind,
-        namespace=namespace,
-        name=name,
-        cluster=cluster,
-        warnings=tuple(_warning(requester, r) for r in verdict.overridable),
-    )
+    warnings = tuple(_warning(requester, r) for r in verdict.overridable)
+    named = NamespacedName(namespace, name)
+    return _admitting(record, kind, named, cluster=cluster, warnings=warnings)
 
 
 #: The TalosCluster spec field each operation type moves when it succeeds.
@@ -502,14 +529,8 @@ def _carried(
         field=_SPEC_FIELDS[carried.type],
         value=carried.version,
     )
-    return _admitting(
-        record,
-        kind="TalosCluster",
-        namespace=cluster.namespace,
-        name=cluster.name,
-        cluster=cluster,
-        warnings=tuple(_warning(requester, r) for r in verdict.overridable),
-    )
+    warnings = tuple(_warning(requester, r) for r in verdict.overridable)
+    return _admitting(record, "TalosCluster", cluster, cluster=cluster, warnings=warnings)
 
 
 def _adopted(verdict: Verdict, *, requester: Requester, cluster: NamespacedName) -> Answer:
@@ -526,14 +547,7 @@ def _adopted(verdict: Verdict, *, requester: Requester, cluster: NamespacedName)
         )[:WARNING_LIMIT]
         for r in verdict.overridable
     )
-    return _admitting(
-        record,
-        kind="TalosCluster",
-        namespace=cluster.namespace,
-        name=cluster.name,
-        cluster=cluster,
-        warnings=warnings,
-    )
+    return _admitting(record, "TalosCluster", cluster, cluster=cluster, warnings=warnings)
 
 
 #: Said to the writer of a Declarative TalosCluster that sets spec.autoPatch: admitted
@@ -590,13 +604,7 @@ def answer_cluster(
             reason="Adoption",
         )
     if verdict.blocking is not None:
-        return Answer(
-            allowed=False,
-            message=verdict.blocking.message,
-            code=Code.FORBIDDEN,
-            cluster=cluster,
-            reason=str(verdict.blocking.rule),
-        )
+        return _denied(verdict.blocking, verdict.blocking.message, cluster=cluster)
     if not verdict.overridable:
         return Answer(allowed=True, cluster=cluster)
     if carried is not None:
@@ -617,15 +625,25 @@ def answer_cluster(
     # Says whether the requester holds the verb: right for the real user, and an oracle
     # for a forged review's caller, so the endpoint must be reachable by the API server
     # alone (mutual TLS and the ingress NetworkPolicy, docs/install.md).
+    return _denied(
+        first,
+        f"{first.message} Only a user holding {_verb_text(cluster)} can pass this "
+        f"refusal, and user {requester.username!r} does not.",
+        cluster=cluster,
+    )
+
+
+def _denied(
+    refusal: Refusal, message: str, *, cluster: NamespacedName, overridable: bool = False
+) -> Answer:
+    """A write denied by ``refusal``'s rule, in ``message``."""
     return Answer(
         allowed=False,
-        message=(
-            f"{first.message} Only a user holding {_verb_text(cluster)} can pass this "
-            f"refusal, and user {requester.username!r} does not."
-        ),
+        message=message,
         code=Code.FORBIDDEN,
         cluster=cluster,
-        reason=str(first.rule),
+        reason=str(refusal.rule),
+        overridable=overridable,
     )
 
 
@@ -645,40 +663,26 @@ def answer_operation(
                 f" `override: true` does not pass it: the {verdict.blocking.rule} rule is "
                 "never overridable."
             )
-        return Answer(
-            allowed=False,
-            message=message,
-            code=Code.FORBIDDEN,
-            cluster=cluster,
-            reason=str(verdict.blocking.rule),
-        )
+        return _denied(verdict.blocking, message, cluster=cluster)
     if not verdict.overridable:
         if spec.override:
             return _clean_override(spec=spec, requester=requester, holds_verb=holds_verb)
         return Answer(allowed=True, cluster=cluster)
     first = verdict.overridable[0]
     if not spec.override:
-        return Answer(
-            allowed=False,
-            message=(
-                f"{first.message} Setting {kinds.OVERRIDE_WOULD_PASS_WORDS} "
-                f"this refusal for a user holding {_verb_text(cluster)}."
-            ),
-            code=Code.FORBIDDEN,
+        return _denied(
+            first,
+            f"{first.message} Setting {kinds.OVERRIDE_WOULD_PASS_WORDS} "
+            f"this refusal for a user holding {_verb_text(cluster)}.",
             cluster=cluster,
-            reason=str(first.rule),
             overridable=True,
         )
     if not holds_verb:
-        return Answer(
-            allowed=False,
-            message=(
-                f"{first.message} `override: true` is set, but user {requester.username!r} "
-                f"does not hold {_verb_text(cluster)}, which the override needs."
-            ),
-            code=Code.FORBIDDEN,
+        return _denied(
+            first,
+            f"{first.message} `override: true` is set, but user {requester.username!r} "
+            f"does not hold {_verb_text(cluster)}, which the override needs.",
             cluster=cluster,
-            reason=str(first.rule),
         )
     return _passed(
         verdict,
@@ -778,14 +782,9 @@ def _clean_override(
         user=requester.username,
         detail=f"{spec.type} to {_target(spec)}",
     )
-    return _admitting(
-        record,
-        kind="TalosOperation",
-        namespace=spec.namespace,
-        name=spec.name,
-        cluster=cluster,
-        warnings=(warning[:WARNING_LIMIT],),
-    )
+    named = NamespacedName(spec.namespace, spec.name)
+    warnings = (warning[:WARNING_LIMIT],)
+    return _admitting(record, "TalosOperation", named, cluster=cluster, warnings=warnings)
 
 
 def missing_cluster(spec: OperationSpec) -> Answer:

@@ -1,28 +1,20 @@
 """One judgement per TalosCluster or TalosOperation write, shared by the webhook's two halves.
 
-The mutating half writes the annotations the judgement says the stored object must carry
-(the admission records, and an operation's ``override-by`` stamp, ``ichor.api.records``);
-the validating half answers and refuses an object that does not carry exactly those
-(``handlers``). A judgement reads the review (``reviews``), asks the pure decision layers
-(``decisions``, ``stamps``) and makes the reads the answer depends on through the backend
-it is given (``kubeapi``: who the operator is, the cluster an operation names, the
-operations of a cluster, the SubjectAccessReviews: the override verb, and ``get`` on each
-Secret a TalosCluster write names anew). Nothing here decides a rule, nothing
-here writes, and nothing here knows kopf: the operator posts the Events of what was
-admitted once it sees the object stored (``ichor.controller.recorder``).
-
-A judgement never lets an exception out: a review it cannot read, an API call that fails
-or a bug all become a denial with a sentence, because kopf would otherwise answer with
-the exception's text and code 500.
+The mutating half writes the annotations the judgement says the stored object must carry;
+the validating half refuses an object that does not carry exactly those (``handlers``).
+A judgement reads the review (``reviews``), asks the pure decision layers (``decisions``,
+``stamps``) and makes its reads through the backend it is given (``kubeapi``). Each is an
+ordered chain of small named steps. It never lets an exception out: a failure becomes a
+denial with a sentence. More in docs/design/notes.md, "ichor/webhook/judgement.py".
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Protocol, TypedDict, TypeVar, Unpack
 
 from ichor.api import kinds, queue_limits, records, talosoperation
 from ichor.api.autopatch import UNHALT_ANNOTATION, parse_unhalt
@@ -31,9 +23,12 @@ from ichor.api.talosoperation import STARTED_BY_LABEL, OperationType
 from ichor.kube import identity
 from ichor.release import policy as site_policy
 from ichor.release.policy import NO_POLICY, SitePolicy
+from ichor.release.refusals import Verdict
 from ichor.webhook import decisions, kubeapi, marks, reviews, stamps
 
 _log = logging.getLogger(__name__)
+_Logger = logging.Logger | logging.LoggerAdapter[logging.Logger]
+_Read = TypeVar("_Read")
 
 
 def _annotations(body: object) -> Mapping[str, Any]:
@@ -95,6 +90,54 @@ class Judged:
     stamp: stamps.Stamp | None = None
 
 
+@dataclass(frozen=True)
+class _ClusterWrite:
+    """A TalosCluster review as read: who writes, the object, and the one it replaces
+    (None on a create)."""
+
+    who: reviews.Requester
+    cluster: reviews.ClusterObject
+    before: reviews.ClusterObject | None
+
+
+@dataclass(frozen=True)
+class _ClusterDecision:
+    """What the reads of a cluster write decided: the answer, whether the operator wrote
+    it, and the site's policy it was judged under."""
+
+    answer: decisions.Answer
+    operator: bool
+    site: SitePolicy
+
+
+def _unvalidated(operation: object, validated: tuple[str, ...]) -> Judged | None:
+    """The refusal of a review whose operation is not validated here, or None."""
+    if operation in validated:
+        return None
+    return Judged(decisions.malformed(f"operation {operation!r} is not validated here"))
+
+
+def _without_old(operation: object, old: object) -> Judged | None:
+    """The refusal of an UPDATE review that carries no ``oldObject``, or None."""
+    if operation == "UPDATE" and old is None:
+        return Judged(decisions.malformed("an UPDATE review carries no oldObject"))
+    return None
+
+
+def _failed(
+    error: Exception,
+    *,
+    what: str,
+    logger: _Logger,
+) -> decisions.Answer:
+    """The denial of a judgement that failed: the API did not answer, or a bug (logged
+    with its trace, so that kopf never answers with the exception's text)."""
+    if isinstance(error, kubeapi.ApiUnavailable):
+        return decisions.undecided(str(error))
+    logger.exception("%s admission failed", what)
+    return decisions.undecided(f"internal error {type(error).__name__}")
+
+
 async def judge_cluster(
     *,
     new: object,
@@ -102,94 +145,188 @@ async def judge_cluster(
     userinfo: object,
     operation: object,
     backend: kubeapi.Backend,
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    logger: _Logger = _log,
 ) -> Judged:
-    """The judgement of a TalosCluster create or update; never raises."""
+    """The judgement of a TalosCluster create or update; never raises. Its steps, in
+    order: read the review, decide through the backend's reads, then add the warnings,
+    the Cilium trace and the stamp of an allowed write."""
+    write = _read_cluster_write(new=new, old=old, userinfo=userinfo, operation=operation)
+    if isinstance(write, Judged):
+        return write
     try:
-        if operation not in ("CREATE", "UPDATE"):
-            return Judged(decisions.malformed(f"operation {operation!r} is not validated here"))
-        who = reviews.requester(userinfo)
-        cluster = reviews.cluster_versions(new, where="object")
-        before = reviews.cluster_versions(old, where="oldObject") if operation == "UPDATE" else None
-        if operation == "UPDATE" and old is None:
-            return Judged(decisions.malformed("an UPDATE review carries no oldObject"))
-    except reviews.MalformedReview as error:
-        return Judged(decisions.malformed(str(error)))
-    try:
-        # parsing the expressions takes milliseconds each: off the event loop
-        costly = (
-            await asyncio.to_thread(decisions.health_check_refusal, cluster, before)
-            if cluster.health_checks
-            else None
+        decided = await _decide_cluster(
+            write, new=new, old=old, operation=operation, backend=backend
         )
-        if costly is not None:
-            return Judged(costly)
-        operator = await _is_operator(backend, who)
-        marked = _marked(
-            kinds.Kind.TALOS_CLUSTER, new=new, old=old, operation=operation, who=who,
-            operator=operator,
-        )  # fmt: skip
-        if marked is not None:
-            return marked
-        unreadable = await _unreadable_secret(backend, who, new=cluster, old=before)
-        if unreadable is not None:
-            return Judged(unreadable)
-        site = NO_POLICY
-        if (
-            before is None
-            or cluster.talos != before.talos
-            or cluster.kubernetes != before.kubernetes
-        ):
-            site = await _site_policy(backend)  # it judges a moved version, warns a create
-        verdict = decisions.review_cluster(new=cluster, old=before, policy=site)
-        carried = None
-        if before is not None and verdict.blocking is None and verdict.overridable and operator:
-            carried = await _carried_operation(backend, new=cluster, old=before)
-        holds = None
-        if carried is None and decisions.needs_access_review(
-            verdict, override_requested=bool(verdict.overridable)
-        ):
-            holds = await backend.holds_override(who, cluster.ref)
-        answer = decisions.answer_cluster(
-            verdict,
-            requester=who,
-            cluster=cluster.ref,
-            holds_verb=holds,
-            operation=str(operation),
-            carried=carried,
-            adoption=_annotations(new).get(records.ADOPTION) == "true",
-            declarative=cluster.declarative,
-        )
-    except kubeapi.ApiUnavailable as error:
-        return Judged(decisions.undecided(str(error)))
     except Exception as error:
-        logger.exception("TalosCluster admission failed")
-        return Judged(decisions.undecided(f"internal error {type(error).__name__}"))
-    if not answer.allowed:
-        return Judged(answer)
-    noted = decisions.cluster_warnings(cluster)
-    if before is None:
-        noted += decisions.site_warnings(cluster, policy=site)
-    if noted:
-        answer = replace(answer, warnings=(*answer.warnings, *noted))
-    # The operator's own spec write follows an operation, whose create was traced.
-    traced = (
-        None
-        if operator
-        else decisions.cilium_trace_of_write(
-            new=cluster, old=before, requester=who, operation=str(operation)
-        )
-    )
-    if traced is not None:
-        answer = replace(answer, traced=traced)
+        return Judged(_failed(error, what="TalosCluster", logger=logger))
+    if isinstance(decided, Judged):
+        return decided
+    if not decided.answer.allowed:
+        return Judged(decided.answer)
+    answer = _with_cluster_warnings(decided.answer, write, site=decided.site)
+    answer = _with_write_trace(answer, write, operator=decided.operator, operation=operation)
     stamp = stamps.cluster_stamp(
         old=_annotations(old) if operation == "UPDATE" else None,
         given=_annotations(new),
-        operator=operator,
+        operator=decided.operator,
         admitted=answer.admitted,
         traced=answer.traced,
     )
     return Judged(answer, stamp)
+
+
+def _read_cluster_write(
+    *, new: object, old: object, userinfo: object, operation: object
+) -> _ClusterWrite | Judged:
+    """The TalosCluster review as read, or the refusal of one that cannot be read."""
+
+    def read(who: reviews.Requester) -> _ClusterWrite:
+        cluster = reviews.cluster_versions(new, where="object")
+        before = reviews.cluster_versions(old, where="oldObject") if operation == "UPDATE" else None
+        return _ClusterWrite(who, cluster, before)
+
+    return _read_review(read, old=old, userinfo=userinfo, operation=operation)
+
+
+def _read_review(
+    read: Callable[[reviews.Requester], _Read],
+    *,
+    old: object,
+    userinfo: object,
+    operation: object,
+    validated: tuple[str, ...] = ("CREATE", "UPDATE"),
+) -> _Read | Judged:
+    """A review read in order: an operation validated here, the requester, the object
+    (``read``), then the old object an UPDATE carries; or the refusal of the first that
+    cannot be read."""
+    try:
+        refused = _unvalidated(operation, validated)
+        if refused is not None:
+            return refused
+        written = read(reviews.requester(userinfo))
+        refused = _without_old(operation, old)
+        return written if refused is None else refused
+    except reviews.MalformedReview as error:
+        return Judged(decisions.malformed(str(error)))
+
+
+async def _decide_cluster(
+    write: _ClusterWrite,
+    *,
+    new: object,
+    old: object,
+    operation: object,
+    backend: kubeapi.Backend,
+) -> _ClusterDecision | Judged:
+    """The answer to a readable TalosCluster write, in order: its health checks, the
+    operator's marks, the Secrets it names anew, then the rules under the site's policy
+    with the override an operation carries or the verb the writer holds."""
+    costly = await _health_check_refusal(write)
+    if costly is not None:
+        return Judged(costly)
+    operator = await _is_operator(backend, write.who)
+    marked = _marked(
+        kinds.Kind.TALOS_CLUSTER, new=new, old=old, operation=operation, who=write.who,
+        operator=operator,
+    )  # fmt: skip
+    if marked is not None:
+        return marked
+    unreadable = await _unreadable_secret(backend, write.who, new=write.cluster, old=write.before)
+    if unreadable is not None:
+        return Judged(unreadable)
+    site = await _cluster_site_policy(backend, write)
+    verdict = decisions.review_cluster(new=write.cluster, old=write.before, policy=site)
+    carried = await _carried(backend, write, verdict, operator=operator)
+    holds = await _cluster_holds(backend, write, verdict, carried=carried)
+    answer = decisions.answer_cluster(
+        verdict,
+        requester=write.who,
+        cluster=write.cluster.ref,
+        holds_verb=holds,
+        operation=str(operation),
+        carried=carried,
+        adoption=_annotations(new).get(records.ADOPTION) == "true",
+        declarative=write.cluster.declarative,
+    )
+    return _ClusterDecision(answer, operator, site)
+
+
+async def _health_check_refusal(write: _ClusterWrite) -> decisions.Answer | None:
+    """The refusal of the cluster's health checks, or None; a cluster without any costs
+    nothing (parsing the expressions takes milliseconds each: off the event loop)."""
+    if not write.cluster.health_checks:
+        return None
+    return await asyncio.to_thread(decisions.health_check_refusal, write.cluster, write.before)
+
+
+async def _cluster_site_policy(backend: kubeapi.Backend, write: _ClusterWrite) -> SitePolicy:
+    """The site's policy when the write creates the cluster (to warn) or moves a version
+    (to judge it); no policy, and no read, for any other update."""
+    before = write.before
+    if (
+        before is None
+        or write.cluster.talos != before.talos
+        or write.cluster.kubernetes != before.kubernetes
+    ):
+        return await _site_policy(backend)
+    return NO_POLICY
+
+
+async def _carried(
+    backend: kubeapi.Backend,
+    write: _ClusterWrite,
+    verdict: Verdict,
+    *,
+    operator: bool,
+) -> reviews.StoredOperation | None:
+    """The stored operation whose override the operator's own update carries, looked up
+    only for an update by the operator that nothing blocks and only an override passes."""
+    if write.before is None or verdict.blocking is not None or not verdict.overridable:
+        return None
+    if not operator:
+        return None
+    return await _carried_operation(backend, new=write.cluster, old=write.before)
+
+
+async def _cluster_holds(
+    backend: kubeapi.Backend,
+    write: _ClusterWrite,
+    verdict: Verdict,
+    *,
+    carried: reviews.StoredOperation | None,
+) -> bool | None:
+    """Whether the writer holds the override verb, asked only when no operation carries
+    the override and the verdict needs it (None: not asked)."""
+    if carried is not None:
+        return None
+    if not decisions.needs_access_review(verdict, override_requested=bool(verdict.overridable)):
+        return None
+    return await backend.holds_override(write.who, write.cluster.ref)
+
+
+def _with_cluster_warnings(
+    answer: decisions.Answer, write: _ClusterWrite, *, site: SitePolicy
+) -> decisions.Answer:
+    """The allowed answer with the cluster's warnings, and on a create the site's."""
+    noted = decisions.cluster_warnings(write.cluster)
+    if write.before is None:
+        noted += decisions.site_warnings(write.cluster, policy=site)
+    if not noted:
+        return answer
+    return replace(answer, warnings=(*answer.warnings, *noted))
+
+
+def _with_write_trace(
+    answer: decisions.Answer, write: _ClusterWrite, *, operator: bool, operation: object
+) -> decisions.Answer:
+    """The allowed answer with the Cilium trace of a person's write, if any. The
+    operator's own spec write follows an operation, whose create was traced."""
+    if operator:
+        return answer
+    traced = decisions.cilium_trace_of_write(
+        new=write.cluster, old=write.before, requester=write.who, operation=str(operation)
+    )
+    return answer if traced is None else replace(answer, traced=traced)
 
 
 async def _unreadable_secret(
@@ -235,6 +372,14 @@ async def _carried_operation(
     )
 
 
+@dataclass(frozen=True)
+class _OperationWrite:
+    """A TalosOperation review as read: who writes and the operation's spec."""
+
+    who: reviews.Requester
+    spec: reviews.OperationSpec
+
+
 async def judge_operation(
     *,
     new: object,
@@ -242,62 +387,33 @@ async def judge_operation(
     userinfo: object,
     operation: object,
     backend: kubeapi.Backend,
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    logger: _Logger = _log,
     max_queued: int | None = None,
 ) -> Judged:
     """The judgement of a TalosOperation create (the plan) or update (its stamp only: the
     CRD keeps its spec as created); never raises. ``max_queued``: a create is refused
     while the cluster has that many operations not finished (None: not counted, as in
     the mutating half, which the validating half follows)."""
+    write = _read_operation_write(new=new, old=old, userinfo=userinfo, operation=operation)
+    if isinstance(write, Judged):
+        return write
     try:
-        if operation not in ("CREATE", "UPDATE"):
-            return Judged(decisions.malformed(f"operation {operation!r} is not validated here"))
-        who = reviews.requester(userinfo)
-        spec = reviews.operation_spec(new, where="object")
-        if operation == "UPDATE" and old is None:
-            return Judged(decisions.malformed("an UPDATE review carries no oldObject"))
-    except reviews.MalformedReview as error:
-        return Judged(decisions.malformed(str(error)))
-    try:
-        operator = await _is_operator(backend, who)
+        operator = await _is_operator(backend, write.who)
         marked = _marked(
-            kinds.Kind.TALOS_OPERATION, new=new, old=old, operation=operation, who=who,
+            kinds.Kind.TALOS_OPERATION, new=new, old=old, operation=operation, who=write.who,
             operator=operator,
         )  # fmt: skip
         if marked is not None:
             return marked
         if operation == "UPDATE":
-            answer = decisions.Answer(allowed=True, cluster=spec.cluster_ref)
+            answer = decisions.Answer(allowed=True, cluster=write.spec.cluster_ref)
         else:
-            body = await backend.read_cluster(spec.cluster_ref)
-            if body is None:
-                return Judged(decisions.missing_cluster(spec))
-            try:
-                cluster = reviews.cluster_versions(body, where=f"TalosCluster {spec.cluster_ref}")
-            except reviews.MalformedReview as error:
-                return Judged(decisions.undecided(str(error)))
-            verdict = decisions.review_operation(
-                spec=spec, cluster=cluster, policy=await _site_policy(backend)
-            )
-            holds = None
-            if decisions.needs_access_review(verdict, override_requested=spec.override):
-                holds = await backend.holds_override(who, spec.cluster_ref)
-            answer = decisions.answer_operation(verdict, spec=spec, requester=who, holds_verb=holds)
-            if answer.allowed and spec.type is OperationType.TALOS and spec.version:
-                shown = decisions.image_plan_warnings(body, version=spec.version)
-                answer = replace(answer, warnings=answer.warnings + shown)
-            if answer.allowed and max_queued is not None:
-                answer = await _within_queue(backend, spec, answer, most=max_queued)
-            traced = decisions.cilium_trace_of_operation(
-                spec=spec, cluster=cluster, requester=who, started_by=_started_by(new)
-            )
-            if answer.allowed and traced is not None:
-                answer = replace(answer, traced=traced)
-    except kubeapi.ApiUnavailable as error:
-        return Judged(decisions.undecided(str(error)))
+            planned = await _plan_answer(write, new=new, backend=backend, max_queued=max_queued)
+            if isinstance(planned, Judged):
+                return planned
+            answer = planned
     except Exception as error:
-        logger.exception("TalosOperation admission failed")
-        return Judged(decisions.undecided(f"internal error {type(error).__name__}"))
+        return Judged(_failed(error, what="TalosOperation", logger=logger))
     if not answer.allowed:
         return Judged(answer)
     stamp = stamps.operation_stamp(
@@ -305,10 +421,65 @@ async def judge_operation(
         given=_annotations(new),
         operator=operator,
         admitted=answer.admitted,
-        override_by=who.username if spec.override else None,
+        override_by=write.who.username if write.spec.override else None,
         traced=answer.traced,
     )
     return Judged(answer, stamp)
+
+
+def _read_operation_write(
+    *, new: object, old: object, userinfo: object, operation: object
+) -> _OperationWrite | Judged:
+    """The TalosOperation review as read, or the refusal of one that cannot be read."""
+
+    def read(who: reviews.Requester) -> _OperationWrite:
+        return _OperationWrite(who, reviews.operation_spec(new, where="object"))
+
+    return _read_review(read, old=old, userinfo=userinfo, operation=operation)
+
+
+async def _plan_answer(
+    write: _OperationWrite,
+    *,
+    new: object,
+    backend: kubeapi.Backend,
+    max_queued: int | None,
+) -> decisions.Answer | Judged:
+    """The answer to an operation's create, in order: the cluster it names, the rules
+    under the site's policy with the verb the writer holds, then on an allowed plan the
+    image warnings, the queue's cap and the Cilium trace."""
+    spec = write.spec
+    body = await backend.read_cluster(spec.cluster_ref)
+    if body is None:
+        return Judged(decisions.missing_cluster(spec))
+    try:
+        cluster = reviews.cluster_versions(body, where=f"TalosCluster {spec.cluster_ref}")
+    except reviews.MalformedReview as error:
+        return Judged(decisions.undecided(str(error)))
+    verdict = decisions.review_operation(
+        spec=spec, cluster=cluster, policy=await _site_policy(backend)
+    )
+    holds = None
+    if decisions.needs_access_review(verdict, override_requested=spec.override):
+        holds = await backend.holds_override(write.who, spec.cluster_ref)
+    answer = decisions.answer_operation(verdict, spec=spec, requester=write.who, holds_verb=holds)
+    answer = _with_image_warnings(answer, spec, cluster=body)
+    if answer.allowed and max_queued is not None:
+        answer = await _within_queue(backend, spec, answer, most=max_queued)
+    traced = decisions.cilium_trace_of_operation(
+        spec=spec, cluster=cluster, requester=write.who, started_by=_started_by(new)
+    )
+    return answer if traced is None or not answer.allowed else replace(answer, traced=traced)
+
+
+def _with_image_warnings(
+    answer: decisions.Answer, spec: reviews.OperationSpec, *, cluster: Mapping[str, Any]
+) -> decisions.Answer:
+    """The answer with what the node images plan warns, on an allowed Talos upgrade."""
+    if not answer.allowed or spec.type is not OperationType.TALOS or not spec.version:
+        return answer
+    shown = decisions.image_plan_warnings(cluster, version=spec.version)
+    return replace(answer, warnings=answer.warnings + shown)
 
 
 async def _within_queue(
@@ -332,29 +503,25 @@ async def judge_installation(
     userinfo: object,
     operation: object,
     backend: kubeapi.Backend,
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    logger: _Logger = _log,
 ) -> Judged:
     """The judgement of an IchorInstallation update: the operator's marks, a write of the
     site's policy (``spec.policy``, refused when it cannot be read: it can only refuse,
     and an entry that claims to allow what the table refuses is refused), and a request
     to lift auto-patch halts (``ichor.dev/unhalt``), whose requester the admission record
     names for the operator's Event; never raises. Its spec is the installer's (RBAC)."""
-    try:
-        if operation != "UPDATE":
-            return Judged(decisions.malformed(f"operation {operation!r} is not validated here"))
-        who = reviews.requester(userinfo)
+
+    def read(who: reviews.Requester) -> reviews.Requester:
         reviews.object_name(new)
-        if old is None:
-            return Judged(decisions.malformed("an UPDATE review carries no oldObject"))
-    except reviews.MalformedReview as error:
-        return Judged(decisions.malformed(str(error)))
+        return who
+
+    who = _read_review(read, old=old, userinfo=userinfo, operation=operation, validated=("UPDATE",))
+    if isinstance(who, Judged):
+        return who
     try:
         operator = await _is_operator(backend, who)
-    except kubeapi.ApiUnavailable as error:
-        return Judged(decisions.undecided(str(error)))
     except Exception as error:
-        logger.exception("IchorInstallation admission failed")
-        return Judged(decisions.undecided(f"internal error {type(error).__name__}"))
+        return Judged(_failed(error, what="IchorInstallation", logger=logger))
     kind = kinds.Kind.ICHOR_INSTALLATION
     marked = _marked(kind, new=new, old=old, operation=operation, who=who, operator=operator)
     if marked is not None:
@@ -402,7 +569,7 @@ def _checked(
     kind: kinds.Kind,
     new: object,
     dryrun: bool,
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger],
+    logger: _Logger,
 ) -> decisions.Answer:
     """The validating half: the judgement's answer, refused when the object does not carry
     the stamp exactly (or would carry more records than may wait)."""
@@ -453,21 +620,14 @@ _CARRYING = {
 }
 
 
-async def cluster_answer(
-    *,
-    new: object,
-    old: object,
-    userinfo: object,
-    operation: object,
-    dryrun: bool,
-    backend: kubeapi.Backend,
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
-) -> decisions.Answer:
-    """The validating answer to a TalosCluster create or update; never raises."""
-    judged = await judge_cluster(
-        new=new, old=old, userinfo=userinfo, operation=operation, backend=backend, logger=logger
-    )
-    return _checked(judged, kind=kinds.Kind.TALOS_CLUSTER, new=new, dryrun=dryrun, logger=logger)
+class Review(TypedDict):
+    """The review a judgement reads, as the kopf handlers pass it."""
+
+    new: object
+    old: object
+    userinfo: object
+    operation: object
+    backend: kubeapi.Backend
 
 
 async def operation_answer(
@@ -478,7 +638,7 @@ async def operation_answer(
     dryrun: bool,
     backend: kubeapi.Backend,
     old: object = None,
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
+    logger: _Logger = _log,
     max_queued: int = queue_limits.MAX_QUEUED,
 ) -> decisions.Answer:
     """The validating answer to a TalosOperation create (the plan) or update; never raises."""
@@ -494,23 +654,33 @@ async def operation_answer(
     return _checked(judged, kind=kinds.Kind.TALOS_OPERATION, new=new, dryrun=dryrun, logger=logger)
 
 
-async def installation_answer(
-    *,
-    new: object,
-    old: object,
-    userinfo: object,
-    operation: object,
-    dryrun: bool,
-    backend: kubeapi.Backend,
-    logger: logging.Logger | logging.LoggerAdapter[logging.Logger] = _log,
-) -> decisions.Answer:
-    """The validating answer to an IchorInstallation update; never raises."""
-    judged = await judge_installation(
-        new=new, old=old, userinfo=userinfo, operation=operation, backend=backend, logger=logger
-    )
-    return _checked(
-        judged, kind=kinds.Kind.ICHOR_INSTALLATION, new=new, dryrun=dryrun, logger=logger
-    )
+class _Judge(Protocol):
+    def __call__(self, *, logger: _Logger = ..., **review: Unpack[Review]) -> Awaitable[Judged]: ...
+
+
+class _Answering(Protocol):
+    def __call__(
+        self, *, dryrun: bool, logger: _Logger = ..., **review: Unpack[Review]
+    ) -> Coroutine[Any, Any, decisions.Answer]: ...
+
+
+def _validating(judge: _Judge, kind: kinds.Kind) -> _Answering:
+    """The validating answer of ``judge``: its judgement, checked against the stamp the
+    object carries (``_checked``); never raises."""
+
+    async def answer(
+        *, dryrun: bool, logger: _Logger = _log, **review: Unpack[Review]
+    ) -> decisions.Answer:
+        judged = await judge(logger=logger, **review)
+        return _checked(judged, kind=kind, new=review["new"], dryrun=dryrun, logger=logger)
+
+    return answer
+
+
+#: The validating answer to a TalosCluster create or update; never raises.
+cluster_answer = _validating(judge_cluster, kinds.Kind.TALOS_CLUSTER)
+#: The validating answer to an IchorInstallation update; never raises.
+installation_answer = _validating(judge_installation, kinds.Kind.ICHOR_INSTALLATION)
 
 
 async def status_answer(
@@ -534,11 +704,8 @@ async def status_answer(
         return decisions.malformed(str(error))
     try:
         own = await backend.own_identity()
-    except kubeapi.ApiUnavailable as error:
-        return decisions.undecided(str(error))
     except Exception as error:
-        _log.exception("status admission failed")
-        return decisions.undecided(f"internal error {type(error).__name__}")
+        return _failed(error, what="status", logger=_log)
     return decisions.answer_status(
         kind=kind.value, namespace=namespace, name=name, requester=who, operator=own.username,
         matches=is_operator(who, own),

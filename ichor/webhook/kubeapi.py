@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol, TypedDict, cast
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.kube import clients, errors, identity, objects
@@ -119,7 +119,7 @@ def access_review(
 
 
 class KubeBackend:
-    """The real backend: one kubernetes_asyncio client per event loop that uses it.
+    """The real backend: one kubernetes.aio client per event loop that uses it.
 
     It reaches the API server as ``kubeconfig`` (a file) says, else as the operator does
     (``kube``: in-cluster credentials in a Pod, else ``KUBECONFIG``/``~/.kube/config``);

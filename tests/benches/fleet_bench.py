@@ -255,7 +255,7 @@ def _operator_main(kubeconfig: str, interval: float) -> None:
     import logging
 
     import kopf
-    from kubernetes_asyncio.config import kube_config
+    from kubernetes.aio.config import kube_config
 
     from ichor.controller.taloscluster import wiring as cluster_wiring
     from ichor.kube import allocator

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, cast
 
 import pytest
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client
+from kubernetes.aio.client.exceptions import ApiException
 
 from tests.component import throwaway
 from tests.harness import controlplane
@@ -87,10 +87,13 @@ async def test_python_client_reads_status_and_meets_resource_version_conflicts(
     api = client.CustomObjectsApi(kube_api)
     where = (GROUP, throwaway.VERSION, namespace, throwaway.PLURAL, "w2")
 
-    stale = await api.get_namespaced_custom_object(*where)
+    stale = cast(dict[str, Any], await api.get_namespaced_custom_object(*where))
     patch = [{"op": "add", "path": "/status", "value": {"phase": "Ready"}}]
-    await api.patch_namespaced_custom_object_status(*where, patch)
-    status = await api.get_namespaced_custom_object_status(*where)
+    # kubernetes.aio sends a custom object's patch as a merge patch unless told otherwise
+    await api.patch_namespaced_custom_object_status(
+        *where, patch, _content_type="application/json-patch+json"
+    )
+    status = cast(dict[str, Any], await api.get_namespaced_custom_object_status(*where))
     assert status["status"] == {"phase": "Ready"}
 
     stale["spec"]["replicas"] = 5

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
+from kubernetes.aio import client
 
 from tests.component import throwaway
 from tests.harness import controlplane
@@ -143,9 +143,10 @@ async def test_subject_access_review_answers_the_custom_override_verb(
         )
     )
     answer = await client.AuthorizationV1Api(kube_api).create_subject_access_review(review)
+    assert answer.status is not None
     assert answer.status.allowed is allowed
     if allowed:
-        assert "RBAC: allowed by RoleBinding" in answer.status.reason
+        assert "RBAC: allowed by RoleBinding" in str(answer.status.reason)
 
 
 @pytest.mark.parametrize(("user", "answer"), [(READER, "yes"), ("bob", "no")])

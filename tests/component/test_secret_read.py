@@ -9,8 +9,8 @@ import uuid
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.kube import bodies, clients, events
 from tests.harness import controlplane

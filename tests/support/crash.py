@@ -38,13 +38,13 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import yaml
-from kubernetes_asyncio import client, config, watch
-from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client, config, watch
+from kubernetes.aio.client.api_client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.controller.talosoperation import jobs
@@ -190,13 +190,13 @@ class Context:
         return client.CoreV1Api(self.admin)
 
     async def cluster(self, name: str = "prod") -> dict[str, Any]:
-        found: dict[str, Any] = await self.custom.get_namespaced_custom_object(
+        found: Any = await self.custom.get_namespaced_custom_object(
             kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, name
         )
-        return found
+        return cast(dict[str, Any], found)
 
     async def operations(self) -> list[dict[str, Any]]:
-        listed = await self.custom.list_namespaced_custom_object(
+        listed: Any = await self.custom.list_namespaced_custom_object(
             kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_OPERATIONS
         )
         items: list[dict[str, Any]] = listed["items"]
@@ -213,10 +213,10 @@ class Context:
         return items
 
     async def installation(self) -> dict[str, Any]:
-        found: dict[str, Any] = await self.custom.get_cluster_custom_object(
+        found: Any = await self.custom.get_cluster_custom_object(
             kinds.GROUP, kinds.VERSION, kinds.Plural.ICHOR_INSTALLATIONS, kinds.INSTALLATION_NAME
         )
-        return found
+        return cast(dict[str, Any], found)
 
     async def installation_events(self) -> list[dict[str, Any]]:
         listed = await self.core.list_namespaced_event(
@@ -249,7 +249,7 @@ class Context:
     async def patch_cluster_spec(self, spec: dict[str, Any], name: str = "prod") -> None:
         await client.CustomObjectsApi(self.holder).patch_namespaced_custom_object(
             kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, name,
-            {"spec": spec}, _content_type=MERGE,  # type: ignore[call-arg]
+            {"spec": spec}, _content_type=MERGE,
         )  # fmt: skip
 
 
@@ -572,7 +572,7 @@ class Stack:
                 "enabled": enabled, "interval": "1h", "talosRepository": found["talos"],
                 "kubernetesRepository": found["kubernetes"], "chartRepository": found["chart"],
             }}},
-            _content_type=MERGE,  # type: ignore[call-arg]
+            _content_type=MERGE,
         )  # fmt: skip
 
     def restart_standin(self) -> None:
@@ -672,7 +672,7 @@ class Stack:
         """Remove the run's objects, so the operator no longer looks at them."""
         custom = context.custom
         for plural in (kinds.Plural.TALOS_OPERATIONS, kinds.Plural.TALOS_CLUSTERS):
-            listed = await custom.list_namespaced_custom_object(
+            listed: Any = await custom.list_namespaced_custom_object(
                 kinds.GROUP, kinds.VERSION, context.namespace, plural
             )
             for item in listed["items"]:
@@ -681,7 +681,7 @@ class Stack:
                     await custom.patch_namespaced_custom_object(
                         kinds.GROUP, kinds.VERSION, context.namespace, plural, name,
                         {"metadata": {"finalizers": None}},
-                        _content_type=MERGE,  # type: ignore[call-arg]
+                        _content_type=MERGE,
                     )  # fmt: skip
                 with contextlib.suppress(ApiException):
                     await custom.delete_namespaced_custom_object(

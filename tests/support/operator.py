@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import kopf
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from tests.harness import controlplane
@@ -181,7 +181,7 @@ async def apply_installation(
             plural,
             kinds.INSTALLATION_NAME,
             {"spec": body["spec"]},
-            _content_type=MERGE,  # type: ignore[call-arg]
+            _content_type=MERGE,
         )
     if status is not None:
         await custom.patch_cluster_custom_object_status(
@@ -190,5 +190,5 @@ async def apply_installation(
             plural,
             kinds.INSTALLATION_NAME,
             {"status": status},
-            _content_type=MERGE,  # type: ignore[call-arg]
+            _content_type=MERGE,
         )

@@ -19,8 +19,8 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio.client.api_client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
 from pydantic import ValidationError
 
 from ichor.api import kinds, owed
@@ -95,20 +95,17 @@ async def _get(
     workload: ApiClient, path: str, *, query: Sequence[tuple[str, str]] = (), limit: int
 ) -> tuple[int, bytes]:
     """GET ``path`` of the workload's API server: its status and at most ``limit`` bytes of
-    its body. With ``_preload_content=False`` the client neither raises on a status that
-    is not 2xx nor reads the body: the caller checks the status, and the response is
-    released here whatever happens (its connection goes back to the pool, or is closed
-    when the body was not read to its end)."""
-    response = await workload.call_api(
-        path,
-        "GET",
-        query_params=list(query),
-        auth_settings=["BearerToken"],
-        response_types_map={"200": "object"},
-        _return_http_data_only=True,
-        _preload_content=False,
-        _request_timeout=READYZ_TIMEOUT,
+    its body. ``call_api`` neither raises on a status that is not 2xx nor reads the body:
+    the caller checks the status, and the response is released here whatever happens
+    (its connection goes back to the pool, or is closed when the body was not read to
+    its end)."""
+    method, url, headers, _, _ = await workload.param_serialize(
+        "GET", path, query_params=list(query), auth_settings=["BearerToken"]
     )
+    answered = await workload.call_api(
+        method, url, header_params=headers, _request_timeout=READYZ_TIMEOUT
+    )
+    response = answered.response
     try:
         status = int(response.status)
         raw = await _read_bounded(response.content, limit)

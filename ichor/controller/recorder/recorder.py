@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api import kinds, owed, records
 from ichor.api.autopatch import UNHALT_ANNOTATION, Halt, HaltScope, parse_unhalt

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio.client.api_client import ApiClient
 from pydantic import ValidationError
 
 from ichor import registry

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api import kinds, owed
 from ichor.api.conditions import ClusterReason, SpecReachedReason
@@ -715,7 +715,7 @@ async def _get_json(method: Any, *args: Any, **params: Any) -> object:
     within ``MAX_LIST_BYTES``, ``MAX_LIST_VALUES`` and ``MAX_LIST_DEPTH``. An answer that
     is not a success raises its typed error (``ichor.kube.errors``), as the client does
     when it reads the body itself: a 401's body is the refusal, not data."""
-    params.update(_preload_content=False, _request_timeout=REQUEST_TIMEOUT)
+    params.update(_request_timeout=REQUEST_TIMEOUT)
     response = await method(*args, **params)
     try:
         if not 200 <= response.status <= 299:
@@ -751,14 +751,16 @@ async def observe(api: ApiClient) -> Observation:
     with refusal(accounts.NODES):
         nodes = await _observe_nodes(core)
     with refusal(accounts.DAEMONSETS):
-        listed = await _get_json(apps.list_daemon_set_for_all_namespaces)  # workload read
+        listed = await _get_json(
+            apps.list_daemon_set_for_all_namespaces_without_preload_content  # workload read
+        )
     daemonsets = _items(listed) or []
     cni = cni_observation(daemonsets)
     if cni.detected == DETECTED_CILIUM and cni.version is None:
         namespace = cilium_namespace(daemonsets)
         try:
             secrets = await _get_json(
-                core.list_namespaced_secret,  # workload read
+                core.list_namespaced_secret_without_preload_content,  # workload read
                 namespace,
                 label_selector="owner=helm,name=cilium,status=deployed",
             )
@@ -783,7 +785,7 @@ async def _observe_nodes(core: client.CoreV1Api) -> NodesObservation:
         paging: dict[str, Any] = {"limit": NODE_PAGE}
         if token:
             paging["_continue"] = token
-        page = await _get_json(core.list_node, **paging)  # workload read
+        page = await _get_json(core.list_node_without_preload_content, **paging)  # workload read
         items = _items(page)
         if items is None:
             return unreadable_nodes("the answer is not a JSON object with a list of items")

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.api import kinds, owed
 from ichor.api.conditions import OperationReason

@@ -14,14 +14,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import kopf
 import pytest
 import pytest_asyncio
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.controller.taloscluster import wiring as cluster_wiring
@@ -149,7 +149,7 @@ async def workload(kube_api: ApiClient) -> AsyncIterator[Workload]:
     made = Workload(kube_api)
     # Leftovers of an interrupted run would change what every cluster observes.
     for node in (await made.core.list_node()).items:
-        await _ignore_missing(made.core.delete_node(node.metadata.name))
+        await _ignore_missing(made.core.delete_node(str(node.metadata and node.metadata.name)))
     try:
         yield made
     finally:
@@ -175,8 +175,11 @@ class Objects:
                 **spec,
             },
         }
-        created: dict[str, Any] = await self.custom.create_namespaced_custom_object(
-            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, body
+        created: dict[str, Any] = cast(
+            dict[str, Any],
+            await self.custom.create_namespaced_custom_object(
+                kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, body
+            ),
         )
         return created
 
@@ -188,12 +191,15 @@ class Objects:
             kinds.Plural.TALOS_CLUSTERS,
             name,
             {"spec": spec},
-            _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+            _content_type="application/merge-patch+json",
         )
 
     async def cluster(self, name: str) -> dict[str, Any]:
-        found: dict[str, Any] = await self.custom.get_namespaced_custom_object(
-            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, name
+        found: dict[str, Any] = cast(
+            dict[str, Any],
+            await self.custom.get_namespaced_custom_object(
+                kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, name
+            ),
         )
         return found
 

@@ -9,8 +9,8 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api import kinds
 from tests.component.controller.conftest import (
@@ -344,7 +344,7 @@ async def test_events_record_what_happened(
         found = await core.list_namespaced_event(
             objects.namespace, field_selector="involvedObject.name=evented"
         )
-        return {event.reason for event in found.items}
+        return {str(event.reason) for event in found.items}
 
     await eventually(
         reasons, lambda r: {"Observed", "TalosUpgradeAvailable"} <= r, what="first Events"

@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator
 from dataclasses import replace
 
 import pytest
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.controller.taloscluster.reconciler import WORKLOAD_IDLE_SECONDS
 from tests.component.controller.conftest import FAST, Objects, Operator, Workload, eventually

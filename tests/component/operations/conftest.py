@@ -16,13 +16,13 @@ import base64
 from collections.abc import AsyncIterator, Awaitable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import kopf
 import pytest_asyncio
-from kubernetes_asyncio import client, config, watch
-from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client, config, watch
+from kubernetes.aio.client.api_client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.api import records as admission_records
@@ -167,7 +167,7 @@ async def workload(kube_api: ApiClient) -> AsyncIterator[Workload]:
     """Three nodes: two control plane, one worker, on the pinned Talos and Kubernetes."""
     made = Workload(kube_api)
     for node in (await made.core.list_node()).items:
-        await _ignore_missing(made.core.delete_node(node.metadata.name))
+        await _ignore_missing(made.core.delete_node(str(node.metadata and node.metadata.name)))
     await made.add_node("ops-worker-1", address="10.0.0.11")
     await made.add_node("ops-cp-2", address="10.0.0.2", control_plane=True)
     await made.add_node("ops-cp-1", address="10.0.0.1", control_plane=True)
@@ -216,14 +216,20 @@ class Objects:
                 **spec,
             },
         }
-        created: dict[str, Any] = await self.custom.create_namespaced_custom_object(
-            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, body
+        created: dict[str, Any] = cast(
+            dict[str, Any],
+            await self.custom.create_namespaced_custom_object(
+                kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, body
+            ),
         )
         return created
 
     async def cluster(self, name: str = "prod") -> dict[str, Any]:
-        found: dict[str, Any] = await self.custom.get_namespaced_custom_object(
-            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, name
+        found: dict[str, Any] = cast(
+            dict[str, Any],
+            await self.custom.get_namespaced_custom_object(
+                kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, name
+            ),
         )
         return found
 
@@ -235,7 +241,7 @@ class Objects:
             kinds.Plural.TALOS_CLUSTERS,
             name,
             {"spec": spec},
-            _content_type=MERGE,  # type: ignore[call-arg]
+            _content_type=MERGE,
         )
 
     async def create_operation(
@@ -265,14 +271,20 @@ class Objects:
             "metadata": metadata,
             "spec": spec,
         }
-        created: dict[str, Any] = await self.custom.create_namespaced_custom_object(
-            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_OPERATIONS, body
+        created: dict[str, Any] = cast(
+            dict[str, Any],
+            await self.custom.create_namespaced_custom_object(
+                kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_OPERATIONS, body
+            ),
         )
         return created
 
     async def operation(self, name: str) -> dict[str, Any]:
-        found: dict[str, Any] = await self.custom.get_namespaced_custom_object(
-            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_OPERATIONS, name
+        found: dict[str, Any] = cast(
+            dict[str, Any],
+            await self.custom.get_namespaced_custom_object(
+                kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_OPERATIONS, name
+            ),
         )
         return found
 

@@ -11,12 +11,12 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import pytest_asyncio
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api import kinds
 from ichor.api.autopatch import RESUME_ANNOTATION
@@ -82,12 +82,18 @@ class Fleet:
         await self.custom.patch_cluster_custom_object(
             kinds.GROUP, kinds.VERSION, kinds.Plural.ICHOR_INSTALLATIONS,
             kinds.INSTALLATION_NAME, {"spec": {"autoPatch": auto_patch}},
-            _content_type=MERGE,  # type: ignore[call-arg]
+            _content_type=MERGE,
         )  # fmt: skip
 
     async def body(self) -> dict[str, Any]:
-        found: dict[str, Any] = await self.custom.get_cluster_custom_object(
-            kinds.GROUP, kinds.VERSION, kinds.Plural.ICHOR_INSTALLATIONS, kinds.INSTALLATION_NAME
+        found: dict[str, Any] = cast(
+            dict[str, Any],
+            await self.custom.get_cluster_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                kinds.Plural.ICHOR_INSTALLATIONS,
+                kinds.INSTALLATION_NAME,
+            ),
         )
         return found
 
@@ -134,7 +140,7 @@ async def set_versions(workload: Workload, *, talos: str, kubelet: str) -> None:
 
 
 async def operations(objects: Objects) -> list[dict[str, Any]]:
-    listed = await objects.custom.list_namespaced_custom_object(
+    listed: Any = await objects.custom.list_namespaced_custom_object(
         kinds.GROUP, kinds.VERSION, objects.namespace, kinds.Plural.TALOS_OPERATIONS
     )
     items: list[dict[str, Any]] = listed["items"]

@@ -141,7 +141,7 @@ def apply(plane: controlplane.ControlPlane, namespace: str, *, user: str = BOT, 
 
 
 async def operations(objects: Objects) -> list[dict[str, Any]]:
-    listed = await objects.custom.list_namespaced_custom_object(
+    listed: Any = await objects.custom.list_namespaced_custom_object(
         kinds.GROUP, kinds.VERSION, objects.namespace, kinds.Plural.TALOS_OPERATIONS
     )
     items: list[dict[str, Any]] = listed["items"]

@@ -4,7 +4,7 @@ refusal at execution, deletion, restart safety and conflicts."""
 from __future__ import annotations
 
 import pytest
-from kubernetes_asyncio import client
+from kubernetes.aio import client
 
 from ichor.api.talosoperation import OperationType
 from ichor.controller.talosoperation import jobs, lifecycle
@@ -455,7 +455,7 @@ async def test_a_restart_between_the_claim_and_the_job_creates_the_job_once(
                 ],
             }
         },
-        _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+        _content_type="application/merge-patch+json",
     )
     await operator.start()
     _, job = await running_job(objects, "up")
@@ -484,7 +484,7 @@ async def test_a_conflict_on_a_status_write_is_retried_not_lost(
             "talosoperations",
             op.name,
             {"metadata": {"annotations": {"example.com/touched": "yes"}}},
-            _content_type="application/merge-patch+json",  # type: ignore[call-arg]
+            _content_type="application/merge-patch+json",
         )
 
     executor = operator.executor

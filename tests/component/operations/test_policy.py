@@ -52,7 +52,7 @@ class Site:
         await self.fleet.custom.patch_cluster_custom_object(
             kinds.GROUP, kinds.VERSION, kinds.Plural.ICHOR_INSTALLATIONS,
             kinds.INSTALLATION_NAME, {"spec": {"policy": policy}},
-            _content_type=MERGE,  # type: ignore[call-arg]
+            _content_type=MERGE,
         )  # fmt: skip
 
     async def status(self) -> dict[str, Any]:

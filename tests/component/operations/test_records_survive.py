@@ -16,7 +16,7 @@ import threading
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
+from kubernetes.aio import client
 
 from tests.component.operations.conftest import (
     Objects,
@@ -52,7 +52,7 @@ class Held:
 @pytest.fixture
 def held_events(monkeypatch: pytest.MonkeyPatch) -> list[Held]:
     holds: list[Held] = []
-    original = client.CoreV1Api.create_namespaced_event
+    original = client.CoreV1Api.create_namespaced_event_without_preload_content
 
     async def create(self: client.CoreV1Api, namespace: str, body: Any, **kwargs: Any) -> Any:
         hold = next((h for h in holds if h.takes(body)), None)
@@ -67,7 +67,7 @@ def held_events(monkeypatch: pytest.MonkeyPatch) -> list[Held]:
         await asyncio.Event().wait()  # until the operator stops and cancels it
         raise AssertionError("unreachable")
 
-    monkeypatch.setattr(client.CoreV1Api, "create_namespaced_event", create)
+    monkeypatch.setattr(client.CoreV1Api, "create_namespaced_event_without_preload_content", create)
     return holds
 
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import yaml
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.api import records
 from tests.component.operations.conftest import (

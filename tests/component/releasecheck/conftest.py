@@ -12,12 +12,12 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import pytest_asyncio
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor import registry
 from ichor.api import kinds
@@ -122,8 +122,14 @@ class Installation:
         await support.apply_installation(self.custom, release_check, status)
 
     async def get(self) -> dict[str, Any]:
-        found: dict[str, Any] = await self.custom.get_cluster_custom_object(
-            kinds.GROUP, kinds.VERSION, kinds.Plural.ICHOR_INSTALLATIONS, kinds.INSTALLATION_NAME
+        found: dict[str, Any] = cast(
+            dict[str, Any],
+            await self.custom.get_cluster_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                kinds.Plural.ICHOR_INSTALLATIONS,
+                kinds.INSTALLATION_NAME,
+            ),
         )
         return found
 
@@ -134,7 +140,7 @@ class Installation:
             "default", field_selector=f"involvedObject.uid={uid}"
         )
         items = sorted(found.items, key=lambda e: (e.first_timestamp, e.metadata.name))
-        return [(e.type, e.reason, e.message) for e in items]
+        return [(str(e.type), str(e.reason), str(e.message)) for e in items]
 
 
 @pytest_asyncio.fixture(loop_scope="session")

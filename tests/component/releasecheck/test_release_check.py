@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
 
 from tests.component.controller.conftest import Objects, Workload, condition, eventually
 from tests.component.releasecheck.conftest import CheckingOperator, Installation, Repositories

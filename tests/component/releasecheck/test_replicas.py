@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.controller.releasecheck.check import ReleaseCheck
 from tests.component.releasecheck.conftest import CHECK_EVERY_SECOND, Installation, Repositories

@@ -10,12 +10,12 @@ import base64
 import datetime
 import re
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, cast
 
 import kopf
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.controller.taloscluster import wiring as cluster_wiring
@@ -118,31 +118,40 @@ class Tenant:
                 **spec,
             },
         }
-        created: dict[str, Any] = await self.custom.create_namespaced_custom_object(
-            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, body
+        created: dict[str, Any] = cast(
+            dict[str, Any],
+            await self.custom.create_namespaced_custom_object(
+                kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, body
+            ),
         )
         return created
 
     async def read_cluster(self, name: str) -> dict[str, Any]:
-        found: dict[str, Any] = await self.custom.get_namespaced_custom_object(
-            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, name
+        found: dict[str, Any] = cast(
+            dict[str, Any],
+            await self.custom.get_namespaced_custom_object(
+                kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS, name
+            ),
         )
         return found
 
     async def patch_cluster_spec(self, name: str, spec: dict[str, Any]) -> dict[str, Any]:
-        written: dict[str, Any] = await self.custom.patch_namespaced_custom_object(
-            kinds.GROUP,
-            kinds.VERSION,
-            self.namespace,
-            kinds.Plural.TALOS_CLUSTERS,
-            name,
-            {"spec": spec},
-            _content_type=MERGE,  # type: ignore[call-arg]
+        written: dict[str, Any] = cast(
+            dict[str, Any],
+            await self.custom.patch_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                self.namespace,
+                kinds.Plural.TALOS_CLUSTERS,
+                name,
+                {"spec": spec},
+                _content_type=MERGE,
+            ),
         )
         return written
 
     async def clusters(self) -> list[dict[str, Any]]:
-        listed = await self.custom.list_namespaced_custom_object(
+        listed: Any = await self.custom.list_namespaced_custom_object(
             kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_CLUSTERS
         )
         items: list[dict[str, Any]] = listed["items"]
@@ -163,23 +172,29 @@ class Tenant:
     async def operation(
         self, name: str, type_: str, version: str | None, *, cluster: str
     ) -> dict[str, Any]:
-        created: dict[str, Any] = await self.custom.create_namespaced_custom_object(
-            kinds.GROUP,
-            kinds.VERSION,
-            self.namespace,
-            kinds.Plural.TALOS_OPERATIONS,
-            self.operation_body(name, type_, version, cluster),
+        created: dict[str, Any] = cast(
+            dict[str, Any],
+            await self.custom.create_namespaced_custom_object(
+                kinds.GROUP,
+                kinds.VERSION,
+                self.namespace,
+                kinds.Plural.TALOS_OPERATIONS,
+                self.operation_body(name, type_, version, cluster),
+            ),
         )
         return created
 
     async def read_operation(self, name: str) -> dict[str, Any]:
-        found: dict[str, Any] = await self.custom.get_namespaced_custom_object(
-            kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_OPERATIONS, name
+        found: dict[str, Any] = cast(
+            dict[str, Any],
+            await self.custom.get_namespaced_custom_object(
+                kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_OPERATIONS, name
+            ),
         )
         return found
 
     async def operations(self) -> list[dict[str, Any]]:
-        listed = await self.custom.list_namespaced_custom_object(
+        listed: Any = await self.custom.list_namespaced_custom_object(
             kinds.GROUP, kinds.VERSION, self.namespace, kinds.Plural.TALOS_OPERATIONS
         )
         items: list[dict[str, Any]] = listed["items"]
@@ -204,7 +219,7 @@ class Tenant:
                         kinds.Plural.TALOS_OPERATIONS,
                         name,
                         {"metadata": {"finalizers": None}},
-                        _content_type=MERGE,  # type: ignore[call-arg]
+                        _content_type=MERGE,
                     )
                 )
         await self.custom.delete_collection_namespaced_custom_object(
@@ -224,7 +239,7 @@ class Nodes:
 
     async def clear(self) -> None:
         for node in (await self.core.list_node()).items:
-            await ignore_missing(self.core.delete_node(node.metadata.name))
+            await ignore_missing(self.core.delete_node(str(node.metadata and node.metadata.name)))
 
     async def add(
         self, name: str, *, address: str, control_plane: bool = False, talos: str = "v1.14.3"

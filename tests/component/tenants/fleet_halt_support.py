@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -62,8 +62,11 @@ async def create_cluster(
             **spec,
         },
     }
-    created: dict[str, Any] = await objects.custom.create_namespaced_custom_object(
-        kinds.GROUP, kinds.VERSION, objects.namespace, kinds.Plural.TALOS_CLUSTERS, body
+    created: dict[str, Any] = cast(
+        dict[str, Any],
+        await objects.custom.create_namespaced_custom_object(
+            kinds.GROUP, kinds.VERSION, objects.namespace, kinds.Plural.TALOS_CLUSTERS, body
+        ),
     )
     return created
 

@@ -9,12 +9,12 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import kopf
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.controller import running
@@ -89,7 +89,7 @@ class Workload:
 
     async def create(self) -> None:
         for node in (await self.core.list_node()).items:
-            await ignore_missing(self.core.delete_node(node.metadata.name))
+            await ignore_missing(self.core.delete_node(str(node.metadata and node.metadata.name)))
         for name, (address, control_plane) in NODES.items():
             labels = {jobs.CONTROL_PLANE_LABEL: ""} if control_plane else {}
             body = {"apiVersion": "v1", "kind": "Node",
@@ -168,13 +168,13 @@ class Tenants:
         await self.custom.patch_cluster_custom_object(
             kinds.GROUP, kinds.VERSION, kinds.Plural.ICHOR_INSTALLATIONS,
             kinds.INSTALLATION_NAME, {"spec": dict(spec)},
-            _content_type=MERGE,  # type: ignore[call-arg]
+            _content_type=MERGE,
         )  # fmt: skip
         await self.custom.patch_cluster_custom_object_status(
             kinds.GROUP, kinds.VERSION, kinds.Plural.ICHOR_INSTALLATIONS,
             kinds.INSTALLATION_NAME,
             {"status": {"upgradeTargets": {"checkedAt": _now(), **TARGETS}}},
-            _content_type=MERGE,  # type: ignore[call-arg]
+            _content_type=MERGE,
         )  # fmt: skip
 
     async def create_cluster(self, namespace: str, name: str, **spec: Any) -> None:
@@ -196,12 +196,15 @@ class Tenants:
     async def patch_cluster(self, namespace: str, name: str, spec: Mapping[str, Any]) -> None:
         await self.custom.patch_namespaced_custom_object(
             kinds.GROUP, kinds.VERSION, namespace, kinds.Plural.TALOS_CLUSTERS, name,
-            {"spec": dict(spec)}, _content_type=MERGE,  # type: ignore[call-arg]
+            {"spec": dict(spec)}, _content_type=MERGE,
         )  # fmt: skip
 
     async def cluster(self, namespace: str, name: str) -> dict[str, Any]:
-        found: dict[str, Any] = await self.custom.get_namespaced_custom_object(
-            kinds.GROUP, kinds.VERSION, namespace, kinds.Plural.TALOS_CLUSTERS, name
+        found: dict[str, Any] = cast(
+            dict[str, Any],
+            await self.custom.get_namespaced_custom_object(
+                kinds.GROUP, kinds.VERSION, namespace, kinds.Plural.TALOS_CLUSTERS, name
+            ),
         )
         return found
 

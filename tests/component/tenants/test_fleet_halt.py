@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api import records
 from ichor.api.autopatch import HALTED_ANNOTATION, UNHALT_ANNOTATION
@@ -66,13 +66,13 @@ async def done(objects: Objects) -> None:  # noqa: F811
     """Suspend every cluster of the namespace and remove its operations, so an open window
     starts nothing more there while the namespace goes (a failed cluster is suspended by
     its failure until its operation goes, then by its setting)."""
-    clusters = await objects.custom.list_namespaced_custom_object(
+    clusters: Any = await objects.custom.list_namespaced_custom_object(
         "ichor.dev", "v1alpha1", objects.namespace, "talosclusters"
     )
     names = [c["metadata"]["name"] for c in clusters["items"]]
     for name in names:
         await objects.patch_cluster_spec({"autoPatch": {"suspended": True}}, name=name)
-    listed = await objects.custom.list_namespaced_custom_object(
+    listed: Any = await objects.custom.list_namespaced_custom_object(
         "ichor.dev", "v1alpha1", objects.namespace, "talosoperations"
     )
     for op in listed["items"]:

@@ -15,13 +15,13 @@ from __future__ import annotations
 import asyncio
 import secrets
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import pytest_asyncio
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.settings import TenantSettings
@@ -349,8 +349,11 @@ async def test_an_operations_node_list_is_read_as_the_clusters_account(
     )
 
     async def read() -> dict[str, Any]:
-        found: dict[str, Any] = await tenants.custom.get_namespaced_custom_object(
-            kinds.GROUP, kinds.VERSION, tenant, kinds.Plural.TALOS_OPERATIONS, "to-v1-14-5"
+        found: dict[str, Any] = cast(
+            dict[str, Any],
+            await tenants.custom.get_namespaced_custom_object(
+                kinds.GROUP, kinds.VERSION, tenant, kinds.Plural.TALOS_OPERATIONS, "to-v1-14-5"
+            ),
         )
         return found
 
@@ -378,7 +381,10 @@ async def test_an_operations_node_list_is_read_as_the_clusters_account(
         within=30.0,
         what="a Job of the operation",
     )
-    assert all(j.metadata.name.startswith("ichor-talos-to-v1-14-5-") for j in jobs.items)
+    assert all(
+        str(j.metadata and j.metadata.name).startswith("ichor-talos-to-v1-14-5-")
+        for j in jobs.items
+    )
 
 
 async def test_an_operation_is_refused_when_its_cluster_names_no_account_and_one_is_required(
@@ -405,7 +411,7 @@ async def test_an_operation_is_refused_when_its_cluster_names_no_account_and_one
     await tenants.custom.create_namespaced_custom_object(
         kinds.GROUP, kinds.VERSION, tenant, kinds.Plural.TALOS_OPERATIONS, operation
     )
-    body = await eventually(
+    body: Any = await eventually(
         lambda: tenants.custom.get_namespaced_custom_object(
             kinds.GROUP, kinds.VERSION, tenant, kinds.Plural.TALOS_OPERATIONS, "to-v1-14-5"
         ),

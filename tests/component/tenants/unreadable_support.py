@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import yaml
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api import kinds
 from ichor.controller.talosoperation import jobs

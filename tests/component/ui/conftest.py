@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 import pytest_asyncio
 import yaml
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from tests.component.cli.conftest import KUBERNETES_TAGS, TALOS_TAGS
@@ -149,7 +149,7 @@ async def workload(kube_api: ApiClient) -> AsyncIterator[Workload]:
     made = Workload(kube_api)
     apps = client.AppsV1Api(kube_api)
     for node in (await made.core.list_node()).items:
-        await _ignore_missing(made.core.delete_node(node.metadata.name))
+        await _ignore_missing(made.core.delete_node(str(node.metadata and node.metadata.name)))
     await made.add_node("ui-cp-1", address="10.0.0.1", control_plane=True)
     await made.add_node("ui-cp-2", address="10.0.0.2", control_plane=True)
     await made.add_node("ui-worker-1", address="10.0.0.11")

@@ -18,7 +18,7 @@ import re
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import aiohttp
 import pytest
@@ -139,10 +139,11 @@ async def test_a_refused_version_as_a_user_without_the_verb_then_as_a_holder(
     assert any(w.startswith(f"override by {HOLDER} (") for w in report["holder"]["planWarnings"])
     creates = [p for m, p in holder.requests if m == "POST" and p.endswith("/talosoperations?")]
     assert len(creates) == 1, holder.requests
-    [operation] = (
+    [operation] = cast(
+        Any,
         await observed.custom.list_namespaced_custom_object(
             "ichor.dev", "v1alpha1", namespace, "talosoperations"
-        )
+        ),
     )["items"]
     assert operation["spec"] == {
         "clusterRef": {"name": "prod"},
@@ -216,7 +217,7 @@ async def test_the_stand_in_acts_as_its_user_whatever_the_browser_sends(
     assert status == 403
     assert f"user '{PLAIN}' does not hold" in refusal
     assert allowed is False
-    listed = await observed.custom.list_namespaced_custom_object(
+    listed: Any = await observed.custom.list_namespaced_custom_object(
         "ichor.dev", "v1alpha1", namespace, "talosoperations"
     )
     assert listed["items"] == []

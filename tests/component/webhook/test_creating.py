@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 import pytest_asyncio
-from kubernetes_asyncio import config
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio import config
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api import kinds
 from ichor.api.talosoperation import OperationType, StartedBy

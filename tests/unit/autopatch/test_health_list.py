@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import pytest_asyncio
 from aiohttp import web
-from kubernetes_asyncio.client import Configuration
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio.client import Configuration
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api.autopatch import HealthCheck
 from ichor.controller.autopatch import health

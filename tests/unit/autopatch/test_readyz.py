@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import pytest_asyncio
 from aiohttp import web
-from kubernetes_asyncio.client import Configuration
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio.client import Configuration
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.controller.autopatch.runner import AutoPatcher
 

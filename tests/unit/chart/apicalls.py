@@ -3,7 +3,7 @@
 The chart's ClusterRole must grant exactly these. They are found without running anything:
 
 - every attribute of the operator's modules that names a method of a
-  ``kubernetes_asyncio`` API class (``list_node``, ``patch_namespaced_custom_object_status``
+  ``kubernetes.aio`` API class (``list_node``, ``patch_namespaced_custom_object_status``
   ...), whether called or passed on, becomes (group, resource, verb): the group from the
   API class the module uses, the resource from the method name, or for custom objects
   from the ``kinds.Plural`` constant among the arguments (or the ``kind=kinds.Kind.X`` a
@@ -34,7 +34,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from kubernetes_asyncio import client
+from kubernetes.aio import client
 
 from ichor.api import kinds
 
@@ -55,7 +55,7 @@ VERBS = {
 METHOD = re.compile(
     r"^(?P<verb>read|get|list|create|patch|replace|delete|watch)_"
     r"(?:namespaced_|cluster_)?(?P<resource>[a-z_]+?)(?P<all>_for_all_namespaces)?"
-    r"(?P<status>_status)?$"
+    r"(?P<status>_status)?(?:_without_preload_content)?$"
 )
 CUSTOM = "custom_object"
 #: Methods on a subresource other than status, by the resource part of their name.

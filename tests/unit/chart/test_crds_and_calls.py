@@ -61,13 +61,13 @@ def _tree(tmp_path: Path, source: str) -> Path:
     ("source", "found"),
     [
         (
-            "from kubernetes_asyncio import client\n"
+            "from kubernetes.aio import client\n"
             "async def f(api):\n"
             "    await client.CoreV1Api(api).delete_namespaced_config_map('a', 'b')\n",
             apicalls.Permission("", "configmaps", "delete"),
         ),
         (
-            "from kubernetes_asyncio import client\nfrom ichor.api import kinds\n"
+            "from kubernetes.aio import client\nfrom ichor.api import kinds\n"
             "async def f(api):\n"
             "    await client.CustomObjectsApi(api).replace_namespaced_custom_object("
             "kinds.GROUP, kinds.VERSION, 'ns', kinds.Plural.TALOS_OPERATIONS, 'n', {})\n",
@@ -92,7 +92,7 @@ def test_a_call_marked_as_a_workload_read_is_not_the_operators(tmp_path: Path) -
     """A call on a workload's client (a kubeconfig's, or a tenant's account) is asked of
     that identity: it is no permission of the operator's own ClusterRole."""
     source = (
-        "from kubernetes_asyncio import client\n"
+        "from kubernetes.aio import client\n"
         "async def f(api, workload):\n"
         "    await client.CoreV1Api(workload).list_node()  # workload read\n"
         "    await client.CoreV1Api(api).list_namespaced_pod('ns')\n"

@@ -28,7 +28,6 @@ HEAVY = (
     "rich",
     "yaml",
     "kopf",
-    "kubernetes_asyncio",
 )
 
 

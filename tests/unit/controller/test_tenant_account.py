@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, cast
 
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api.taloscluster import TalosClusterSpec
 from ichor.controller.taloscluster.reconciler import ClusterController, _Cluster

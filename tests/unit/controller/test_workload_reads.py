@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import itertools
 import json
+import urllib.parse
 from collections.abc import Callable, Iterable, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api.conditions import ClusterReason
 from ichor.controller import observe
@@ -35,7 +37,7 @@ class Stream:
 
 
 class Response:
-    """What kubernetes_asyncio hands back for ``_preload_content=False``: aiohttp's."""
+    """What the ``*_without_preload_content`` calls hand back: aiohttp's response."""
 
     def __init__(self, status: int, body: object, reason: str = "") -> None:
         raw = json.dumps(body).encode()
@@ -57,14 +59,18 @@ class Workload(ApiClient):
         self.answer = answer
         self.asked: list[tuple[str, Query]] = []
 
-    async def call_api(  # type: ignore[override]  # only what list calls pass
-        self, path: str, method: str, *args: Any, **kwargs: Any
+    async def call_api(  # only what list calls pass
+        self, method: str, url: str, *args: Any, **kwargs: Any
     ) -> Any:
         assert method == "GET"
         assert kwargs["_preload_content"] is False
-        query = {key: str(value) for key, value in args[1]}
-        self.asked.append((path, query))
-        return self.answer(path, query)
+        parts = urllib.parse.urlsplit(url)
+        query = dict(urllib.parse.parse_qsl(parts.query))
+        self.asked.append((parts.path, query))
+        return SimpleNamespace(response=self.answer(parts.path, query))
+
+    async def close(self) -> None:
+        await ApiClient.close(self)
 
 
 def node(name: str, talos: str = "v1.14.3", kubelet: str = "v1.36.6") -> dict[str, Any]:

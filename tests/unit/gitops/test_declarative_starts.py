@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.api import owed
 from ichor.api.conditions import ClusterConditionType as Type

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio.client.exceptions import ApiException
 
 import ichor
 from ichor.kube import errors, events
@@ -23,12 +23,13 @@ WRITES = {
     "patch_cluster_custom_object",
     "patch_cluster_custom_object_status",
     "create_namespaced_event",
+    "create_namespaced_event_without_preload_content",
 }
 
 
 def _error(status: int | None, body: object = None) -> ApiException:
     error = ApiException(status=status, reason="Reason")
-    error.body = json.dumps(body).encode() if body is not None else None
+    error.body = json.dumps(body) if body is not None else None
     return error
 
 
@@ -76,7 +77,7 @@ def test_the_message_is_the_servers_or_the_status() -> None:
     assert errors.message(_error(409)) == "409 Reason"
     assert errors.message(_error(500, ["not", "an", "object"])) == "500 Reason"
     garbage = _error(502)
-    garbage.body = b"\xff<html>"
+    garbage.body = "\ufffd<html>"  # the client decodes a body, undecodable bytes replaced
     assert errors.message(garbage) == "502 Reason"
 
 

@@ -24,7 +24,10 @@ KUBECONFIG = yaml.safe_dump(
 
 
 def _keepalive(api: Any) -> object:
-    connector = api.rest_client.pool_manager.connector
+    rest = api.rest_client
+    if rest.pool_manager is None:  # built on the first request, as the client does
+        rest.pool_manager = rest._create_pool_manager()
+    connector = rest.pool_manager.connector
     return connector._keepalive_timeout
 
 

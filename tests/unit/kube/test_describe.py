@@ -9,7 +9,7 @@ import ssl
 import aiohttp
 import pytest
 from aiohttp.client_reqrep import ConnectionKey
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.controller.taloscluster import reconciler
 from ichor.kube import errors
@@ -20,7 +20,7 @@ KEY = ConnectionKey("10.0.0.1", 6443, True, True, None, None, None)
 
 def _api(status: int) -> ApiException:
     error = ApiException(status=status, reason=HOSTILE)
-    error.body = HOSTILE.encode()
+    error.body = HOSTILE
     return error
 
 

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kubernetes_asyncio import client
-from kubernetes_asyncio.client.api_client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes.aio import client
+from kubernetes.aio.client.api_client import ApiClient
+from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.kube import accounts, errors, impersonation
 from ichor.kube.accounts import Origin, ServiceAccount, Unnamed
@@ -129,6 +129,7 @@ async def operator() -> AsyncIterator[ApiClient]:
         raise Caught(url, dict(headers or {}))
 
     api.rest_client.request = request  # type: ignore[method-assign,assignment]
+    api.rest_client.pool_manager = api.rest_client._create_pool_manager()
     try:
         yield api
     finally:
@@ -153,13 +154,16 @@ async def test_every_request_carries_the_account_and_no_group(operator: ApiClien
     # the same configuration and pool: nothing of its own to open or close
     assert acting.rest_client is operator.rest_client
     await acting.close()
+    assert operator.rest_client.pool_manager is not None
     assert not operator.rest_client.pool_manager.closed
 
 
 async def test_the_readyz_path_call_carries_the_account_too(operator: ApiClient) -> None:
     acting = impersonation.impersonating(operator, READER)
     with pytest.raises(Caught) as caught:
-        await acting.call_api("/readyz", "GET", auth_settings=["BearerToken"])
+        await acting.call_api(
+            *await acting.param_serialize("GET", "/readyz", auth_settings=["BearerToken"])
+        )
     assert caught.value.headers["Impersonate-User"] == READER.username
 
 
@@ -167,8 +171,10 @@ async def test_a_header_a_call_passes_does_not_replace_the_account(operator: Api
     acting = impersonation.impersonating(operator, READER)
     with pytest.raises(Caught) as caught:
         await acting.call_api(
-            "/api/v1/nodes", "GET", header_params={"Impersonate-User": "system:admin"},
-            auth_settings=["BearerToken"],
+            *await acting.param_serialize(
+                "GET", "/api/v1/nodes", header_params={"Impersonate-User": "system:admin"},
+                auth_settings=["BearerToken"],
+            )
         )  # fmt: skip
     assert caught.value.headers["Impersonate-User"] == READER.username
 
@@ -178,7 +184,7 @@ async def test_a_header_a_call_passes_does_not_replace_the_account(operator: Api
 
 def _forbidden(message: str) -> errors.ApiError:
     error = ApiException(status=403, reason="Forbidden")
-    error.body = json.dumps({"kind": "Status", "message": message, "code": 403})  # type: ignore[assignment]
+    error.body = json.dumps({"kind": "Status", "message": message, "code": 403})
     return errors.typed(error)
 
 

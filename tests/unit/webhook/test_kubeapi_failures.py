@@ -7,7 +7,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from kubernetes_asyncio.client.api_client import ApiClient
+from kubernetes.aio.client.api_client import ApiClient
 
 from ichor.settings import KubeSettings
 from ichor.webhook import kubeapi
