@@ -347,6 +347,9 @@ class OperationReason(StrEnum):
     #: checks between nodes; ``status.nodes`` says which are done, which run, which next.
     #: Step: none.
     NODES_UPGRADING = "NodesUpgrading"
+    #: ``Complete=False``: a node's upgrade Job is being created (``status.nodes.started``
+    #: names it); a restart creates it if it is not there. Step: none.
+    NODE_JOB_CREATING = "NodeJobCreating"
     #: A check between nodes failed (etcd not healthy with every member before a control
     #: plane node; after a node, the Node not Ready on the target, its etcd member not
     #: back, or a health check of the cluster failing): the operation stops before the

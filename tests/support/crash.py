@@ -10,10 +10,15 @@ kubeconfig names the proxy (``tests.harness.apiproxy``). ``run`` drives one flow
 kills the operator at the chosen call, the operator starts again (without a fault) and
 the flow must complete; then its checks say what is wrong, if anything.
 
-The Jobs are played by ``JobPlayer``: a Talos Job's init containers run the real talosctl
-against the stand-in (which counts each node's upgrade calls and moves its Node when it
-boots), then the Job's status is written as the Job controller would; a Kubernetes Job
-sets the kubelets' version, a Cilium Job just succeeds.
+The Jobs are played by ``JobPlayer``, which also records every Job created (a watch), so
+a Job made twice shows. A Talos operation goes node by node: its read Job and its etcd
+check Jobs print what the operator reads back from their Pods' logs, which no API call
+can play, so the operator runs as ``tests.harness.played_operator`` (``ichor.operator``
+with the ``read_output`` seam answered in talosctl's format; each node the stand-in's
+plain image); each node's upgrade Job runs the real talosctl against the stand-in (which
+counts each node's upgrade calls and moves its Node when it boots). Then the Job's status
+is written as the Job controller would; a Kubernetes Job sets the kubelets' version, a
+Cilium Job just succeeds.
 """
 
 from __future__ import annotations
@@ -35,15 +40,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
+import aiohttp
 import yaml
-from kubernetes.aio import client, config
+from kubernetes.aio import client, config, watch
 from kubernetes.aio.client.api_client import ApiClient
 from kubernetes.aio.client.exceptions import ApiException
 
 from ichor.api import kinds
 from ichor.controller.talosoperation import jobs
 from ichor.webhook import configuration
-from tests.harness import account, apiproxy, binaries, certs, controlplane, talos_standin
+from tests.harness import account, apiproxy, binaries, certs, checkout, controlplane, talos_standin
 from tests.harness import registry as test_registry
 from tests.harness.apiproxy import Action, Call, Fault
 from tests.support import nodes, operator, rbac
@@ -89,8 +95,13 @@ def _now() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+#: The operator's module: ``ichor.operator`` with its read Jobs' output played.
+OPERATOR_MODULE = "tests.harness.played_operator"
+
+
 class OperatorProcess:
-    """``python -m ichor.operator`` with ``env``; ``kill`` is SIGKILL, from any thread."""
+    """``python -m tests.harness.played_operator`` (``ichor.operator`` with the read Jobs'
+    output played) with ``env``; ``kill`` is SIGKILL, from any thread."""
 
     def __init__(self, env: dict[str, str], *, log: Path, healthz: str, workdir: Path) -> None:
         self.env = env
@@ -108,7 +119,7 @@ class OperatorProcess:
             sink.write(f"\n=== start {self.starts + 1} at {_now()}\n".encode())
             sink.flush()
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "ichor.operator"],
+                [sys.executable, "-m", OPERATOR_MODULE],
                 env=self.env, stdout=sink, stderr=subprocess.STDOUT, cwd=self.workdir,
                 start_new_session=True,
             )  # fmt: skip
@@ -165,6 +176,10 @@ class Context:
     #: The cluster's generation once prepared (the spec moves are counted from it).
     generation: int = 0
     notes: dict[str, Any] = field(default_factory=dict)
+    #: Every Job created in the namespace during the run (the player's watch), in order.
+    created: list[Made] = field(default_factory=list)
+    #: Whether the run killed the operator (a read-only Job may then be made anew).
+    killed: bool = False
 
     @property
     def custom(self) -> client.CustomObjectsApi:
@@ -261,23 +276,113 @@ class Outcome:
         return f"{self.flow}: {what}{at}: {verdict} ({self.seconds:.1f} s)"
 
 
-class JobPlayer:
-    """Plays the Jobs of one namespace as the Job controller and a kubelet would."""
+#: What a read-only Job's containers run (``talosctl get``, ``talosctl etcd``): the read
+#: of each node's image and the etcd checks. They change nothing; the others act.
+READ_COMMANDS = frozenset({"get", "etcd"})
 
-    def __init__(self, stack: Stack, namespace: str) -> None:
+
+def read_only(job: dict[str, Any]) -> bool:
+    """Whether every container of the Job only reads (``READ_COMMANDS``)."""
+    pod = ((job.get("spec") or {}).get("template") or {}).get("spec") or {}
+    commands = [
+        str((container.get("args") or [""])[0])
+        for container in (*(pod.get("initContainers") or ()), *(pod.get("containers") or ()))
+    ]
+    return bool(commands) and all(c in READ_COMMANDS for c in commands)
+
+
+@dataclass(frozen=True)
+class Made:
+    """One Job as it was created: its name, uid, owner, and what it is for."""
+
+    name: str
+    uid: str
+    owner: str
+    #: The Node a Talos operation's Job upgrades (``""``: not a node's Job).
+    node: str
+    #: Whether it only reads (the read of the nodes' images, an etcd check).
+    read_only: bool
+
+    @classmethod
+    def of(cls, job: dict[str, Any]) -> Made:
+        meta = job["metadata"]
+        owners = [o["uid"] for o in meta.get("ownerReferences") or ()]
+        return cls(
+            name=meta["name"], uid=meta["uid"], owner=owners[0] if owners else "",
+            node=(meta.get("annotations") or {}).get(jobs.NODE_ANNOTATION, ""),
+            read_only=read_only(job),
+        )  # fmt: skip
+
+    @property
+    def step(self) -> str:
+        """What the Job is for: ``node <name>``, or its name (a step's Job has the name
+        of its operation and step)."""
+        return f"node {self.node}" if self.node else self.name
+
+
+class JobPlayer:
+    """Plays the Jobs of one namespace as the Job controller and a kubelet would, and
+    records in ``created`` every Job created there (a watch, so a Job the operator
+    deletes at once is seen too)."""
+
+    def __init__(self, stack: Stack, namespace: str, created: list[Made]) -> None:
         self.stack = stack
         self.namespace = namespace
         self.played: dict[str, str] = {}  # Job uid -> outcome
-        self._task: asyncio.Task[None] | None = None
+        self.created = created
+        self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run())
+        self._tasks = [asyncio.create_task(self._run()), asyncio.create_task(self._watch())]
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
+
+    def _saw(self, job: dict[str, Any]) -> None:
+        if job["metadata"]["uid"] not in {m.uid for m in self.created}:
+            self.created.append(Made.of(job))
+
+    async def _watch(self) -> None:
+        """Every Job created, from the namespace's first on: a watch from the last
+        resourceVersion seen, listed again when the API server forgot it (410)."""
+        batch = client.BatchV1Api(self.stack.admin)
+        version: str | None = None
+        while True:
+            try:
+                if version is None:
+                    listed = self.stack.admin.sanitize_for_serialization(
+                        await batch.list_namespaced_job(self.namespace)
+                    )
+                    for job in listed["items"]:
+                        self._saw(job)
+                    version = listed["metadata"]["resourceVersion"]
+                stream = watch.Watch()
+                async with stream.stream(
+                    batch.list_namespaced_job, self.namespace, resource_version=version,
+                    timeout_seconds=60, allow_watch_bookmarks=True,
+                ) as events:  # fmt: skip
+                    async for event in events:
+                        raw = event["raw_object"]
+                        if event["type"] == "ERROR":
+                            if raw.get("code") == 410:
+                                version = None
+                            break
+                        version = raw["metadata"]["resourceVersion"]
+                        if event["type"] == "ADDED":
+                            self._saw(raw)
+            except ApiException as error:
+                if error.status == 410:
+                    version = None
+                await asyncio.sleep(0.2)
+            except (OSError, TimeoutError, ValueError, aiohttp.ClientError):
+                await asyncio.sleep(0.2)  # the API server may be away (an outage run)
+            except Exception as error:  # a bug of the watch's must show
+                self.played["error"] = f"the Jobs' watch: {error!r}"
+                await asyncio.sleep(0.2)
 
     async def _run(self) -> None:
         batch = client.BatchV1Api(self.stack.admin)
@@ -286,31 +391,39 @@ class JobPlayer:
                 listed = await batch.list_namespaced_job(self.namespace)
                 for job in self.stack.admin.sanitize_for_serialization(listed)["items"]:
                     uid = job["metadata"]["uid"]
-                    if uid not in self.played and not (job.get("status") or {}).get("conditions"):
-                        self.played[uid] = "playing"
+                    if (job.get("status") or {}).get("conditions"):
+                        continue
+                    if uid not in self.played:  # its containers run once
                         self.played[uid] = await self._play(job)
-            except (ApiException, OSError, TimeoutError):
+                    # written until it holds (the API server may have been away)
+                    await self._write_status(
+                        job["metadata"]["name"], succeeded=self.played[uid] == "succeeded"
+                    )
+            except (ApiException, OSError, TimeoutError, aiohttp.ClientError):
                 pass  # the API server may be away (an outage run): look again
             except Exception as error:  # a bug of the player's must show
                 self.played["error"] = repr(error)
             await asyncio.sleep(0.2)
 
     async def _play(self, job: dict[str, Any]) -> str:
+        """Each container in order: ``talosctl upgrade`` runs for real against the
+        stand-in; ``talosctl upgrade-k8s`` sets the kubelets' version; a read's or a
+        check's talosctl and Cilium's helm just succeed (what a read prints is played in
+        the operator, ``played_operator``)."""
         name = job["metadata"]["name"]
         kind = (job["metadata"].get("annotations") or {}).get(jobs.TYPE_ANNOTATION)
+        pod = job["spec"]["template"]["spec"]
         succeeded = True
-        if kind == "talos":
-            pod = job["spec"]["template"]["spec"]
-            for container in pod.get("initContainers") or ():
-                done = await asyncio.to_thread(self.stack.talosctl, container["args"])
+        for container in (*(pod.get("initContainers") or ()), *pod["containers"]):
+            args = list(container.get("args") or ())
+            if kind == "talos" and args[:1] == ["upgrade"]:
+                done = await asyncio.to_thread(self.stack.talosctl, args)
                 if done.returncode != 0:
+                    self.played[f"{name} output"] = done.stderr[-2000:]
                     succeeded = False
                     break
-        elif kind == "kubernetes":
-            args = job["spec"]["template"]["spec"]["containers"][0]["args"]
-            version = args[args.index("--to") + 1]
-            await self.stack.set_nodes(kubelet=version)
-        await self._write_status(name, succeeded=succeeded)
+            elif args[:1] == ["upgrade-k8s"]:
+                await self.stack.set_nodes(kubelet=args[args.index("--to") + 1])
         return "succeeded" if succeeded else "failed"
 
     async def _write_status(self, name: str, *, succeeded: bool) -> None:
@@ -432,6 +545,7 @@ class Stack:
             "ICHOR_LIVENESS_ENDPOINT": f"http://127.0.0.1:{healthz}/healthz",
             "POD_ID": "ichor-crash-0",
         })  # fmt: skip
+        env = checkout.python_env(env)  # for python -m tests.harness.played_operator
         env.pop("KUBERNETES_SERVICE_HOST", None)
         self.operator = OperatorProcess(
             env, log=self.workdir / "operator.log",
@@ -601,8 +715,8 @@ async def eventually(
 
 
 @contextlib.asynccontextmanager
-async def playing(stack: Stack, namespace: str) -> AsyncIterator[JobPlayer]:
-    player = JobPlayer(stack, namespace)
+async def playing(stack: Stack, context: Context) -> AsyncIterator[JobPlayer]:
+    player = JobPlayer(stack, context.namespace, context.created)
     player.start()
     try:
         yield player
@@ -669,7 +783,7 @@ async def run(
     calls: list[Call] = []
     try:
         await flow.prepare(context)
-        async with playing(stack, context.namespace) as player:
+        async with playing(stack, context) as player:
             stack.proxy.arm(fault)
             with contextlib.suppress(ApiException):
                 await flow.start(context)
@@ -678,6 +792,7 @@ async def run(
                     lambda: _fired_or(fault, flow, context), within=REACH_TIMEOUT, step=0.05
                 )
                 if fault.fired.is_set():
+                    context.killed = True
                     await asyncio.to_thread(stack.operator.wait_dead)
                     calls = stack.proxy.disarm()
                     if dead is not None:
@@ -811,6 +926,7 @@ async def sweep(
 
 
 __all__ = [
-    "Action", "Context", "Fault", "Flow", "Outcome", "Point", "Stack", "Sweep", "crash_points",
+    "Action", "Context", "Fault", "Flow", "Made", "Outcome", "Point", "Stack", "Sweep",
+    "crash_points", "read_only",
     "run", "sample", "sweep", "write_points",
 ]  # fmt: skip

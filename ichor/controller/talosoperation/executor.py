@@ -948,9 +948,9 @@ class OperationController(ClusterKeyed[OperationSettings]):
             name = jobs.job_name(
                 operation=op.name, uid=op.uid, type_=op.spec.type, step=f"node-{node.name}"
             )
-            if node.name not in started:
-                return await self._start_node(op, step, node, name)
-            job = await self._read_job(op.namespace, name)
+            job = await self._read_job(op.namespace, name) if node.name in started else None
+            if node.name not in started or _unmade(op, started, node.name, job):
+                return await self._start_node(op, step, node, name, write=node.name not in started)
             if job is None or not _owned_by(job, op):
                 message = (
                     f"Job {name}, which upgrades {node.name}, was deleted before it finished; "
@@ -961,18 +961,21 @@ class OperationController(ClusterKeyed[OperationSettings]):
         return await self._upgraded(op, step, outcomes, already)
 
     async def _start_node(
-        self, op: Operation, step: _Step, node: PlannedNode, name: str
+        self, op: Operation, step: _Step, node: PlannedNode, name: str, *, write: bool = True
     ) -> Operation:
-        """Record that ``node``'s Job ``name`` starts, then create it."""
+        """Record that ``node``'s Job ``name`` starts (``NodeJobCreating``), then create
+        it; without ``write``, only the create a kill prevented."""
         nodes = step.nodes
         policy = nodes.policy or NodePolicy()
-        op = await self._write(
-            op,
-            nodesteps.stage(
-                op, nodes, now=_now(), message=f"Job {name} upgrades {node.name}",
-                started=(*(nodes.started or ()), node.name), job_name=name,
-            ),
-        )  # fmt: skip
+        if write:
+            op = await self._write(
+                op,
+                nodesteps.stage(
+                    op, nodes, now=_now(), message=f"Job {name} upgrades {node.name}",
+                    started=(*(nodes.started or ()), node.name), job_name=name,
+                    reason=OperationReason.NODE_JOB_CREATING,
+                ),
+            )  # fmt: skip
         manifest = jobs.node_job(
             operation=self._ref(op),
             name=name,
@@ -1669,6 +1672,21 @@ class _Unrunnable(Exception):
 
 #: How the refusal of a TalosCluster that names no talosconfig ends, before a claim.
 _NO_TALOSCONFIG = ", so talosctl has no credentials; set it and create the operation again"
+
+
+def _unmade(
+    op: Operation, started: Sequence[str], node: str, job: Mapping[str, Any] | None
+) -> bool:
+    """Killed between the write that started ``node`` and its Job's create: the Job is
+    not there and the latest write is still that one (``NodeJobCreating``; any later
+    write says the Job was seen), so the create is made now."""
+    complete = next((c for c in op.status.conditions if c.type == lifecycle.Complete), None)
+    return (
+        job is None
+        and list(started[-1:]) == [node]
+        and complete is not None
+        and complete.reason == OperationReason.NODE_JOB_CREATING
+    )
 
 
 def _owned_by(job: Mapping[str, Any], op: Operation) -> bool:
