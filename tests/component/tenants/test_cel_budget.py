@@ -357,18 +357,21 @@ def test_a_runaway_past_the_estimate_is_killed_at_its_deadline_and_nobody_else_w
     assert burnt > 1.0, "the worker did not run the check"
     assert own_during < max(burning / 2, 0.05), (own_during, burning)
     assert own_after + kids_after < max(burning / 3, 0.02), (own_after, kids_after, burning)
-    body = wait_for(
-        "the burn's verdict",
-        lambda: (
-            b
-            if "was stopped"
-            in condition(b := stack.cluster("burn"), "AutoPatchReady").get("message", "")
-            else None
-        ),
-        # the kill and the freshness are the bounds under test (above); the verdict is the
-        # next status write, which a loaded machine delayed past 30 s in whole runs
-        timeout=90,
-    )
+    try:
+        body = wait_for(
+            "the burn's verdict",
+            lambda: (
+                b
+                if "was stopped"
+                in condition(b := stack.cluster("burn"), "AutoPatchReady").get("message", "")
+                else None
+            ),
+            # the kill and the freshness are the bounds under test (above); the verdict is
+            # the next status write, which a loaded machine delayed past 30 s in whole runs
+            timeout=90,
+        )
+    except AssertionError as error:
+        raise AssertionError(f"{error}\n{stack.explain('burn')}") from None
     said = condition(body, "AutoPatchReady")
     assert said["reason"] == "HealthCheckFailed"
     assert said["status"] == "False"
