@@ -188,6 +188,23 @@ def _listed(plane: controlplane.ControlPlane) -> bool:
     return bool(((found.get("status") or {}).get("upgradeTargets") or {}).get("checkedAt"))
 
 
+#: The fleet's auto-patch limit while this module runs (the CRD's largest).
+FLEET_LIMIT = 1000
+
+
+def _fleet_limit(plane: controlplane.ControlPlane, limit: int | None) -> int | None:
+    """Set the IchorInstallation's ``spec.autoPatch.maxConcurrentClusters`` (None: its
+    default); the value it had."""
+    found = json.loads(
+        plane.kubectl("get", "ichorinstallation", kinds.INSTALLATION_NAME, "-o", "json").stdout
+    )
+    had = ((found.get("spec") or {}).get("autoPatch") or {}).get("maxConcurrentClusters")
+    patch = {"spec": {"autoPatch": {"maxConcurrentClusters": limit}}}
+    plane.kubectl("patch", "ichorinstallation", kinds.INSTALLATION_NAME, "--type=merge",
+                  "-p", json.dumps(patch))  # fmt: skip
+    return had if isinstance(had, int) else None
+
+
 @pytest.fixture(scope="module")
 def stack(
     control_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
@@ -200,6 +217,8 @@ def stack(
         control_plane, workdir=workdir, webhook_port=ports["webhook"], mutual_tls=True
     ) as rel:
         operator: subprocess.Popen[str] | None = None
+        fleet_limit: int | None = None
+        changed = False
         try:
             operator, log = start_operator(
                 control_plane, rel.manifest, namespace=rel.namespace, workdir=workdir, ports=ports
@@ -216,6 +235,10 @@ def stack(
                 control_plane, user, plural="ichorinstallations", name=kinds.INSTALLATION_NAME,
                 status={"upgradeTargets": {"checkedAt": now_stamp(), **TARGETS, **CLEARED}},
             )  # fmt: skip
+            # Other tests' auto-patch operations may stay in this shared API server (no
+            # namespace controller ends their namespaces' deletion) and hold the fleet's
+            # slot (maxConcurrentClusters, default 1): the fleet's limit is not under test.
+            fleet_limit, changed = _fleet_limit(control_plane, FLEET_LIMIT), True
             made = Stack(control_plane, rel, operator, log, tenant, data)
             created = made.create(cluster_body(tenant, "steady"))
             assert created.returncode == 0, created.stderr
@@ -230,6 +253,8 @@ def stack(
         finally:
             if operator is not None:
                 stop_operator(operator)
+            if changed:
+                _fleet_limit(control_plane, fleet_limit)
             for namespace in (tenant, data):
                 control_plane.kubectl("delete", "namespace", namespace, "--wait=false",
                                       check=False)  # fmt: skip
