@@ -220,6 +220,11 @@ def stack(
         fleet_limit: int | None = None
         changed = False
         try:
+            # Other tests' auto-patch operations may stay in this shared API server (no
+            # namespace controller ends their namespaces' deletion) and hold the fleet's
+            # slot (maxConcurrentClusters, default 1): the fleet's limit is not under test
+            # (set before the operator starts: a later spec change reruns its release check).
+            fleet_limit, changed = _fleet_limit(control_plane, FLEET_LIMIT), True
             operator, log = start_operator(
                 control_plane, rel.manifest, namespace=rel.namespace, workdir=workdir, ports=ports
             )
@@ -235,10 +240,6 @@ def stack(
                 control_plane, user, plural="ichorinstallations", name=kinds.INSTALLATION_NAME,
                 status={"upgradeTargets": {"checkedAt": now_stamp(), **TARGETS, **CLEARED}},
             )  # fmt: skip
-            # Other tests' auto-patch operations may stay in this shared API server (no
-            # namespace controller ends their namespaces' deletion) and hold the fleet's
-            # slot (maxConcurrentClusters, default 1): the fleet's limit is not under test.
-            fleet_limit, changed = _fleet_limit(control_plane, FLEET_LIMIT), True
             made = Stack(control_plane, rel, operator, log, tenant, data)
             created = made.create(cluster_body(tenant, "steady"))
             assert created.returncode == 0, created.stderr
