@@ -173,10 +173,31 @@ async def respond(
     if refusal is not None:
         return denial(uid, refusal)
     assert isinstance(data, Mapping)  # admissible says so
+    review = intake.for_kopf(data)
+    try:
+        return await _judged(fn, review, uid=uid, webhook=webhook, claims=claims,
+                             headers=headers, sslpeer=sslpeer)  # fmt: skip
+    finally:
+        # kopf's views of the object refer to each other, so only a garbage collection
+        # would free them; emptied, they hold nothing once the review is answered
+        intake.release(review, data)
+
+
+async def _judged(
+    fn: kopf.WebhookFn,
+    review: dict[str, Any],
+    *,
+    uid: str,
+    webhook: str,
+    claims: tuple[Claim, ...],
+    headers: Mapping[str, str] | None,
+    sslpeer: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """kopf's answer to an admissible ``review``, reduced by ``_clean``."""
     try:
         with intake.judging() as judged, intake.overridable() as passable:
             response: Any = await fn(
-                intake.for_kopf(data),  # type: ignore[arg-type]
+                review,  # type: ignore[arg-type]
                 webhook=webhook,
                 headers=dict(headers or {}),
                 sslpeer=dict(sslpeer or {}),
