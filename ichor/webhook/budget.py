@@ -12,9 +12,10 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-#: Memory the reviews being read and judged may take together (``intake.cost``). With
-#: the operator's own ~100 MiB and the connections' buffers (``MAX_CONNECTIONS`` of about
-#: 0.3 MiB) this stays under the chart's 256Mi limit.
+#: Memory the reviews being read and judged may take together (``intake.cost``). Set
+#: with the chart's 384Mi limit: an operator observing 1,000 clusters takes about
+#: 196 MiB, sixteen concurrent reviews of the largest size add about 35 MiB (222 MiB at
+#: worst, 42% of the limit free; tests/component/chart/test_fleet_memory.py).
 BUDGET_BYTES = 96 * 1024 * 1024
 #: Part of the budget only reviews costing at most ``SMALL_COST`` may use, so ordinary
 #: reviews are answered while large ones wait.

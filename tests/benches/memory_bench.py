@@ -148,24 +148,42 @@ async def _targets(session: aiohttp.ClientSession, targets: dict[str, Any]) -> N
     await call(session, "PATCH", f"{path}/{kinds.INSTALLATION_NAME}/status", status)
 
 
-def report(
-    size: int, fleet_rss: int, fleet_peak: int, phases: list[Phase], limit: int
-) -> list[str]:
-    worst = max([fleet_peak, *(p.peak for p in phases)])
-    free = 1 - worst / limit
-    return [
-        f"fleet {size:,} observed: operator RSS {fleet_rss / MIB:.0f} MiB, peak "
-        f"{fleet_peak / MIB:.0f} MiB while the fleet started",
-        *(p.line(limit) for p in phases),
-        f"worst peak {worst / MIB:.0f} MiB of the chart's limit {limit / MIB:.0f} MiB: "
-        f"{free:.0%} free (goal >= {GOAL_FREE:.0%}: {fleet_bench._met(free >= GOAL_FREE)}); "
-        f"review budget {budget.BUDGET_BYTES / MIB:.0f} MiB, largest review "
-        f"{intake.MAX_REVIEW_BYTES / MIB:.1f} MiB",
-    ]
+@dataclass(frozen=True)
+class Measured:
+    """The figures of one run: the fleet's, each storm's, the chart's limit."""
+
+    size: int
+    fleet_rss: int
+    fleet_peak: int
+    phases: tuple[Phase, ...]
+    limit: int
+
+    @property
+    def worst(self) -> int:
+        return max([self.fleet_peak, *(p.peak for p in self.phases)])
+
+    @property
+    def free(self) -> float:
+        """The share of the chart's limit the worst peak left free."""
+        return 1 - self.worst / self.limit
+
+    def lines(self) -> list[str]:
+        met = fleet_bench._met(self.free >= GOAL_FREE)
+        return [
+            f"fleet {self.size:,} observed: operator RSS {self.fleet_rss / MIB:.0f} MiB, peak "
+            f"{self.fleet_peak / MIB:.0f} MiB while the fleet started",
+            *(p.line(self.limit) for p in self.phases),
+            f"worst peak {self.worst / MIB:.0f} MiB of the chart's limit "
+            f"{self.limit / MIB:.0f} MiB: {self.free:.0%} free (goal >= {GOAL_FREE:.0%}: "
+            f"{met}); review budget {budget.BUDGET_BYTES / MIB:.0f} MiB, largest review "
+            f"{intake.MAX_REVIEW_BYTES / MIB:.1f} MiB",
+        ]
 
 
-async def _bench(workdir: Path) -> list[str]:
-    size = fleet_size()
+async def measure(workdir: Path, *, size: int, again: int = AGAIN) -> Measured:
+    """The chart installed in API servers of its own under ``workdir``, its operator
+    observing ``size`` clusters, stormed at rest, during a change and ``again`` times
+    more at rest."""
     limit = chart_memory_limit()
     ports = {name: controlplane.free_port() for name in ("webhook", "healthz", "metrics")}
     with (
@@ -193,7 +211,7 @@ async def _bench(workdir: Path) -> list[str]:
             account = helm.one(rel.manifest, "ServiceAccount")["metadata"]["name"]
             user = f"system:serviceaccount:{rel.namespace}:{account}"
             target = _Target(url, context, operator.pid, user)
-            return await _measured(plane, workload, target, size, limit)
+            return await _measured(plane, workload, target, size, limit, again)
         except BaseException:
             print(log.read_text(errors="replace")[-4000:], flush=True)
             raise
@@ -207,7 +225,8 @@ async def _measured(
     target: _Target,
     size: int,
     limit: int,
-) -> list[str]:
+    again: int,
+) -> Measured:
     admin = Endpoint.of(
         server=plane.server,
         ca_file=plane.ca_file,
@@ -238,18 +257,18 @@ async def _measured(
                 meanwhile=change,
             )  # fmt: skip
             # again and again at rest: what a storm leaves behind does not add up
-            again = [
+            more = [
                 await _storm(target, fleet, f"16 largest reviews, fleet at rest, {n} more")
-                for n in range(1, AGAIN + 1)
+                for n in range(1, again + 1)
             ]
         finally:
             await watcher.stop()
-    return report(size, fleet_rss, fleet_peak, [at_rest, following, *again], limit)
+    return Measured(size, fleet_rss, fleet_peak, (at_rest, following, *more), limit)
 
 
 def run() -> list[str]:
     with tempfile.TemporaryDirectory(prefix="ichor-memory-bench-") as workdir:
-        return asyncio.run(_bench(Path(workdir)))
+        return asyncio.run(measure(Path(workdir), size=fleet_size())).lines()
 
 
 if __name__ == "__main__":
