@@ -178,8 +178,10 @@ class Context:
     notes: dict[str, Any] = field(default_factory=dict)
     #: Every Job created in the namespace during the run (the player's watch), in order.
     created: list[Made] = field(default_factory=list)
-    #: Whether the run killed the operator (a read-only Job may then be made anew).
-    killed: bool = False
+    #: Whether the run's fault fired: a kill, a 409 or the API server away lost or refused
+    #: a write, and the step is decided again from what is stored, so a read-only Job
+    #: (a read, a check) may be made anew.
+    faulted: bool = False
 
     @property
     def custom(self) -> client.CustomObjectsApi:
@@ -302,6 +304,8 @@ class Made:
     node: str
     #: Whether it only reads (the read of the nodes' images, an etcd check).
     read_only: bool
+    #: Whether Kubernetes removes it once finished (``ttlSecondsAfterFinished``).
+    expires: bool = False
 
     @classmethod
     def of(cls, job: dict[str, Any]) -> Made:
@@ -311,6 +315,7 @@ class Made:
             name=meta["name"], uid=meta["uid"], owner=owners[0] if owners else "",
             node=(meta.get("annotations") or {}).get(jobs.NODE_ANNOTATION, ""),
             read_only=read_only(job),
+            expires=(job.get("spec") or {}).get("ttlSecondsAfterFinished") is not None,
         )  # fmt: skip
 
     @property
@@ -792,7 +797,7 @@ async def run(
                     lambda: _fired_or(fault, flow, context), within=REACH_TIMEOUT, step=0.05
                 )
                 if fault.fired.is_set():
-                    context.killed = True
+                    context.faulted = True
                     await asyncio.to_thread(stack.operator.wait_dead)
                     calls = stack.proxy.disarm()
                     if dead is not None:
@@ -803,6 +808,7 @@ async def run(
                 problems.append(f"stuck: not complete {COMPLETE_TIMEOUT:.0f} s after the start")
             if not calls:
                 calls = stack.proxy.disarm()
+            context.faulted = fault is not None and fault.fired.is_set()
             if not stack.operator.alive:
                 problems.append("the operator is not running at the end")
             if "error" in player.played:

@@ -390,7 +390,7 @@ def read_job(
         for container, args in reads
     ]
     volume = _secret_volume("talosconfig", talosconfig, path="config")
-    return _job(
+    job = _job(
         operation,
         init=(),
         main=containers[0],
@@ -400,6 +400,14 @@ def read_job(
         settings=settings,
         name=name,
     )
+    job["spec"]["ttlSecondsAfterFinished"] = READ_TTL_SECONDS
+    return job
+
+
+#: How long after it finishes Kubernetes keeps a read Job. The executor deletes one once
+#: read; this removes one it never reads (a create stored after the read, when the API
+#: server came back). An operator down longer than this makes the read anew.
+READ_TTL_SECONDS = 3600
 
 
 #: Pods of a Job that upgrades a node of the cluster it runs in stay off that node: the

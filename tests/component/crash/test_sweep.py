@@ -159,6 +159,46 @@ async def test_a_409_on_a_seeded_write(stack: crash.Stack, tmp_path: Path) -> No
     )  # fmt: skip
 
 
+def _check_passed_write(method: str, path: str, body: bytes) -> bool:
+    """The status write that records a node's etcd check as passed (the check Job read
+    and deleted just before it)."""
+    return method == "PATCH" and path.endswith("/status") and b"etcd healthy with" in body
+
+
+async def test_a_409_on_the_write_after_a_check_makes_the_check_anew_and_no_node_twice(
+    stack: crash.Stack,
+) -> None:
+    """A failure the whole 409 sweep found: the write that records a passed etcd check
+    answered 409 loses the check's result (its Job is already deleted). The step is
+    decided again from what is stored, so the check is made once more, the fresh read
+    before the node; nothing that acts is made twice and no node upgrades twice."""
+    fault = crash.fault_for(Action.CONFLICT, 1, match=_check_passed_write)
+    outcome = await crash.run(stack, crash_flows.TALOS, fault)
+    assert outcome.reached, _report(outcome)
+    assert not outcome.problems, _report(outcome)
+
+
+def _check_create(method: str, path: str, body: bytes) -> bool:
+    """The create of an etcd check Job (read-only, ``talosctl etcd``)."""
+    if method != "POST" or not path.endswith("/jobs"):
+        return False
+    job = json.loads(body)
+    return crash.read_only(job) and b'"etcd"' in body
+
+
+async def test_the_api_server_away_at_a_check_create_leaves_no_job_for_ever(
+    stack: crash.Stack,
+) -> None:
+    """A failure the whole outage sweep found: a check Job's create held while the API
+    server was away was stored after the executor had made, read and deleted the check
+    anew, and that Job stayed. A read Job now goes on its own once finished; nothing that
+    acts is made twice and no node upgrades twice."""
+    fault = crash.fault_for(Action.OUTAGE, 1, match=_check_create)
+    outcome = await crash.run(stack, crash_flows.TALOS, fault)
+    assert outcome.reached, _report(outcome)
+    assert not outcome.problems, _report(outcome)
+
+
 @pytest.mark.parametrize("part", ["kube-apiserver", "etcd"])
 async def test_the_api_server_away_at_a_seeded_write(
     stack: crash.Stack, part: str, tmp_path: Path

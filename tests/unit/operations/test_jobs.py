@@ -154,6 +154,23 @@ def test_a_read_job_runs_one_talosctl_get_per_resource_side_by_side() -> None:
     assert job["spec"]["backoffLimit"] == 0
 
 
+def test_a_read_job_goes_on_its_own_once_finished_and_a_job_that_acts_is_kept() -> None:
+    """The executor deletes a read Job once it has read it. A create that lands after
+    that (sent before the API server went away, stored after it came back) makes a Job
+    no one reads: Kubernetes removes it an hour after it finishes. A Job that acts is
+    the operation's record and is never removed on a timer."""
+    read = jobs.read_job(
+        operation=ref(),
+        name="ichor-read-x",
+        talos_version="v1.14.3",
+        reads=[("extensions", ["get", "extensions"])],
+        talosconfig=TALOSCONFIG,
+        settings=SETTINGS,
+    )
+    assert read["spec"]["ttlSecondsAfterFinished"] == jobs.READ_TTL_SECONDS == 3600
+    assert "ttlSecondsAfterFinished" not in talos()["spec"]
+
+
 def test_talos_credentials_are_the_mounted_talosconfig_secret() -> None:
     pod = talos()["spec"]["template"]["spec"]
     (volume,) = [v for v in pod["volumes"] if v["name"] == "talosconfig"]
