@@ -31,6 +31,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
@@ -71,6 +72,8 @@ READY_TIMEOUT = 90.0
 COMPLETE_TIMEOUT = 90.0
 #: Seconds within which the fault must fire once the flow started (else: not reached).
 REACH_TIMEOUT = 60.0
+#: How long a run waits, at its end, for an outage a held call started to be over.
+OUTAGE_WAIT = 120.0
 MERGE = "application/merge-patch+json"
 #: The stack's registry: the releases its repositories list (the chart's is not seeded).
 REPOSITORIES = "crash"
@@ -476,6 +479,8 @@ class Stack:
         self.webhook_port = 0
         self.outage_part = "kube-apiserver"
         self.outage_seconds: list[float] = []
+        self._outage_over = threading.Event()
+        self._outage_over.set()
         self._standins = 0
 
     # --- start and stop --------------------------------------------------------------
@@ -621,7 +626,15 @@ class Stack:
             self.operator.kill()
 
     def _outage(self) -> None:
-        self.outage_seconds.append(self.plane.restart(self.outage_part, down=1.0))
+        self._outage_over.clear()
+        try:
+            self.outage_seconds.append(self.plane.restart(self.outage_part, down=1.0))
+        finally:
+            self._outage_over.set()
+
+    async def outage_over(self) -> None:
+        """Once an outage a held call started is over (the part back), or at once."""
+        await asyncio.to_thread(self._outage_over.wait, OUTAGE_WAIT)
 
     # --- the workload's Nodes ----------------------------------------------------------
 
@@ -708,10 +721,11 @@ PointsOf = Callable[[tuple["Call", ...]], list["Point"]]
 async def eventually(
     probe: Callable[[], Awaitable[bool]], *, within: float, step: float = 0.2
 ) -> bool:
-    """Whether ``probe`` held within ``within`` seconds (an API error is a no)."""
+    """Whether ``probe`` held within ``within`` seconds (an API error, or the API server
+    away, is a no)."""
     deadline = time.monotonic() + within
     while True:
-        with contextlib.suppress(ApiException, OSError, TimeoutError):
+        with contextlib.suppress(ApiException, OSError, TimeoutError, aiohttp.ClientError):
             if await probe():
                 return True
         if time.monotonic() > deadline:
@@ -820,6 +834,7 @@ async def run(
         if not stack.operator.alive:
             await asyncio.to_thread(stack.start_operator)
     finally:
+        await stack.outage_over()  # a run that failed inside one leaves none to the next
         with contextlib.suppress(ApiException, OSError):
             await stack.clean(context)
     return Outcome(
