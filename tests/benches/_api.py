@@ -21,6 +21,7 @@ from typing import Any
 import aiohttp
 
 from ichor.api import kinds
+from tests.harness import controlplane
 
 MERGE = "application/merge-patch+json"
 
@@ -37,6 +38,12 @@ class Endpoint:
         context = ssl.create_default_context(cafile=str(ca_file))
         context.load_cert_chain(str(cert), str(key))
         return cls(server=server.rstrip("/"), context=context)
+
+    @classmethod
+    def admin_of(cls, plane: controlplane.ControlPlane) -> Endpoint:
+        """``plane``'s admin (system:masters)."""
+        cert, key = plane.pki / "admin.crt", plane.pki / "admin.key"
+        return cls.of(server=plane.server, ca_file=plane.ca_file, cert=cert, key=key)
 
     def session(self, *, limit: int = 100) -> aiohttp.ClientSession:
         return aiohttp.ClientSession(

@@ -120,6 +120,13 @@ async def _workload(session: aiohttp.ClientSession) -> None:
     await call(session, "POST", "/apis/apps/v1/namespaces/kube-system/daemonsets", daemonset)
 
 
+async def workload_nodes(workload: controlplane.ControlPlane) -> None:
+    """The workload cluster every TalosCluster of the fleet points at: three Talos Nodes
+    and Cilium, written by its admin."""
+    async with Endpoint.admin_of(workload).session() as session:
+        await _workload(session)
+
+
 async def _targets(session: aiohttp.ClientSession, targets: Mapping[str, Any]) -> None:
     path = f"/apis/{kinds.GROUP}/{kinds.VERSION}/{kinds.Plural.ICHOR_INSTALLATIONS}"
     body = {
@@ -773,23 +780,11 @@ async def _bench(workdir: Path) -> list[str]:
     ):
         support.apply_crds(plane)
         operator = account.grant(plane, role=ROLE, directory=workdir / "operator")
-        admin = Endpoint.of(
-            server=plane.server,
-            ca_file=plane.ca_file,
-            cert=plane.pki / "admin.crt",
-            key=plane.pki / "admin.key",
-        )
+        admin = Endpoint.admin_of(plane)
         operator_endpoint = Endpoint.of(
             server=plane.server, ca_file=plane.ca_file, cert=operator.cert, key=operator.key
         )
-        workload_admin = Endpoint.of(
-            server=workload.server,
-            ca_file=workload.ca_file,
-            cert=workload.pki / "admin.crt",
-            key=workload.pki / "admin.key",
-        )
-        async with workload_admin.session() as session:
-            await _workload(session)
+        await workload_nodes(workload)
         runs = []
         for size in sizes():
             runs.append(

@@ -193,14 +193,7 @@ async def measure(workdir: Path, *, size: int, again: int = AGAIN) -> Measured:
             plane, workdir=workdir, webhook_port=ports["webhook"], mutual_tls=True
         ) as rel,
     ):
-        workload_admin = Endpoint.of(
-            server=workload.server,
-            ca_file=workload.ca_file,
-            cert=workload.pki / "admin.crt",
-            key=workload.pki / "admin.key",
-        )
-        async with workload_admin.session() as session:
-            await fleet_bench._workload(session)
+        await fleet_bench.workload_nodes(workload)
         operator, log = start_operator(
             plane, rel.manifest, namespace=rel.namespace, workdir=workdir, ports=ports
         )
@@ -227,12 +220,7 @@ async def _measured(
     limit: int,
     again: int,
 ) -> Measured:
-    admin = Endpoint.of(
-        server=plane.server,
-        ca_file=plane.ca_file,
-        cert=plane.pki / "admin.crt",
-        key=plane.pki / "admin.key",
-    )
+    admin = Endpoint.admin_of(plane)
     pid = target.pid
     fleet = "memory-fleet"
     async with admin.session() as session, _as_operator(admin, target.account) as writer:

@@ -223,12 +223,7 @@ def _measure(work: Path) -> list[str]:
         manifest = json.dumps(harness.cluster_manifest(NAME, NAMESPACE))
         plane.kubectl("apply", "-n", NAMESPACE, "-f", "-", input=manifest)
         operator = account.grant(plane, role=ROLE, directory=work / "operator")
-        admin = Endpoint.of(
-            server=plane.server,
-            ca_file=plane.ca_file,
-            cert=plane.pki / "admin.crt",
-            key=plane.pki / "admin.key",
-        )
+        admin = Endpoint.admin_of(plane)
         files = certs.write_serving_certificate(work / "tls")
         port = controlplane.free_port()
         timings = work / "webhook-timings.txt"
