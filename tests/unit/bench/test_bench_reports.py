@@ -10,7 +10,7 @@ import math
 import pytest
 
 from tests import bench
-from tests.benches import _api, fleet_bench, webhook_bench
+from tests.benches import _api, fleet_bench, memory_bench, webhook_bench
 from tests.component.webhook import harness
 
 
@@ -227,3 +227,28 @@ def test_cli_report_gives_the_start_ratio_and_judges_the_absolute_goal() -> None
     assert with_cpu[1] == (
         "cli: CPU ichor version 30 ms, ichor --help 88 ms, kubectl version --client 12 ms"
     )
+
+
+def test_memory_report_judges_the_worst_peak_against_a_quarter_of_the_limit() -> None:
+    mib = memory_bench.MIB
+    phases = (
+        memory_bench.Phase("at rest", 180 * mib, 220 * mib, 1.0, {"allowed": 6}),
+        memory_bench.Phase("during a change", 185 * mib, 300 * mib, 9.0, {"denied": 16}),
+    )
+    measured = memory_bench.Measured(1000, 190 * mib, 200 * mib, phases, 384 * mib)
+    assert measured.worst == 300 * mib  # a storm's peak, over the fleet's own
+    assert math.isclose(measured.free, 1 - 300 / 384)
+    lines = measured.lines()
+    assert "worst peak 300 MiB of the chart's limit 384 MiB: 22% free" in lines[-1]
+    assert "NOT met" in lines[-1]
+    quiet = memory_bench.Measured(1000, 190 * mib, 250 * mib, phases[:1], 384 * mib)
+    assert quiet.worst == 250 * mib  # the fleet's start, over the storm's
+    assert "35% free (goal >= 25%: met)" in quiet.lines()[-1]
+    assert "during a change: RSS 185 MiB before, peak 300 MiB (78% of the limit)" in lines[2]
+
+
+def test_memory_fleet_size_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ICHOR_BENCH_MEMORY_FLEET", raising=False)
+    assert memory_bench.fleet_size() == 1000
+    monkeypatch.setenv("ICHOR_BENCH_MEMORY_FLEET", "50")
+    assert memory_bench.fleet_size() == 50
