@@ -72,6 +72,9 @@ READY_TIMEOUT = 90.0
 COMPLETE_TIMEOUT = 90.0
 #: Seconds within which the fault must fire once the flow started (else: not reached).
 REACH_TIMEOUT = 60.0
+#: Seconds the Job player waits for one answer: a call sent as the API server went away
+#: may never be answered, and the player must look again.
+PLAYER_CALL_SECONDS = 10.0
 #: How long a run waits, at its end, for an outage a held call started to be over.
 OUTAGE_WAIT = 120.0
 MERGE = "application/merge-patch+json"
@@ -396,7 +399,9 @@ class JobPlayer:
         batch = client.BatchV1Api(self.stack.admin)
         while True:
             try:
-                listed = await batch.list_namespaced_job(self.namespace)
+                listed = await batch.list_namespaced_job(
+                    self.namespace, _request_timeout=PLAYER_CALL_SECONDS
+                )
                 for job in self.stack.admin.sanitize_for_serialization(listed)["items"]:
                     uid = job["metadata"]["uid"]
                     if (job.get("status") or {}).get("conditions"):
@@ -438,8 +443,9 @@ class JobPlayer:
         batch = client.BatchV1Api(self.stack.admin)
         now = _now()
         await batch.patch_namespaced_job_status(
-            name, self.namespace, {"status": {"startTime": now, "active": 1, "ready": 0}}
-        )
+            name, self.namespace, {"status": {"startTime": now, "active": 1, "ready": 0}},
+            _request_timeout=PLAYER_CALL_SECONDS,
+        )  # fmt: skip
 
         def condition(type_: str, reason: str) -> dict[str, str]:
             return {"type": type_, "status": "True", "reason": reason, "message": reason,
@@ -459,7 +465,9 @@ class JobPlayer:
                 "conditions": [condition("FailureTarget", "BackoffLimitExceeded"),
                                condition("Failed", "BackoffLimitExceeded")],
             }  # fmt: skip
-        await batch.patch_namespaced_job_status(name, self.namespace, {"status": status})
+        await batch.patch_namespaced_job_status(
+            name, self.namespace, {"status": status}, _request_timeout=PLAYER_CALL_SECONDS
+        )
 
 
 class Stack:
