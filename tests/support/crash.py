@@ -489,8 +489,6 @@ class Stack:
         self.outage_seconds: list[float] = []
         self._outage_over = threading.Event()
         self._outage_over.set()
-        #: Held by a node's upgrade (the workload's part) and by an outage.
-        self._workload = threading.Lock()
         self._standins = 0
 
     # --- start and stop --------------------------------------------------------------
@@ -609,21 +607,15 @@ class Stack:
         (self.workdir / "talosconfig").write_text(self.talosconfig)
 
     def talosctl(self, args: list[str]) -> subprocess.CompletedProcess[str]:
-        """The real talosctl, as the Job's container runs it, against the stand-in.
-
-        The stand-in's Nodes (which its drain reads) are on this one API server, which
-        also stands for the workload cluster. A real workload cluster does not go away
-        with the management cluster's API server, so a node's upgrade and an outage
-        never overlap here (``_workload``)."""
+        """The real talosctl, as the Job's container runs it, against the stand-in."""
         binary = binaries.find("talosctl")
         env = controlplane.loopback_env(
             {"TALOSCONFIG": str(self.workdir / "talosconfig"), "HOME": str(self.workdir)}
         )
-        with self._workload:
-            return subprocess.run(
-                [str(binary), *args], env=env, capture_output=True, text=True, timeout=240,
-                check=False,
-            )  # fmt: skip
+        return subprocess.run(
+            [str(binary), *args], env=env, capture_output=True, text=True, timeout=240,
+            check=False,
+        )  # fmt: skip
 
     def start_operator(self) -> None:
         assert self.operator is not None
@@ -644,8 +636,7 @@ class Stack:
     def _outage(self) -> None:
         self._outage_over.clear()
         try:
-            with self._workload:  # once a node's upgrade under way is done
-                self.outage_seconds.append(self.plane.restart(self.outage_part, down=1.0))
+            self.outage_seconds.append(self.plane.restart(self.outage_part, down=1.0))
         finally:
             self._outage_over.set()
 
