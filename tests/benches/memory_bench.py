@@ -8,9 +8,9 @@ offline) and its operator runs as the chart's Deployment and ServiceAccount desc
 clusters' kubeconfigs point at a second API server (three Talos Nodes and Cilium), one
 Secret and one workload client per cluster. Every cluster is created through the API
 server, so each create is a review too. Then the 16 largest reviews (and ordinary ones)
-go straight to the webhook's port twice: once with the fleet at rest, once while every
-cluster follows a changed release list. The peak RSS (``VmHWM``) of each phase is read
-after resetting it (``/proc/<pid>/clear_refs``), and the worst is the figure.
+go straight to the webhook's port: with the fleet at rest, while every cluster follows a
+changed release list, and ``AGAIN`` more times at rest. The peak RSS (``VmHWM``) of each
+storm is read after resetting it (``/proc/<pid>/clear_refs``); the worst is the figure.
 ``ICHOR_BENCH_MEMORY_FLEET`` sets the fleet's size.
 """
 
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
 import ssl
 import tempfile
 import time
@@ -42,6 +41,7 @@ from tests.component.chart.test_webhook_load import (
     chart_memory_limit,
     largest,
     many_values,
+    memory,
     post,
     review,
 )
@@ -58,13 +58,6 @@ AGAIN = 3
 
 def fleet_size() -> int:
     return int(os.environ.get("ICHOR_BENCH_MEMORY_FLEET", "") or FLEET)
-
-
-def _kib(pid: int, field: str) -> int:
-    status = Path(f"/proc/{pid}/status").read_text()
-    found = re.search(rf"^{field}:\s+(\d+) kB", status, re.M)
-    assert found, f"/proc/{pid}/status has no {field}"
-    return int(found[1]) * 1024
 
 
 def reset_peak(pid: int) -> None:
@@ -110,7 +103,7 @@ async def _storm(
     ordinary = json.dumps(review(namespace, name="ordinary")).encode()
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as session:
         await post(session, url, ordinary, context)  # warm
-        before = _kib(pid, "VmRSS")
+        before = memory(pid)[0]
         reset_peak(pid)
         started = time.monotonic()
         side = asyncio.create_task(meanwhile()) if meanwhile else None
@@ -131,7 +124,7 @@ async def _storm(
         body = answer["response"]
         key = "allowed" if body["allowed"] else body["status"].get("reason") or "denied"
         outcomes[key] = outcomes.get(key, 0) + 1
-    return Phase(name, before, _kib(pid, "VmHWM"), seconds, outcomes)
+    return Phase(name, before, memory(pid)[1], seconds, outcomes)
 
 
 def _as_operator(admin: Endpoint, user: str) -> aiohttp.ClientSession:
@@ -233,7 +226,7 @@ async def _measured(
         try:
             alive = lambda: Path(f"/proc/{pid}").exists()  # noqa: E731
             await watcher.wait(fleet_bench.FIRST_DEFAULT, alive=alive)
-            fleet_rss, fleet_peak = _kib(pid, "VmRSS"), _kib(pid, "VmHWM")
+            fleet_rss, fleet_peak = memory(pid)
             at_rest = await _storm(target, fleet, "16 largest reviews, fleet at rest")
 
             async def change() -> None:

@@ -819,7 +819,6 @@ async def run(
                     lambda: _fired_or(fault, flow, context), within=REACH_TIMEOUT, step=0.05
                 )
                 if fault.fired.is_set():
-                    context.faulted = True
                     await asyncio.to_thread(stack.operator.wait_dead)
                     calls = stack.proxy.disarm()
                     if dead is not None:
