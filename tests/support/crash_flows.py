@@ -160,8 +160,14 @@ def _event_problems(events: list[dict[str, Any]], expected: Expected) -> list[st
     counts = _count(events)
     for key in sorted(set(counts) | set(expected)):
         if counts.get(key, 0) != expected.get(key, 0):
+            said = [
+                e.get("message") or ""
+                for e in events
+                if (e["involvedObject"]["kind"], e.get("reason")) == key
+            ]
             problems.append(
                 f"{key[0]} Event {key[1]}: {counts.get(key, 0)}, expected {expected.get(key, 0)}"
+                + (f" ({'; '.join(said)[:600]})" if said else "")
             )
     for event in events:
         if event.get("reason") in OWED_REASONS and (event.get("count") or 1) != 1:

@@ -466,6 +466,10 @@ class OperationController(ClusterKeyed[OperationSettings]):
     ) -> Operation:
         """The operation's Job as its pods say: running, failed, or succeeded (then its
         nodes are followed)."""
+        if creating:
+            # created before a restart that came before the write saying so: that write
+            # owes Started, so it is made first, even when the Job has ended since
+            op = await self._job_runs(op, name, f"Job {name} runs")
         pods = await self._pods(op.namespace, name)
         started = lifecycle.step_started(pods)
         if started is not None and op.status.upgrade_started_at is None:
@@ -474,8 +478,6 @@ class OperationController(ClusterKeyed[OperationSettings]):
             op = await self._write(op, lifecycle.step_seen(op, started))
         outcome = lifecycle.job_outcome(job, pods)
         if outcome.state is lifecycle.JobState.RUNNING:
-            if creating:
-                return await self._job_runs(op, name, f"Job {name} runs")
             if outcome.message:
                 message = f"Job {name} runs: {outcome.message}"
                 return await self._job_runs(op, name, message)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -107,6 +107,34 @@ async def test_the_override_is_on_record_before_the_job_it_allows_exists(
     made) and the Override is there exactly once."""
     fault = crash.fault_for(Action.BEFORE, 1, match=_job_create)
     outcome = await crash.run(stack, crash_flows.OVERRIDDEN, fault, dead=_override_owed_or_posted)
+    assert outcome.reached, _report(outcome)
+    assert not outcome.problems, _report(outcome)
+
+
+def _runs_write() -> Callable[[str, str, bytes], bool]:
+    """The operation's first status write after its Job's create: the one that says the
+    Job runs (and owes Started)."""
+    created: list[str] = []
+
+    def match(method: str, path: str, body: bytes) -> bool:
+        if _job_create(method, path, body):
+            created.append(path)
+            return False
+        status = "/talosoperations/" in path and path.endswith("/status")
+        return bool(created) and method == "PATCH" and status
+
+    return match
+
+
+@pytest.mark.parametrize("flow", [crash_flows.CILIUM, crash_flows.KUBERNETES], ids=lambda f: f.name)
+async def test_killed_between_the_job_create_and_its_write_started_is_posted(
+    stack: crash.Stack, flow: crash.Flow
+) -> None:
+    """A failure the day's sample found (its order of two writes differs run to run):
+    killed after the Job's create and before the write that says it runs, the Job ended
+    while the operator was down, and the restart went from creating to the end without
+    owing Started or the cluster's UpgradeStarted."""
+    outcome = await crash.run(stack, flow, crash.fault_for(Action.BEFORE, 1, match=_runs_write()))
     assert outcome.reached, _report(outcome)
     assert not outcome.problems, _report(outcome)
 

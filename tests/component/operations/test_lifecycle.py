@@ -466,6 +466,59 @@ async def test_a_restart_between_the_claim_and_the_job_creates_the_job_once(
     assert images == {"factory.talos.dev/metal-installer/abc:v1.14.4"}
 
 
+@pytest.mark.parametrize("succeeded", [True, False], ids=["succeeded", "failed"])
+async def test_a_job_that_ended_before_its_write_still_owes_started(
+    operator: Operator, objects: Objects, succeeded: bool
+) -> None:
+    """The operator dies after the Job's create and before the write that says it runs;
+    the Job ends while it is down. The restart finds the Job ended: Started and the
+    cluster's UpgradeStarted are still posted, once (the crash sweep found them lost)."""
+    await objects.create_cluster()
+    await eventually(
+        objects.cluster,
+        lambda c: (c.get("status") or {}).get("observedGeneration") == 1,
+        what="the operator at work",
+    )
+    await operator.stop()
+    created = await objects.create_operation("up", "cni", None)
+    name = jobs.job_name(operation="up", uid=created["metadata"]["uid"], type_=OperationType.CNI)
+    await objects.custom.patch_namespaced_custom_object_status(
+        "ichor.dev", "v1alpha1", objects.namespace, "talosoperations", "up",
+        {"status": {
+            "phase": "Running", "jobName": name, "startedAt": "2026-12-03T08:00:00Z",
+            "conditions": [{
+                "type": "Complete", "status": "False", "reason": "JobCreating", "message": "",
+                "lastTransitionTime": "2026-12-03T08:00:00Z",
+            }],
+        }},
+        _content_type="application/merge-patch+json",
+    )  # fmt: skip
+    owner = {
+        "apiVersion": "ichor.dev/v1alpha1", "kind": "TalosOperation", "name": "up",
+        "uid": created["metadata"]["uid"], "controller": True,
+    }  # fmt: skip
+    job = {
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "ownerReferences": [owner]},
+        "spec": {"backoffLimit": 0, "template": {"spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "talosctl", "image": "talosctl:test"}],
+        }}},
+    }  # fmt: skip
+    await objects.batch.create_namespaced_job(objects.namespace, job)  # type: ignore[arg-type]
+    await objects.play_job(name, succeeded=succeeded, message="" if succeeded else "boom")
+    await operator.start()
+    end = "Succeeded" if succeeded else "Failed"
+    done = await eventually(lambda: objects.operation("up"), lambda b: phase(b) == end, what=end)
+    assert done["status"]["jobName"] == name
+    assert len(await objects.jobs()) == 1
+    found = await objects.saw_events("up", "Started", end)
+    assert found.count("Started") == 1
+    assert found.count(end) == 1
+    cluster = await objects.saw_events("prod", "UpgradeStarted", f"Upgrade{end}")
+    assert cluster.count("UpgradeStarted") == 1
+
+
 async def test_a_conflict_on_a_status_write_is_retried_not_lost(
     operator: Operator, workload: Workload, objects: Objects, phases: Phases
 ) -> None:
