@@ -2,7 +2,9 @@
 own behind the counting proxy, Jobs played as a kubelet would run them, and the runs.
 
 ``Stack`` starts a control plane for the sweep alone (it is stopped and started in the
-outage runs), the CRDs, the operator's account (the chart's ClusterRole), a holder of the
+outage runs), a second one for the workload cluster that talosctl's drain reaches (it
+stays up, as a workload cluster does when the management cluster's API server goes
+away), the CRDs, the operator's account (the chart's ClusterRole), a holder of the
 override verb, the webhook's configurations naming the operator's port, the Talos API
 stand-in with its Nodes, and ``python -m ichor.operator`` as the chart runs it, whose
 kubeconfig names the proxy (``tests.harness.apiproxy``). ``run`` drives one flow
@@ -477,7 +479,11 @@ class Stack:
         self.workdir = workdir
         self.registry: test_registry.LocalRegistry | None = None
         self.plane = controlplane.ControlPlane(workdir=workdir / "plane")
+        #: The API server talosctl's drain reaches (``MachineService.Kubeconfig``): a
+        #: workload cluster's own, which stays up when the management cluster's goes away.
+        self.workload = controlplane.ControlPlane(workdir=workdir / "workload")
         self.admin: ApiClient = None  # type: ignore[assignment]
+        self.workload_admin: ApiClient = None  # type: ignore[assignment]
         self.holder: ApiClient = None  # type: ignore[assignment]
         self.account: account.Account | None = None
         self.proxy: apiproxy.ApiProxy | None = None
@@ -496,6 +502,9 @@ class Stack:
     async def __aenter__(self) -> Stack:
         await asyncio.to_thread(self._start_parts)
         self.admin = await config.new_client_from_config(config_file=str(self.plane.kubeconfig))
+        self.workload_admin = await config.new_client_from_config(
+            config_file=str(self.workload.kubeconfig)
+        )
         holder = self.plane.user_kubeconfig(HOLDER, groups=["ichor-crash-users"])
         self.holder = await config.new_client_from_config(config_file=str(holder))
         await self._nodes()
@@ -507,7 +516,7 @@ class Stack:
     async def __aexit__(self, *exc: object) -> None:
         if self.operator is not None:
             await asyncio.to_thread(self.operator.stop)
-        for api in (self.admin, self.holder):
+        for api in (self.admin, self.holder, self.workload_admin):
             if api is not None:
                 await api.close()
         if self.standin is not None:
@@ -517,6 +526,7 @@ class Stack:
         if self.registry is not None:
             self.registry.close()
         self.plane.stop()
+        self.workload.stop()
 
     def _start_parts(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -525,6 +535,7 @@ class Stack:
         for what, tags in RELEASES.items():
             self.registry.seed(f"{REPOSITORIES}/{what}", tags)
         self.plane.start()
+        self.workload.start()
         operator.apply_crds(self.plane)
         self.account = account.grant(
             self.plane, role=OPERATOR_ROLE, directory=self.workdir / "account",
@@ -601,7 +612,7 @@ class Stack:
         self.standin = talos_standin.TalosApi(
             workdir=self.workdir / f"talos-{self._standins}", endpoint_host="127.0.0.1",
             nodes=TALOS_NODES, kubeconfig=self.plane.kubeconfig,
-            served_kubeconfig=self.plane.kubeconfig.read_text(), down=1.5,
+            served_kubeconfig=self.workload.kubeconfig.read_text(), down=1.5,
         ).start()  # fmt: skip
         self.talosconfig = self.standin.talosconfig(endpoint=f"127.0.0.1:{self.standin.port}")
         (self.workdir / "talosconfig").write_text(self.talosconfig)
@@ -647,20 +658,32 @@ class Stack:
     # --- the workload's Nodes ----------------------------------------------------------
 
     async def _nodes(self) -> None:
-        core = client.CoreV1Api(self.admin)
-        for node in TALOS_NODES:
-            labels = {jobs.CONTROL_PLANE_LABEL: ""} if node.control_plane else {}
-            body = {"apiVersion": "v1", "kind": "Node",
-                    "metadata": {"name": node.name, "labels": labels}}  # fmt: skip
-            with contextlib.suppress(ApiException):
-                await core.create_node(body)  # type: ignore[arg-type]
+        """The Nodes the operator reads (and the stand-in moves), and their copies in the
+        workload API server, which talosctl's drain cordons and uncordons."""
+        for api in (self.admin, self.workload_admin):
+            core = client.CoreV1Api(api)
+            for node in TALOS_NODES:
+                labels = {jobs.CONTROL_PLANE_LABEL: ""} if node.control_plane else {}
+                body = {"apiVersion": "v1", "kind": "Node",
+                        "metadata": {"name": node.name, "labels": labels}}  # fmt: skip
+                with contextlib.suppress(ApiException):
+                    await core.create_node(body)  # type: ignore[arg-type]
         await self.set_nodes(talos="v1.14.3", kubelet="v1.36.6")
+        await self.set_nodes(talos="v1.14.3", kubelet="v1.36.6", api=self.workload_admin)
 
-    async def set_nodes(self, *, talos: str | None = None, kubelet: str | None = None) -> None:
-        core = client.CoreV1Api(self.admin)
+    async def set_nodes(
+        self,
+        *,
+        talos: str | None = None,
+        kubelet: str | None = None,
+        api: ApiClient | None = None,
+    ) -> None:
+        """The Nodes' versions and Ready, in the management API server (``api``: another)."""
+        api = api or self.admin
+        core = client.CoreV1Api(api)
         for node in TALOS_NODES:
             found = await core.read_node(node.name)
-            info = self.admin.sanitize_for_serialization(found).get("status", {}).get(
+            info = api.sanitize_for_serialization(found).get("status", {}).get(
                 "nodeInfo"
             ) or nodes.talos_node_info(talos="v1.14.3", kubelet="v1.36.6")
             if talos is not None:

@@ -109,8 +109,8 @@ def _settled(body: Mapping[str, Any]) -> bool:
 
 
 async def _observed(context: Context, **wanted: str) -> bool:
-    status = _status(await context.cluster())
     cluster = await context.cluster()
+    status = _status(cluster)
     if status.get("observedGeneration") != cluster["metadata"]["generation"]:
         return False
     return all(status.get(field) == value for field, value in wanted.items())
@@ -308,10 +308,25 @@ def _targets(context: Context) -> None:
     )  # fmt: skip
 
 
+async def _offered(context: Context) -> bool:
+    """The cluster offers the Talos patch from a current list: auto-patch's start state.
+    Observed before the operator saw the new release list, the cluster says the list
+    cannot be used, and auto-patch turned on then waits (``AutoPatchBlocked``)."""
+    choices = _status(await context.cluster()).get("upgradeChoices") or {}
+    talos = choices.get("talos") or {}
+    return (
+        bool(talos.get("available"))
+        and not talos.get("unavailableReason")
+        and TARGETS["talos"][0] in (talos.get("patch") or ())
+    )
+
+
 async def _autopatch_prepare(context: Context) -> None:
     await context.stack.release_check(enabled=True)
     await asyncio.to_thread(_targets, context)
     await _prepare_cluster(context)
+    if not await eventually(lambda: _offered(context), within=30):
+        raise AssertionError(f"TalosCluster {context.namespace}/prod offers no Talos patch")
 
 
 async def _autopatch_start(context: Context) -> None:

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"slices"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/cosi-project/runtime/pkg/safe"
 	"k8s.io/client-go/util/retry"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/siderolabs/talos/pkg/machinery/labels"
@@ -32,9 +34,9 @@ const (
 // the keys it owns and no longer wants.
 func (s *server) applyNodeMetadata(n *node) {
 	wantLabels, wantAnnotations := map[string]string{}, map[string]string{}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	listing, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	statuses, err := safe.StateListAll[*runtime.ExtensionStatus](ctx, n.cosi)
+	statuses, err := safe.StateListAll[*runtime.ExtensionStatus](listing, n.cosi)
 	if err == nil {
 		for status := range statuses.All() {
 			name := extensionPrefix + status.TypedSpec().Metadata.Name
@@ -50,28 +52,8 @@ func (s *server) applyNodeMetadata(n *node) {
 		}
 	}
 	if err == nil {
-		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			found, err := s.kube.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
-			if err != nil {
-				return err
-			}
-			if found.Labels == nil {
-				found.Labels = map[string]string{}
-			}
-			if found.Annotations == nil {
-				found.Annotations = map[string]string{}
-			}
-			before := [2]map[string]string{maps.Clone(found.Labels), maps.Clone(found.Annotations)}
-			ownedL, ownedA := owned(found.Annotations[ownedLabels]), owned(found.Annotations[ownedAnnotations])
-			applyKV(found.Labels, ownedL, wantLabels)
-			applyKV(found.Annotations, ownedA, wantAnnotations)
-			writeOwned(found.Annotations, ownedLabels, ownedL)
-			writeOwned(found.Annotations, ownedAnnotations, ownedA)
-			if maps.Equal(before[0], found.Labels) && maps.Equal(before[1], found.Annotations) {
-				return nil
-			}
-			_, err = s.kube.CoreV1().Nodes().Update(ctx, found, metav1.UpdateOptions{})
-			return err
+		err = untilAPI(func(ctx context.Context) error {
+			return s.updateNodeMetadata(ctx, n, wantLabels, wantAnnotations)
 		})
 	}
 	fields := map[string]any{"labels": wantLabels, "annotations": wantAnnotations}
@@ -79,6 +61,67 @@ func (s *server) applyNodeMetadata(n *node) {
 		fields["error"] = err.Error()
 	}
 	s.log("node-metadata", n, fields)
+}
+
+// untilAPI calls write until the API server takes it, for at most apiPatience: a kubelet
+// posts its Node's status, and machined's Node controllers apply their labels, until the
+// API server answers (pkg/kubelet/kubelet_node_status.go retries each
+// nodeStatusUpdateFrequency for ever; a controller of machined is run again on error), so
+// an API server away for a few seconds still hears of a boot.
+func untilAPI(write func(context.Context) error) error {
+	deadline := time.Now().Add(apiPatience)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := write(ctx)
+		cancel()
+		if err == nil || !transient(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// transient says whether err may pass when the API server is back: it was not reached,
+// or it answered that it cannot serve now. A refusal (not found, forbidden, invalid) is
+// final.
+func transient(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) {
+		return true
+	}
+	return apierrors.IsServiceUnavailable(err) || apierrors.IsTooManyRequests(err) ||
+		apierrors.IsServerTimeout(err) || apierrors.IsTimeout(err) || apierrors.IsInternalError(err)
+}
+
+// apiPatience bounds untilAPI: longer than any outage the tests make.
+const apiPatience = 90 * time.Second
+
+// updateNodeMetadata is node_apply.go's update of the Node's labels and annotations, on a
+// conflict read again.
+func (s *server) updateNodeMetadata(ctx context.Context, n *node, wantLabels, wantAnnotations map[string]string) error {
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		found, err := s.kube.CoreV1().Nodes().Get(ctx, n.name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if found.Labels == nil {
+			found.Labels = map[string]string{}
+		}
+		if found.Annotations == nil {
+			found.Annotations = map[string]string{}
+		}
+		before := [2]map[string]string{maps.Clone(found.Labels), maps.Clone(found.Annotations)}
+		ownedL, ownedA := owned(found.Annotations[ownedLabels]), owned(found.Annotations[ownedAnnotations])
+		applyKV(found.Labels, ownedL, wantLabels)
+		applyKV(found.Annotations, ownedA, wantAnnotations)
+		writeOwned(found.Annotations, ownedLabels, ownedL)
+		writeOwned(found.Annotations, ownedAnnotations, ownedA)
+		if maps.Equal(before[0], found.Labels) && maps.Equal(before[1], found.Annotations) {
+			return nil
+		}
+		_, err = s.kube.CoreV1().Nodes().Update(ctx, found, metav1.UpdateOptions{})
+		return err
+	})
 }
 
 func owned(raw string) map[string]struct{} {

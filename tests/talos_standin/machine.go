@@ -198,16 +198,10 @@ func (s *server) patchNode(n *node, ready bool, version, id string) {
 		nodeStatus["nodeInfo"] = map[string]any{"osImage": fmt.Sprintf("Talos (%s)", version), "bootID": id}
 	}
 	body, _ := json.Marshal(map[string]any{"status": nodeStatus})
-	var err error
-	for attempt := 0; attempt < 10; attempt++ {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_, err = s.kube.CoreV1().Nodes().Patch(ctx, n.name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
-		cancel()
-		if err == nil {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
+	err := untilAPI(func(ctx context.Context) error {
+		_, err := s.kube.CoreV1().Nodes().Patch(ctx, n.name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
+		return err
+	})
 	fields := map[string]any{"ready": ready}
 	if ready {
 		fields["osImage"] = fmt.Sprintf("Talos (%s)", version)
