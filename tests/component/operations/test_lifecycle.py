@@ -405,9 +405,8 @@ async def test_a_restart_while_running_keeps_the_same_job_and_completes(
     assert found.count("Started") == 1
 
 
-async def test_a_restart_between_the_claim_and_the_job_creates_the_job_once(
-    operator: Operator, workload: Workload, objects: Objects
-) -> None:
+async def _cluster_then_stopped(operator: Operator, objects: Objects) -> None:
+    """A cluster the operator has observed, then the operator stopped."""
     await objects.create_cluster()
     await eventually(
         objects.cluster,
@@ -415,6 +414,12 @@ async def test_a_restart_between_the_claim_and_the_job_creates_the_job_once(
         what="the operator at work",
     )
     await operator.stop()
+
+
+async def test_a_restart_between_the_claim_and_the_job_creates_the_job_once(
+    operator: Operator, workload: Workload, objects: Objects
+) -> None:
+    await _cluster_then_stopped(operator, objects)
     created = await objects.create_operation("up", "talos", "v1.14.4")
     # what a run stopped right after the claim leaves behind
     name = jobs.job_name(operation="up", uid=created["metadata"]["uid"], type_=OperationType.TALOS)
@@ -473,13 +478,7 @@ async def test_a_job_that_ended_before_its_write_still_owes_started(
     """The operator dies after the Job's create and before the write that says it runs;
     the Job ends while it is down. The restart finds the Job ended: Started and the
     cluster's UpgradeStarted are still posted, once (the crash sweep found them lost)."""
-    await objects.create_cluster()
-    await eventually(
-        objects.cluster,
-        lambda c: (c.get("status") or {}).get("observedGeneration") == 1,
-        what="the operator at work",
-    )
-    await operator.stop()
+    await _cluster_then_stopped(operator, objects)
     created = await objects.create_operation("up", "cni", None)
     name = jobs.job_name(operation="up", uid=created["metadata"]["uid"], type_=OperationType.CNI)
     await objects.custom.patch_namespaced_custom_object_status(
