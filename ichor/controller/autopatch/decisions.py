@@ -44,7 +44,6 @@ from ichor.controller.autopatch.policy import Policy
 from ichor.controller.autopatch.windows import Interval
 from ichor.kube import conditions
 from ichor.kube.bodies import EventType, PlannedEvent
-from ichor.release.versions import VersionError, parse
 from ichor.upgrade.rule import Component
 
 Reason = AutoPatchReason
@@ -503,28 +502,6 @@ def choice_groups(status: TalosClusterStatus) -> dict[Component, ChoiceGroup | N
     }
 
 
-def current_choices(cluster: Cluster) -> dict[Component, ChoiceGroup | None]:
-    """The cluster's choices without a patch its spec already names or passed. Choices
-    written before an upgrade moved the spec still offer its version, and a start of it
-    would be refused (an upgrade moves only to a newer version)."""
-    groups = choice_groups(cluster.status)
-    running = {
-        Component.TALOS: cluster.spec.talos_version,
-        Component.KUBERNETES: cluster.spec.kubernetes_version,
-    }
-    for component, group in groups.items():
-        if group is None:
-            continue
-        try:
-            spec = parse(running[component])
-            kept = tuple(v for v in group.patch if parse(v) > spec)
-        except VersionError:
-            continue  # an unreadable version is the rules' to refuse, not this filter's
-        if kept != group.patch:
-            groups[component] = group.model_copy(update={"patch": kept})
-    return groups
-
-
 @dataclass(frozen=True)
 class Look:
     """One look at a cluster: everything the steps of ``decide`` read."""
@@ -585,7 +562,7 @@ class Look:
     def chosen(self) -> _Pick:
         return pick(
             policy=self.policy,
-            choices=current_choices(self.cluster),
+            choices=choice_groups(self.cluster.status),
             fleet=self.fleet,
             now=self.now,
             namespace=self.cluster.namespace,

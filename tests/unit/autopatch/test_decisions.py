@@ -175,28 +175,6 @@ def test_an_open_window_starts_the_newest_talos_patch_first() -> None:
     assert "2026-06-01 02:00 UTC to 2026-06-01 06:00 UTC" in decision.start.reason
 
 
-def test_choices_written_before_the_spec_moved_start_nothing_it_already_names() -> None:
-    """The crash sweep's finding: an upgrade to v1.14.4 just succeeded and moved the spec,
-    the Nodes report it, but the choices were written before and still offer v1.14.4.
-    Starting it again is refused by the webhook (not newer) and posts AutoPatchBlocked;
-    a patch the spec names or passed is not a choice."""
-    moved = SPEC.model_copy(update={"talos_version": "v1.14.4"})
-    stale = status(talos="v1.14.4", talos_patch=("v1.14.4",), kubernetes_patch=())
-    decision = decide(
-        d.Cluster(namespace="ns", name="prod", spec=moved, status=stale, not_ready=())
-    )
-    assert decision.start is None
-    assert reason(decision) == "UpToDate"
-    assert not [e for e in decision.events if e.reason == "AutoPatchBlocked"]
-    # a newer patch still offered next to it is taken
-    newer = status(talos="v1.14.4", talos_patch=("v1.14.5", "v1.14.4"), kubernetes_patch=())
-    decision = decide(
-        d.Cluster(namespace="ns", name="prod", spec=moved, status=newer, not_ready=())
-    )
-    assert decision.start is not None
-    assert decision.start.version == "v1.14.5"
-
-
 def test_kubernetes_comes_once_talos_has_no_patch_left() -> None:
     decision = decide(cluster(status(talos_patch=())))
     assert decision.start is not None
